@@ -1,0 +1,5 @@
+import sys
+
+from kfmt.cli import main
+
+sys.exit(main())

@@ -1,0 +1,83 @@
+"""The `kfmt` command. One module per subcommand in this package (NAME, HELP, add_arguments, run);
+plugins add more through the kfmt_register_commands hook. Exit codes (CLI.md): 0 success, 1 runtime
+failure, 2 usage error, 65 bad data. Errors are one line on stderr, never a traceback (KFMT_DEBUG=1
+shows one for failures that are not the input's fault)."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import pkgutil
+import sys
+import traceback
+
+from kfmt import __version__, registry
+from kfmt.errors import EXIT_DATA, EXIT_FAILURE, EXIT_USAGE, DataError, KfmtError, UsageError
+
+
+def _builtin_commands():
+    import kfmt.cli as package
+
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        yield registry.Command(module.NAME, module.add_arguments, module.run, module.HELP)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # argparse's own usage errors: one line, exit 2
+        self.print_usage(sys.stderr)
+        print(f"kfmt: error: {message}", file=sys.stderr)
+        sys.exit(EXIT_USAGE)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="kfmt", description="Read, verify, convert and write Kafka partition "
+                                              "directories without a broker.")
+    parser.add_argument("--version", action="version", version=f"kfmt {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    commands = {c.name: c for c in _builtin_commands()}
+    commands.update(registry.get().commands)
+    for name in sorted(commands):
+        command = commands[name]
+        p = sub.add_parser(name, help=command.help, description=command.help)
+        command.add_arguments(p)
+        p.set_defaults(_run=command.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        return args._run(args) or 0
+    except DataError as err:
+        print(f"kfmt: error: {err}", file=sys.stderr)
+        return EXIT_DATA
+    except UsageError as err:
+        print(f"kfmt: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except KfmtError as err:
+        print(f"kfmt: error: {err}", file=sys.stderr)
+        return err.exit_code
+    except BrokenPipeError:
+        # The reader went away (kfmt cat | head): not an error of ours.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    except KeyboardInterrupt:
+        return 130
+    except OSError as err:
+        print(f"kfmt: error: {err}", file=sys.stderr)
+        return EXIT_FAILURE
+    except Exception as err:  # a bug: say so in one line; KFMT_DEBUG=1 shows where
+        if os.environ.get("KFMT_DEBUG"):
+            traceback.print_exc()
+        print(f"kfmt: internal error: {type(err).__name__}: {err} (set KFMT_DEBUG=1 for a traceback)",
+              file=sys.stderr)
+        return EXIT_FAILURE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

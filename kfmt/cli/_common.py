@@ -1,0 +1,61 @@
+"""Arguments and helpers shared by the subcommands."""
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import sys
+
+from kfmt.layout import PartitionDir, find_partitions
+from kfmt.storage import open_storage, parse_storage_options
+
+
+def add_path_arguments(p: argparse.ArgumentParser, name: str = "PATH", help: str | None = None) -> None:
+    p.add_argument("path", metavar=name,
+                   help=help or "a partition directory or a log directory (local path or fsspec URL)")
+    add_storage_arguments(p)
+    p.add_argument("--topic", metavar="GLOB", help="only topics matching this glob (log directories)")
+    p.add_argument("--partition", type=int, metavar="N", help="only this partition number")
+
+
+def add_storage_arguments(p: argparse.ArgumentParser) -> None:
+    if not any(a.dest == "storage_option" for a in p._actions):
+        p.add_argument("--storage-option", action="append", metavar="KEY=VALUE", default=[],
+                       help="fsspec storage option (repeatable), e.g. endpoint_url=http://127.0.0.1:8333")
+
+
+def add_format_argument(p: argparse.ArgumentParser, choices=("text", "json")) -> None:
+    p.add_argument("--format", choices=choices, default=choices[0], help="output format")
+
+
+def add_progress_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-progress", action="store_true", help="never show progress bars")
+
+
+def open_partitions(args) -> tuple[list[PartitionDir], bool]:
+    """The partitions PATH names, and whether PATH is a log directory."""
+    storage, path = open_storage(args.path, parse_storage_options(args.storage_option))
+    parts = find_partitions(storage, path, getattr(args, "topic", None), getattr(args, "partition", None))
+    is_log_dir = not (len(parts) == 1 and parts[0].path == path)
+    return parts, is_log_dir
+
+
+def b64(data: bytes | None) -> str | None:
+    return None if data is None else base64.b64encode(data).decode("ascii")
+
+
+def java_utf8(data: bytes) -> str:
+    """Bytes decoded as Java's `new String(bytes, UTF_8)` does (malformed input -> U+FFFD)."""
+    return data.decode("utf-8", "replace")
+
+
+def dumps(obj) -> str:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+
+
+def progress(args, **kwargs):
+    """A tqdm bar on stderr, only when stderr is a terminal and --no-progress was not given."""
+    from tqdm import tqdm
+
+    disable = getattr(args, "no_progress", False) or not sys.stderr.isatty()
+    return tqdm(disable=disable, file=sys.stderr, **kwargs)

@@ -1,0 +1,102 @@
+"""kfmt cat: records in offset order, as a Kafka consumer sees them."""
+from __future__ import annotations
+
+import sys
+
+from kfmt.cli._common import add_format_argument, add_path_arguments, b64, dumps, java_utf8, open_partitions
+from kfmt.control import control_type
+from kfmt.errors import UsageError
+from kfmt.partition import PartitionReader
+from kfmt.transactions import ABORTED, OPEN, TransactionStatus, end_markers
+
+NAME = "cat"
+HELP = "print records in offset order (JSON lines with --format json)"
+
+
+def add_arguments(p):
+    add_path_arguments(p)
+    seek = p.add_mutually_exclusive_group()
+    seek.add_argument("--from-offset", type=int, metavar="N", help="start at offset N (seeks via .index)")
+    seek.add_argument("--from-timestamp", type=int, metavar="MS",
+                      help="start at the first record whose timestamp is >= MS (seeks via .timeindex)")
+    p.add_argument("--max-records", type=int, metavar="K", help="stop after K records (per partition)")
+    p.add_argument("--isolation", choices=("read_uncommitted", "read_committed"),
+                   default="read_uncommitted", help="read_committed leaves out aborted transactions")
+    p.add_argument("--include-control", action="store_true",
+                   help="also print control records (transaction markers)")
+    add_format_argument(p)
+
+
+def run(args) -> int:
+    if args.max_records is not None and args.max_records < 0:
+        raise UsageError("--max-records must be >= 0")
+    parts, is_log_dir = open_partitions(args)
+    out = sys.stdout
+    for part in parts:
+        where = {"topic": part.topic, "partition": part.partition} if is_log_dir else {}
+        for line in partition_lines(part, args, where):
+            out.write(line)
+            out.write("\n")
+    out.flush()
+    return 0
+
+
+def partition_lines(part, args, where: dict):
+    reader = PartitionReader(part)
+    start = reader.start_point(args.from_offset, args.from_timestamp)
+    if start is None:
+        return
+    committed_only = args.isolation == "read_committed"
+    txns = TransactionStatus(end_markers(PartitionReader(part), *start[:2])) if committed_only else None
+    left = args.max_records
+    for _seg, batch, skip in reader.batches_from(*start):
+        h = batch.header
+        if h.is_control and not args.include_control:
+            continue
+        if committed_only and h.is_transactional and not h.is_control:
+            status = txns.status(h)
+            if status == OPEN:
+                return  # the last stable offset: a committed reader sees nothing beyond it
+            if status == ABORTED:
+                continue
+        for record in records_of(batch, skip, where, args.format == "json"):
+            if left is not None:
+                if left <= 0:
+                    return
+                left -= 1
+            yield record
+
+
+def records_of(batch, skip: int, where: dict, as_json: bool):
+    h = batch.header
+    cols = batch.records.slice(skip).to_pydict()
+    ts_type = h.timestamp_type.java_name
+    epoch = h.partition_leader_epoch if h.partition_leader_epoch >= 0 else None
+    for offset, ts, key, value, headers in zip(cols["offset"], cols["timestamp"], cols["key"],
+                                                cols["value"], cols["headers"]):
+        obj = {"offset": offset, "timestamp": ts, "timestampType": ts_type, "key": b64(key),
+               "value": b64(value),
+               "headers": [{"key": java_utf8(x["key"]), "value": b64(x["value"])} for x in headers],
+               "leaderEpoch": epoch, **where}
+        if h.is_control:
+            obj["control"] = control_type(key).name
+        yield dumps(obj) if as_json else text_line(obj, key, value, headers)
+
+
+def text_line(obj: dict, key, value, headers) -> str:
+    prefix = f"{obj['topic']}-{obj['partition']} " if "topic" in obj else ""
+    hs = ",".join(f"{java_utf8(h['key'])}={_show(h['value'])}" for h in headers)
+    control = f" control={obj['control']}" if "control" in obj else ""
+    return (f"{prefix}offset={obj['offset']} {obj['timestampType']}={obj['timestamp']}{control} "
+            f"key={_show(key)} value={_show(value)}" + (f" headers=[{hs}]" if headers else ""))
+
+
+_ESCAPES = {c: f"\\x{c:02x}" for c in [*range(0x20), 0x7F]} | {ord("\n"): "\\n", ord("\t"): "\\t",
+                                                         ord("\r"): "\\r", ord("\\"): "\\\\"}
+
+
+def _show(data: bytes | None) -> str:
+    """Bytes for a one-line display: UTF-8 text (invalid bytes and control characters escaped)."""
+    if data is None:
+        return "null"
+    return data.decode("utf-8", "backslashreplace").translate(_ESCAPES)

@@ -1,0 +1,50 @@
+"""kfmt plugins: what is loaded and what each plugin registers."""
+from __future__ import annotations
+
+import sys
+
+from kfmt.cli._common import add_format_argument, dumps
+from kfmt.plugins import describe_plugins, pm
+
+NAME = "plugins"
+HELP = "list the loaded plugins and what each registers"
+
+_REGISTER_HOOKS = {
+    "kfmt_register_formats": ("formats", lambda f: f"{f.name} (magic {', '.join(map(str, f.magics))})"),
+    "kfmt_register_compressions": ("compressions", lambda c: f"{c.name} (id {c.id})"),
+    "kfmt_register_storage": ("storage", lambda s: s.name),
+    "kfmt_register_exporters": ("exporters", lambda e: e.name),
+    "kfmt_register_commands": ("commands", lambda name, *rest: name),
+}
+
+
+def add_arguments(p):
+    add_format_argument(p)
+
+
+def provided_by(plugin) -> dict[str, list[str]]:
+    """Call the plugin's own register hooks with a collecting callback."""
+    out = {}
+    for hook, (kind, describe) in _REGISTER_HOOKS.items():
+        impl = getattr(plugin, hook, None)
+        if impl is None:
+            continue
+        items = []
+        impl(register=lambda *a, **k: items.append(describe(*a)))
+        out[kind] = items
+    return out
+
+
+def run(args) -> int:
+    plugins = describe_plugins()
+    for p in plugins:
+        p["provides"] = provided_by(pm.get_plugin(p["name"]))
+    if args.format == "json":
+        print(dumps(plugins))
+        return 0
+    for p in plugins:
+        dist = f"{p['distribution']} {p['version']}" if p["distribution"] else "(not from a distribution)"
+        provides = "; ".join(f"{kind}: {', '.join(items)}" for kind, items in p["provides"].items())
+        print(f"{p['name']:<22} {dist:<16} {provides}")
+    sys.stdout.flush()
+    return 0

@@ -1,0 +1,1 @@
+"""Built-in plugins: message formats, compression codecs, storage backends, exporters."""

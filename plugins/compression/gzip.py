@@ -1,0 +1,53 @@
+"""Codec 1: gzip (reference §5.2).
+
+Kafka writes one gzip member through java.util.zip.GZIPOutputStream at level 6 (mtime 0, no file
+name); it reads anything GZIPInputStream accepts, including header flags and concatenated members,
+since payloads are often stored exactly as a non-Java producer compressed them.
+"""
+import zlib
+
+from kfmt.compression import DEFAULT_MAX_DECOMPRESSED, Compression, corrupt, too_large
+from kfmt.hookspecs import hookimpl
+
+DEFAULT_LEVEL = 6  # Deflater.DEFAULT_COMPRESSION
+# The 10-byte header GZIPOutputStream writes (JDK >= 16 sets OS = 0xff).
+JAVA_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
+CHUNK = 1 << 20
+
+
+class Gzip(Compression):
+    id = 1
+    name = "gzip"
+
+    def compress(self, data, *, magic, level=None):
+        deflater = zlib.compressobj(DEFAULT_LEVEL if level is None else level, zlib.DEFLATED, -15)
+        body = deflater.compress(data) + deflater.flush()
+        trailer = (zlib.crc32(data) & 0xFFFFFFFF).to_bytes(4, "little") + \
+            (len(data) & 0xFFFFFFFF).to_bytes(4, "little")
+        return JAVA_HEADER + body + trailer
+
+    def decompress(self, data, *, magic, max_size=DEFAULT_MAX_DECOMPRESSED):
+        out = bytearray()
+        data = memoryview(data)
+        while True:  # one pass per gzip member
+            d = zlib.decompressobj(zlib.MAX_WBITS | 16)
+            try:
+                out += d.decompress(data, max_size + 1 - len(out))
+                while d.unconsumed_tail and len(out) <= max_size:
+                    out += d.decompress(d.unconsumed_tail, max_size + 1 - len(out))
+            except zlib.error as e:
+                raise corrupt(self.name, e) from None
+            if len(out) > max_size:
+                raise too_large(self.name, max_size)
+            if not d.eof:
+                raise corrupt(self.name, "stream ends before the end of the gzip member")
+            rest = d.unused_data
+            # GZIPInputStream goes on into a concatenated member and ignores anything else.
+            if rest[:2] != b"\x1f\x8b":
+                return bytes(out)
+            data = memoryview(rest)
+
+
+@hookimpl
+def kfmt_register_compressions(register):
+    register(Gzip())

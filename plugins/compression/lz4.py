@@ -1,0 +1,116 @@
+"""Codec 3: lz4, in Kafka's LZ4 frame (reference §5.4).
+
+    magic: 04 22 4D 18 (0x184D2204 little-endian)
+    FLG: 0x60 (version 01, independent blocks); BD: 0x40 (64 KiB blocks)
+    HC: (xxHash32(FLG BD) >> 8) & 0xFF = 0x82 -- but for magic 0 Kafka hashes magic FLG BD (0x1a)
+    blocks: [int32 LE size, bit 31 = stored uncompressed][data], each <= 64 KiB of input
+    end mark: 00 00 00 00
+
+Reading follows Kafka's Lz4BlockInputStream: only the first frame is decoded; dependent blocks and
+dictionary ids are rejected; a content-size field is skipped; block checksums are verified; the
+header checksum is verified for magic 1 and 2 and ignored for magic 0 (KAFKA-3160, KIP-57).
+"""
+import struct
+
+import lz4.block
+import xxhash
+
+from kfmt.compression import DEFAULT_MAX_DECOMPRESSED, Compression, corrupt, too_large
+from kfmt.hookspecs import hookimpl
+
+MAGIC = b"\x04\x22\x4d\x18"
+FLG_WRITTEN = 0x60
+BD_WRITTEN = 0x40
+BLOCK_SIZES = {4: 64 << 10, 5: 256 << 10, 6: 1 << 20, 7: 4 << 20}
+UNCOMPRESSED_BIT = 0x80000000
+END_MARK = b"\x00\x00\x00\x00"
+BLOCK_SIZE_WRITTEN = 64 << 10
+DEFAULT_LEVEL = 9  # lz4-java's fast compressor is used at this level
+
+
+def header_checksum(descriptor: bytes, magic: int) -> int:
+    """HC byte over the frame descriptor; v0 frames hash the magic too (Kafka's historical bug)."""
+    hashed = MAGIC + descriptor if magic == 0 else descriptor
+    return (xxhash.xxh32_intdigest(hashed) >> 8) & 0xFF
+
+
+class Lz4(Compression):
+    id = 3
+    name = "lz4"
+
+    def compress(self, data, *, magic, level=None):
+        descriptor = bytes((FLG_WRITTEN, BD_WRITTEN))
+        out = bytearray(MAGIC + descriptor + bytes((header_checksum(descriptor, magic),)))
+        view = memoryview(data)
+        fast = level is None or level == DEFAULT_LEVEL
+        for start in range(0, len(view), BLOCK_SIZE_WRITTEN):
+            chunk = view[start:start + BLOCK_SIZE_WRITTEN]
+            if fast:
+                block = lz4.block.compress(chunk, store_size=False)
+            else:
+                block = lz4.block.compress(chunk, mode="high_compression", compression=level,
+                                           store_size=False)
+            if len(block) >= len(chunk):  # Kafka stores a block raw when LZ4 does not shrink it
+                out += struct.pack("<I", len(chunk) | UNCOMPRESSED_BIT)
+                out += chunk
+            else:
+                out += struct.pack("<I", len(block))
+                out += block
+        out += END_MARK
+        return bytes(out)
+
+    def decompress(self, data, *, magic, max_size=DEFAULT_MAX_DECOMPRESSED):
+        data = memoryview(data)
+        n = len(data)
+        if n < 7 or bytes(data[:4]) != MAGIC:
+            raise corrupt(self.name, "missing LZ4 frame magic")
+        flg, bd = data[4], data[5]
+        if flg >> 6 != 1:
+            raise corrupt(self.name, f"unsupported LZ4 frame version {flg >> 6}")
+        if flg & 0x03:
+            raise corrupt(self.name, "reserved bits or a dictionary id in the frame descriptor")
+        if not flg & 0x20:
+            raise corrupt(self.name, "dependent block stream is unsupported (Kafka rejects it)")
+        if bd & 0x8F or (bd >> 4) & 0x07 not in BLOCK_SIZES:
+            raise corrupt(self.name, f"invalid block descriptor {bd:#04x}")
+        block_max = BLOCK_SIZES[(bd >> 4) & 0x07]
+        block_checksums = bool(flg & 0x10)
+        descriptor_end = 6 + (8 if flg & 0x08 else 0)  # a content size is skipped
+        if n < descriptor_end + 1:
+            raise corrupt(self.name, "truncated frame descriptor")
+        if magic != 0 and data[descriptor_end] != header_checksum(bytes(data[4:descriptor_end]), magic):
+            raise corrupt(self.name, "stream frame descriptor corrupted (header checksum)")
+        pos = descriptor_end + 1
+        out = bytearray()
+        while True:
+            if pos + 4 > n:
+                raise corrupt(self.name, "frame ends without an end mark")
+            word = struct.unpack_from("<I", data, pos)[0]
+            pos += 4
+            if word == 0:
+                return bytes(out)  # later frames, if any, are ignored as Kafka does
+            size = word & ~UNCOMPRESSED_BIT
+            if size > block_max or pos + size > n:
+                raise corrupt(self.name, f"invalid block size {size} at byte {pos - 4}")
+            block = data[pos:pos + size]
+            pos += size
+            if block_checksums:
+                if pos + 4 > n or struct.unpack_from("<I", data, pos)[0] != xxhash.xxh32_intdigest(block):
+                    raise corrupt(self.name, f"block checksum mismatch at byte {pos - size - 4}")
+                pos += 4
+            if len(out) + (size if word & UNCOMPRESSED_BIT else 0) > max_size:
+                raise too_large(self.name, max_size)
+            if word & UNCOMPRESSED_BIT:
+                out += block
+                continue
+            try:
+                out += lz4.block.decompress(block, uncompressed_size=min(block_max, max_size - len(out) + 1))
+            except lz4.block.LZ4BlockError as e:
+                raise corrupt(self.name, f"{e} (block at byte {pos - size - 4})") from None
+            if len(out) > max_size:
+                raise too_large(self.name, max_size)
+
+
+@hookimpl
+def kfmt_register_compressions(register):
+    register(Lz4())

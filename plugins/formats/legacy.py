@@ -1,0 +1,223 @@
+"""Message formats v0 (Kafka 0.8-0.9) and v1 (0.10, KIP-31/32): legacy messages (reference §3).
+
+    Message (one log entry) =>
+      offset: int64         absolute; a compressed wrapper carries its LAST inner offset
+      messageSize: int32    bytes from crc to the end of the value
+      crc: uint32           CRC-32 of magic .. end of value
+      magic: int8           0 or 1
+      attributes: int8      bits 0-2 codec; bit 3 timestamp type (v1 only)
+      timestamp: int64      v1 only
+      keyLength: int32      negative = null
+      key: bytes
+      valueLength: int32    negative = null
+      value: bytes          a wrapper's value is the compressed inner message set
+
+Uncompressed legacy data is not batched: every message is its own entry. A compressed wrapper holds
+inner messages framed the same way; their offsets are absolute in v0 and relative in v1 (possibly
+with gaps after compaction): absolute = wrapper offset - last inner offset + inner offset (§3.4).
+"""
+from __future__ import annotations
+
+import struct
+
+import pyarrow as pa
+
+from kfmt import registry
+from kfmt.errors import DataError
+from kfmt.formats import STRICT, MessageFormat, ReadOptions
+from kfmt.hookspecs import hookimpl
+from kfmt.model import (LOG_OVERHEAD, NO_TIMESTAMP, Batch, BatchHeader, LegacyMessageInfo,
+                        TimestampType, make_records)
+from kfmt.wire import INT32, OFFSET_AND_SIZE, crc32
+
+PREFIX = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
+V1_TIMESTAMP = struct.Struct(">q")
+RECORD_OVERHEAD = {0: 14, 1: 22}  # minimum messageSize: crc .. valueLength
+KEY_LENGTH_AT = {0: 18, 1: 26}  # position of keyLength in the entry
+ATTR_COMPRESSION = 0x07
+ATTR_LOG_APPEND_TIME = 0x08
+
+
+class LegacyMessage:
+    """One parsed legacy message (an entry of a segment or of a wrapper's inner message set)."""
+
+    __slots__ = ("offset", "magic", "attributes", "crc", "crc_valid", "timestamp", "key", "value")
+
+    def __init__(self, buf, start: int, end: int):
+        """Parse the entry buf[start:end] (its 12-byte log overhead included)."""
+        size = end - start - LOG_OVERHEAD
+        self.offset, _size, self.crc, self.magic, self.attributes = PREFIX.unpack_from(buf, start)
+        if self.magic not in RECORD_OVERHEAD:
+            raise DataError(f"invalid magic {self.magic} in a legacy message", position=start)
+        if size < RECORD_OVERHEAD[self.magic]:
+            raise DataError(f"message of {size} bytes is smaller than the minimum "
+                            f"{RECORD_OVERHEAD[self.magic]} for magic {self.magic}", position=start)
+        self.crc_valid = crc32(buf[start + 16:end]) == self.crc
+        self.timestamp = (V1_TIMESTAMP.unpack_from(buf, start + 18)[0] if self.magic == 1
+                          else NO_TIMESTAMP)
+        pos = start + KEY_LENGTH_AT[self.magic]
+        self.key, pos = _sized_bytes(buf, pos, end, "key", start)
+        self.value, pos = _sized_bytes(buf, pos, end, "value", start)
+        if pos != end:
+            raise DataError(f"message declares {size} bytes but its fields use "
+                            f"{pos - start - LOG_OVERHEAD}", position=start)
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & ATTR_COMPRESSION
+
+    @property
+    def timestamp_type(self) -> TimestampType:
+        if self.magic == 0:
+            return TimestampType.NO_TIMESTAMP_TYPE
+        return (TimestampType.LOG_APPEND_TIME if self.attributes & ATTR_LOG_APPEND_TIME
+                else TimestampType.CREATE_TIME)
+
+    def info(self) -> LegacyMessageInfo:
+        return LegacyMessageInfo(self.magic, self.attributes, self.crc, self.crc_valid, self.timestamp)
+
+
+def _sized_bytes(buf, pos: int, end: int, what: str, start: int):
+    if pos + 4 > end:
+        raise DataError(f"message too short for its {what} length", position=start)
+    n = INT32.unpack_from(buf, pos)[0]
+    pos += 4
+    if n < 0:
+        return None, pos
+    if pos + n > end:
+        raise DataError(f"message {what} of {n} bytes overruns the message", position=start)
+    return bytes(buf[pos:pos + n]), pos + n
+
+
+class LegacyFormat(MessageFormat):
+    name = "legacy"
+    magics = (0, 1)
+
+    def read_header(self, entry: memoryview, position: int) -> BatchHeader:
+        magic = entry[16]
+        if len(entry) < LOG_OVERHEAD + RECORD_OVERHEAD[magic]:
+            raise DataError(f"message of {len(entry) - LOG_OVERHEAD} bytes is smaller than the "
+                            f"minimum {RECORD_OVERHEAD[magic]} for magic {magic}", position=position)
+        offset, _size, crc, magic, attrs = PREFIX.unpack_from(entry)
+        codec = attrs & ATTR_COMPRESSION
+        if magic == 0:
+            ts_type, ts = TimestampType.NO_TIMESTAMP_TYPE, NO_TIMESTAMP
+        else:
+            ts_type = (TimestampType.LOG_APPEND_TIME if attrs & ATTR_LOG_APPEND_TIME
+                       else TimestampType.CREATE_TIME)
+            ts = V1_TIMESTAMP.unpack_from(entry, 18)[0]
+        return BatchHeader(
+            magic=magic, base_offset=None if codec else offset, last_offset=offset,
+            compression=codec, timestamp_type=ts_type, max_timestamp=ts,
+            records_count=None if codec else 1, attributes=attrs,
+            position=position, size=len(entry), crc=crc)
+
+    def decode(self, entry: memoryview, header: BatchHeader, options: ReadOptions = STRICT) -> Batch:
+        message = LegacyMessage(entry, 0, len(entry))
+        if not message.crc_valid and options.check_crc:
+            raise DataError(f"message is corrupt (stored crc = {message.crc}, computed crc = "
+                            f"{crc32(entry[16:])})", offset=message.offset)
+        if not message.compression:
+            records = make_records([message.offset], [message.timestamp], [message.key],
+                                   [message.value])
+            return Batch(header=header, records=records, legacy=[message.info()],
+                         crc_valid=message.crc_valid)
+        inner = self._inner_messages(message, options)
+        offsets = self._absolute_offsets(message, inner)
+        lat = message.timestamp_type == TimestampType.LOG_APPEND_TIME
+        # §3.5: v0 inner messages have no timestamp; under LogAppendTime every inner message
+        # reports the wrapper's timestamp whatever its own bytes say.
+        timestamps = [NO_TIMESTAMP if m.magic == 0 else message.timestamp if lat else m.timestamp
+                      for m in inner]
+        records = make_records(offsets, timestamps, [m.key for m in inner], [m.value for m in inner])
+        decoded = header.replace(base_offset=offsets[0], records_count=len(inner))
+        return Batch(header=decoded, records=records, legacy=[m.info() for m in inner],
+                     crc_valid=message.crc_valid)
+
+    @staticmethod
+    def _inner_messages(wrapper: LegacyMessage, options: ReadOptions) -> list[LegacyMessage]:
+        codec = registry.get().compression_for(wrapper.compression, wrapper.magic)
+        if wrapper.value is None:
+            raise DataError(f"compressed message set with a null value (magic {wrapper.magic})",
+                            offset=wrapper.offset)
+        data = codec.decompress(wrapper.value, magic=wrapper.magic, max_size=options.max_decompressed)
+        inner = []
+        pos, end = 0, len(data)
+        while end - pos >= LOG_OVERHEAD:
+            _offset, size = OFFSET_AND_SIZE.unpack_from(data, pos)
+            if size < RECORD_OVERHEAD[0]:
+                raise DataError(f"inner message {len(inner)} has an impossible size {size} (at byte "
+                                f"{pos} of the decompressed message set)", offset=wrapper.offset)
+            if pos + LOG_OVERHEAD + size > end:
+                break  # Kafka silently drops a truncated final inner message
+            try:
+                message = LegacyMessage(data, pos, pos + LOG_OVERHEAD + size)
+            except DataError as err:
+                raise DataError(f"inner message {len(inner)}: {err.message} (at byte {pos} of the "
+                                f"decompressed message set)", offset=wrapper.offset) from None
+            if message.compression:
+                raise DataError("inner messages must not be compressed", offset=wrapper.offset)
+            if not message.crc_valid and options.check_crc:
+                raise DataError(f"inner message {len(inner)} is corrupt (stored crc = {message.crc})",
+                                offset=wrapper.offset)
+            inner.append(message)
+            pos += LOG_OVERHEAD + size
+        if not inner:
+            raise DataError("compressed message set with no inner messages", offset=wrapper.offset)
+        return inner
+
+    @staticmethod
+    def _absolute_offsets(wrapper: LegacyMessage, inner: list[LegacyMessage]) -> list[int]:
+        if wrapper.magic == 0:
+            return [m.offset for m in inner]  # v0 inner offsets are absolute
+        if wrapper.offset == 0:
+            base = 0  # certain librdkafka versions wrote wrapper offset 0 (AbstractLegacyRecordBatch)
+        else:
+            last_inner = inner[-1].offset
+            if wrapper.offset < last_inner:
+                raise DataError(f"wrapper offset {wrapper.offset} is less than the last inner offset "
+                                f"{last_inner}", offset=wrapper.offset)
+            base = wrapper.offset - last_inner
+        return [base + m.offset for m in inner]
+
+    def encode(self, header: BatchHeader, records: pa.RecordBatch, *, level: int | None = None) -> bytes:
+        magic = header.magic
+        lat = magic == 1 and header.timestamp_type == TimestampType.LOG_APPEND_TIME
+        offsets, timestamps, keys, values = (records.column(i).to_pylist() for i in range(4))
+        if any(records.column(4).to_pylist()):
+            raise ValueError(f"message format v{magic} cannot hold headers")
+        if not header.compression:
+            if len(offsets) != 1:
+                raise ValueError("an uncompressed legacy entry holds exactly one message")
+            return encode_message(offsets[0], magic, timestamps[0], keys[0], values[0], 0, lat)
+        if not offsets:
+            raise ValueError("a compressed legacy wrapper needs at least one message")
+        # Inner messages: v0 absolute offsets, v1 relative to the first (gaps kept); under
+        # LogAppendTime they carry the append time and the flag, as Kafka's builder writes them.
+        base = offsets[0] if magic == 1 else 0
+        inner = b"".join(
+            encode_message(o - base, magic, header.max_timestamp if lat else t, k, v, 0, lat)
+            for o, t, k, v in zip(offsets, timestamps, keys, values))
+        codec = registry.get().compression_for(header.compression, magic)
+        wrapper_ts = header.max_timestamp if lat else max(timestamps)
+        return encode_message(offsets[-1], magic, wrapper_ts, None,
+                              codec.compress(inner, magic=magic, level=level), header.compression, lat)
+
+
+def encode_message(offset: int, magic: int, timestamp: int, key, value, codec: int, lat: bool) -> bytes:
+    attrs = codec | (ATTR_LOG_APPEND_TIME if lat else 0)
+    body = bytearray(struct.pack(">bb", magic, attrs))
+    if magic == 1:
+        body += V1_TIMESTAMP.pack(timestamp)
+    for field in (key, value):
+        if field is None:
+            body += INT32.pack(-1)
+        else:
+            body += INT32.pack(len(field))
+            body += field
+    return struct.pack(">qiI", offset, len(body) + 4, crc32(body)) + body
+
+
+@hookimpl
+def kfmt_register_formats(register):
+    register(LegacyFormat())

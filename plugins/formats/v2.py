@@ -1,0 +1,122 @@
+"""Message format v2: record batches (Kafka 0.11+, reference §4).
+
+    RecordBatch =>
+      baseOffset: int64
+      batchLength: int32            bytes after this field
+      partitionLeaderEpoch: int32   not covered by the CRC
+      magic: int8                   2
+      crc: uint32                   CRC-32C of everything from attributes to the end
+      attributes: int16             bits 0-2 codec, 3 timestamp type, 4 transactional,
+                                    5 control, 6 delete horizon (baseTimestamp holds it)
+      lastOffsetDelta: int32
+      baseTimestamp: int64
+      maxTimestamp: int64
+      producerId: int64
+      producerEpoch: int16
+      baseSequence: int32
+      recordsCount: int32
+      records: the records (v2_records), or one compressed stream of them
+"""
+from __future__ import annotations
+
+import struct
+
+import pyarrow as pa
+
+from kfmt import registry
+from kfmt.errors import DataError
+from kfmt.formats import STRICT, MessageFormat, ReadOptions
+from kfmt.hookspecs import hookimpl
+from kfmt.model import LOG_OVERHEAD, Batch, BatchHeader, TimestampType
+from kfmt.wire import crc32c
+
+from .v2_records import decode_records, encode_records
+
+HEADER = struct.Struct(">qiibIhiqqqhii")
+AFTER_CRC = struct.Struct(">hiqqqhii")  # attributes .. recordsCount
+BATCH_OVERHEAD = HEADER.size  # 61
+CRC_START = 21  # the CRC covers [21, end)
+ATTR_COMPRESSION = 0x07
+ATTR_LOG_APPEND_TIME = 0x08
+ATTR_TRANSACTIONAL = 0x10
+ATTR_CONTROL = 0x20
+ATTR_DELETE_HORIZON = 0x40
+
+
+def attributes_of(header: BatchHeader) -> int:
+    return (header.compression
+            | (ATTR_LOG_APPEND_TIME if header.timestamp_type == TimestampType.LOG_APPEND_TIME else 0)
+            | (ATTR_TRANSACTIONAL if header.is_transactional else 0)
+            | (ATTR_CONTROL if header.is_control else 0)
+            | (ATTR_DELETE_HORIZON if header.has_delete_horizon else 0))
+
+
+class RecordBatchV2(MessageFormat):
+    name = "v2"
+    magics = (2,)
+
+    def read_header(self, entry: memoryview, position: int) -> BatchHeader:
+        if len(entry) < BATCH_OVERHEAD:
+            raise DataError(f"record batch of {len(entry)} bytes is smaller than the minimum "
+                            f"{BATCH_OVERHEAD}", position=position)
+        (base_offset, _length, ple, magic, crc, attrs, last_delta, base_ts, max_ts, pid, epoch,
+         base_seq, count) = HEADER.unpack_from(entry)
+        return BatchHeader(
+            magic=magic, base_offset=base_offset, last_offset=base_offset + last_delta,
+            compression=attrs & ATTR_COMPRESSION,
+            timestamp_type=(TimestampType.LOG_APPEND_TIME if attrs & ATTR_LOG_APPEND_TIME
+                            else TimestampType.CREATE_TIME),
+            max_timestamp=max_ts, base_timestamp=base_ts, partition_leader_epoch=ple,
+            producer_id=pid, producer_epoch=epoch, base_sequence=base_seq, records_count=count,
+            is_transactional=bool(attrs & ATTR_TRANSACTIONAL), is_control=bool(attrs & ATTR_CONTROL),
+            has_delete_horizon=bool(attrs & ATTR_DELETE_HORIZON), attributes=attrs,
+            position=position, size=len(entry), crc=crc)
+
+    def decode(self, entry: memoryview, header: BatchHeader, options: ReadOptions = STRICT) -> Batch:
+        crc_valid = crc32c(entry[CRC_START:]) == header.crc
+        if not crc_valid and options.check_crc:
+            raise DataError(f"record batch is corrupt (stored crc = {header.crc}, computed crc = "
+                            f"{crc32c(entry[CRC_START:])})", offset=header.base_offset)
+        count = header.records_count
+        if count < 0:
+            raise DataError(f"record batch declares a negative record count {count}",
+                            offset=header.base_offset)
+        payload = entry[BATCH_OVERHEAD:]
+        compressed = bool(header.compression)
+        if compressed:
+            codec = registry.get().compression_for(header.compression, 2)
+            payload = codec.decompress(payload, magic=2, max_size=options.max_decompressed)
+        lat = header.max_timestamp if header.timestamp_type == TimestampType.LOG_APPEND_TIME else None
+        try:
+            records = decode_records(payload, count, header.base_offset, header.base_timestamp, lat)
+        except DataError as err:
+            if compressed:
+                # A position inside the decompressed stream means nothing in the file.
+                err.message = f"{err.message} (at byte {err.position} of the decompressed records)"
+                err.position = None
+            elif err.position is not None:
+                err.position += BATCH_OVERHEAD
+            raise
+        return Batch(header=header, records=records, crc_valid=crc_valid)
+
+    def encode(self, header: BatchHeader, records: pa.RecordBatch, *, level: int | None = None) -> bytes:
+        body = encode_records(records, header.base_offset, header.base_timestamp)
+        if header.compression:
+            codec = registry.get().compression_for(header.compression, 2)
+            body = codec.compress(body, magic=2, level=level)
+        after_crc = AFTER_CRC.pack(
+            attributes_of(header), header.last_offset - header.base_offset, header.base_timestamp,
+            header.max_timestamp, header.producer_id, header.producer_epoch, header.base_sequence,
+            records.num_rows) + body
+        crc = crc32c(after_crc)
+        batch_length = len(after_crc) + 9  # partitionLeaderEpoch, magic, crc
+        return struct.pack(">qiibI", header.base_offset, batch_length,
+                           header.partition_leader_epoch, 2, crc) + after_crc
+
+
+@hookimpl
+def kfmt_register_formats(register):
+    register(RecordBatchV2())
+
+
+assert LOG_OVERHEAD + 49 == BATCH_OVERHEAD

@@ -1,0 +1,122 @@
+"""The records inside a v2 batch (reference §4.4), decoded into and encoded from columns.
+
+    Record =>
+      length: varint            size of the rest of the record
+      attributes: int8          unused, 0
+      timestampDelta: varlong   vs the batch's baseTimestamp
+      offsetDelta: varint       vs the batch's baseOffset
+      keyLength: varint         -1 (any negative) = null
+      key: bytes
+      valueLength: varint       -1 (any negative) = null
+      value: bytes
+      headerCount: varint       >= 0
+      Header => headerKeyLength: varint (>= 0), headerKey: bytes (UTF-8),
+                headerValueLength: varint (-1 = null), value: bytes
+
+Strictness is Kafka's (DefaultRecord.readFrom): the bytes a record uses must equal its length, and no
+bytes may follow the last declared record.
+"""
+from __future__ import annotations
+
+import pyarrow as pa
+
+from kfmt.errors import DataError
+from kfmt.model import make_records
+from kfmt.wire import read_varint, read_varlong, varint
+
+
+def decode_records(data, count: int, base_offset: int, base_timestamp: int,
+                   log_append_time: int | None):
+    """Columns of `count` records in `data` (uncompressed). Positions in errors are relative to data."""
+    end = len(data)
+    pos = 0
+    offsets = [0] * count
+    timestamps = [0] * count
+    keys = [None] * count
+    values = [None] * count
+    headers = [()] * count
+    for i in range(count):
+        start = pos
+        length, pos = read_varint(data, pos, end)
+        body = pos
+        if length < 0 or body + length > end:
+            raise DataError(f"record {i} declares {length} bytes but {end - body} remain in the batch",
+                            position=start)
+        rec_end = body + length
+        pos += 1  # attributes (unused)
+        ts_delta, pos = read_varlong(data, pos, rec_end)
+        off_delta, pos = read_varint(data, pos, rec_end)
+        klen, pos = read_varint(data, pos, rec_end)
+        if klen >= 0:
+            if pos + klen > rec_end:
+                raise DataError(f"record {i} key of {klen} bytes overruns its record", position=start)
+            keys[i] = bytes(data[pos:pos + klen])
+            pos += klen
+        vlen, pos = read_varint(data, pos, rec_end)
+        if vlen >= 0:
+            if pos + vlen > rec_end:
+                raise DataError(f"record {i} value of {vlen} bytes overruns its record", position=start)
+            values[i] = bytes(data[pos:pos + vlen])
+            pos += vlen
+        hcount, pos = read_varint(data, pos, rec_end)
+        if hcount < 0 or hcount > rec_end - pos:
+            raise DataError(f"record {i} has an invalid header count {hcount}", position=start)
+        if hcount:
+            hs = []
+            for _ in range(hcount):
+                hklen, pos = read_varint(data, pos, rec_end)
+                if hklen < 0 or pos + hklen > rec_end:
+                    raise DataError(f"record {i} has an invalid header key length {hklen}", position=start)
+                hkey = bytes(data[pos:pos + hklen])
+                pos += hklen
+                hvlen, pos = read_varint(data, pos, rec_end)
+                hval = None
+                if hvlen >= 0:
+                    if pos + hvlen > rec_end:
+                        raise DataError(f"record {i} header value of {hvlen} bytes overruns its record",
+                                        position=start)
+                    hval = bytes(data[pos:pos + hvlen])
+                    pos += hvlen
+                hs.append((hkey, hval))
+            headers[i] = hs
+        if pos != rec_end:
+            raise DataError(f"record {i} declares {length} bytes but its fields use {pos - body}",
+                            position=start)
+        offsets[i] = base_offset + off_delta
+        timestamps[i] = log_append_time if log_append_time is not None else base_timestamp + ts_delta
+    if pos != end:
+        raise DataError(f"{end - pos} bytes follow the {count} declared records", position=pos)
+    return make_records(offsets, timestamps, keys, values, headers)
+
+
+def encode_records(records: pa.RecordBatch, base_offset: int, base_timestamp: int) -> bytes:
+    """The concatenated record bytes of `records` relative to the batch's base offset and time."""
+    out = bytearray()
+    cols = [records.column(i).to_pylist() for i in range(5)]
+    for offset, timestamp, key, value, headers in zip(*cols):
+        body = bytearray(b"\x00")
+        body += varint(timestamp - base_timestamp)
+        body += varint(offset - base_offset)
+        if key is None:
+            body += b"\x01"
+        else:
+            body += varint(len(key))
+            body += key
+        if value is None:
+            body += b"\x01"
+        else:
+            body += varint(len(value))
+            body += value
+        body += varint(len(headers))
+        for h in headers:
+            hkey, hval = h["key"], h["value"]
+            body += varint(len(hkey))
+            body += hkey
+            if hval is None:
+                body += b"\x01"
+            else:
+                body += varint(len(hval))
+                body += hval
+        out += varint(len(body))
+        out += body
+    return bytes(out)
