@@ -1,0 +1,51 @@
+"""kfmt info: a summary per partition."""
+from __future__ import annotations
+
+import datetime
+
+from kfmt.cli._common import add_format_argument, add_path_arguments, dumps, open_partitions
+from kfmt.info import partition_info
+
+NAME = "info"
+HELP = "summarise partitions: segments, offsets, times, bytes, batches, records, (magic, codec) census"
+
+
+def add_arguments(p):
+    add_path_arguments(p)
+    add_format_argument(p)
+
+
+def run(args) -> int:
+    parts, _ = open_partitions(args)
+    infos = [partition_info(part) for part in parts]
+    if args.format == "json":
+        for info in infos:
+            print(dumps(info.to_json()))
+        return 0
+    for info in infos:
+        print(render(info))
+    return 0
+
+
+def _when(ms: int | None) -> str:
+    if ms is None:
+        return "-"
+    when = datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc)
+    return f"{ms} ({when.isoformat(timespec='milliseconds').replace('+00:00', 'Z')})"
+
+
+def render(info) -> str:
+    name = info.path if info.topic is None else f"{info.topic}-{info.partition}"
+    lines = [
+        f"{name}",
+        f"  segments      {info.segments}   ({info.bytes} bytes of .log)",
+        f"  offsets       log start {info.log_start_offset}, log end {info.log_end_offset}; "
+        f"records {info.first_offset}..{info.last_offset}",
+        f"  records       {info.records} in {info.batches} batches"
+        + (f" (+{info.control_records} control)" if info.control_records else ""),
+        f"  timestamps    {_when(info.min_timestamp)} .. {_when(info.max_timestamp)}",
+        "  formats       magic  compression    batches    records        bytes",
+    ]
+    for (magic, codec), n in sorted(info.census.items()):
+        lines.append(f"                v{magic:<5} {codec:<12} {n.batches:>9} {n.records:>10} {n.bytes:>12}")
+    return "\n".join(lines)

@@ -1,0 +1,42 @@
+"""The Spark session kfmt's jobs run on: embedded local[*] by default, a cluster with --master.
+
+Settings these machines require (reference/environment-notes.md): the workers must run this
+interpreter (it has pyarrow and kfmt), Spark binds 127.0.0.1 only, and the UI (which listens on all
+interfaces) is off.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+_session = None
+
+
+def spark_session(master: str | None = None, app_name: str = "kfmt"):
+    """The shared SparkSession (created on first use)."""
+    global _session
+    if _session is not None:
+        return _session
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    builder = (SparkSession.builder.appName(app_name)
+               .master(master or os.environ.get("KFMT_SPARK_MASTER", "local[*]"))
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.driver.host", "127.0.0.1")
+               .config("spark.driver.bindAddress", "127.0.0.1")
+               .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+               .config("spark.python.worker.reuse", "true"))
+    _session = builder.getOrCreate()
+    _session.sparkContext.setLogLevel("ERROR")
+    return _session
+
+
+def stop_session() -> None:
+    global _session
+    if _session is not None:
+        _session.stop()
+        _session = None
