@@ -103,8 +103,10 @@ class Lz4(Compression):
             if word & UNCOMPRESSED_BIT:
                 out += block
                 continue
+            # The output buffer is the frame's declared block maximum (at most 4 MiB), so a block
+            # that decodes to more is corrupt, and the cap is checked once per block.
             try:
-                out += lz4.block.decompress(block, uncompressed_size=min(block_max, max_size - len(out) + 1))
+                out += lz4.block.decompress(block, uncompressed_size=block_max)
             except lz4.block.LZ4BlockError as e:
                 raise corrupt(self.name, f"{e} (block at byte {pos - size - 4})") from None
             if len(out) > max_size:

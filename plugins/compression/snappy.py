@@ -61,16 +61,18 @@ class Snappy(Compression):
             pos += 4
             if n < 0 or n > MAX_CHUNK or pos + n > len(data):
                 raise corrupt(self.name, f"invalid chunk length {n} at byte {pos - 4}")
-            out += self._raw_block(data[pos:pos + n], max_size - len(out), pos)
+            out += self._raw_block(data[pos:pos + n], max_size, pos, len(out))
             pos += n
         return bytes(out)
 
-    def _raw_block(self, block, max_size, where):
+    def _raw_block(self, block, max_size, where, produced=0):
+        """One raw block; `produced` bytes came from earlier chunks. The block's declared length
+        is checked against the cap before anything is allocated."""
         try:
             declared = _uncompressed_length(block)
         except ValueError as e:
             raise corrupt(self.name, f"{e} at byte {where}") from None
-        if declared > max_size:
+        if produced + declared > max_size:
             raise too_large(self.name, max_size)
         try:
             return bytes(cramjam.snappy.decompress_raw(block))

@@ -10,7 +10,11 @@ from kfmt.compression import DEFAULT_MAX_DECOMPRESSED, Compression, corrupt, too
 from kfmt.hookspecs import hookimpl
 
 DEFAULT_LEVEL = 3
-FEED = 2048
+# The most output one byte of input can yield: an RLE block is 4 bytes (3-byte header, 1 byte) and
+# expands to at most 128 KiB (RFC 8878 §3.1.1.2), i.e. 32768 bytes per input byte.
+MAX_EXPANSION = 32768
+MIN_FEED = 16
+MAX_FEED = 1 << 16
 
 
 class Zstd(Compression):
@@ -24,9 +28,9 @@ class Zstd(Compression):
         return compressor.compress(data)
 
     def decompress(self, data, *, magic, max_size=DEFAULT_MAX_DECOMPRESSED):
-        # Fed in small slices so that a decompression bomb is stopped near the cap: one slice
-        # can expand at most ~40000x (a run of RLE blocks). Concatenated frames are read on, as
-        # zstd-jni's stream does.
+        # Fed in slices no larger than what could expand to the output budget left, so that a
+        # decompression bomb is stopped within about one slice's worth past the cap instead of
+        # being materialised. Concatenated frames are read on, as zstd-jni's stream does.
         data = memoryview(data)
         out = bytearray()
         pos = 0
@@ -34,7 +38,8 @@ class Zstd(Compression):
             while pos < len(data):
                 decoder = zstandard.ZstdDecompressor().decompressobj()
                 while pos < len(data) and not decoder.eof:
-                    chunk = data[pos:pos + FEED]
+                    feed = min(MAX_FEED, max(MIN_FEED, (max_size - len(out)) // MAX_EXPANSION))
+                    chunk = data[pos:pos + feed]
                     pos += len(chunk)
                     out += decoder.decompress(chunk)
                     if len(out) > max_size:
