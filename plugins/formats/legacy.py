@@ -182,6 +182,8 @@ class LegacyFormat(MessageFormat):
 
     def encode(self, header: BatchHeader, records: pa.RecordBatch, *, level: int | None = None) -> bytes:
         magic = header.magic
+        # Under LogAppendTime the header's max_timestamp is the append time, which every message
+        # reports (§3.5), as it is for v2 batches (§4.3).
         lat = magic == 1 and header.timestamp_type == TimestampType.LOG_APPEND_TIME
         offsets, timestamps, keys, values = (records.column(i).to_pylist() for i in range(4))
         if any(records.column(4).to_pylist()):
@@ -189,7 +191,8 @@ class LegacyFormat(MessageFormat):
         if not header.compression:
             if len(offsets) != 1:
                 raise ValueError("an uncompressed legacy entry holds exactly one message")
-            return encode_message(offsets[0], magic, timestamps[0], keys[0], values[0], 0, lat)
+            timestamp = header.max_timestamp if lat else timestamps[0]
+            return encode_message(offsets[0], magic, timestamp, keys[0], values[0], 0, lat)
         if not offsets:
             raise ValueError("a compressed legacy wrapper needs at least one message")
         # Inner messages: v0 absolute offsets, v1 relative to the first (gaps kept); under
