@@ -53,9 +53,13 @@ def read_snapshot(data, file: str | None = None) -> list[ProducerEntry]:
     return [ProducerEntry(*fields) for fields in ENTRY.iter_unpack(data[HEADER.size:])]
 
 
-def write_snapshot(entries) -> bytes:
+def write_snapshot(entries, keep_order: bool = False) -> bytes:
+    """Entries sorted by producer id, or (keep_order) in the given order: Kafka writes them in its
+    HashMap's iteration order, which kfmt.producer_state reproduces."""
+    if not keep_order:
+        entries = sorted(entries, key=lambda e: e.producer_id)
     body = struct.pack(">i", len(entries)) + b"".join(
         ENTRY.pack(e.producer_id, e.producer_epoch, e.last_sequence, e.last_offset, e.offset_delta,
                    e.timestamp, e.coordinator_epoch, e.current_txn_first_offset)
-        for e in sorted(entries, key=lambda e: e.producer_id))
+        for e in entries)
     return struct.pack(">hI", VERSION, crc32c(body)) + body
