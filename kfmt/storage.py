@@ -4,11 +4,17 @@ backend whether it claims the URL.
 
 Every read goes through `read()` or `map()`, which count the bytes they hand out (`bytes_read`): seeks
 are tested by that count. Executors open storage from picklable StorageSpec values, never handles.
+
+Writing: `write()` puts a whole small file; `open_write()` streams a large one (a segment) without
+holding it in memory, and publishes nothing if the writer is aborted. Stores that keep modification
+times say so (`keeps_mtime`); object stores do not, and kfmt carries mtimes in its manifest instead
+(kfmt.staging). Every backend passes the same conformance suite (tests/test_storage_conformance.py).
 """
 from __future__ import annotations
 
 import posixpath
 from dataclasses import dataclass, field
+from typing import BinaryIO
 
 from kfmt.errors import KfmtError, UsageError
 
@@ -37,10 +43,38 @@ class StorageSpec:
         return open_storage(self.url, dict(self.options))
 
 
+class WriteStream:
+    """A file being written: `write()` appends, `close()` publishes it, `abort()` discards it.
+
+    As a context manager it closes on success and aborts when the block raises, so an exception
+    never leaves a half-written file behind under the final name.
+    """
+
+    def write(self, data) -> int:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def abort(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> "WriteStream":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+
 class Storage:
     """Files under one filesystem. Subclasses implement the underscore methods."""
 
     sep = "/"
+    #: how to open this storage again in another process (set by open_storage)
+    spec: StorageSpec | None = None
 
     def __init__(self):
         self.bytes_read = 0
@@ -61,7 +95,17 @@ class Storage:
 
     # --- reading ---
     def listdir(self, path: str) -> list[FileInfo]:
+        """The entries of a directory, sorted by name (FileNotFoundError if it does not exist)."""
         raise NotImplementedError
+
+    def walk(self, path: str) -> list[FileInfo]:
+        """Every file below a directory (recursively; directories themselves are not listed), sorted
+        by path. Empty directories contribute nothing: object stores cannot tell them apart from
+        absent ones (some keep listing an emptied prefix), so neither may a caller."""
+        out = []
+        for info in self.listdir(path):
+            out.extend(self.walk(info.path) if info.is_dir else [info])
+        return sorted(out, key=lambda i: i.path)
 
     def info(self, path: str) -> FileInfo:
         raise NotImplementedError
@@ -96,7 +140,25 @@ class Storage:
 
     def write(self, path: str, data, mtime_ms: int | None = None) -> None:
         """Write a whole file (and set its modification time where the store keeps one)."""
+        with self.open_write(path) as stream:
+            stream.write(data)
+        if mtime_ms is not None:
+            self.set_mtime(path, mtime_ms)
+
+    def open_write(self, path: str) -> WriteStream:
+        """Stream a file into place (parent directories are created where the store has them)."""
         raise NotImplementedError
+
+    #: True where files keep a settable modification time (local disk); object stores do not.
+    keeps_mtime = False
+
+    def set_mtime(self, path: str, mtime_ms: int) -> bool:
+        """Set a file's modification time; False where the store cannot keep one."""
+        return False
+
+    def sync(self, path: str) -> None:
+        """Make everything written below `path` durable before it is published (a no-op where every
+        completed write already is, as on object stores)."""
 
     def remove(self, path: str) -> None:
         raise NotImplementedError
@@ -130,7 +192,9 @@ def open_storage(url: str, options: dict | None = None) -> tuple[Storage, str]:
     for backend in registry.get().storage:
         if backend.claims(url):
             try:
-                return backend.open(url, dict(options or {}))
+                storage, path = backend.open(url, dict(options or {}))
+                storage.spec = StorageSpec.of(url, options)
+                return storage, path
             except ImportError as e:
                 raise KfmtError(f"{url}: the {backend.name} storage backend needs {e.name} "
                                 f"(pip install 'kfmt[s3]' for s3://)") from None

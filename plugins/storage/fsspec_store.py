@@ -2,13 +2,19 @@
 
 Object stores have no atomic rename and (mostly) no settable mtimes; writers publish there with a
 manifest written last (kfmt.staging), and mtimes travel in that manifest.
+
+Listings are not cached unless the caller asks for it (`use_listings_cache`): kfmt lists rarely, and
+a stale cached listing would hide files another process (an executor, an earlier killed run) wrote.
 """
 from __future__ import annotations
 
 import datetime
+import errno
+
+from fsspec.spec import AbstractBufferedFile
 
 from kfmt.hookspecs import hookimpl
-from kfmt.storage import FileInfo, Storage, StorageBackend
+from kfmt.storage import FileInfo, Storage, StorageBackend, WriteStream
 
 
 def _mtime_ms(entry: dict) -> int | None:
@@ -30,6 +36,44 @@ def _mtime_ms(entry: dict) -> int | None:
     return None
 
 
+class FsspecWriteStream(WriteStream):
+    """An fsspec file opened for writing. On object stores the upload completes only on close()
+    (multipart parts are sent as the buffer fills, so memory stays bounded by the block size);
+    abort() cancels it, so an aborted stream publishes nothing."""
+
+    #: write buffer (and multipart part) size: S3's minimum part is 5 MiB
+    BLOCK_SIZE = 8 * 1024 * 1024
+
+    def __init__(self, fs, path: str):
+        self.fs = fs
+        self.path = path
+        self._file = fs.open(path, "wb", block_size=self.BLOCK_SIZE)
+        self._done = False
+
+    def write(self, data) -> int:
+        return self._file.write(data)
+
+    def close(self) -> None:
+        if not self._done:
+            self._done = True
+            self._file.close()
+
+    def abort(self) -> None:
+        if self._done:
+            return
+        self._done = True
+        if isinstance(self._file, AbstractBufferedFile):
+            # Abort the multipart upload; mark the file closed so that its finaliser does not
+            # try to flush the discarded buffer.
+            self._file.discard()
+            self._file.closed = True
+        else:
+            self._file.close()
+        # Some stores make the file visible as soon as it is opened (memory://): remove it.
+        if self.fs.exists(self.path):
+            self.fs.rm_file(self.path)
+
+
 class FsspecStorage(Storage):
     def __init__(self, fs, protocol: str):
         super().__init__()
@@ -49,6 +93,13 @@ class FsspecStorage(Storage):
         entries = [self._entry(e) for e in self.fs.ls(path, detail=True, refresh=True)]
         return sorted((e for e in entries if e.path != path), key=lambda i: i.name)
 
+    def walk(self, path):
+        path = path.rstrip("/")
+        found = self.fs.find(path, detail=True)
+        files = (self._entry(e) for name, e in found.items()
+                 if e.get("type") != "directory" and not name.endswith("/"))
+        return sorted((f for f in files if f.path != path), key=lambda i: i.path)
+
     def info(self, path):
         return self._entry(self.fs.info(path))
 
@@ -59,13 +110,26 @@ class FsspecStorage(Storage):
         return self.fs.isdir(path)
 
     def _read(self, path, start, end):
-        return self.fs.cat_file(path, start=start, end=end)
+        if end is not None and end <= start:
+            return b""
+        if start == 0 and end is None:
+            return self.fs.cat_file(path)  # no Range header: S3 refuses any range of an empty object
+        try:
+            return self.fs.cat_file(path, start=start, end=end)
+        except OSError as err:
+            # 416 "range not satisfiable" (s3fs raises EINVAL): a range starting at or past the end
+            if err.errno == errno.EINVAL and start >= self.info(path).size:
+                return b""
+            raise
 
     def makedirs(self, path):
         self.fs.makedirs(path, exist_ok=True)
 
     def write(self, path, data, mtime_ms=None):
-        self.fs.pipe_file(path, bytes(data))
+        self.fs.pipe_file(path, bytes(data))  # one request; object stores keep no settable mtime
+
+    def open_write(self, path):
+        return FsspecWriteStream(self.fs, path)
 
     def remove(self, path):
         self.fs.rm_file(path)
@@ -87,6 +151,8 @@ class FsspecBackend(StorageBackend):
     def open(self, url, options):
         import fsspec.core
 
+        options = dict(options)
+        options.setdefault("use_listings_cache", False)
         fs, path = fsspec.core.url_to_fs(url, **options)
         protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
         return FsspecStorage(fs, protocol), path.rstrip("/") or "/"
