@@ -16,8 +16,8 @@ import numpy as np
 from kfmt import registry
 from kfmt.errors import DataError
 from kfmt.formats import STRICT, ReadOptions
-from kfmt.model import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, Batch, BatchHeader
-from kfmt.wire import OFFSET_AND_SIZE
+from kfmt.model import HEADER_SIZE_UP_TO_MAGIC, INT32_MAX, LOG_OVERHEAD, Batch, BatchHeader
+from kfmt.wire import INT64, OFFSET_AND_SIZE
 
 MIN_ENTRY_SIZE = 14  # LegacyRecord.RECORD_OVERHEAD_V0: the broker's lower bound for any entry
 
@@ -72,42 +72,60 @@ class FrameScanner:
 
     def _scan(self, data, pos: int, end: int) -> Iterator[BatchHeader]:
         formats = registry.get().formats
+        previous = None  # last offset of the previous entry of this range
         while True:
             remaining = end - pos
             if remaining == 0:
                 self.tail = Tail("clean", pos, 0)
                 return
-            if _all_zero(data, pos, end):
+            head = bytes(data[pos:pos + min(remaining, HEADER_SIZE_UP_TO_MAGIC)])
+            # Only a range whose next header is all zeros can be a zero-filled tail, so the
+            # (whole-tail) check runs at most once per range.
+            if not any(head) and _all_zero(data, pos, end):
                 self.tail = Tail("zeros", pos, remaining)
                 return
+            stored = INT64.unpack_from(head)[0] if len(head) >= 8 else None
+            offset = _offset_to_name(stored, previous)
+
+            def bad(kind: str, message: str) -> Tail:
+                if stored is not None and offset != stored:
+                    message = f"{remaining} bytes after offset {previous} are not an entry: {message}"
+                return Tail(kind, pos, remaining, message, offset)
+
             if remaining <= HEADER_SIZE_UP_TO_MAGIC:
-                self.tail = Tail("truncated", pos, remaining,
-                                 f"{remaining} trailing bytes are too few for an entry header")
+                self.tail = bad("truncated", f"{remaining} trailing bytes are too few for an entry header")
                 return
-            offset, size = OFFSET_AND_SIZE.unpack_from(data, pos)
+            _, size = OFFSET_AND_SIZE.unpack_from(head)
             if size < MIN_ENTRY_SIZE:
-                self.tail = Tail("corrupt", pos, remaining,
-                                 f"entry size {size} is less than the minimum {MIN_ENTRY_SIZE}",
-                                 offset)
+                self.tail = bad("corrupt", f"entry size {size} is less than the minimum {MIN_ENTRY_SIZE}")
                 return
             if size > remaining - LOG_OVERHEAD:
-                self.tail = Tail("truncated", pos, remaining,
-                                 f"entry of {size + LOG_OVERHEAD} bytes is truncated: only "
-                                 f"{remaining} bytes remain", offset)
+                self.tail = bad("truncated", f"entry of {size + LOG_OVERHEAD} bytes runs past the end of "
+                                             f"the data: only {remaining} bytes remain")
                 return
-            magic = data[pos + 16]
+            magic = head[16]
             fmt = formats.get(magic)
             if fmt is None:
-                self.tail = Tail("corrupt", pos, remaining, f"unknown magic {magic}", offset)
+                self.tail = bad("corrupt", f"unknown magic {magic}")
                 return
             entry = data[pos:pos + LOG_OVERHEAD + size]
             try:
                 header = fmt.read_header(entry, pos)
             except DataError as err:
-                self.tail = Tail("corrupt", pos, remaining, err.message, offset)
+                self.tail = bad("corrupt", err.message)
                 return
             yield header
+            previous = header.last_offset
             pos += LOG_OVERHEAD + size
+
+
+def _offset_to_name(stored: int | None, previous: int | None) -> int | None:
+    """The offset an error about a bad entry names: the one its first bytes hold when that is
+    plausible (after the previous entry's, within int32 of it, reference §18.16), else the offset
+    the previous entry leads to: trailing garbage has no offset of its own."""
+    if stored is not None and (previous is None or previous < stored <= previous + INT32_MAX):
+        return stored
+    return None if previous is None else previous + 1
 
 
 def scan(data, file: str, start: int | None = None, end: int | None = None,

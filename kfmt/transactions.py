@@ -12,6 +12,7 @@ from collections import defaultdict, deque
 from typing import Iterator
 
 from kfmt.control import ControlType, control_type
+from kfmt.errors import DataError
 from kfmt.model import BatchHeader
 
 ABORTED, COMMITTED, OPEN = "aborted", "committed", "open"
@@ -54,6 +55,10 @@ def end_markers(reader, seg_index: int, position: int):
             batch = reader.decode(segs[i], header)
             if not len(batch):
                 continue  # an empty control batch left by compaction marks nothing
-            kind = control_type(batch.records.column(2)[0].as_py())
+            try:
+                kind = control_type(batch.records.column(2)[0].as_py())
+            except DataError as err:
+                raise err.located(file=reader.part.display(segs[i].log), base_position=header.position,
+                                  offset=header.base_offset) from None
             if kind in (ControlType.ABORT, ControlType.COMMIT):
                 yield header.producer_id, header.base_offset, kind

@@ -26,6 +26,14 @@ def crc32c(data) -> int:
     return _crc32c.crc32c(data)
 
 
+def int64(value: int) -> int:
+    """`value` wrapped to a signed 64-bit integer, as Java's long arithmetic does (a corrupt base
+    plus delta can leave the range; Kafka's readers then report the wrapped value)."""
+    if -(1 << 63) <= value < (1 << 63):
+        return value
+    return (value + (1 << 63)) % (1 << 64) - (1 << 63)
+
+
 def read_varint(buf, pos: int, end: int, max_bytes: int = 5) -> tuple[int, int]:
     """Decode a zigzag varint at `pos`; returns (value, next position).
 

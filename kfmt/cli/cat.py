@@ -5,7 +5,7 @@ import sys
 
 from kfmt.cli._common import add_format_argument, add_path_arguments, b64, dumps, java_utf8, open_partitions
 from kfmt.control import control_type
-from kfmt.errors import UsageError
+from kfmt.errors import DataError, UsageError
 from kfmt.partition import PartitionReader
 from kfmt.transactions import ABORTED, OPEN, TransactionStatus, end_markers
 
@@ -49,7 +49,7 @@ def partition_lines(part, args, where: dict):
     committed_only = args.isolation == "read_committed"
     txns = TransactionStatus(end_markers(PartitionReader(part), *start[:2])) if committed_only else None
     left = args.max_records
-    for _seg, batch, skip in reader.batches_from(*start):
+    for seg, batch, skip in reader.batches_from(*start):
         h = batch.header
         if h.is_control and not args.include_control:
             continue
@@ -59,12 +59,16 @@ def partition_lines(part, args, where: dict):
                 return  # the last stable offset: a committed reader sees nothing beyond it
             if status == ABORTED:
                 continue
-        for record in records_of(batch, skip, where, args.format == "json"):
-            if left is not None:
-                if left <= 0:
-                    return
-                left -= 1
-            yield record
+        try:
+            for record in records_of(batch, skip, where, args.format == "json"):
+                if left is not None:
+                    if left <= 0:
+                        return
+                    left -= 1
+                yield record
+        except DataError as err:  # a malformed control record: name where it is
+            raise err.located(file=part.display(seg.log), base_position=h.position,
+                              offset=h.base_offset) from None
 
 
 def records_of(batch, skip: int, where: dict, as_json: bool):

@@ -28,7 +28,7 @@ from kfmt.formats import STRICT, MessageFormat, ReadOptions
 from kfmt.hookspecs import hookimpl
 from kfmt.model import (LOG_OVERHEAD, NO_TIMESTAMP, Batch, BatchHeader, LegacyMessageInfo,
                         TimestampType, make_records)
-from kfmt.wire import INT32, OFFSET_AND_SIZE, crc32
+from kfmt.wire import INT32, OFFSET_AND_SIZE, crc32, int64
 
 PREFIX = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
 V1_TIMESTAMP = struct.Struct(">q")
@@ -112,6 +112,10 @@ class LegacyFormat(MessageFormat):
             records_count=None if codec else 1, attributes=attrs,
             position=position, size=len(entry), crc=crc)
 
+    def crc_valid(self, entry: memoryview, header: BatchHeader) -> bool:
+        # the CRC covers magic .. end of value (§3.1), as LegacyMessage checks it when decoding
+        return crc32(entry[16:]) == header.crc
+
     def decode(self, entry: memoryview, header: BatchHeader, options: ReadOptions = STRICT) -> Batch:
         message = LegacyMessage(entry, 0, len(entry))
         if not message.crc_valid and options.check_crc:
@@ -178,7 +182,7 @@ class LegacyFormat(MessageFormat):
                 raise DataError(f"wrapper offset {wrapper.offset} is less than the last inner offset "
                                 f"{last_inner}", offset=wrapper.offset)
             base = wrapper.offset - last_inner
-        return [base + m.offset for m in inner]
+        return [int64(base + m.offset) for m in inner]
 
     def encode(self, header: BatchHeader, records: pa.RecordBatch, *, level: int | None = None) -> bytes:
         magic = header.magic

@@ -28,7 +28,7 @@ from kfmt.errors import DataError
 from kfmt.formats import STRICT, MessageFormat, ReadOptions
 from kfmt.hookspecs import hookimpl
 from kfmt.model import LOG_OVERHEAD, Batch, BatchHeader, TimestampType
-from kfmt.wire import crc32c
+from kfmt.wire import crc32c, int64
 
 from .v2_records import decode_records, encode_records
 
@@ -62,7 +62,7 @@ class RecordBatchV2(MessageFormat):
         (base_offset, _length, ple, magic, crc, attrs, last_delta, base_ts, max_ts, pid, epoch,
          base_seq, count) = HEADER.unpack_from(entry)
         return BatchHeader(
-            magic=magic, base_offset=base_offset, last_offset=base_offset + last_delta,
+            magic=magic, base_offset=base_offset, last_offset=int64(base_offset + last_delta),
             compression=attrs & ATTR_COMPRESSION,
             timestamp_type=(TimestampType.LOG_APPEND_TIME if attrs & ATTR_LOG_APPEND_TIME
                             else TimestampType.CREATE_TIME),
@@ -72,8 +72,11 @@ class RecordBatchV2(MessageFormat):
             has_delete_horizon=bool(attrs & ATTR_DELETE_HORIZON), attributes=attrs,
             position=position, size=len(entry), crc=crc)
 
+    def crc_valid(self, entry: memoryview, header: BatchHeader) -> bool:
+        return crc32c(entry[CRC_START:]) == header.crc
+
     def decode(self, entry: memoryview, header: BatchHeader, options: ReadOptions = STRICT) -> Batch:
-        crc_valid = crc32c(entry[CRC_START:]) == header.crc
+        crc_valid = self.crc_valid(entry, header)
         if not crc_valid and options.check_crc:
             raise DataError(f"record batch is corrupt (stored crc = {header.crc}, computed crc = "
                             f"{crc32c(entry[CRC_START:])})", offset=header.base_offset)

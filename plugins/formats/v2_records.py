@@ -22,7 +22,11 @@ import pyarrow as pa
 
 from kfmt.errors import DataError
 from kfmt.model import make_records
-from kfmt.wire import read_varint, read_varlong, varint
+from kfmt.wire import int64, read_varint, read_varlong, varint
+
+# The smallest record: length, attributes, timestampDelta, offsetDelta, keyLength, valueLength and
+# headerCount of one byte each.
+MIN_RECORD_SIZE = 7
 
 
 def decode_records(data, count: int, base_offset: int, base_timestamp: int,
@@ -30,6 +34,10 @@ def decode_records(data, count: int, base_offset: int, base_timestamp: int,
     """Columns of `count` records in `data` (uncompressed). Positions in errors are relative to data."""
     end = len(data)
     pos = 0
+    if count > end // MIN_RECORD_SIZE:
+        # Checked before the columns are allocated: a corrupt count must not cost gigabytes.
+        raise DataError(f"record batch declares {count} records but {end} bytes of records can hold "
+                        f"at most {end // MIN_RECORD_SIZE}", position=0)
     offsets = [0] * count
     timestamps = [0] * count
     keys = [None] * count
@@ -82,8 +90,8 @@ def decode_records(data, count: int, base_offset: int, base_timestamp: int,
         if pos != rec_end:
             raise DataError(f"record {i} declares {length} bytes but its fields use {pos - body}",
                             position=start)
-        offsets[i] = base_offset + off_delta
-        timestamps[i] = log_append_time if log_append_time is not None else base_timestamp + ts_delta
+        offsets[i] = int64(base_offset + off_delta)
+        timestamps[i] = log_append_time if log_append_time is not None else int64(base_timestamp + ts_delta)
     if pos != end:
         raise DataError(f"{end - pos} bytes follow the {count} declared records", position=pos)
     return make_records(offsets, timestamps, keys, values, headers)
