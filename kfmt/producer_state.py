@@ -51,6 +51,7 @@ class JavaHashMapOrder:
         self.capacity = 0  # the table is allocated on the first put
         self._sequence: dict[int, int] = {}  # key -> insertion number
         self._bucket_sizes: dict[int, int] = {}
+        self.exact = True  # False once Java would iterate a bucket in an order not modelled here
 
     @staticmethod
     def spread_hash(key: int) -> int:
@@ -77,9 +78,11 @@ class JavaHashMapOrder:
         already_in_bucket = self._bucket_sizes.get(bucket, 0)
         self._sequence[key] = len(self._sequence)
         self._bucket_sizes[bucket] = already_in_bucket + 1
-        if (already_in_bucket >= self.TREEIFY_THRESHOLD
-                and self.capacity < self.MIN_TREEIFY_CAPACITY):
-            self._resize()
+        if already_in_bucket >= self.TREEIFY_THRESHOLD:
+            if self.capacity < self.MIN_TREEIFY_CAPACITY:
+                self._resize()
+            else:
+                self.exact = False  # Java made the bucket a tree: its order is not modelled
         if len(self._sequence) > self.capacity * 3 // 4:
             self._resize()
 
@@ -87,6 +90,7 @@ class JavaHashMapOrder:
         """HashMap.clear empties the table but keeps its size."""
         self._sequence.clear()
         self._bucket_sizes.clear()
+        self.exact = True
 
     def __contains__(self, key: int) -> bool:
         return key in self._sequence
