@@ -136,8 +136,8 @@ def _log_dir_files(storage: Storage, path: str, parts: list[PartitionDir]) -> li
             out.append(LogDirFile(info.name, "filter", "offsets are unchanged; lines of partitions "
                                                        "not written are dropped"))
         elif info.name == ".kafka_cleanshutdown":
-            out.append(LogDirFile(info.name, "skip", "a broker loading DST recovers it (rebuilding "
-                                                     "the same files) instead of trusting it"))
+            out.append(LogDirFile(info.name, "skip", "without it a broker recovers DST, rebuilding "
+                                                     "these same files, rather than trusting them"))
         else:
             out.append(LogDirFile(info.name, "skip", "not a file a broker needs"))
     return out

@@ -38,7 +38,8 @@ def rebuild_now_ms(name: str) -> int:
 
 def index_interval(name: str) -> int:
     """The topic's index.interval.bytes (topic-configs.txt), else Kafka's default."""
-    m = re.search(r"index\.interval\.bytes=(\d+)", (REALKAFKA / f"{name}.truth" / "topic-configs.txt").read_text())
+    configs = (REALKAFKA / f"{name}.truth" / "topic-configs.txt").read_text()
+    m = re.search(r"index\.interval\.bytes=(\d+)", configs)
     return int(m[1]) if m else 4096
 
 
@@ -189,7 +190,8 @@ def test_log_start_offset_checkpoint_shapes_epochs_and_snapshots(tmp_path, realk
     root = tmp_path / "logs"
     shutil.copytree(case / "remaining", root / "v2-none-0")
     (root / "v2-none-0" / "leader-epoch-checkpoint").unlink()  # derive it from the batches alone
-    (root / "log-start-offset-checkpoint").write_text(f"0\n1\nv2-none 0 {truth['log_start_offset_checkpoint']}\n")
+    log_start = truth["log_start_offset_checkpoint"]
+    (root / "log-start-offset-checkpoint").write_text(f"0\n1\nv2-none 0 {log_start}\n")
     result = reindex(root, tmp_path / "out")
     assert result.code == 0, result.err
     out = tmp_path / "out" / "v2-none-0"

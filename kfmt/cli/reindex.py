@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from kfmt.cli._common import add_format_argument, add_progress_argument, add_storage_arguments, dumps, progress
+from kfmt.cli._common import (add_format_argument, add_progress_argument, add_storage_arguments, dumps,
+                              progress)
 from kfmt.companions import DEFAULT_INDEX_INTERVAL_BYTES
 from kfmt.errors import UsageError
 from kfmt.producer_state import DEFAULT_PRODUCER_EXPIRATION_MS
