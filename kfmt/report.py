@@ -23,7 +23,6 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from kfmt import __version__
 from kfmt.model import Batch
@@ -35,12 +34,15 @@ DIGEST_TAG = b"kfmt-content-digest-v1"
 
 def _binary_parts(array: pa.Array) -> tuple[bytes, memoryview | bytes]:
     """(lengths as int32 BE with -1 for null, the concatenated bytes) of a binary array."""
-    lengths = pc.binary_length(array).fill_null(-1).to_numpy(zero_copy_only=False).astype(">i4")
-    _validity, offsets_buf, data_buf = array.buffers()
-    if data_buf is None or len(array) == 0:
-        return lengths.tobytes(), b""
-    offsets = np.frombuffer(offsets_buf, dtype=np.int32, count=len(array) + 1, offset=array.offset * 4)
-    return lengths.tobytes(), memoryview(data_buf)[offsets[0]:offsets[-1]]
+    n = len(array)
+    validity, offsets_buf, data_buf = array.buffers()
+    offsets = np.frombuffer(offsets_buf, dtype=np.int32, count=n + 1, offset=array.offset * 4)
+    lengths = np.diff(offsets).astype(">i4")
+    if array.null_count:
+        bits = np.unpackbits(np.frombuffer(validity, dtype=np.uint8), bitorder="little")
+        lengths[~bits[array.offset:array.offset + n].astype(bool)] = -1
+    data = b"" if data_buf is None else memoryview(data_buf)[offsets[0]:offsets[-1]]
+    return lengths.tobytes(), data
 
 
 class ContentDigest:
@@ -50,13 +52,32 @@ class ContentDigest:
                "header_counts", "header_key_lengths", "header_keys", "header_value_lengths",
                "header_values")
 
+    #: records are hashed in chunks of about this many rows or bytes: per-call costs dominate
+    #: small batches, and the bytes bound the memory held
+    CHUNK_ROWS = 65536
+    CHUNK_BYTES = 32 << 20
+
     def __init__(self):
         self._streams = {name: hashlib.sha256() for name in self.STREAMS}
+        self._pending: list[pa.RecordBatch] = []
+        self._pending_rows = self._pending_bytes = 0
         self.records = 0
 
     def update(self, records: pa.RecordBatch) -> None:
         if records.num_rows == 0:
             return
+        self._pending.append(records)
+        self._pending_rows += records.num_rows
+        self._pending_bytes += records.nbytes
+        self.records += records.num_rows
+        if self._pending_rows >= self.CHUNK_ROWS or self._pending_bytes >= self.CHUNK_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        records = pa.Table.from_batches(self._pending).combine_chunks().to_batches()[0]
+        self._pending, self._pending_rows, self._pending_bytes = [], 0, 0
         s = self._streams
         s["offsets"].update(records.column(0).to_numpy().astype(">i8").tobytes())
         s["timestamps"].update(records.column(1).to_numpy().astype(">i8").tobytes())
@@ -69,9 +90,9 @@ class ContentDigest:
             lengths, data = _binary_parts(column)
             s[f"{name}_lengths"].update(lengths)
             s[f"{name}s"].update(data)
-        self.records += records.num_rows
 
     def hexdigest(self) -> str:
+        self._flush()
         final = hashlib.sha256(DIGEST_TAG)
         for name in self.STREAMS:
             final.update(self._streams[name].digest())

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import fsspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import REALKAFKA, real_dir_params, run_kfmt
 from kfmt import segment
@@ -287,3 +289,42 @@ def test_bad_data_on_object_storage_publishes_nothing(tmp_path, realkafka):
     finally:
         if fs.exists(dst):
             fs.rm(dst, recursive=True)
+
+
+# --- the content digest -------------------------------------------------------------------------
+
+maybe_bytes = st.none() | st.binary(max_size=8)
+records_strategy = st.lists(st.tuples(st.integers(-1, 2**40), maybe_bytes, maybe_bytes,
+                                      st.lists(st.tuples(st.binary(max_size=4), maybe_bytes), max_size=3)),
+                            max_size=20)
+
+
+def as_records(rows, first_offset=0):
+    return make_records(list(range(first_offset, first_offset + len(rows))), [r[0] for r in rows],
+                        [r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows])
+
+
+def digest_of(*batches) -> str:
+    d = ContentDigest()
+    for b in batches:
+        d.update(b)
+    return d.hexdigest()
+
+
+@settings(max_examples=100, deadline=None)
+@given(rows=records_strategy, cut=st.integers(0, 20))
+def test_digest_ignores_batching_and_sees_every_field(rows, cut):
+    whole = as_records(rows)
+    assert digest_of(whole) == digest_of(whole.slice(0, cut), whole.slice(cut))
+    assert digest_of(whole) != digest_of(as_records(rows, first_offset=1)) or not rows
+    for i, (ts, key, value, headers) in enumerate(rows):
+        changed = [
+            (ts + 1, key, value, headers),
+            (ts, (key or b"") + b"\0", value, headers),
+            (ts, value, key, headers) if key != value else (ts, key, value, headers + [(b"", None)]),
+            (ts, key, value, headers + [(b"k", b"")]),
+            (ts, key, value, [(k, None if v is not None else b"") for k, v in headers] or [(b"", b"")]),
+        ]
+        for row in changed:
+            other = rows[:i] + [row] + rows[i + 1:]
+            assert digest_of(as_records(other)) != digest_of(whole), (rows[i], row)
