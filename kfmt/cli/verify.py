@@ -1,0 +1,53 @@
+"""kfmt verify: check every file of a partition or log directory; exit 65 listing every problem."""
+from __future__ import annotations
+
+import json
+import sys
+
+from kfmt.cli._common import add_format_argument, add_path_arguments, add_progress_argument, progress
+from kfmt.errors import EXIT_DATA, EXIT_OK
+from kfmt.storage import open_storage, parse_storage_options
+from kfmt.verify import verify
+
+NAME = "verify"
+HELP = ("check framing, CRCs, offsets, records, indexes, txn index, snapshots and checkpoints; "
+        "exit 65 listing every problem")
+
+
+def add_arguments(p):
+    add_path_arguments(p)
+    add_format_argument(p)
+    add_progress_argument(p)
+    p.add_argument("--no-notes", action="store_true",
+                   help="leave out notes (genuine broker behaviour that is not a problem) in text output")
+
+
+def run(args) -> int:
+    storage, path = open_storage(args.path, parse_storage_options(args.storage_option))
+    bar = None
+
+    def start_progress(total):
+        nonlocal bar
+        bar = progress(args, total=total, unit="segment", desc="verify")
+        return lambda: bar.update(1)
+
+    try:
+        report = verify(storage, path, args.topic, args.partition, start_progress)
+    finally:
+        if bar is not None:
+            bar.close()
+    out = sys.stdout
+    if args.format == "json":
+        out.write(json.dumps(report.to_json(), indent=1))
+        out.write("\n")
+    else:
+        for problem in report.problems:
+            if problem.is_error or not args.no_notes:
+                out.write(problem.text())
+                out.write("\n")
+        s = report.summary()
+        out.write(f"{'OK' if s['ok'] else 'FAILED'}: {s['errors']} problem(s), {s['notes']} note(s) in "
+                  f"{s['partitions']} partition(s), {s['segments']} segment(s), {s['batches']} batches, "
+                  f"{s['records']} records, {s['files']} files\n")
+    out.flush()
+    return EXIT_OK if report.ok else EXIT_DATA
