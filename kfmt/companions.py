@@ -2,7 +2,7 @@
 
 Every kfmt-written partition directory gets its `.index`, `.timeindex`, `.txnindex`, producer
 `.snapshot` files and `leader-epoch-checkpoint` from `CompanionBuilder`, fed the batches of the
-partition in log order, segment by segment. What it models (Kafka's sources in brackets):
+partition in log order, segment by segment. What it models (Kafka's classes and methods named):
 
 * Per segment, `LogSegment.recover` (reference §6.3): per batch, first the running maximum timestamp
   (and the last offset of the first batch that reached it), then, when more than
@@ -292,13 +292,14 @@ class CompanionBuilder:
         if self._segment is not None:
             raise UsageError("finish before end_segment")
         self._finished = True
-        if not self._bases:
-            return PartitionCompanions({}, [], self.log_start_offset)
-        # LogLoader.load after recoverLog: the log end offset is the last segment's next offset.
-        log_end_offset = self._last_segment_next_offset
-        log_start_offset = max(self.log_start_offset, self._bases[0])
+        # LogLoader.load after recoverLog: the log end offset is the last segment's next offset (a
+        # log without segments gets an empty one at the log start offset).
+        log_end_offset = self._last_segment_next_offset if self._bases else self.log_start_offset
         self._epochs.truncate_from_end(log_end_offset)
         self._epochs.truncate_from_start(self.log_start_offset)
+        if not self._bases:
+            return PartitionCompanions({}, list(self._epochs.entries), log_end_offset)
+        log_start_offset = max(self.log_start_offset, self._bases[0])
         self._snapshots.remove_strays(self._bases)
         self._rebuild(self._new_producer_state(), log_end_offset, log_start_offset)
         snapshots = {offset: write_snapshot(entries, keep_order=True)
