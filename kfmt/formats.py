@@ -45,6 +45,11 @@ class MessageFormat:
         """Decode a complete entry whose header `read_header` returned."""
         raise NotImplementedError
 
+    def crc_valid(self, entry: memoryview, header: BatchHeader) -> bool:
+        """Whether the entry's stored CRC matches its bytes, without decoding the records
+        (kafka-dump-log's `isvalid`). Formats override this with their cheap check."""
+        return self.decode(entry, header, LENIENT).crc_valid
+
     def encode(self, header: BatchHeader, records: pa.RecordBatch, *, level: int | None = None) -> bytes:
         """Encode records under the given header facts into one entry (CRC and sizes computed here)."""
         raise NotImplementedError

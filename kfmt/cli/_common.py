@@ -45,8 +45,11 @@ def b64(data: bytes | None) -> str | None:
 
 
 def java_utf8(data: bytes) -> str:
-    """Bytes decoded as Java's `new String(bytes, UTF_8)` does (malformed input -> U+FFFD)."""
-    return data.decode("utf-8", "replace")
+    """Bytes decoded as Java's `new String(bytes, UTF_8)` does (malformed input -> U+FFFD, by Java's
+    rules, which differ from Python's "replace": kfmt.dump.javatext)."""
+    from kfmt.dump.javatext import java_string
+
+    return java_string(data)
 
 
 def dumps(obj) -> str:

@@ -1,0 +1,72 @@
+"""kfmt dump: segment, index, snapshot and txn-index files as Kafka 3.6's kafka-dump-log.sh prints them."""
+from __future__ import annotations
+
+import io
+import sys
+
+from kfmt.cli._common import add_format_argument, add_storage_arguments
+from kfmt.dump import DumpOptions, dump_files
+from kfmt.dump.common import DEFAULT_MAX_MESSAGE_SIZE
+from kfmt.dump.json_form import JsonSink
+from kfmt.dump.text import TextSink
+from kfmt.errors import EXIT_DATA, KfmtError, UsageError
+from kfmt.model import INT32_MAX
+
+NAME = "dump"
+HELP = ("print .log, .index, .timeindex, .snapshot and .txnindex files exactly as kafka-dump-log.sh "
+        "(Kafka 3.6) does (--format json: structured)")
+
+
+def add_arguments(p):
+    p.add_argument("file_args", nargs="*", metavar="FILE",
+                   help="files to dump, in order (local paths or fsspec URLs)")
+    p.add_argument("--files", action="append", default=[], metavar="F1,F2,...",
+                   help="comma-separated files, as kafka-dump-log takes them (after any FILE)")
+    p.add_argument("--deep-iteration", action="store_true", help="print every record of every batch")
+    p.add_argument("--print-data-log", action="store_true",
+                   help="print keys and values too (implies --deep-iteration)")
+    p.add_argument("--verify-index-only", action="store_true",
+                   help="check .index/.timeindex entries against the log; print only the problems")
+    p.add_argument("--index-sanity-check", action="store_true",
+                   help="only run Kafka's index sanity check on .index/.timeindex files")
+    p.add_argument("--skip-record-metadata", action="store_true",
+                   help="leave out the per-record metadata of deep iteration")
+    p.add_argument("--max-bytes", type=int, default=INT32_MAX, metavar="N",
+                   help="read only the first N bytes of each .log (a batch crossing N is not shown)")
+    p.add_argument("--max-message-size", type=int, default=DEFAULT_MAX_MESSAGE_SIZE, metavar="N",
+                   help="bytes read at each .index entry's position to check it "
+                        f"(default {DEFAULT_MAX_MESSAGE_SIZE})")
+    add_format_argument(p)
+    add_storage_arguments(p)
+
+
+def run(args) -> int:
+    from kfmt.storage import parse_storage_options
+
+    files = list(args.file_args) + [f for csv in args.files for f in csv.split(",") if f]
+    if not files:
+        raise UsageError("no files to dump: give FILE... or --files F1,F2")
+    for flag in ("max_bytes", "max_message_size"):
+        if getattr(args, flag) < 0:
+            raise UsageError(f"--{flag.replace('_', '-')} must be >= 0")
+    options = DumpOptions(
+        deep_iteration=args.deep_iteration, print_data_log=args.print_data_log,
+        verify_index_only=args.verify_index_only, index_sanity_check=args.index_sanity_check,
+        skip_record_metadata=args.skip_record_metadata, max_bytes=args.max_bytes,
+        max_message_size=args.max_message_size)
+    out = _utf8(sys.stdout)
+    sink = JsonSink(out, options) if args.format == "json" else TextSink(out, sys.stderr, options)
+    try:
+        clean = dump_files(files, options, sink, parse_storage_options(args.storage_option))
+    except (KfmtError, OSError):
+        out.flush()  # what was dumped before the error comes out before its message
+        raise
+    return 0 if clean else EXIT_DATA
+
+
+def _utf8(stream):
+    """Java prints through a UTF-8 stdout; so must we, whatever the locale says."""
+    encoding = (getattr(stream, "encoding", None) or "utf-8").lower().replace("_", "-")
+    if encoding not in ("utf-8", "utf8") and isinstance(stream, io.TextIOWrapper):
+        stream.reconfigure(encoding="utf-8")
+    return stream
