@@ -16,6 +16,7 @@ import tarfile
 import zlib
 from pathlib import Path
 
+import crc32c
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -85,6 +86,17 @@ def flip(path: Path, position: int, mask: int = 0x10) -> None:
     data = bytearray(path.read_bytes())
     data[position] ^= mask
     path.write_bytes(bytes(data))
+
+
+def rewrite_v2_batch(path: Path, position: int, edit) -> None:
+    """Replace the v2 batch at `position` by `edit(bytes)` with its length and CRC-32C made valid
+    again, so that only what the edit changed is wrong."""
+    data = path.read_bytes()
+    size = struct.unpack_from(">i", data, position + 8)[0] + 12
+    batch = bytearray(edit(bytes(data[position:position + size])))
+    struct.pack_into(">i", batch, 8, len(batch) - 12)
+    struct.pack_into(">I", batch, 17, crc32c.crc32c(bytes(batch[21:])))
+    path.write_bytes(data[:position] + bytes(batch) + data[position + size:])
 
 
 def verify_json(path) -> tuple[int, list[dict], dict]:
@@ -255,6 +267,57 @@ def test_an_impossible_entry_length(tmp_path):
     code, errors, _ = verify_json(part)
     assert code == 65
     find(errors, "framing", log, second["position"], second["base"], contains="size 3")
+
+
+# --- record structure, control records, transactional state (CRCs made valid again) ---
+@needs_realkafka
+@pytest.mark.parametrize("edit, words", [
+    (lambda b: b + b"\x00", "1 bytes follow"),  # a byte after the declared records
+    (lambda b: b[:57] + struct.pack(">i", struct.unpack_from(">i", b, 57)[0] + 1) + b[61:], "declares 14 records"),
+])
+def test_records_that_do_not_match_their_batch(tmp_path, edit, words):
+    part = copy_partition("v2-none-0", tmp_path / "v2-none-0")
+    log = part / "00000000000000000000.log"
+    last = truth_batches("v2-none-0")[log.name][-1]  # the last batch: resizing it moves nothing else
+    assert last["last"] - last["base"] == 12  # 13 records
+    rewrite_v2_batch(log, last["position"], edit)
+    code, errors, _ = verify_json(part)
+    assert code == 65
+    error = find(errors, "record-structure", log, contains=words)
+    assert last["position"] <= error["position"] < last["position"] + last["size"] + 1
+    assert not [e for e in errors if e["check"] == "crc"]
+
+
+MARKER_RECORD_HEADER = b"\x20\x00\x00\x00"  # length 16, attributes, timestamp and offset deltas 0
+
+
+@needs_realkafka
+@pytest.mark.parametrize("record, words", [
+    (b"\x04\x00\x01" + b"\x10" + bytes(8) + b"\x00", "key of 2 bytes"),  # key of 2 bytes, value 8
+    (b"\x08\x00\x00\x00\x01" + b"\x08" + bytes(4) + b"\x02\x00\x01", "value of 4 bytes"),  # + 1 header
+    (b"\x08\xff\xff\x00\x01" + b"\x0c" + bytes(6) + b"\x00", "negative version"),
+])
+def test_control_records_that_do_not_parse(tmp_path, record, words):
+    part = copy_partition("txn-v2-none-0", tmp_path / "txn-v2-none-0")
+    marker = next(b for f, batches in truth_batches("txn-v2-none-0").items() for b in batches
+                  if f == "00000000000000000062.log" and b["position"] == 0)
+    log = part / "00000000000000000062.log"
+    rewrite_v2_batch(log, 0, lambda b: b[:61] + MARKER_RECORD_HEADER + record)
+    code, errors, _ = verify_json(part)
+    assert code == 65
+    find(errors, "control-record", log, 0, marker["base"], contains=words)
+
+
+@needs_realkafka
+def test_a_non_transactional_batch_inside_an_open_transaction(tmp_path):
+    """Replaying it fails Kafka's producer-state rebuild (InvalidTxnStateException, §8)."""
+    part = copy_partition("txn-v2-none-0", tmp_path / "txn-v2-none-0")
+    log = part / "00000000000000000000.log"
+    inside = truth_batches("txn-v2-none-0")[log.name][1]  # the transaction began with batch 0
+    rewrite_v2_batch(log, inside["position"], lambda b: b[:22] + bytes([b[22] & ~0x10]) + b[23:])
+    code, errors, _ = verify_json(part)
+    assert code == 65
+    find(errors, "txn-state", log, inside["position"], inside["base"], contains="non-transactional")
 
 
 # --- indexes against the log ---
@@ -482,6 +545,30 @@ def test_any_single_bit_flip_in_the_first_segment_is_detected(name, tmp_path_fac
             log.write_bytes(original)
 
     check()
+
+
+# --- object storage ---
+@needs_realkafka
+def test_an_fsspec_url(tmp_path):
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    root = f"/verify-{tmp_path.name}/logs"
+    for f in (REALKAFKA / "txn-v2-none-0").iterdir():
+        fs.pipe(f"{root}/txn-v2-none-0/{f.name}", f.read_bytes())
+    try:
+        assert run_kfmt("verify", f"memory://{root}").code == 0
+        first = truth_batches("txn-v2-none-0")["00000000000000000000.log"][0]
+        log = f"{root}/txn-v2-none-0/00000000000000000000.log"
+        data = bytearray(fs.cat(log))
+        data[first["size"] - 1] ^= 0x01
+        fs.pipe(log, bytes(data))
+        code, errors, _ = verify_json(f"memory://{root}")
+        assert code == 65
+        assert [(e["check"], e["file"], e["position"], e["offset"]) for e in errors] == \
+            [("crc", f"memory://{log}", 0, first["base"])]
+    finally:
+        fs.rm(root.rsplit("/", 1)[0], recursive=True)
 
 
 # --- the command line ---

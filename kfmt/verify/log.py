@@ -147,6 +147,7 @@ class LogChecker:
             if crc_error is not None:
                 report.data_error("crc", crc_error, file, header.position, header.last_offset)
         if structure_error is not None:
+            structure_error.message += f" ({_declared(header)})"
             report.data_error("record-structure", structure_error, file, header.position,
                               header.last_offset)
         h = batch.header if batch is not None else header
@@ -271,6 +272,15 @@ class LogChecker:
         self.report.error("framing", f"{tail.message}; the remaining {tail.length} bytes of the file "
                           f"cannot be read (expected a complete entry or the end of the file)", file,
                           tail.position, tail.offset)
+
+
+def _declared(header: BatchHeader) -> str:
+    """What the entry's header promises, to say what decoding expected."""
+    if header.magic >= 2:
+        return (f"the batch at position {header.position} declares {header.records_count} records, "
+                f"offsets {header.base_offset}..{header.last_offset}")
+    kind = "wrapper" if header.compression else "message"
+    return f"in the {kind} at position {header.position}, offset {header.last_offset}"
 
 
 def _crc_error(buf, header: BatchHeader, file: str, structure_error: DataError | None) -> DataError | None:
