@@ -8,12 +8,13 @@ Offset index (OffsetIndex.java, LogSegment.translateOffset / readNextOffset, §6
   and in position (`fetchUpperBoundOffset` binary-searches positions);
 * an entry (O, P) points at the start of an entry of the `.log` (P is where the scan starts) and
   every batch before P ends below O (a lookup of O must not need anything before P);
-* O is at least the last offset of the batch at P and at most the segment's last offset: Kafka
-  indexes the last offset of the append starting at P (`LogSegment.append` on the live path,
-  `recover` per batch), and `readNextOffset` reads from the last entry's offset to find the log end.
-  Live appends of uncompressed v0/v1 data index a whole produce request: O names its last message,
-  P its first one, so O may exceed the last offset of the entry at P (kafka-dump-log reports those as
-  mismatches; they are genuine and lookups stay correct).
+* O is at most the segment's last offset: `readNextOffset` finds the log end by reading from the
+  last entry's offset, and gets the segment's base offset when no batch reaches it.
+  Which offset between those bounds is not checked: Kafka 3.x indexes the last offset of the append
+  starting at P (`LogSegment.append`; `recover` per batch), so live appends of uncompressed v0/v1 data,
+  one entry per produce request, name the request's last message while P is its first one
+  (kafka-dump-log reports those as mismatches; they are genuine), and brokers before 0.11 indexed the
+  append's first offset instead. Lookups are correct with any of them.
 
 Time index (TimeIndex.java, LogSegment.findOffsetByTimestamp / largestTimestamp, §6.3):
 * timestamps strictly increase and offsets do not decrease (`maybeAppend` only appends a larger
@@ -137,17 +138,12 @@ class IndexChecker:
                                  f"{inside.base_offset}..{inside.last_offset}): expected the position "
                                  f"where an entry starts", *where)
                 continue
-            at = batches[i]
             if i > 0 and batches[i - 1].last_offset >= o:
                 before = batches[i - 1]
                 report.error("offset-index-entry", f"entry (offset {o}, position {p}): the entry before "
                              f"position {p} (at {before.position}) already holds offset "
                              f"{before.last_offset} >= {o}, so lookups starting at {p} miss it (expected "
                              f"every earlier batch to end below {o})", *where)
-            elif o < at.last_offset:
-                report.error("offset-index-entry", f"entry (offset {o}, position {p}) names an offset below "
-                             f"the last offset {at.last_offset} of the batch at that position (Kafka "
-                             f"indexes the last offset of the append starting there)", *where)
         return preallocated
 
     # --- .timeindex ---
