@@ -19,7 +19,7 @@ from typing import Iterator
 from kfmt import indexes, registry, segment
 from kfmt.formats import STRICT, ReadOptions
 from kfmt.layout import PartitionDir, Segment
-from kfmt.model import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, NO_TIMESTAMP, Batch, BatchHeader
+from kfmt.model import HEADER_SIZE_UP_TO_MAGIC, INT32_MAX, LOG_OVERHEAD, NO_TIMESTAMP, Batch, BatchHeader
 from kfmt.wire import OFFSET_AND_SIZE
 
 
@@ -123,12 +123,34 @@ class PartitionReader:
         return indexes.read_offset_index(self.storage.read(seg.index.path), seg.base_offset)
 
     def time_index(self, seg: Segment) -> list[indexes.TimeEntry] | None:
-        """The segment's time index; None if the file is missing (the caller must scan)."""
+        """The segment's time index; None if the file is missing or fails the checks below (the
+        caller must scan the segment instead)."""
         if seg.timeindex is None:
             return None
         if seg.timeindex.size == 0:
             return []
-        return indexes.read_time_index(self.storage.read(seg.timeindex.path), seg.base_offset)
+        data = self.storage.read(seg.timeindex.path)
+        entries = indexes.read_time_index(data, seg.base_offset)
+        return entries if self._sane_time_index(seg, data, entries) else None
+
+    def _sane_time_index(self, seg: Segment, data, entries: list[indexes.TimeEntry]) -> bool:
+        """Kafka's TimeIndex.sanityCheck (whole entries, last entry not before the first or the
+        base offset) plus the invariants of §6.3: timestamps strictly increasing, offsets
+        non-decreasing and inside the segment. A file of zeros (a preallocated index with no entry
+        yet, or a wiped one) says nothing about the segment's timestamps."""
+        if len(data) % indexes.TIME_ENTRY.size or not any(data):
+            return False
+        following = self._next_base_offset(seg)
+        if not all(seg.base_offset <= e.offset < following for e in entries):
+            return False
+        return all(a.timestamp < b.timestamp and a.offset <= b.offset
+                   for a, b in zip(entries, entries[1:]))
+
+    def _next_base_offset(self, seg: Segment) -> int:
+        """Where the next segment starts (the last segment may hold int32 offsets, §18.16)."""
+        segs = self.part.segments
+        i = segs.index(seg)
+        return segs[i + 1].base_offset if i + 1 < len(segs) else seg.base_offset + INT32_MAX + 1
 
     def _index_position(self, seg: Segment, target: int) -> int:
         """Where to start scanning for `target` in `seg`: the index's answer if it is plausible."""
@@ -156,9 +178,12 @@ class PartitionReader:
                 and seg.base_offset <= offset <= entry.offset)
 
     def largest_timestamp(self, seg: Segment) -> int:
-        """The segment's largest timestamp: its last time-index entry, or a frame scan without one."""
+        """The segment's largest timestamp: its last time-index entry (§6.3), or a frame scan of
+        the segment when the index cannot say. The last segment is always scanned: while it is
+        active its time index lacks the final entry Kafka adds at roll or close, so the copy of a
+        running broker's partition holds records newer than the index's last entry."""
         entries = self.time_index(seg)
-        if entries:
+        if entries and seg is not self.part.segments[-1]:
             return entries[-1].timestamp
         return max((h.max_timestamp for h in self.frames(seg)), default=NO_TIMESTAMP)
 

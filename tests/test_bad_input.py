@@ -14,7 +14,6 @@ import struct
 import subprocess
 import sys
 import zlib
-from dataclasses import dataclass
 from pathlib import Path
 
 import crc32c
@@ -22,40 +21,12 @@ import pytest
 import zstandard
 
 from conftest import REALKAFKA, needs_realkafka, run_kfmt
+from corpus_truth import ListedEntry as Entry, kafka_listing
 from kfmt import registry
 from kfmt.control import end_txn_marker_value
 from kfmt.model import BatchHeader, make_records
 
 pytestmark = needs_realkafka
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One line of kafka-dump-log's batch listing."""
-
-    file: str
-    offset: int  # v2: baseOffset; legacy: the message's (wrapper's) offset
-    last_offset: int
-    position: int
-    size: int
-    magic: int
-    codec: str
-
-
-def kafka_listing(name: str) -> list[Entry]:
-    entries, file = [], None
-    for line in (REALKAFKA / f"{name}.truth" / "dump-log.batches.txt").read_text().splitlines():
-        if line.startswith("Dumping "):
-            file = line.split()[1]
-            continue
-        fields = dict(re.findall(r"(\w+): (\S+)", line))
-        if "position" not in fields:
-            continue
-        first = int(fields.get("baseOffset", fields.get("offset")))
-        last = int(fields.get("lastOffset", fields.get("offset")))
-        entries.append(Entry(file, first, last, int(fields["position"]), int(fields["size"]),
-                             int(fields["magic"]), fields["compresscodec"]))
-    return entries
 
 
 def copy_partition(name: str, tmp_path: Path) -> Path:
