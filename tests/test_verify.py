@@ -273,7 +273,9 @@ def test_an_impossible_entry_length(tmp_path):
 @needs_realkafka
 @pytest.mark.parametrize("edit, words", [
     (lambda b: b + b"\x00", "1 bytes follow"),  # a byte after the declared records
-    (lambda b: b[:57] + struct.pack(">i", struct.unpack_from(">i", b, 57)[0] + 1) + b[61:], "declares 14 records"),
+    # one record more declared than the batch holds
+    (lambda b: b[:57] + struct.pack(">i", struct.unpack_from(">i", b, 57)[0] + 1) + b[61:],
+     "declares 14 records"),
 ])
 def test_records_that_do_not_match_their_batch(tmp_path, edit, words):
     part = copy_partition("v2-none-0", tmp_path / "v2-none-0")
@@ -469,7 +471,8 @@ def test_consistent_offset_checkpoints_verify_clean(tmp_path):
 
 
 @needs_realkafka
-@pytest.mark.parametrize("text, words", [("version=0\n", "no broker.id"), ("version=3\nbroker.id=0\n", "version"),
+@pytest.mark.parametrize("text, words", [("version=0\n", "no broker.id"),
+                                         ("version=3\nbroker.id=0\n", "version"),
                                          ("version=1\nnode.id=1\n", "no cluster.id"),
                                          ("version=0\nbroker.id=zero\n", "not an integer")])
 def test_a_bad_meta_properties(tmp_path, text, words):

@@ -79,9 +79,9 @@ class LeaderEpochs:
         if self.entries is None:
             if not self._missing_reported:
                 self._missing_reported = True
-                report.note("leader-epoch-checkpoint", f"no readable leader-epoch-checkpoint although batches "
-                            f"carry leader epochs (first: epoch {epoch}): the broker starts with an empty "
-                            f"leader epoch cache", self.file)
+                report.note("leader-epoch-checkpoint", f"no readable leader-epoch-checkpoint although "
+                            f"batches carry leader epochs (first: epoch {epoch}): the broker starts with "
+                            f"an empty leader epoch cache", self.file)
             return
         covering = bisect_right(self._starts, facts.base_offset) - 1
         if covering < 0:
@@ -122,9 +122,8 @@ def check_partition_metadata(part: PartitionDir, report: Report) -> None:
 class PartitionRange:
     """What the log-directory checks need to know of a partition that was verified."""
 
-    topic: str
-    partition: int
-    path: str  # as displayed
+    topic: str | None
+    partition: int | None
     first_segment_base: int | None
     log_end: int | None
 
@@ -158,8 +157,8 @@ def check_log_dir(storage: Storage, path: str, ranges: list[PartitionRange], rep
         if part is not None and part.first_segment_base is not None:
             log_start = max(part.first_segment_base, starts.get(tp, part.first_segment_base))
             if offset < log_start:
-                report.note("offset-checkpoint", f"cleaner offset {offset} of {tp[0]}-{tp[1]} is below its log "
-                            f"start offset {log_start}: the cleaner restarts from the log start",
+                report.note("offset-checkpoint", f"cleaner offset {offset} of {tp[0]}-{tp[1]} is below its "
+                            f"log start offset {log_start}: the cleaner restarts from the log start",
                             storage.url_of(files[CLEANER].path), None, offset)
     if META_PROPERTIES in files:
         info = files[META_PROPERTIES]
@@ -185,7 +184,8 @@ def _check_offset(name: str, file: str, position: int, tp, offset: int, part: Pa
         return
     if part.log_end is not None and offset > part.log_end:
         report.error("offset-checkpoint", f"{what} {offset} of {label} is beyond its log end offset "
-                     f"{part.log_end}: {consequence} (expected at most {part.log_end})", file, position, offset)
+                     f"{part.log_end}: {consequence} (expected at most {part.log_end})", file, position,
+                     offset)
 
 
 def check_meta_properties(text: str, file: str, report: Report) -> None:

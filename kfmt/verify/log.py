@@ -24,7 +24,7 @@ from kfmt import segment as segment_io
 from kfmt.control import ControlType, control_type, end_txn_marker
 from kfmt.errors import DataError
 from kfmt.formats import LENIENT, STRICT
-from kfmt.layout import Segment
+from kfmt.layout import PartitionDir, Segment
 from kfmt.model import INT32_MAX, NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_ID, Batch, BatchHeader, TimestampType
 
 from .problems import Report
@@ -100,8 +100,8 @@ class LogChecker:
     """Walks a partition's segments in order; `observers` (the transaction and leader-epoch checks)
     see every batch as it goes, so nothing but the current segment's facts is kept."""
 
-    def __init__(self, reader, report: Report, observers=()):
-        self.reader = reader
+    def __init__(self, part: PartitionDir, report: Report, observers=()):
+        self.part = part
         self.report = report
         self.observers = list(observers)
         self.prev_last: int | None = None  # last offset of the previous batch of the partition
@@ -109,8 +109,8 @@ class LogChecker:
 
     def check_segment(self, seg: Segment, is_last: bool) -> SegmentFacts:
         report = self.report
-        data = self.reader.data(seg)
-        file = data.file
+        file = self.part.display(seg.log)
+        buf = self.part.storage.map(seg.log.path)
         facts = SegmentFacts(seg, file)
         report.counts.segments += 1
         report.counts.files += 1
@@ -122,9 +122,9 @@ class LogChecker:
                          f"above the last offset {self.prev_last} of the previous segment: offsets "
                          f"would be looked up in the wrong segment (expected a base offset > "
                          f"{self.prev_last})", file, 0, seg.base_offset)
-        scanner = segment_io.FrameScanner(data.buf, file)
+        scanner = segment_io.FrameScanner(buf, file)
         for header in scanner:
-            batch_facts = self._check_batch(data.buf, header, seg, file, first=not facts.batches)
+            batch_facts = self._check_batch(buf, header, seg, file, first=not facts.batches)
             facts.batches.append(batch_facts)
             for observer in self.observers:
                 observer.on_batch(batch_facts, file, report)
@@ -232,10 +232,12 @@ class LogChecker:
             if not info.crc_valid:
                 self.report.error("crc", f"inner message {i} of the wrapper is corrupt: its stored crc "
                                   f"{info.crc} does not match its contents", file, facts.position, offset)
-            if info.magic != facts.magic:
-                self.report.note("inner-magic", f"inner message {i} has magic {info.magic} inside a magic "
-                                 f"{facts.magic} wrapper (written by a 0.10.0 cleaner, KAFKA-4298; readers "
-                                 f"cope)", file, facts.position, offset)
+        other_magic = [i for i, info in enumerate(batch.legacy) if info.magic != facts.magic]
+        if other_magic:
+            self.report.note("inner-magic", f"{len(other_magic)} inner message(s) (first: {other_magic[0]}) "
+                             f"have another magic than their magic {facts.magic} wrapper (written by a "
+                             f"0.10.0 cleaner, KAFKA-4298; readers cope)", file, facts.position,
+                             offsets[other_magic[0]])
 
     def _check_control_records(self, batch: Batch, facts: BatchFacts, file: str) -> ControlType | None:
         """Control records must parse (§4.6): key >= 4 bytes with version >= 0, and ABORT/COMMIT

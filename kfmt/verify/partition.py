@@ -1,9 +1,7 @@
 """Verifying one partition directory: every file kind, each by its own module, against the log."""
 from __future__ import annotations
 
-from kfmt.formats import LENIENT
 from kfmt.layout import SEGMENT_NAME, PartitionDir
-from kfmt.partition import PartitionReader
 
 from .checkpoints import LeaderEpochs, PartitionRange, check_partition_metadata
 from .indexes import IndexChecker
@@ -23,7 +21,7 @@ def verify_partition(part: PartitionDir, report: Report, on_segment=None) -> Par
     check_partition_metadata(part, report)
     epochs = LeaderEpochs(part, report)
     txns = TxnChecker(part, report)
-    log = LogChecker(PartitionReader(part, LENIENT), report, observers=(epochs, txns))
+    log = LogChecker(part, report, observers=(epochs, txns))
     index_checker = IndexChecker(part, report)
     ranges: dict[int, tuple[int | None, int | None]] = {}
     log_end = None
@@ -41,7 +39,7 @@ def verify_partition(part: PartitionDir, report: Report, on_segment=None) -> Par
     txns.finish(ranges, log_end)
     epochs.finish(log_end)
     check_snapshots(part, report, log_end)
-    return PartitionRange(part.topic, part.partition, part.display(""),
+    return PartitionRange(part.topic, part.partition,
                           part.segments[0].base_offset if part.segments else None, log_end)
 
 

@@ -92,15 +92,17 @@ class TxnChecker:
                              f"producer id >= 0", *where)
             if previous is not None and txn.last_offset <= previous.last_offset:
                 report.error("txn-index-order", f"entry with marker offset {txn.last_offset} follows one "
-                             f"with {previous.last_offset}: expected strictly increasing last offsets", *where)
+                             f"with {previous.last_offset}: expected strictly increasing last offsets",
+                             *where)
             previous = txn
             if txn.last_offset < seg.base_offset:
                 report.error("txn-index-entry", f"marker offset {txn.last_offset} is below the segment base "
                              f"{seg.base_offset} (TransactionIndex.sanityCheck fails and the broker "
                              f"rebuilds the segment)", *where)
             if txn.first_offset > txn.last_offset:
-                report.error("txn-index-entry", f"first offset {txn.first_offset} is above the ABORT marker's "
-                             f"offset {txn.last_offset} (expected first offset <= marker offset)", *where)
+                report.error("txn-index-entry", f"first offset {txn.first_offset} is above the ABORT "
+                             f"marker's offset {txn.last_offset} (expected first offset <= marker offset)",
+                             *where)
             if txn.last_stable_offset > txn.last_offset + 1:
                 report.error("txn-index-entry", f"last stable offset {txn.last_stable_offset} is above the "
                              f"marker's offset + 1 ({txn.last_offset + 1}): read_committed fetches would "
@@ -159,10 +161,10 @@ class TxnChecker:
         txn, where = indexed.txn, (indexed.file, indexed.position, marker)
         previous = self.last_marker.get(txn.producer_id)
         if previous is not None and txn.first_offset <= previous:
-            self.report.error("txn-index-entry", f"entry says producer {txn.producer_id}'s aborted transaction "
-                              f"begins at {txn.first_offset}, at or before the producer's previous marker at "
-                              f"{previous}: read_committed consumers would drop records of an earlier "
-                              f"transaction (expected a first offset > {previous})", *where)
+            self.report.error("txn-index-entry", f"entry says producer {txn.producer_id}'s aborted "
+                              f"transaction begins at {txn.first_offset}, at or before the producer's "
+                              f"previous marker at {previous}: read_committed consumers would drop records "
+                              f"of an earlier transaction (expected a first offset > {previous})", *where)
         others = [first for pid, first in self.open.items() if pid != txn.producer_id]
         largest_lso = min(others + [marker + 1])
         if txn.last_stable_offset > largest_lso:
@@ -188,24 +190,25 @@ class TxnChecker:
                                 *where)
             _first, last = segment_ranges.get(indexed.segment_base, (None, None))
             if last is not None and txn.first_offset > last:
-                report.error("txn-index-entry", f"the aborted transaction {txn.first_offset}..{txn.last_offset} "
-                             f"lies entirely after this segment (its offsets end at {last}): expected the "
-                             f"entry in the segment holding the marker", *where)
+                report.error("txn-index-entry", f"the aborted transaction "
+                             f"{txn.first_offset}..{txn.last_offset} lies entirely after this segment (its "
+                             f"offsets end at {last}): expected the entry in the segment holding the marker",
+                             *where)
         for abort in self.aborts:
             named = [e for e in self.by_marker.get(abort.marker_offset, ())
                      if e.txn.producer_id == abort.producer_id]
             if not named:
                 report.error("txn-index-missing", f"producer {abort.producer_id}'s ABORT marker ends a "
-                             f"transaction that begins at offset {abort.first_offset}, but no .txnindex entry "
-                             f"names it: read_committed consumers would read the aborted records (expected "
-                             f"an entry {abort.first_offset}..{abort.marker_offset} in this segment's "
-                             f".txnindex)", abort.file, abort.position, abort.marker_offset)
+                             f"transaction that begins at offset {abort.first_offset}, but no .txnindex "
+                             f"entry names it: read_committed consumers would read the aborted records "
+                             f"(expected an entry {abort.first_offset}..{abort.marker_offset} in this "
+                             f"segment's .txnindex)", abort.file, abort.position, abort.marker_offset)
                 continue
             for indexed in named:
                 if indexed.txn.first_offset > abort.first_offset:
                     report.error("txn-index-entry", f"entry says producer {abort.producer_id}'s aborted "
                                  f"transaction begins at {indexed.txn.first_offset}, but the log holds its "
                                  f"batches from offset {abort.first_offset}: read_committed consumers would "
-                                 f"read offsets {abort.first_offset}..{indexed.txn.first_offset - 1} (expected "
-                                 f"a first offset <= {abort.first_offset})", indexed.file, indexed.position,
-                                 abort.marker_offset)
+                                 f"read offsets {abort.first_offset}..{indexed.txn.first_offset - 1} "
+                                 f"(expected a first offset <= {abort.first_offset})", indexed.file,
+                                 indexed.position, abort.marker_offset)
