@@ -42,7 +42,15 @@ def load_plugins() -> None:
                 continue
             if pm.get_plugin(ep.name) is not None or pm.is_blocked(ep.name):
                 continue
-            pm.register(ep.load(), name=ep.name)
+            try:
+                pm.register(ep.load(), name=ep.name)
+            except Exception as e:
+                # Fail loudly: running without a codec or format the user installed would turn
+                # readable data into misleading data errors.
+                raise KfmtError(
+                    f"the kfmt plugin {ep.name!r} ({dist.metadata['Name']} {dist.version}) failed to "
+                    f"load: {type(e).__name__}: {e} (set {ALLOW_LIST_ENV} to the plugins to load to "
+                    f"leave it out)") from e
             _distributions[ep.name] = dist
     if not any(d.metadata["Name"] == BUILTIN_DISTRIBUTION for d in _distributions.values()):
         raise KfmtError("kfmt's built-in plugins are not registered: install kfmt (pip install -e .) "

@@ -1,0 +1,220 @@
+"""The plugin mechanism, proved with a plugin from outside the package: a toy compression codec
+(id 7, a reversible byte transform) shipped as its own distribution (a module plus a `.dist-info`
+with an entry point in group `kfmt`) on PYTHONPATH, then kfmt run as a separate process. Also the
+KFMT_LOAD_PLUGINS allow-list, and register()/unregister() at run time in this process.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kfmt import plugins, registry
+from kfmt.errors import CompressionError
+from kfmt.model import BatchHeader, make_records
+
+TOY_ID = 7
+ENTRY_POINT = "toy-codec"
+
+# The plugin: a codec whose "compression" reverses the bytes and XORs them with 0x5A. It uses only
+# kfmt's public plugin API (Compression, hookimpl, the limit error).
+TOY_MODULE = '''
+"""A toy compression codec for kfmt: reversed bytes XOR 0x5A (reversible, obviously not compression)."""
+from kfmt.compression import DEFAULT_MAX_DECOMPRESSED, Compression, too_large
+from kfmt.hookspecs import hookimpl
+
+
+def _transform(data):
+    return bytes(b ^ 0x5A for b in reversed(bytes(data)))
+
+
+class ToyCodec(Compression):
+    id = 7
+    name = "toy"
+
+    def compress(self, data, *, magic, level=None):
+        return _transform(data)
+
+    def decompress(self, data, *, magic, max_size=DEFAULT_MAX_DECOMPRESSED):
+        if len(data) > max_size:
+            raise too_large(self.name, max_size)
+        return _transform(data)
+
+
+@hookimpl
+def kfmt_register_compressions(register):
+    register(ToyCodec())
+'''
+
+# Writes a partition whose batches use the toy codec, through kfmt's own encoders, in a process
+# where the plugin is loaded from its entry point: v2 batches and a v1 compressed wrapper.
+WRITER = '''
+import sys
+from kfmt import registry
+from kfmt.model import BatchHeader, TimestampType, make_records
+
+reg = registry.get()
+assert reg.compressions[7].name == "toy", sorted(reg.compressions)
+v2, v1 = reg.format_for(2), reg.format_for(1)
+entries = [
+    v2.encode(BatchHeader(magic=2, base_offset=0, last_offset=2, compression=7, base_timestamp=1700000000000,
+                          max_timestamp=1700000000002),
+              make_records([0, 1, 2], [1700000000000, 1700000000002, 1700000000001], [b"k0", None, b""],
+                           [b"value zero", b"value one", None], [[(b"h", b"x")], [], [(b"h", None)]])),
+    v2.encode(BatchHeader(magic=2, base_offset=3, last_offset=3, compression=0, base_timestamp=1700000000003,
+                          max_timestamp=1700000000003),
+              make_records([3], [1700000000003], [b"plain"], [b"not toy"])),
+    v2.encode(BatchHeader(magic=2, base_offset=4, last_offset=5, compression=7, base_timestamp=1700000000004,
+                          max_timestamp=1700000000005, producer_id=9, producer_epoch=0, base_sequence=0),
+              make_records([4, 5], [1700000000004, 1700000000005], [b"k4", b"k5"], [b"v4", b"v5"])),
+]
+with open(sys.argv[1], "wb") as f:
+    f.write(b"".join(entries))
+'''
+
+EXPECTED = [
+    (0, 1700000000000, "azA=", "dmFsdWUgemVybw==", [{"key": "h", "value": "eA=="}]),
+    (1, 1700000000002, None, "dmFsdWUgb25l", []),
+    (2, 1700000000001, "", None, [{"key": "h", "value": None}]),
+    (3, 1700000000003, "cGxhaW4=", "bm90IHRveQ==", []),
+    (4, 1700000000004, "azQ=", "djQ=", []),
+    (5, 1700000000005, "azU=", "djU=", []),
+]
+
+
+@pytest.fixture(scope="module")
+def toy_distribution(tmp_path_factory) -> Path:
+    """A directory that, put on PYTHONPATH, holds the toy plugin as an installed distribution."""
+    site = tmp_path_factory.mktemp("site")
+    (site / "kfmt_toy_codec.py").write_text(TOY_MODULE)
+    dist_info = site / "kfmt_toy_codec-0.3.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: kfmt-toy-codec\nVersion: 0.3\n"
+                                        "Summary: a toy compression codec for kfmt's plugin tests\n")
+    (dist_info / "entry_points.txt").write_text(f"[kfmt]\n{ENTRY_POINT} = kfmt_toy_codec\n")
+    (dist_info / "RECORD").write_text("")
+    return site
+
+
+def run(site: Path, *args: str, allow: str | None = None, script: str | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("KFMT_LOAD_PLUGINS", "PYTHONPATH")}
+    env["PYTHONPATH"] = str(site)
+    if allow is not None:
+        env["KFMT_LOAD_PLUGINS"] = allow
+    command = [sys.executable, "-c", script, *args] if script else [sys.executable, "-m", "kfmt", *args]
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def toy_partition(toy_distribution, tmp_path_factory) -> Path:
+    part = tmp_path_factory.mktemp("parts") / "toy-0"
+    part.mkdir()
+    written = run(toy_distribution, str(part / "00000000000000000000.log"), script=WRITER)
+    assert written.returncode == 0, written.stderr
+    return part
+
+
+def records_of(stdout: str) -> list[tuple]:
+    return [(r["offset"], r["timestamp"], r["key"], r["value"], r["headers"])
+            for r in map(json.loads, stdout.splitlines())]
+
+
+def test_the_toy_codec_really_is_used_on_disk(toy_partition):
+    data = (toy_partition / "00000000000000000000.log").read_bytes()
+    assert int.from_bytes(data[21:23], "big") & 0x07 == TOY_ID  # first batch's codec bits
+    assert b"value zero" not in data and b"value zero"[::-1] not in data
+    assert b"not toy" in data  # the uncompressed batch in between
+
+
+def test_cat_reads_batches_of_a_third_party_codec(toy_distribution, toy_partition):
+    result = run(toy_distribution, "cat", str(toy_partition), "--format", "json")
+    assert result.returncode == 0, result.stderr
+    assert records_of(result.stdout) == EXPECTED
+
+
+def test_plugins_command_lists_the_third_party_plugin(toy_distribution):
+    result = run(toy_distribution, "plugins", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    listed = {p["name"]: p for p in json.loads(result.stdout)}
+    toy = listed[ENTRY_POINT]
+    assert (toy["distribution"], toy["version"], toy["module"]) == ("kfmt-toy-codec", "0.3", "kfmt_toy_codec")
+    assert toy["hooks"] == ["kfmt_register_compressions"]
+    assert toy["provides"] == {"compressions": ["toy (id 7)"]}
+    assert listed["compression-gzip"]["distribution"] == "kfmt"  # built-ins come the same way
+    text = run(toy_distribution, "plugins")
+    assert any(line.split()[0] == ENTRY_POINT and "toy (id 7)" in line for line in text.stdout.splitlines())
+
+
+@pytest.mark.parametrize("allow", ["", "some-other-plugin", " , "])
+def test_allow_list_excludes_plugins_it_does_not_name(toy_distribution, toy_partition, allow):
+    listed = run(toy_distribution, "plugins", "--format", "json", allow=allow)
+    names = {p["name"] for p in json.loads(listed.stdout)}
+    assert ENTRY_POINT not in names and "compression-gzip" in names  # built-ins always load
+    result = run(toy_distribution, "cat", str(toy_partition), allow=allow)
+    assert result.returncode == 65
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert "compression type id 7" in result.stderr and "position 0" in result.stderr
+
+
+@pytest.mark.parametrize("allow", [ENTRY_POINT, f"other, {ENTRY_POINT}"])
+def test_allow_list_loads_plugins_it_names(toy_distribution, toy_partition, allow):
+    result = run(toy_distribution, "cat", str(toy_partition), "--format", "json", allow=allow)
+    assert result.returncode == 0, result.stderr
+    assert records_of(result.stdout) == EXPECTED
+
+
+def test_register_and_unregister_at_run_time():
+    namespace: dict = {}
+    exec(compile(TOY_MODULE, "kfmt_toy_codec_inline", "exec"), namespace)
+    plugin = type(sys)("kfmt_toy_codec_inline")
+    plugin.__dict__.update(namespace)
+    v2 = registry.get().format_for(2)
+    header = BatchHeader(magic=2, base_offset=10, last_offset=11, compression=TOY_ID, base_timestamp=5,
+                         max_timestamp=6)
+    records = make_records([10, 11], [5, 6], [b"a", None], [b"b", b"c"])
+    assert TOY_ID not in registry.get().compressions
+    plugins.register(plugin, name="toy-inline")
+    try:
+        assert registry.get().compressions[TOY_ID].name == "toy"
+        entry = v2.encode(header, records)
+        batch = v2.decode(memoryview(entry), v2.read_header(memoryview(entry), 0))
+        assert batch.records.to_pylist() == records.to_pylist()
+        assert "toy-inline" in {p["name"] for p in plugins.describe_plugins()}
+    finally:
+        plugins.unregister("toy-inline")
+    assert TOY_ID not in registry.get().compressions
+    assert "toy-inline" not in {p["name"] for p in plugins.describe_plugins()}
+    with pytest.raises(CompressionError, match="compression type id 7"):
+        v2.decode(memoryview(entry), v2.read_header(memoryview(entry), 0))
+
+
+def test_a_plugin_can_be_registered_again_after_unregistering():
+    plugin = type(sys)("kfmt_toy_again")
+    exec(compile(TOY_MODULE, "kfmt_toy_again", "exec"), plugin.__dict__)
+    for _ in range(2):
+        plugins.register(plugin, name="toy-again")
+        try:
+            assert registry.get().compressions[TOY_ID].name == "toy"
+        finally:
+            plugins.unregister("toy-again")
+        assert TOY_ID not in registry.get().compressions
+
+
+
+def test_a_plugin_that_fails_to_load_is_named_in_one_line(toy_distribution, tmp_path):
+    site = tmp_path / "broken-site"
+    dist_info = site / "kfmt_broken-1.0.dist-info"
+    dist_info.mkdir(parents=True)
+    (site / "kfmt_broken.py").write_text("raise ImportError('needs libfoo')\n")
+    (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: kfmt-broken\nVersion: 1.0\n")
+    (dist_info / "entry_points.txt").write_text("[kfmt]\nbroken = kfmt_broken\n")
+    result = run(site, "plugins")
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert "'broken' (kfmt-broken 1.0)" in result.stderr and "needs libfoo" in result.stderr
+    # the allow-list is the way around it
+    assert run(site, "plugins", allow="").returncode == 0
