@@ -3,6 +3,10 @@
 A PATH is a partition directory (`<topic>-<partition>/` holding segment files) or a log directory
 (whose children are partition directories). Segment files are `<20-digit base offset>.log`; the
 other per-segment files share the base-offset prefix; snapshots are named by their offset.
+
+A kfmt output published on object storage is governed by its `_kfmt_manifest.json` (kfmt.manifest):
+only the files it lists are seen, and files that disagree with it are reported in
+`PartitionDir.manifest_problems`; an interrupted output (a claim, no manifest) is refused.
 """
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 
 from kfmt.errors import UsageError
+from kfmt.manifest import Manifest, find_manifest, own_manifest
 from kfmt.storage import FileInfo, Storage
 
 SEGMENT_NAME = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex|snapshot)$")
@@ -62,6 +67,7 @@ class PartitionDir:
     snapshots: dict[int, FileInfo] = field(default_factory=dict)  # offset -> file
     files: dict[str, FileInfo] = field(default_factory=dict)  # every file in the directory by name
     ignored: list[str] = field(default_factory=list)  # names that look like segment files but are not
+    manifest_problems: list[str] = field(default_factory=list)  # files disagreeing with the manifest
 
     def file(self, name: str) -> FileInfo | None:
         return self.files.get(name)
@@ -76,11 +82,23 @@ class PartitionDir:
         return self.name if self.topic is None else f"{self.topic}-{self.partition}"
 
 
-def load_partition(storage: Storage, path: str, listing: list[FileInfo] | None = None) -> PartitionDir:
+def load_partition(storage: Storage, path: str, listing: list[FileInfo] | None = None,
+                   manifest: Manifest | None = None) -> PartitionDir:
     name = storage.basename(path)
     tp = parse_topic_partition(name)
     part = PartitionDir(storage, path, name, tp[0] if tp else None, tp[1] if tp else None)
-    listing = storage.listdir(path) if listing is None else listing
+    if listing is None:
+        try:
+            listing = storage.listdir(path)
+        except FileNotFoundError:
+            if manifest is None:
+                raise
+            listing = []  # the manifest names it: its files are reported missing below
+    if manifest is None:  # a partition of a log directory may be a kfmt output of its own
+        manifest = own_manifest(storage, path, listing)
+    if manifest is not None:
+        view = manifest.view(storage, path, listing)
+        listing, part.manifest_problems = view.kept, view.problems
     companions: dict[int, dict[str, FileInfo]] = {}
     for info in listing:
         if info.is_dir:
@@ -124,14 +142,19 @@ def find_partitions(storage: Storage, path: str, topic: str | None = None,
     if not storage.isdir(path):
         raise UsageError(f"{storage.url_of(path)}: not a directory")
     listing = storage.listdir(path)
-    if is_partition_dir(storage, path, listing):
-        parts = [load_partition(storage, path, listing)]
+    manifest = find_manifest(storage, path, listing)
+    seen = listing
+    if manifest is not None:
+        view = manifest.view(storage, path, listing)
+        seen = view.kept + view.missing_dirs
+    if is_partition_dir(storage, path, seen):
+        parts = [load_partition(storage, path, listing, manifest)]
     else:
         parts = []
-        for info in listing:
+        for info in seen:
             if not info.is_dir or info.name in SKIPPED_DIRS or parse_topic_partition(info.name) is None:
                 continue
-            parts.append(load_partition(storage, info.path))
+            parts.append(load_partition(storage, info.path, manifest=manifest))
         parts.sort(key=lambda p: (p.topic or "", p.partition or 0))
     if topic is not None:
         parts = [p for p in parts if p.topic is not None and fnmatch.fnmatchcase(p.topic, topic)]
