@@ -1,0 +1,481 @@
+"""Writing a partition directory: batches in, segments a broker loads out (reference §12.2, §17).
+
+Every transform (upgrade, resegment, recompress, compaction, restore, salvage) writes through here:
+
+* `SegmentPlanner` / `plan_segments()` decide where segments start, from batch headers alone, with
+  the broker's roll conditions (§12.2, checked before each batch): (1) the segment would grow past
+  `segment.bytes` (a larger batch gets a segment of its own; batches are never split); (2) the batch's
+  max timestamp lies more than `segment.ms` after the segment's first batch's (record time, KIP-33);
+  (3) its offset or time index is full (§6.4); (4) the batch's last offset would not fit the index's
+  int32 relative offset. A new segment's base is the batch's base offset, so base <= first offset
+  and `lastOffset - base` fits in int32 (§12.1, §17 item 1); files are named by 20-digit bases.
+* `PartitionWriter` streams batches into the planned segments (memory stays bounded by one batch plus
+  the store's write buffer) and gives each segment its companion files from kfmt.companions'
+  CompanionBuilder, the one place that computes indexes, snapshots and leader epochs. It copies
+  already-encoded batches byte for byte (`append`) or encodes decoded ones through their format
+  plugin (`append_batch`), and carries `partition.metadata` over unchanged.
+* For parallel writers (resegment on Spark), the same steps are separable and picklable: plan on the
+  driver, `write_segment()` one planned segment per task through a `StagingTarget`, then
+  `write_companions()` on the driver over the returned `WrittenSegment`s, in order.
+
+Modification times: a segment gets the newest `mtime_ms` of the batches written into it (the source
+segments' `.log` mtimes, which Kafka's time retention uses for timestamp-less data, §13, §17 item 10);
+the store keeps it where it can and the manifest always does (kfmt.staging).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator
+
+from kfmt import registry
+from kfmt.companions import CompanionBuilder, control_facts
+from kfmt.control import ControlType
+from kfmt.errors import DataError, UsageError
+from kfmt.indexes import OFFSET_ENTRY, TIME_ENTRY
+from kfmt.layout import PARTITION_METADATA, PartitionDir, Segment, segment_file_name
+from kfmt.manifest import FileRecord
+from kfmt.model import INT32_MAX, LOG_OVERHEAD, NO_TIMESTAMP, Batch, BatchHeader
+from kfmt.staging import StagedFiles, StagedOutput
+from kfmt.wire import OFFSET_AND_SIZE
+
+# Kafka's topic-config defaults and lower bounds (LogConfig, §6.4, §12.2)
+DEFAULT_SEGMENT_BYTES = 1 << 30  # segment.bytes, at least 14 (LegacyRecord.RECORD_OVERHEAD_V0)
+DEFAULT_SEGMENT_MS = 7 * 24 * 60 * 60 * 1000  # segment.ms, at least 1
+DEFAULT_MAX_INDEX_BYTES = 10 * 1024 * 1024  # segment.index.bytes
+DEFAULT_INDEX_INTERVAL_BYTES = 4096  # index.interval.bytes
+
+# Why a segment starts (SegmentPlan.reason)
+FIRST = "first"
+SEGMENT_BYTES = "segment.bytes"
+SEGMENT_MS = "segment.ms"
+INDEX_FULL = "index full"
+OFFSET_OVERFLOW = "offset overflow"
+
+
+@dataclass(frozen=True)
+class RollPolicy:
+    """The topic configs that decide where segments roll."""
+
+    segment_bytes: int = DEFAULT_SEGMENT_BYTES
+    segment_ms: int = DEFAULT_SEGMENT_MS
+    index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES
+    max_index_bytes: int = DEFAULT_MAX_INDEX_BYTES
+
+    def __post_init__(self):
+        if not 14 <= self.segment_bytes <= INT32_MAX:
+            raise UsageError(f"segment.bytes must be between 14 and {INT32_MAX}, got {self.segment_bytes}")
+        if self.segment_ms < 1:
+            raise UsageError(f"segment.ms must be at least 1, got {self.segment_ms}")
+        if self.index_interval_bytes < 0:
+            raise UsageError(f"index.interval.bytes must be >= 0, got {self.index_interval_bytes}")
+        if self.max_index_bytes < TIME_ENTRY.size:
+            # below one time-index entry a segment could not hold the entry every closed segment gets
+            raise UsageError(f"segment.index.bytes must be at least {TIME_ENTRY.size}, got "
+                             f"{self.max_index_bytes}")
+
+    @property
+    def max_offset_entries(self) -> int:
+        return self.max_index_bytes // OFFSET_ENTRY.size
+
+    @property
+    def max_time_entries(self) -> int:
+        return self.max_index_bytes // TIME_ENTRY.size
+
+
+class SegmentPlanner:
+    """The roll decision, batch by batch, from headers alone (picklable, no I/O).
+
+    To know when an index is full it counts the entries recovery will give the segment (§6.3: an
+    offset entry when more than index.interval.bytes lie between a batch's position and the last
+    indexed one, a time entry there when the running maximum timestamp is new). It only counts: the
+    entries themselves come from CompanionBuilder, and the tests check that both counts agree.
+    """
+
+    def __init__(self, policy: RollPolicy = RollPolicy(), start_offset: int | None = None):
+        self.policy = policy
+        self.start_offset = start_offset
+        self.base_offset: int | None = None  # of the current segment
+        self.size = 0
+        self.last_offset: int | None = None  # of the last batch placed
+        self._first_max_timestamp = NO_TIMESTAMP
+        self._offset_entries = self._time_entries = 0
+        self._last_indexed_position = 0
+        self._max_timestamp = self._last_time_entry = NO_TIMESTAMP
+
+    def roll_reason(self, header: BatchHeader) -> str | None:
+        """Why `header`'s batch must start a new segment (None: it joins the current one)."""
+        if self.base_offset is None:
+            return FIRST
+        p = self.policy
+        if self.size > p.segment_bytes - header.size:
+            return SEGMENT_BYTES
+        if (self._first_max_timestamp >= 0
+                and header.max_timestamp - self._first_max_timestamp > p.segment_ms):
+            return SEGMENT_MS
+        if (self._offset_entries >= p.max_offset_entries
+                or self._time_entries >= p.max_time_entries - 1):  # last slot: the closing entry
+            return INDEX_FULL
+        if header.last_offset - self.base_offset > INT32_MAX:
+            return OFFSET_OVERFLOW
+        return None
+
+    def place(self, header: BatchHeader) -> str | None:
+        """Place the next batch: returns the roll reason if it starts a new segment (whose base is
+        then `base_offset`), else None. Offsets must increase from batch to batch."""
+        if header.size is None:
+            raise UsageError("a batch header needs its size to be placed in a segment")
+        first = header.base_offset if header.base_offset is not None else header.last_offset
+        if self.last_offset is not None and first <= self.last_offset:
+            raise DataError(f"batch {first}..{header.last_offset} does not follow the previous batch's "
+                            f"last offset {self.last_offset}: offsets must increase", offset=first)
+        reason = self.roll_reason(header)
+        if reason is not None:
+            self._start(self._new_base(header, reason))
+        self._count(header)
+        return reason
+
+    def _new_base(self, header: BatchHeader, reason: str) -> int:
+        if header.base_offset is not None:
+            base = header.base_offset
+        else:
+            # A legacy compressed wrapper's first offset is unknown without decompressing it (§3.4):
+            # like LocalLog.roll, take the log end offset, at least lastOffset - Integer.MAX_VALUE.
+            leo = self.last_offset + 1 if self.last_offset is not None else self.start_offset or 0
+            base = max(leo, header.last_offset - INT32_MAX)
+        if reason == FIRST and self.start_offset is not None:
+            if self.start_offset > base:
+                raise UsageError(f"start offset {self.start_offset} lies above the first batch's "
+                                 f"offset {base}")
+            if header.last_offset - self.start_offset <= INT32_MAX:
+                base = self.start_offset
+        return base
+
+    def _start(self, base_offset: int) -> None:
+        self.base_offset = base_offset
+        self.size = 0
+        self._first_max_timestamp = NO_TIMESTAMP
+        self._offset_entries = self._time_entries = 0
+        self._last_indexed_position = 0
+        self._max_timestamp = self._last_time_entry = NO_TIMESTAMP
+
+    def _count(self, header: BatchHeader) -> None:
+        if self.size == 0:
+            self._first_max_timestamp = header.max_timestamp
+        self._max_timestamp = max(self._max_timestamp, header.max_timestamp)
+        if self.size - self._last_indexed_position > self.policy.index_interval_bytes:
+            self._offset_entries += 1
+            if self._max_timestamp > self._last_time_entry:
+                self._time_entries += 1
+                self._last_time_entry = self._max_timestamp
+            self._last_indexed_position = self.size
+        self.size += header.size
+        self.last_offset = header.last_offset
+
+
+@dataclass(frozen=True)
+class SegmentPlan:
+    """One planned segment: batches [first, first + count) of the planned sequence."""
+
+    base_offset: int
+    first: int
+    count: int
+    size: int
+    last_offset: int
+    reason: str
+
+    @property
+    def stop(self) -> int:
+        return self.first + self.count
+
+
+def plan_segments(headers: Iterable[BatchHeader], policy: RollPolicy = RollPolicy(),
+                  start_offset: int | None = None) -> list[SegmentPlan]:
+    """Where the segments of a partition start, from the headers of its batches in order."""
+    planner = SegmentPlanner(policy, start_offset)
+    starts: list[tuple[int, int, str]] = []  # (first batch, base offset, reason) per segment
+    ends: list[tuple[int, int, int]] = []  # (stop, size, last offset) per segment
+    count, last_offset = 0, None
+    for header in headers:
+        size_before = planner.size
+        reason = planner.place(header)
+        if reason is not None:
+            if starts:
+                ends.append((count, size_before, last_offset))
+            starts.append((count, planner.base_offset, reason))
+        count, last_offset = count + 1, header.last_offset
+    if starts:
+        ends.append((count, planner.size, last_offset))
+    return [SegmentPlan(base, first, stop - first, size, last, reason)
+            for (first, base, reason), (stop, size, last) in zip(starts, ends)]
+
+
+# --- writing ---
+
+@dataclass(frozen=True)
+class WrittenBatch:
+    """A batch as written: its header at its position in the output segment, and the control facts
+    the companion files need."""
+
+    header: BatchHeader
+    control: ControlType | None = None
+    coordinator_epoch: int = -1
+    marker_timestamp: int | None = None
+
+
+@dataclass(frozen=True)
+class WrittenSegment:
+    base_offset: int
+    batches: tuple[WrittenBatch, ...]
+    log: FileRecord
+    mtime_ms: int | None = None
+    reason: str = ""
+
+
+def _rel(rel_dir: str, name: str) -> str:
+    return f"{rel_dir.strip('/')}/{name}" if rel_dir.strip("/") else name
+
+
+def _checked_header(header: BatchHeader, entry) -> BatchHeader:
+    """The header must describe the bytes: an index built from wrong facts would point nowhere."""
+    if len(entry) < LOG_OVERHEAD + 5:
+        raise UsageError(f"an entry of {len(entry)} bytes is too short to be a batch")
+    offset, size = OFFSET_AND_SIZE.unpack_from(entry)
+    stored_offset = header.base_offset if header.magic >= 2 else header.last_offset
+    if (size + LOG_OVERHEAD != len(entry) or entry[16] != header.magic or offset != stored_offset
+            or header.size not in (None, len(entry))):
+        raise UsageError(f"the header (magic {header.magic}, offset {stored_offset}, size "
+                         f"{header.size}) does not describe the entry (magic {entry[16]}, offset "
+                         f"{offset}, {len(entry)} bytes)")
+    return header if header.size is not None else header.replace(size=len(entry))
+
+
+def _control_of(header: BatchHeader, entry) -> tuple[ControlType | None, int, int | None]:
+    """A control batch's record type, coordinator epoch and timestamp (it is one small record)."""
+    if not header.is_control:
+        return None, -1, None
+    fmt = registry.get().format_for(header.magic)
+    view = memoryview(entry)
+    return control_facts(fmt.decode(view, fmt.read_header(view, 0)))
+
+
+class _SegmentLog:
+    """The `.log` of one segment being streamed."""
+
+    def __init__(self, files: StagedFiles, rel_dir: str, base_offset: int):
+        self.base_offset = base_offset
+        self.rel = _rel(rel_dir, segment_file_name(base_offset, "log"))
+        self.stream = files.open(self.rel)
+        self.position = 0
+        self.mtime_ms: int | None = None
+
+    def append(self, header: BatchHeader, entry, facts=None, mtime_ms: int | None = None) -> WrittenBatch:
+        """`facts`: the control facts (kfmt.companions.control_facts) if known, else read here."""
+        facts = _control_of(header, entry) if facts is None else facts
+        written = WrittenBatch(header.replace(position=self.position, size=len(entry)), *facts)
+        self.stream.write(entry)
+        self.position += len(entry)
+        if mtime_ms is not None:
+            self.mtime_ms = mtime_ms if self.mtime_ms is None else max(self.mtime_ms, mtime_ms)
+        return written
+
+    def close(self) -> FileRecord:
+        return self.stream.close()
+
+    def abort(self) -> None:
+        self.stream.abort()
+
+
+class _CompanionWriter:
+    """Feeds CompanionBuilder and writes what it returns next to the segments."""
+
+    def __init__(self, files: StagedFiles, rel_dir: str, policy: RollPolicy, companion_options: dict):
+        self.files, self.rel_dir = files, rel_dir
+        self.builder = CompanionBuilder(index_interval_bytes=policy.index_interval_bytes,
+                                        **companion_options)
+
+    def add(self, batch: WrittenBatch) -> None:
+        self.builder.add_batch(batch.header, batch.control, batch.coordinator_epoch,
+                               marker_timestamp=batch.marker_timestamp)
+
+    def end_segment(self, log: FileRecord, mtime_ms: int | None):
+        result = self.builder.end_segment()
+        # LogSegment.setLastModified sets the .log and both indexes alike.
+        for name, data in result.files().items():
+            self.files.write(_rel(self.rel_dir, name), data, mtime_ms)
+        if mtime_ms is not None:
+            self.files.set_mtime(log.rel, mtime_ms)
+        return result
+
+    def finish(self, source: PartitionDir | None):
+        result = self.builder.finish()
+        for name, data in result.files().items():
+            self.files.write(_rel(self.rel_dir, name), data)
+        if source is not None and source.file(PARTITION_METADATA) is not None:
+            info = source.file(PARTITION_METADATA)
+            self.files.write(_rel(self.rel_dir, PARTITION_METADATA), source.storage.read(info.path),
+                             info.mtime_ms)
+        return result
+
+
+def _files_of(out: StagedOutput | StagedFiles) -> StagedFiles:
+    return out.staged if isinstance(out, StagedOutput) else out
+
+
+@dataclass
+class SegmentSummary:
+    base_offset: int
+    size: int
+    batches: int
+    last_offset: int | None
+    reason: str
+
+
+@dataclass
+class WriteSummary:
+    """What a PartitionWriter wrote."""
+
+    segments: list[SegmentSummary] = field(default_factory=list)
+    log_end_offset: int | None = None
+
+
+class PartitionWriter:
+    """Write one partition directory `rel_dir` ('' for DST itself) of a staged output.
+
+    `start_offset` is the first segment's base offset (default: the source's first segment base, so a
+    compacted log keeps a base below its first record; else the first batch's base offset).
+    `source` is the partition being transformed: its partition.metadata is carried over unchanged.
+    `companion_options` go to CompanionBuilder (now_ms, producer_expiration_ms, ...).
+    """
+
+    def __init__(self, out: StagedOutput | StagedFiles, rel_dir: str = "",
+                 policy: RollPolicy = RollPolicy(), *, start_offset: int | None = None,
+                 source: PartitionDir | None = None, **companion_options):
+        self.files = _files_of(out)
+        self.rel_dir = rel_dir
+        self.policy = policy
+        self.source = source
+        if start_offset is None and source is not None and source.segments:
+            start_offset = source.segments[0].base_offset
+        self.start_offset = start_offset
+        self.planner = SegmentPlanner(policy, start_offset)
+        self.companions = _CompanionWriter(self.files, rel_dir, policy, companion_options)
+        self.summary = WriteSummary()
+        self._segment: _SegmentLog | None = None
+        self._closed = False
+
+    def append(self, header: BatchHeader, entry, *, mtime_ms: int | None = None) -> WrittenBatch:
+        """Append an already-encoded batch (its bytes are copied as they are)."""
+        return self._append(_checked_header(header, entry), entry, None, mtime_ms)
+
+    def append_batch(self, batch: Batch, *, level: int | None = None,
+                     mtime_ms: int | None = None) -> WrittenBatch:
+        """Encode a decoded batch through its format plugin (codec and level as given) and append it."""
+        fmt = registry.get().format_for(batch.header.magic)
+        entry = fmt.encode(batch.header, batch.records, level=level)
+        header = fmt.read_header(memoryview(entry), 0)
+        if header.base_offset is None:  # a legacy wrapper: its first offset is in the records
+            header = header.replace(base_offset=batch.header.base_offset, records_count=len(batch))
+        return self._append(header, entry, control_facts(batch), mtime_ms)
+
+    def _append(self, header: BatchHeader, entry, facts, mtime_ms: int | None) -> WrittenBatch:
+        if self._closed:
+            raise UsageError("append after close")
+        reason = self.planner.place(header)
+        if reason is not None:
+            self._end_segment()
+            self._begin_segment(self.planner.base_offset, reason)
+        written = self._segment.append(header, entry, facts, mtime_ms)
+        self.companions.add(written)
+        seg = self.summary.segments[-1]
+        seg.size, seg.batches, seg.last_offset = self._segment.position, seg.batches + 1, header.last_offset
+        return written
+
+    def _begin_segment(self, base_offset: int, reason: str) -> None:
+        self._segment = _SegmentLog(self.files, self.rel_dir, base_offset)
+        self.companions.builder.begin_segment(base_offset)
+        self.summary.segments.append(SegmentSummary(base_offset, 0, 0, None, reason))
+
+    def _end_segment(self) -> None:
+        if self._segment is None:
+            return
+        segment, self._segment = self._segment, None
+        log = segment.close()
+        self.companions.end_segment(log, segment.mtime_ms)
+
+    def close(self) -> WriteSummary:
+        """Finish the last segment and write the partition-level files. A partition without batches
+        gets one empty segment at the start offset, as a broker would create (§12.5)."""
+        if self._closed:
+            return self.summary
+        if not self.summary.segments:
+            self._begin_segment(self.start_offset or 0, FIRST)
+        self._end_segment()
+        result = self.companions.finish(self.source)
+        self.summary.log_end_offset = result.log_end_offset
+        self._closed = True
+        return self.summary
+
+    def abort(self) -> None:
+        """Stop writing: the open segment is discarded (the staged output removes the rest)."""
+        self._closed = True
+        if self._segment is not None:
+            self._segment.abort()
+            self._segment = None
+
+    def __enter__(self) -> "PartitionWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+
+# --- the separable steps, for parallel writers ---
+
+def write_segment(files: StagedFiles, rel_dir: str, plan: SegmentPlan,
+                  entries: Iterable[tuple[BatchHeader, bytes]],
+                  mtime_ms: int | None = None) -> WrittenSegment:
+    """Write the `.log` of one planned segment from its batches' (header, bytes); the companion files
+    come afterwards from write_companions(), which needs every segment in order."""
+    log = _SegmentLog(files, rel_dir, plan.base_offset)
+    batches = []
+    try:
+        for header, entry in entries:
+            batches.append(log.append(_checked_header(header, entry), entry, None))
+        if len(batches) != plan.count or log.position != plan.size:
+            raise UsageError(f"segment {plan.base_offset} was planned with {plan.count} batches of "
+                             f"{plan.size} bytes but given {len(batches)} of {log.position}")
+        record = log.close()
+    except BaseException:
+        log.abort()
+        raise
+    return WrittenSegment(plan.base_offset, tuple(batches), record, mtime_ms, plan.reason)
+
+
+def write_companions(files: StagedFiles, rel_dir: str, segments: Iterable[WrittenSegment],
+                     policy: RollPolicy = RollPolicy(), *, source: PartitionDir | None = None,
+                     **companion_options) -> WriteSummary:
+    """The companion files of segments written by write_segment(), given in offset order."""
+    companions = _CompanionWriter(files, rel_dir, policy, companion_options)
+    summary = WriteSummary()
+    for segment in segments:
+        companions.builder.begin_segment(segment.base_offset)
+        for batch in segment.batches:
+            companions.add(batch)
+        companions.end_segment(segment.log, segment.mtime_ms)
+        last = segment.batches[-1].header.last_offset if segment.batches else None
+        summary.segments.append(SegmentSummary(segment.base_offset, segment.log.size,
+                                               len(segment.batches), last, segment.reason))
+    summary.log_end_offset = companions.finish(source).log_end_offset
+    return summary
+
+
+def source_entries(reader) -> Iterator[tuple[Segment, BatchHeader, memoryview]]:
+    """Every entry of a partition (a PartitionReader) as stored: (its segment, header, bytes)."""
+    for seg in reader.part.segments:
+        data = reader.data(seg)
+        for header in reader.frames(seg):
+            start = header.position - data.base
+            yield seg, header, memoryview(data.buf)[start:start + header.size]
