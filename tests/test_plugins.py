@@ -205,7 +205,7 @@ def test_a_plugin_can_be_registered_again_after_unregistering():
 
 
 
-def test_a_plugin_that_fails_to_load_is_named_in_one_line(toy_distribution, tmp_path):
+def test_a_plugin_that_fails_to_load_is_named_in_one_line(tmp_path):
     site = tmp_path / "broken-site"
     dist_info = site / "kfmt_broken-1.0.dist-info"
     dist_info.mkdir(parents=True)
