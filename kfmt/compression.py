@@ -11,11 +11,20 @@ from __future__ import annotations
 
 import os
 
-from kfmt.errors import CompressionError, DecompressionLimitExceeded
+from kfmt.errors import CompressionError, DecompressionLimitExceeded, UsageError
 
 # The cap on one batch's decompressed size. Kafka's own limits (message.max.bytes, default 1 MiB,
 # at most 2 GiB per batch) bound the compressed size, not the decompressed one.
-DEFAULT_MAX_DECOMPRESSED = int(os.environ.get("KFMT_MAX_DECOMPRESSED_BYTES", 1 << 30))
+def _limit_from_environment(default: int = 1 << 30) -> int:
+    value = os.environ.get("KFMT_MAX_DECOMPRESSED_BYTES", "").strip()
+    if not value:
+        return default
+    if not value.isdigit():
+        raise UsageError(f"KFMT_MAX_DECOMPRESSED_BYTES must be a number of bytes, got {value!r}")
+    return int(value)
+
+
+DEFAULT_MAX_DECOMPRESSED = _limit_from_environment()
 
 
 class Compression:

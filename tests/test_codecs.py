@@ -303,7 +303,7 @@ def _bombs():
                    + (struct.pack(">i", len(block)) + block) * (BOMB // (32 * 1024)), (0, 1, 2)),
         "snappy-raw": (bytes(cramjam.snappy.compress_raw(zeros)), (0, 1, 2)),
         "lz4": (lz4.frame.compress(zeros, block_linked=False, block_size=lz4.frame.BLOCKSIZE_MAX64KB),
-                (1, 2)),
+                (0, 1, 2)),
         "lz4-4mb-blocks": (lz4.frame.compress(zeros, block_linked=False,
                                               block_size=lz4.frame.BLOCKSIZE_MAX4MB), (0, 1, 2)),
         "zstd": (zstandard.ZstdCompressor(level=19, write_content_size=False).compress(zeros), (2,)),
@@ -380,6 +380,11 @@ def test_environment_limit_makes_cat_exit_65_with_one_line(tmp_path):
     # without the variable the default cap (1 GiB) lets it through
     ok = subprocess.run([sys.executable, "-m", "kfmt", "cat", str(part)], capture_output=True, text=True)
     assert ok.returncode == 0, ok.stderr
+    # a limit that is not a number of bytes is a usage error, not a crash
+    bad = subprocess.run([sys.executable, "-m", "kfmt", "cat", str(part)], capture_output=True, text=True,
+                         env={"KFMT_MAX_DECOMPRESSED_BYTES": "1G", "PATH": "/usr/bin:/bin"})
+    assert bad.returncode == 2 and "KFMT_MAX_DECOMPRESSED_BYTES" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1
 
 
 def test_every_codec_roundtrips_in_every_magic_it_allows():
