@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import posixpath
 from dataclasses import dataclass, field
-from typing import BinaryIO
 
 from kfmt.errors import KfmtError, UsageError
 
