@@ -34,6 +34,8 @@ slots for entries).
 """
 from __future__ import annotations
 
+import numpy as np
+
 from kfmt import indexes
 from kfmt.layout import PartitionDir
 
@@ -105,7 +107,6 @@ class IndexChecker:
                                                                indexes.read_offset_index, seg.base_offset)
         preallocated = self._check_layout(data, file, OFFSET_ENTRY_SIZE, end, tail_bytes, nonzero,
                                           active, "offset-index")
-        batches = facts.batches
         last_offset = facts.last_offset
         prev = None
         for slot, entry in enumerate(entries):
@@ -132,14 +133,14 @@ class IndexChecker:
                     report.error("offset-index-entry", f"entry (offset {o}, position {p}) points past "
                                  f"{what}", *where)
                 else:
-                    inside = batches[max(0, _batch_before(facts, p))]
+                    inside = facts[max(0, facts.index_before(p))]
                     report.error("offset-index-entry", f"entry (offset {o}, position {p}) points inside "
                                  f"the entry at position {inside.position} ({inside.size} bytes, offsets "
                                  f"{inside.base_offset}..{inside.last_offset}): expected the position "
                                  f"where an entry starts", *where)
                 continue
-            if i > 0 and batches[i - 1].last_offset >= o:
-                before = batches[i - 1]
+            if i > 0 and facts.last_offsets[i - 1] >= o:
+                before = facts[i - 1]
                 report.error("offset-index-entry", f"entry (offset {o}, position {p}): the entry before "
                              f"position {p} (at {before.position}) already holds offset "
                              f"{before.last_offset} >= {o}, so lookups starting at {p} miss it (expected "
@@ -163,12 +164,8 @@ class IndexChecker:
                                                                indexes.read_time_index, seg.base_offset)
         running_copy = self._check_layout(data, file, TIME_ENTRY_SIZE, end, tail_bytes, nonzero, active,
                                           "time-index") or running_copy
-        batches = facts.batches
         # prefix[i] = the largest maxTimestamp of the batches before batch i
-        prefix, running = [], -1
-        for b in batches:
-            prefix.append(running)
-            running = max(running, b.max_timestamp)
+        prefix = np.maximum.accumulate(np.concatenate(([-1], np.frombuffer(facts.max_timestamps, np.int64))))
         prev = None
         for slot, entry in enumerate(entries):
             t, x = entry.timestamp, entry.offset
@@ -190,14 +187,14 @@ class IndexChecker:
                 report.error("time-index-entry", f"entry (timestamp {t}, offset {x}) names an offset no "
                              f"batch of the segment holds (its offsets end at {facts.last_offset})", *where)
                 continue
-            holder = batches[i]
+            holder = facts[i]
             if holder.max_timestamp != t:
                 report.error("time-index-entry", f"entry (timestamp {t}, offset {x}): the batch holding "
                              f"offset {x} (offsets {holder.base_offset}..{holder.last_offset}, position "
                              f"{holder.position}) has maxTimestamp {holder.max_timestamp}, expected {t}",
                              *where)
             if prefix[i] >= t:
-                earlier = next(b for b in batches[:i] if b.max_timestamp >= t)
+                earlier = facts[next(j for j in range(i) if facts.max_timestamps[j] >= t)]
                 report.error("time-index-entry", f"entry (timestamp {t}, offset {x}): an earlier batch "
                              f"(offsets {earlier.base_offset}..{earlier.last_offset}, position "
                              f"{earlier.position}) already has timestamp {earlier.max_timestamp} >= {t}, "
@@ -215,14 +212,3 @@ class IndexChecker:
                              f"largest timestamp (retention, time lookups); expected a final entry "
                              f"(timestamp {largest})", file, end)
 
-
-def _batch_before(facts: SegmentFacts, position: int) -> int:
-    """Index of the last batch starting before `position`."""
-    lo, hi = 0, len(facts.batches)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if facts.batches[mid].position < position:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo - 1

@@ -15,7 +15,8 @@ record timestamps not above the batch's maxTimestamp, control records that parse
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass, field
+from array import array
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow.compute as pc
@@ -25,7 +26,8 @@ from kfmt.control import ControlType, control_type, end_txn_marker
 from kfmt.errors import DataError
 from kfmt.formats import LENIENT, STRICT
 from kfmt.layout import PartitionDir, Segment
-from kfmt.model import INT32_MAX, NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_ID, Batch, BatchHeader, TimestampType
+from kfmt.model import (INT32_MAX, NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_ID, Batch, BatchHeader,
+                        TimestampType)
 
 from .problems import Report
 
@@ -39,7 +41,7 @@ class BatchFacts:
     position: int
     size: int
     #: first offset; for a legacy compressed wrapper only known after decoding (its last offset if
-    #: the wrapper could not be decoded, see `base_known`)
+    #: the wrapper could not be decoded)
     base_offset: int
     last_offset: int
     max_timestamp: int
@@ -50,7 +52,6 @@ class BatchFacts:
     partition_leader_epoch: int = -1
     #: the type of a control batch's record; None for data batches and empty/undecodable ones
     control: ControlType | None = None
-    base_known: bool = True
 
     def describe(self) -> str:
         """How a message names this batch: "a data batch (offsets 5..9) of producer 7", ..."""
@@ -61,39 +62,67 @@ class BatchFacts:
         return f"a data batch (offsets {self.base_offset}..{self.last_offset}){owner}"
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
+class BatchSpan:
+    """Where a batch of a checked segment lies: what the index checks compare entries with."""
+
+    position: int
+    size: int
+    base_offset: int
+    last_offset: int
+    max_timestamp: int
+
+
 class SegmentFacts:
-    segment: Segment
-    file: str
-    batches: list[BatchFacts] = field(default_factory=list)
-    #: where the readable entries end: the file size when the framing is intact
-    readable_end: int = 0
+    """The batches of one segment as columns (a segment of small legacy messages holds millions)."""
+
+    def __init__(self, segment: Segment, file: str):
+        self.segment = segment
+        self.file = file
+        self.positions, self.sizes = array("q"), array("q")
+        self.base_offsets, self.last_offsets, self.max_timestamps = array("q"), array("q"), array("q")
+        #: where the readable entries end: the file size when the framing is intact
+        self.readable_end = 0
+
+    def add(self, facts: BatchFacts) -> None:
+        self.positions.append(facts.position)
+        self.sizes.append(facts.size)
+        self.base_offsets.append(facts.base_offset)
+        self.last_offsets.append(facts.last_offset)
+        self.max_timestamps.append(facts.max_timestamp)
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+    def __getitem__(self, i: int) -> BatchSpan:
+        return BatchSpan(self.positions[i], self.sizes[i], self.base_offsets[i], self.last_offsets[i],
+                         self.max_timestamps[i])
 
     @property
     def first_offset(self) -> int | None:
-        return self.batches[0].base_offset if self.batches else None
+        return self.base_offsets[0] if self.positions else None
 
     @property
     def last_offset(self) -> int | None:
-        return self.batches[-1].last_offset if self.batches else None
+        return self.last_offsets[-1] if self.positions else None
 
     @property
     def max_timestamp(self) -> int:
-        return max((b.max_timestamp for b in self.batches), default=-1)
+        return max(self.max_timestamps, default=-1)
 
     def index_at(self, position: int) -> int | None:
         """The index of the batch starting exactly at `position`."""
-        i = bisect.bisect_left(self._positions, position)
-        return i if i < len(self.batches) and self._positions[i] == position else None
+        i = bisect.bisect_left(self.positions, position)
+        return i if i < len(self) and self.positions[i] == position else None
+
+    def index_before(self, position: int) -> int:
+        """The index of the last batch starting before `position` (-1 if none)."""
+        return bisect.bisect_left(self.positions, position) - 1
 
     def index_holding(self, offset: int) -> int | None:
         """The index of the batch whose offsets [base, last] include `offset`."""
-        i = bisect.bisect_left(self._lasts, offset)
-        return i if i < len(self.batches) and self.batches[i].base_offset <= offset else None
-
-    def seal(self) -> None:
-        self._positions = [b.position for b in self.batches]
-        self._lasts = [b.last_offset for b in self.batches]
+        i = bisect.bisect_left(self.last_offsets, offset)
+        return i if i < len(self) and self.base_offsets[i] <= offset else None
 
 
 class LogChecker:
@@ -124,13 +153,12 @@ class LogChecker:
                          f"{self.prev_last})", file, 0, seg.base_offset)
         scanner = segment_io.FrameScanner(buf, file)
         for header in scanner:
-            batch_facts = self._check_batch(buf, header, seg, file, first=not facts.batches)
-            facts.batches.append(batch_facts)
+            batch_facts = self._check_batch(buf, header, seg, file, first=not len(facts))
+            facts.add(batch_facts)
             for observer in self.observers:
                 observer.on_batch(batch_facts, file, report)
         self._check_tail(scanner.tail, file, is_last)
         facts.readable_end = scanner.tail.position
-        facts.seal()
         return facts
 
     # --- one batch ---
@@ -156,7 +184,7 @@ class LogChecker:
             base_offset=h.base_offset if h.base_offset is not None else h.last_offset,
             last_offset=h.last_offset, max_timestamp=h.max_timestamp, magic=h.magic,
             producer_id=h.producer_id, is_transactional=h.is_transactional, is_control=h.is_control,
-            partition_leader_epoch=h.partition_leader_epoch, base_known=h.base_offset is not None)
+            partition_leader_epoch=h.partition_leader_epoch)
         self._check_offsets(facts, seg, file, first)
         if batch is not None:
             report.counts.records += len(batch)
@@ -198,9 +226,9 @@ class LogChecker:
         """Semantic checks Kafka's consumer does not make: record offsets inside the batch and
         increasing (§4.4), a legacy wrapper carrying its last inner offset (§3.4), record timestamps
         not above the batch's maxTimestamp (time lookups skip batches by it, §6.5)."""
-        if not len(batch):
-            return
         report, h = self.report, batch.header
+        if not len(batch) or (h.magic < 2 and not h.compression):
+            return  # an uncompressed legacy entry is its one record: its offset and timestamp are the entry's
         offsets = batch.records.column(0).to_numpy()
         decreasing = np.flatnonzero(np.diff(offsets) <= 0)
         if decreasing.size:
