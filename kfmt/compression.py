@@ -13,8 +13,6 @@ import os
 
 from kfmt.errors import CompressionError, DecompressionLimitExceeded, UsageError
 
-# The cap on one batch's decompressed size. Kafka's own limits (message.max.bytes, default 1 MiB,
-# at most 2 GiB per batch) bound the compressed size, not the decompressed one.
 def _limit_from_environment(default: int = 1 << 30) -> int:
     value = os.environ.get("KFMT_MAX_DECOMPRESSED_BYTES", "").strip()
     if not value:
@@ -24,6 +22,8 @@ def _limit_from_environment(default: int = 1 << 30) -> int:
     return int(value)
 
 
+# The cap on one batch's decompressed size. Kafka's own limits (message.max.bytes, default 1 MiB,
+# at most 2 GiB per batch) bound the compressed size, not the decompressed one.
 DEFAULT_MAX_DECOMPRESSED = _limit_from_environment()
 
 

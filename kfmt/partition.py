@@ -12,6 +12,7 @@ segment, never of the partition. Only the byte range from the start position is 
 """
 from __future__ import annotations
 
+import bisect
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Iterator
@@ -40,6 +41,7 @@ class PartitionReader:
         self.options = options
         self._cache: OrderedDict = OrderedDict()
         self._cache_size = cache_segments
+        self._base_offsets = [seg.base_offset for seg in part.segments]
 
     # --- bytes ---
     def data(self, seg: Segment, start: int = 0) -> SegmentData:
@@ -101,15 +103,8 @@ class PartitionReader:
                 yield seg, batch, skip
 
     def _segment_for_offset(self, target: int) -> int:
-        segs = self.part.segments
-        lo, hi = 0, len(segs)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if segs[mid].base_offset <= target:
-                lo = mid + 1
-            else:
-                hi = mid
-        return max(lo - 1, 0)
+        """The last segment whose base offset is <= target (the first one for earlier targets)."""
+        return max(bisect.bisect_right(self._base_offsets, target) - 1, 0)
 
     def _seek_offset(self, target: int) -> tuple[int, int]:
         i = self._segment_for_offset(target)
@@ -148,9 +143,8 @@ class PartitionReader:
 
     def _next_base_offset(self, seg: Segment) -> int:
         """Where the next segment starts (the last segment may hold int32 offsets, §18.16)."""
-        segs = self.part.segments
-        i = segs.index(seg)
-        return segs[i + 1].base_offset if i + 1 < len(segs) else seg.base_offset + INT32_MAX + 1
+        i = bisect.bisect_right(self._base_offsets, seg.base_offset)
+        return self._base_offsets[i] if i < len(self._base_offsets) else seg.base_offset + INT32_MAX + 1
 
     def _index_position(self, seg: Segment, target: int) -> int:
         """Where to start scanning for `target` in `seg`: the index's answer if it is plausible."""
