@@ -76,12 +76,13 @@ class LeaderEpochs:
         epoch = facts.partition_leader_epoch
         if facts.magic < 2 or epoch < 0:
             return
-        if self.entries is None:
+        if not self.entries:
             if not self._missing_reported:
                 self._missing_reported = True
-                report.note("leader-epoch-checkpoint", f"no readable leader-epoch-checkpoint although "
-                            f"batches carry leader epochs (first: epoch {epoch}): the broker starts with "
-                            f"an empty leader epoch cache", self.file)
+                what = "an empty" if self.entries == [] else "no readable"
+                report.note("leader-epoch-checkpoint", f"{what} leader-epoch-checkpoint although batches "
+                            f"carry leader epochs (first: epoch {epoch} at offset {facts.base_offset}): the "
+                            f"broker starts with an empty leader epoch cache", self.file)
             return
         covering = bisect_right(self._starts, facts.base_offset) - 1
         if covering < 0:

@@ -49,13 +49,13 @@ TIME_ENTRY_SIZE = indexes.TIME_ENTRY.size
 def _entries_and_tail(data, entry_size: int, read, base_offset: int):
     """(entries, position where the entries end, zero_tail_bytes, nonzero_tail) of an index file."""
     whole = len(data) // entry_size * entry_size
-    body = memoryview(data)[:whole]
-    if not any(body):  # nothing but preallocated zeros: no entries at all (slot 0 is zero too)
+    body = np.frombuffer(data, np.uint8, count=whole)
+    if not body.any():  # nothing but preallocated zeros: no entries at all (slot 0 is zero too)
         return [], 0, whole, False
     entries = read(data, base_offset)
     end = len(entries) * entry_size
     tail = body[end:whole]
-    return entries, end, len(tail), any(tail)
+    return entries, end, len(tail), bool(tail.any())
 
 
 class IndexChecker:
