@@ -2,101 +2,90 @@
 content digest that lets a reader check that a transform kept the records it should.
 
 The content digest covers what a consumer sees of every data record: offset, timestamp (as a
-consumer reports it: LogAppendTime and v0 resolved, reference §3.5, §4.3), key, value and headers,
-in offset order. It does not depend on how the records are batched, compressed or encoded (magic),
-so `reindex`, `upgrade`, `resegment` and `recompress` must leave it unchanged. Control records
-(transaction markers) are not content: they are counted apart.
+consumer reports it: LogAppendTime and v0 resolved, reference §3.5, §4.3), key, value and headers.
+It does not depend on how the records are batched, compressed, encoded (magic) or split into
+segments, so `reindex`, `upgrade`, `resegment` and `recompress` must leave it unchanged. Control
+records (transaction markers) are not content: they are counted apart.
 
-Digest definition (version 1), so that other tools can recompute it: eleven SHA-256 streams, each
-fed record by record across all batches — offsets (int64 big-endian), timestamps (int64 BE), key
-lengths (int32 BE, -1 for null), key bytes, value lengths, value bytes, header counts (int32 BE),
-header key lengths, header key bytes, header value lengths (-1 for null), header value bytes (the
-headers of all records, in order) — and the digest is SHA-256 of `kfmt-content-digest-v1` followed by
-the eleven digests in that order. Each stream pair (lengths, bytes) decodes unambiguously, so equal
-digests mean equal records.
+Digest definition (version 2), so that other tools can recompute it: each record is written
+canonically as offset (int64 big-endian), timestamp (int64 BE), key length (int32 BE, -1 for null),
+key, value length, value, header count (int32 BE), then per header key length, key, value length (-1
+for null), value; the record's hash is XXH3-128 of those bytes; the digest is the number of records
+and the sum of the record hashes modulo 2**128, written `<records>:<32 hex digits>`. A sum can be
+computed in parts and added up, so parallel tasks that each see a segment (or a part of one) give the
+digest of a partition however it is split; and since every record hash covers its offset, records
+cannot trade places unnoticed.
 """
 from __future__ import annotations
 
-import hashlib
 import json
+import struct
 from dataclasses import asdict, dataclass, field
 
-import numpy as np
 import pyarrow as pa
+import xxhash
 
 from kfmt import __version__
 from kfmt.model import Batch
 
 REPORT_NAME = "kfmt-report.json"
 REPORT_VERSION = 1
-DIGEST_TAG = b"kfmt-content-digest-v1"
+DIGEST_VERSION = 2
+_MOD = 1 << 128
+_OFFSET_AND_TIMESTAMP = struct.Struct(">qq")
+_INT32 = struct.Struct(">i")
+_NULL = _INT32.pack(-1)
 
 
-def _binary_parts(array: pa.Array) -> tuple[bytes, memoryview | bytes]:
-    """(lengths as int32 BE with -1 for null, the concatenated bytes) of a binary array."""
-    n = len(array)
-    validity, offsets_buf, data_buf = array.buffers()
-    offsets = np.frombuffer(offsets_buf, dtype=np.int32, count=n + 1, offset=array.offset * 4)
-    lengths = np.diff(offsets).astype(">i4")
-    if array.null_count:
-        bits = np.unpackbits(np.frombuffer(validity, dtype=np.uint8), bitorder="little")
-        lengths[~bits[array.offset:array.offset + n].astype(bool)] = -1
-    data = b"" if data_buf is None else memoryview(data_buf)[offsets[0]:offsets[-1]]
-    return lengths.tobytes(), data
+def _sized(data: bytes | None) -> bytes:
+    return _NULL if data is None else _INT32.pack(len(data)) + data
+
+
+def record_hashes_sum(records: pa.RecordBatch) -> int:
+    """The sum (mod 2**128) of the records' XXH3-128 hashes of their canonical form."""
+    hash128 = xxhash.xxh3_128_intdigest
+    total = 0
+    cols = [records.column(i).to_pylist() for i in range(5)]
+    for offset, timestamp, key, value, headers in zip(*cols):
+        parts = [_OFFSET_AND_TIMESTAMP.pack(offset, timestamp), _sized(key), _sized(value),
+                 _INT32.pack(len(headers))]
+        for header in headers:
+            parts.append(_sized(header["key"]))
+            parts.append(_sized(header["value"]))
+        total += hash128(b"".join(parts))
+    return total % _MOD
 
 
 class ContentDigest:
-    """The content digest of a stream of data records (see the module docstring)."""
+    """The content digest of data records (see the module docstring); parts add up with `merge`."""
 
-    STREAMS = ("offsets", "timestamps", "key_lengths", "keys", "value_lengths", "values",
-               "header_counts", "header_key_lengths", "header_keys", "header_value_lengths",
-               "header_values")
-
-    #: records are hashed in chunks of about this many rows or bytes: per-call costs dominate
-    #: small batches, and the bytes bound the memory held
-    CHUNK_ROWS = 65536
-    CHUNK_BYTES = 32 << 20
-
-    def __init__(self):
-        self._streams = {name: hashlib.sha256() for name in self.STREAMS}
-        self._pending: list[pa.RecordBatch] = []
-        self._pending_rows = self._pending_bytes = 0
-        self.records = 0
+    def __init__(self, records: int = 0, total: int = 0):
+        self.records = records
+        self.total = total
 
     def update(self, records: pa.RecordBatch) -> None:
-        if records.num_rows == 0:
-            return
-        self._pending.append(records)
-        self._pending_rows += records.num_rows
-        self._pending_bytes += records.nbytes
-        self.records += records.num_rows
-        if self._pending_rows >= self.CHUNK_ROWS or self._pending_bytes >= self.CHUNK_BYTES:
-            self._flush()
+        if records.num_rows:
+            self.total = (self.total + record_hashes_sum(records)) % _MOD
+            self.records += records.num_rows
 
-    def _flush(self) -> None:
-        if not self._pending:
-            return
-        records = pa.Table.from_batches(self._pending).combine_chunks().to_batches()[0]
-        self._pending, self._pending_rows, self._pending_bytes = [], 0, 0
-        s = self._streams
-        s["offsets"].update(records.column(0).to_numpy().astype(">i8").tobytes())
-        s["timestamps"].update(records.column(1).to_numpy().astype(">i8").tobytes())
-        headers = records.column(4)
-        s["header_counts"].update(headers.value_lengths().to_numpy(zero_copy_only=False)
-                                  .astype(">i4").tobytes())
-        header_keys, header_values = headers.flatten().flatten()
-        for name, column in (("key", records.column(2)), ("value", records.column(3)),
-                             ("header_key", header_keys), ("header_value", header_values)):
-            lengths, data = _binary_parts(column)
-            s[f"{name}_lengths"].update(lengths)
-            s[f"{name}s"].update(data)
+    def merge(self, other: "ContentDigest") -> "ContentDigest":
+        self.records += other.records
+        self.total = (self.total + other.total) % _MOD
+        return self
 
     def hexdigest(self) -> str:
-        self._flush()
-        final = hashlib.sha256(DIGEST_TAG)
-        for name in self.STREAMS:
-            final.update(self._streams[name].digest())
-        return final.hexdigest()
+        return f"{self.records}:{self.total:032x}"
+
+    @classmethod
+    def parse(cls, text: str) -> "ContentDigest":
+        records, _, total = text.partition(":")
+        return cls(int(records), int(total, 16))
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, ContentDigest) and (self.records, self.total) == (other.records, other.total)
+
+    def __repr__(self) -> str:
+        return f"ContentDigest({self.hexdigest()})"
 
 
 @dataclass
