@@ -10,7 +10,7 @@ Every transform (upgrade, resegment, recompress, compaction, restore, salvage) w
   int32 relative offset. A new segment's base is the batch's base offset, so base <= first offset
   and `lastOffset - base` fits in int32 (§12.1, §17 item 1); files are named by 20-digit bases.
 * `PartitionWriter` streams batches into the planned segments (memory stays bounded by one batch plus
-  the store's write buffer) and gives each segment its companion files from kfmt.companions'
+  the store's write buffer; `roll()` adds boundaries a transform must keep) and gives each segment its companion files from kfmt.companions'
   CompanionBuilder, the one place that computes indexes, snapshots and leader epochs. It copies
   already-encoded batches byte for byte (`append`) or encodes decoded ones through their format
   plugin (`append_batch`), and carries `partition.metadata` over unchanged.
@@ -50,6 +50,7 @@ SEGMENT_BYTES = "segment.bytes"
 SEGMENT_MS = "segment.ms"
 INDEX_FULL = "index full"
 OFFSET_OVERFLOW = "offset overflow"
+REQUESTED = "requested"  # by the caller: a transform keeping given boundaries (the cleaner's groups)
 
 
 @dataclass(frozen=True)
@@ -101,11 +102,34 @@ class SegmentPlanner:
         self._offset_entries = self._time_entries = 0
         self._last_indexed_position = 0
         self._max_timestamp = self._last_time_entry = NO_TIMESTAMP
+        self._roll_requested = False
+
+    def request_roll(self, base_offset: int | None = None) -> None:
+        """Start a new segment: now, at `base_offset` (it may stay empty, as the log cleaner's
+        segments may), or else before the next batch, at that batch's base offset."""
+        if base_offset is None:
+            self._roll_requested = True
+            return
+        if self.last_offset is not None and base_offset <= self.last_offset:
+            raise UsageError(f"a segment base offset {base_offset} must lie above the last offset "
+                             f"written, {self.last_offset}")
+        if self.base_offset is not None and base_offset <= self.base_offset:
+            raise UsageError(f"a segment base offset {base_offset} must lie above the current "
+                             f"segment's, {self.base_offset}")
+        self._start(base_offset)
 
     def roll_reason(self, header: BatchHeader) -> str | None:
         """Why `header`'s batch must start a new segment (None: it joins the current one)."""
         if self.base_offset is None:
             return FIRST
+        if self._roll_requested:
+            return REQUESTED
+        if self.size == 0:  # a segment started at a requested base takes the next batch
+            first = header.base_offset if header.base_offset is not None else header.last_offset
+            if first < self.base_offset or header.last_offset - self.base_offset > INT32_MAX:
+                raise UsageError(f"batch {first}..{header.last_offset} cannot open the segment "
+                                 f"requested at base offset {self.base_offset}")
+            return None
         p = self.policy
         if self.size > p.segment_bytes - header.size:
             return SEGMENT_BYTES
@@ -152,6 +176,7 @@ class SegmentPlanner:
 
     def _start(self, base_offset: int) -> None:
         self.base_offset = base_offset
+        self._roll_requested = False
         self.size = 0
         self._first_max_timestamp = NO_TIMESTAMP
         self._offset_entries = self._time_entries = 0
@@ -389,6 +414,18 @@ class PartitionWriter:
         seg = self.summary.segments[-1]
         seg.size, seg.batches, seg.last_offset = self._segment.position, seg.batches + 1, header.last_offset
         return written
+
+    def roll(self, base_offset: int | None = None) -> None:
+        """End the current segment: a transform keeping given boundaries (a resegmented source's,
+        the log cleaner's groups) asks for them here; the roll rules still apply on top. With a
+        `base_offset` the new segment starts now (a segment nothing is appended to stays empty);
+        without, before the next batch, at its base offset."""
+        if self._closed:
+            raise UsageError("roll after close")
+        self.planner.request_roll(base_offset)
+        if base_offset is not None:
+            self._end_segment()
+            self._begin_segment(base_offset, REQUESTED)
 
     def _begin_segment(self, base_offset: int, reason: str) -> None:
         self._segment = _SegmentLog(self.files, self.rel_dir, base_offset)

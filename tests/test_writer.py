@@ -32,9 +32,9 @@ from kfmt.model import INT32_MAX, BatchHeader, make_records
 from kfmt.partition import PartitionReader
 from kfmt.staging import StagedOutput
 from kfmt.storage import open_storage
-from kfmt.writer import (FIRST, INDEX_FULL, OFFSET_OVERFLOW, SEGMENT_BYTES, SEGMENT_MS, PartitionWriter,
-                         RollPolicy, SegmentPlanner, plan_segments, source_entries, write_companions,
-                         write_segment)
+from kfmt.writer import (FIRST, INDEX_FULL, OFFSET_OVERFLOW, REQUESTED, SEGMENT_BYTES, SEGMENT_MS,
+                         PartitionWriter, RollPolicy, SegmentPlanner, plan_segments, source_entries,
+                         write_companions, write_segment)
 
 NOW_MS = 1_795_000_000_000
 T0 = 1_700_000_000_000
@@ -306,6 +306,47 @@ def test_a_partition_without_batches_gets_one_empty_segment(tmp_path):
     assert summary.log_end_offset == 500
 
 
+# --- boundaries a transform asks for ---
+
+def test_requested_rolls_keep_given_boundaries_and_empty_segments(tmp_path):
+    """As the log cleaner writes (reference §14, corpus compact-*): a group's segment keeps the base
+    offset of its first input segment, below its first record, and may stay empty."""
+    storage, path, out = publish(tmp_path)
+    size = v2_entry(0)[0].size
+    with out:
+        with PartitionWriter(out, "", RollPolicy(segment_bytes=3 * size), now_ms=NOW_MS) as writer:
+            writer.append(*v2_entry(5))
+            writer.roll()  # before the next batch, at its base offset
+            writer.append(*v2_entry(8))
+            writer.roll(20)  # stays empty
+            writer.roll(30)
+            for offset in range(34, 39):  # the roll rules still apply after a requested roll
+                writer.append(*v2_entry(offset))
+            with pytest.raises(UsageError, match="above the last offset written, 38"):
+                writer.roll(38)
+    [part] = find_partitions(storage, path)
+    assert [(base, size_, batches) for base, size_, batches in segment_facts(part)] == [
+        (5, size, [5]), (8, size, [8]), (20, 0, []), (30, 3 * size, [34, 35, 36]), (37, 2 * size, [37, 38])]
+    assert [s.reason for s in writer.summary.segments] == [FIRST, REQUESTED, REQUESTED, REQUESTED,
+                                                           SEGMENT_BYTES]
+    assert part.files["00000000000000000020.index"].size == part.files["00000000000000000020.timeindex"].size == 0
+    assert [r[0] for r in records_of(part)] == [5, 8, 34, 35, 36, 37, 38]
+
+
+def test_a_requested_base_must_fit_the_next_batch(tmp_path):
+    storage, path, out = publish(tmp_path)
+    with out:
+        writer = PartitionWriter(out, "", now_ms=NOW_MS)
+        writer.append(*v2_entry(1))
+        writer.roll(10)
+        with pytest.raises(UsageError, match="cannot open the segment requested at base offset 10"):
+            writer.append(*v2_entry(9))
+        writer.roll(11)
+        with pytest.raises(UsageError, match="above the current segment's, 11"):
+            writer.roll(11)
+        writer.close()
+
+
 # --- modification times ---
 
 def test_a_segment_takes_the_newest_mtime_of_its_batches(tmp_path):
@@ -384,3 +425,17 @@ def test_write_segment_refuses_batches_other_than_planned(tmp_path):
         with out:
             write_segment(out.staged, "", plan, batches[:2])
     assert not os.path.exists(path)
+
+
+def test_bad_data_part_way_publishes_nothing(tmp_path):
+    """A DataError in the middle of a partition (here: offsets going backwards after a few
+    segments) stops the run with exit 65 and leaves no destination and no staging behind."""
+    batches = [v2_entry(i, value_size=200) for i in range(10)] + [v2_entry(3)]
+    storage, path, out = publish(tmp_path)
+    with pytest.raises(DataError) as err:
+        with out:
+            with PartitionWriter(out, "", RollPolicy(segment_bytes=600), now_ms=NOW_MS) as writer:
+                for header, entry in batches:
+                    writer.append(header, entry)
+    assert err.value.exit_code == 65 and err.value.offset == 3
+    assert os.listdir(tmp_path) == []
