@@ -574,6 +574,30 @@ def test_an_fsspec_url(tmp_path):
         fs.rm(root.rsplit("/", 1)[0], recursive=True)
 
 
+@needs_realkafka
+def test_files_disagreeing_with_a_kfmt_manifest(tmp_path):
+    """A kfmt output is what its manifest lists: a listed file that is gone is lost data, a file it
+    does not list is ignored by readers (a note)."""
+    import hashlib
+
+    from kfmt.manifest import MANIFEST, FileRecord, encode_manifest
+
+    out = tmp_path / "out"
+    part = copy_partition("txn-v2-none-0", out / "txn-v2-none-0")
+    records = [FileRecord(f"{part.name}/{f.name}", f.stat().st_size,
+                          hashlib.sha256(f.read_bytes()).hexdigest()) for f in sorted(part.iterdir())]
+    (out / MANIFEST).write_bytes(encode_manifest(records, "test-run", 0))
+    assert run_kfmt("verify", out).code == 0
+    snapshot = sorted(part.glob("*.snapshot"))[-1]
+    snapshot.unlink()
+    (part / "notes.txt").write_text("not published")
+    result = run_kfmt("verify", out, "--format", "json")
+    assert result.code == 65
+    found = {(p["severity"], p["check"], p["file"]) for p in json.loads(result.out)["problems"]}
+    assert ("error", "manifest", str(snapshot)) in found
+    assert ("note", "manifest", str(part / "notes.txt")) in found
+
+
 # --- the command line ---
 @needs_realkafka
 def test_usage_errors_exit_2(tmp_path):

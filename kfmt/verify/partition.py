@@ -17,6 +17,7 @@ TRANSIENT_SUFFIXES = (".deleted", ".cleaned", ".swap")
 def verify_partition(part: PartitionDir, report: Report, on_segment=None) -> PartitionRange:
     """Check every file of `part`; `on_segment()` is called after each segment (progress)."""
     report.counts.partitions += 1
+    _check_manifest(part, report)
     _check_file_names(part, report)
     check_partition_metadata(part, report)
     epochs = LeaderEpochs(part, report)
@@ -41,6 +42,17 @@ def verify_partition(part: PartitionDir, report: Report, on_segment=None) -> Par
     check_snapshots(part, report, log_end)
     return PartitionRange(part.topic, part.partition,
                           part.segments[0].base_offset if part.segments else None, log_end)
+
+
+def _check_manifest(part: PartitionDir, report: Report) -> None:
+    """A kfmt output on object storage is what its manifest lists (kfmt.manifest): a listed file that
+    is missing or has another size is lost data; an unlisted one is ignored by every reader."""
+    for problem in part.manifest_problems:
+        name, _, message = problem.partition(": ")
+        if "not listed in" in message:
+            report.note("manifest", message, part.display(name))
+        else:
+            report.error("manifest", message, part.display(name))
 
 
 def _check_file_names(part: PartitionDir, report: Report) -> None:
