@@ -22,6 +22,9 @@ from corpus_truth import consumer_records, control_records, first_offset_at_or_a
 from kfmt.default_plugins.storage.local import LocalStorage
 from kfmt.layout import find_partitions
 from kfmt.partition import PartitionReader
+from kfmt.staging import StagedOutput
+from kfmt.storage import open_storage
+from kfmt.writer import PartitionWriter, RollPolicy, source_entries
 
 pytestmark = needs_realkafka
 WINDOW = 25  # records compared after most seeks (--max-records); some seeks compare everything
@@ -362,3 +365,56 @@ def test_running_copy_active_segment_is_searched_past_its_last_index_entry(runni
         assert cat_json(running_copy, "--from-timestamp", r["timestamp"]) == from_timestamp(name, r["timestamp"])
         assert cat_json(running_copy, "--from-offset", r["offset"]) == from_offset(name, r["offset"])
     assert cat_json(running_copy, "--from-timestamp", max(r["timestamp"] for r in records) + 1) == []
+
+
+# --- directories kfmt wrote ----------------------------------------------------------------------
+
+WRITTEN = ["v2-none-0", "v1-gzip-0", "v0-lz4-0", "v1-logappendtime-gzip-0", "compact-v2-none-0",
+           "txn-v2-none-0", "v2-zstd-0"]
+
+
+def rewritten(tmp_path: Path, name: str, policy: RollPolicy) -> Path:
+    """The corpus partition's batches, as stored, written again by kfmt's PartitionWriter with
+    another segmentation: new segment files and kfmt-built indexes."""
+    src_storage, src_path = open_storage(str(REALKAFKA / name))
+    (src,) = find_partitions(src_storage, src_path)
+    storage, path = open_storage(str(tmp_path / name))
+    with StagedOutput(storage, path) as out:
+        with PartitionWriter(out, "", policy, source=src, now_ms=1_795_000_000_000) as writer:
+            for _seg, header, entry in source_entries(PartitionReader(src)):
+                writer.append(header, entry)
+    return tmp_path / name
+
+
+def check_seeks(path: Path, name: str) -> None:
+    records = consumer_records(name)
+    for r in records[::41] + records[-3:]:
+        n, ms = r["offset"], r["timestamp"]
+        assert cat_json(path, "--from-offset", n, "--max-records", WINDOW) == from_offset(name, n)[:WINDOW]
+        assert cat_json(path, "--from-timestamp", ms, "--max-records", WINDOW) == \
+            from_timestamp(name, ms)[:WINDOW]
+        reader, storage = open_reader(path)
+        assert read_offsets(reader, from_offset=n) == [x["offset"] for x in records if x["offset"] >= n]
+        assert_untouched(storage, logs_before(path, n))
+        if not name.startswith("v0-"):
+            first = first_offset_at_or_after(name, ms)
+            reader, storage = open_reader(path)
+            assert read_offsets(reader, from_timestamp=ms) == [x["offset"] for x in records if x["offset"] >= first]
+            assert_untouched(storage, logs_before(path, first))
+
+
+@pytest.mark.parametrize("name", real_dir_params(WRITTEN))
+def test_seeks_in_a_partition_kfmt_resegmented(tmp_path, name):
+    path = rewritten(tmp_path, name, RollPolicy(segment_bytes=3000, index_interval_bytes=300))
+    written, original = ({p.name for p in d.glob("*.log")} for d in (path, REALKAFKA / name))
+    assert len(written) > 3 and written != original  # other segments than the broker's
+    assert any(p.stat().st_size for p in path.glob("*.index"))  # the seeks have indexes to use
+    check_seeks(path, name)
+
+
+@pytest.mark.parametrize("name", real_dir_params(WRITTEN))
+def test_seeks_in_a_partition_kfmt_reindexed(tmp_path, name):
+    result = run_kfmt("reindex", REALKAFKA / name, tmp_path / name, "--index-interval-bytes", 256,
+                      "--no-progress")
+    assert result.code == 0, result.err
+    check_seeks(tmp_path / name, name)
