@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
+
+LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
 
 _session = None
 
@@ -29,9 +32,10 @@ def spark_session(master: str | None = None, app_name: str = "kfmt"):
                .config("spark.driver.host", "127.0.0.1")
                .config("spark.driver.bindAddress", "127.0.0.1")
                .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-               .config("spark.python.worker.reuse", "true"))
+               .config("spark.python.worker.reuse", "true")
+               .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG4J_CONFIG}")
+               .config("spark.executor.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG4J_CONFIG}"))
     _session = builder.getOrCreate()
-    _session.sparkContext.setLogLevel("ERROR")
     return _session
 
 

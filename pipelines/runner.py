@@ -1,0 +1,127 @@
+"""Running kfmt's units of work (a segment, a partition, a planned output segment) in parallel.
+
+`run_tasks(fn, tasks)` maps a picklable function over picklable task descriptions on Spark, one Spark
+task per unit, and returns the results in task order. Tasks open storage themselves from
+StorageSpec values and write through a StagedOutput's picklable target; results stay small (file
+records, counts, digests). `master="inprocess"` runs the same functions one after another in this
+process (no JVM): for tiny inputs and for tests of the job logic.
+
+Errors keep their meaning across the executor boundary: a kfmt error raised by a task (bad data, a
+usage problem) is caught there and raised again on the driver as the same kind of error, so the CLI
+still prints one line and exits 65 or 2; anything else is a failure of the job.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+import uuid
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from kfmt.errors import DataError, KfmtError, UsageError
+
+INPROCESS = "inprocess"
+
+
+@dataclass(frozen=True)
+class TaskFailure:
+    """A kfmt error raised by a task, carried back to the driver."""
+
+    kind: str  # "data" | "usage" | "failure"
+    message: str
+    file: str | None = None
+    position: int | None = None
+    offset: int | None = None
+
+    @classmethod
+    def of(cls, err: KfmtError) -> "TaskFailure":
+        if isinstance(err, DataError):
+            return cls("data", err.message, err.file, err.position, err.offset)
+        return cls("usage" if isinstance(err, UsageError) else "failure", str(err))
+
+    def raise_again(self):
+        if self.kind == "data":
+            raise DataError(self.message, file=self.file, position=self.position, offset=self.offset)
+        raise (UsageError if self.kind == "usage" else KfmtError)(self.message)
+
+
+def _guarded(fn: Callable):
+    def call(indexed):
+        index, task = indexed
+        try:
+            return index, fn(task)
+        except KfmtError as err:
+            return index, TaskFailure.of(err)
+    return call
+
+
+def run_tasks(fn: Callable, tasks: Sequence, *, master: str | None = None, description: str = "",
+              progress: bool = True) -> list:
+    """fn(task) for every task, in parallel; results in task order. Raises the first task's kfmt error."""
+    if not tasks:
+        return []
+    if master == INPROCESS:
+        results = [_guarded(fn)((i, t)) for i, t in enumerate(_progress(tasks, description, progress))]
+    else:
+        results = _run_on_spark(fn, list(tasks), master, description, progress)
+    ordered = [r for _, r in sorted(results, key=lambda r: r[0])]
+    for result in ordered:
+        if isinstance(result, TaskFailure):
+            result.raise_again()
+    return ordered
+
+
+def _progress(items, description, enabled):
+    from tqdm import tqdm
+
+    return tqdm(items, desc=description, unit="task", file=sys.stderr,
+                disable=not enabled or not sys.stderr.isatty())
+
+
+def _run_on_spark(fn, tasks, master, description, progress):
+    from kfmt.pipelines.session import spark_session
+
+    spark = spark_session(master)
+    sc = spark.sparkContext
+    group = f"kfmt-{uuid.uuid4().hex[:12]}"
+    sc.setJobGroup(group, description or "kfmt", interruptOnCancel=True)
+    rdd = sc.parallelize(list(enumerate(tasks)), numSlices=len(tasks)).map(_guarded(fn))
+    done = threading.Event()
+    watcher = threading.Thread(target=_watch, args=(sc, group, len(tasks), description, progress, done),
+                               daemon=True)
+    watcher.start()
+    try:
+        return rdd.collect()
+    except Exception as err:  # a failure that is not a kfmt error: report it in one line
+        raise KfmtError(f"the Spark job failed: {_root_cause(err)}") from err
+    finally:
+        done.set()
+        watcher.join()
+
+
+def _watch(sc, group, total, description, enabled, done):
+    """Advance a progress bar from Spark's status tracker while the job runs."""
+    bar = _progress(range(total), description, enabled)
+    tracker = sc.statusTracker()
+    while not done.wait(0.5):
+        finished = 0
+        for job_id in tracker.getJobIdsForGroup(group):
+            job = tracker.getJobInfo(job_id)
+            for stage_id in (job.stageIds if job else []):
+                stage = tracker.getStageInfo(stage_id)
+                if stage:
+                    finished += stage.numCompletedTasks
+        bar.n = min(finished, total)
+        bar.refresh()
+    bar.n = total
+    bar.close()
+
+
+def _root_cause(err: Exception) -> str:
+    """The Python exception line out of a Spark error's long text."""
+    text = str(err)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for line in reversed(lines):
+        if line.split(":", 1)[0].endswith(("Error", "Exception")) and not line.startswith(("org.", "java.", "py4j")):
+            return line
+    return lines[0] if lines else type(err).__name__
