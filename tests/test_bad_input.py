@@ -22,6 +22,7 @@ import zstandard
 
 from conftest import REALKAFKA, needs_realkafka, run_kfmt
 from corpus_truth import ListedEntry as Entry, kafka_listing
+from test_codecs import legacy_message
 from kfmt import registry
 from kfmt.control import end_txn_marker_value
 from kfmt.model import BatchHeader, make_records
@@ -116,7 +117,10 @@ def test_truncated_entry_in_an_earlier_segment_stops_there(tmp_path):
 def test_bad_crc(tmp_path, name, magic, codec):
     part = copy_partition(name, tmp_path)
     entry = pick(name, magic=magic, codec=codec, index=2)
-    damage(part, entry, lambda data, e: data.__setitem__(e.position + e.size - 3, data[e.position + e.size - 3] ^ 0x10))
+
+    def flip_a_bit_near_the_end(data, e):
+        data[e.position + e.size - 3] ^= 0x10
+    damage(part, entry, flip_a_bit_near_the_end)
     line = cat_error(part)
     assert_located(line, part / entry.file, entry.position, entry.offset)
     assert "crc" in line
@@ -347,11 +351,8 @@ def test_unknown_compression_id(tmp_path, codec_id):
 
 
 def test_zstd_in_a_legacy_wrapper(tmp_path):
-    inner = struct.pack(">bbq", 1, 0, 1700000000000) + struct.pack(">i", -1) + struct.pack(">i", 1) + b"v"
-    inner = struct.pack(">qiI", 0, len(inner) + 4, zlib.crc32(inner)) + inner
-    value = zstandard.ZstdCompressor().compress(inner)
-    body = struct.pack(">bbq", 1, 4, 1700000000000) + struct.pack(">i", -1) + struct.pack(">i", len(value)) + value
-    wrapper = struct.pack(">qiI", 0, len(body) + 4, zlib.crc32(body)) + body
+    inner = legacy_message(0, 1, 0, None, b"v", 1700000000000)
+    wrapper = legacy_message(0, 1, 4, None, zstandard.ZstdCompressor().compress(inner), 1700000000000)
     part = encoded_partition(tmp_path, [wrapper])
     line = cat_error(part)
     assert_located(line, part / "00000000000000000000.log", 0, 0)

@@ -265,7 +265,7 @@ def test_zstd_rejects_truncated_and_corrupt_frames():
         codec("zstd").decompress(bytes(damaged), magic=2)
 
 
-def _legacy_message(offset: int, magic: int, attributes: int, key, value, timestamp: int = 0) -> bytes:
+def legacy_message(offset: int, magic: int, attributes: int, key, value, timestamp: int = 0) -> bytes:
     """A v0/v1 message built from the byte layout of §3.1, independently of kfmt's encoder."""
     body = struct.pack(">bb", magic, attributes) + (struct.pack(">q", timestamp) if magic else b"")
     for field in (key, value):
@@ -277,8 +277,8 @@ def _legacy_message(offset: int, magic: int, attributes: int, key, value, timest
 def test_zstd_in_a_legacy_message_is_invalid(magic):
     with pytest.raises(CompressionError):
         registry.get().compression_for(4, magic)
-    inner = _legacy_message(0, magic, 0, b"k", b"v")
-    wrapper = _legacy_message(0, magic, 4, None, zstandard.ZstdCompressor().compress(inner))
+    inner = legacy_message(0, magic, 0, b"k", b"v")
+    wrapper = legacy_message(0, magic, 4, None, zstandard.ZstdCompressor().compress(inner))
     fmt = registry.get().format_for(magic)
     header = fmt.read_header(memoryview(wrapper), 0)
     with pytest.raises(CompressionError, match="zstd"):
@@ -357,8 +357,8 @@ def test_read_options_cap_a_batch_and_the_error_names_its_offset(name):
 
 
 def test_legacy_wrapper_is_capped_too():
-    inner = _legacy_message(0, 1, 0, None, bytes(4 * LIMIT), 1700000000000)
-    wrapper = _legacy_message(0, 1, 1, None, gzip.compress(inner), 1700000000000)
+    inner = legacy_message(0, 1, 0, None, bytes(4 * LIMIT), 1700000000000)
+    wrapper = legacy_message(0, 1, 1, None, gzip.compress(inner), 1700000000000)
     fmt = registry.get().format_for(1)
     header = fmt.read_header(memoryview(wrapper), 0)
     with pytest.raises(DecompressionLimitExceeded):

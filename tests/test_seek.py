@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import random
 import shutil
+import struct
 import tarfile
 from collections import Counter
 from pathlib import Path
@@ -201,9 +202,8 @@ def index_position(path: Path, segment_base: int, target: int) -> int:
     index = path / f"{segment_base:020d}.index"
     data = index.read_bytes() if index.exists() else b""
     best = 0
-    for slot in range(len(data) // 8):
-        rel, pos = int.from_bytes(data[slot * 8:slot * 8 + 4], "big"), int.from_bytes(data[slot * 8 + 4:slot * 8 + 8], "big")
-        if slot and rel == 0:
+    for slot, (rel, pos) in enumerate(struct.iter_unpack(">ii", data[:len(data) // 8 * 8])):
+        if slot and rel == 0:  # a preallocated tail
             break
         if segment_base + rel <= target:
             best = pos
@@ -220,7 +220,8 @@ def assert_untouched(storage: RecordingStorage, logs: list[Path]) -> None:
 def test_offset_seek_reads_no_earlier_segment(name):
     path = REALKAFKA / name
     present = [r["offset"] for r in consumer_records(name)]
-    for n in (present[len(present) // 2], present[-1], present[-1] - 3, kafka_listing(name)[-1].last_offset + 1):
+    log_end = kafka_listing(name)[-1].last_offset + 1
+    for n in (present[len(present) // 2], present[-1], present[-1] - 3, log_end):
         reader, storage = open_reader(path)
         assert read_offsets(reader, from_offset=n) == [o for o in present if o >= n]
         assert_untouched(storage, logs_before(path, n))
