@@ -8,6 +8,7 @@ shapes the corpus does not have (control records, record counts, codec ids).
 from __future__ import annotations
 
 import gzip
+import json
 import re
 import shutil
 import struct
@@ -393,3 +394,22 @@ def test_damaged_copies_are_really_different(tmp_path):
     before = (part / entry.file).read_bytes()
     damage(part, entry, lambda data, e: data.__setitem__(e.position + 20, data[e.position + 20] ^ 1))
     assert (part / entry.file).read_bytes() != before
+
+
+@pytest.mark.parametrize("codec_id,payload", [(1, b""), (3, b""), (0, b"\x02\x00"), (4, b"not zstd")])
+def test_an_empty_batch_is_read_as_kafka_reads_it(tmp_path, codec_id, payload):
+    # DefaultRecordBatch.iterator() returns no records for recordsCount 0 without decompressing or
+    # checking what follows the header: such a batch is not bad data (its CRC still has to match).
+    first = v2(0, [b"k"], [b"v"])
+    empty = bytearray(registry.get().format_for(2).encode(
+        BatchHeader(magic=2, base_offset=1, last_offset=4, base_timestamp=-1, max_timestamp=1700000000000),
+        make_records([], [], [], [])))
+    struct.pack_into(">h", empty, 21, codec_id)
+    empty += payload
+    struct.pack_into(">i", empty, 8, len(empty) - 12)
+    fix_v2_crc(empty, 0)
+    last = v2(5, [b"k5"], [b"v5"])
+    part = encoded_partition(tmp_path, [first, bytes(empty), last])
+    result = run_kfmt("cat", part, "--format", "json")
+    assert (result.code, result.err) == (0, "")
+    assert [json.loads(line)["offset"] for line in result.lines] == [0, 5]

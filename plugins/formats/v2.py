@@ -27,7 +27,7 @@ from kfmt import registry
 from kfmt.errors import DataError
 from kfmt.formats import STRICT, MessageFormat, ReadOptions
 from kfmt.hookspecs import hookimpl
-from kfmt.model import LOG_OVERHEAD, Batch, BatchHeader, TimestampType
+from kfmt.model import EMPTY_RECORDS, LOG_OVERHEAD, Batch, BatchHeader, TimestampType
 from kfmt.wire import crc32c, int64
 
 from .v2_records import decode_records, encode_records
@@ -84,6 +84,10 @@ class RecordBatchV2(MessageFormat):
         if count < 0:
             raise DataError(f"record batch declares a negative record count {count}",
                             offset=header.base_offset)
+        if count == 0:
+            # DefaultRecordBatch.iterator() returns nothing for an empty batch without looking at
+            # (or decompressing) what follows the header (§4.7).
+            return Batch(header=header, records=EMPTY_RECORDS, crc_valid=crc_valid)
         payload = entry[BATCH_OVERHEAD:]
         compressed = bool(header.compression)
         if compressed:
