@@ -81,13 +81,8 @@ def batches(draw, magic: int, codec: str, base: int):
         ts_type = draw(st.sampled_from([TimestampType.CREATE_TIME, TimestampType.LOG_APPEND_TIME]))
     lat = ts_type == TimestampType.LOG_APPEND_TIME
     append_time = draw(st.integers(0, MAX_TS))
-    if lat:
-        max_ts = append_time
-    elif magic == 0 or not ts:
-        max_ts = -1 if magic < 2 or not ts else max(ts)
-    else:
-        max_ts = max(ts)
-    header = dict(magic=magic, base_offset=offsets[0] if offsets and magic < 2 else base,
+    max_ts = append_time if lat else -1 if magic == 0 or not ts else max(ts)
+    header = dict(magic=magic, base_offset=base,
                   last_offset=offsets[-1] if offsets else base + draw(st.integers(0, 20)),
                   compression=codec_id(codec), timestamp_type=ts_type, max_timestamp=max_ts)
     if magic == 2:
