@@ -46,8 +46,8 @@ def b64(data: bytes | None) -> str | None:
 
 def java_utf8(data: bytes) -> str:
     """Bytes decoded as Java's `new String(bytes, UTF_8)` does (malformed input -> U+FFFD, by Java's
-    rules, which differ from Python's "replace": kfmt.dump.javatext)."""
-    from kfmt.dump.javatext import java_string
+    rules, which differ from Python's "replace": kfmt.javatext)."""
+    from kfmt.javatext import java_string
 
     return java_string(data)
 
