@@ -7,7 +7,7 @@ from kfmt.cli._common import add_format_argument, add_path_arguments, b64, dumps
 from kfmt.control import control_type
 from kfmt.errors import DataError, UsageError
 from kfmt.partition import PartitionReader
-from kfmt.transactions import ABORTED, OPEN, TransactionStatus, end_markers
+from kfmt.transactions import ABORTED, OPEN, TransactionStatus, transaction_batches
 
 NAME = "cat"
 HELP = "print records in offset order (JSON lines with --format json)"
@@ -47,7 +47,8 @@ def partition_lines(part, args, where: dict):
     if start is None:
         return
     committed_only = args.isolation == "read_committed"
-    txns = TransactionStatus(end_markers(PartitionReader(part), *start[:2])) if committed_only else None
+    txns = (TransactionStatus(transaction_batches(PartitionReader(part), *start[:2]))
+            if committed_only else None)
     left = args.max_records
     for seg, batch, skip in reader.batches_from(*start):
         h = batch.header
