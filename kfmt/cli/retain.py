@@ -1,0 +1,71 @@
+"""kfmt retain: Kafka's delete cleanup policy (retention.ms, retention.bytes, the log start offset)
+applied to a copy of SRC (kfmt.retention, run by kfmt.pipelines.retain)."""
+from __future__ import annotations
+
+import sys
+
+from kfmt.cli._common import dumps
+from kfmt.cli._transform import add_transform_arguments, storage_options
+from kfmt.companions import DEFAULT_INDEX_INTERVAL_BYTES
+from kfmt.producer_state import DEFAULT_PRODUCER_EXPIRATION_MS
+from kfmt.retention import RetentionOptions
+
+NAME = "retain"
+HELP = ("delete the segments Kafka's retention would (retention.ms, retention.bytes, log start "
+        "offset), writing what remains to DST")
+
+
+def add_arguments(p):
+    add_transform_arguments(p)
+    p.add_argument("--retention-ms", type=int, default=-1, metavar="MS",
+                   help="delete segments whose largest timestamp (their .log modification time when "
+                        "they have no timestamps) lies more than MS before --now (default -1: off)")
+    p.add_argument("--retention-bytes", type=int, default=-1, metavar="N",
+                   help="delete the oldest segments while the partition stays at least N bytes "
+                        "(default -1: off)")
+    p.add_argument("--log-start-offset", type=int, metavar="N",
+                   help="raise the log start offset to N (as DeleteRecords does): segments wholly below "
+                        "it go, the one holding it stays")
+    p.add_argument("--now", type=int, dest="now_ms", metavar="MS",
+                   help="the wall clock, in epoch milliseconds, of the retention check and of producer "
+                        "expiry in the regenerated snapshots (default: now)")
+    p.add_argument("--include-active", action="store_true",
+                   help="let the last (active) segment go too when it qualifies, as a broker does (an "
+                        "empty segment at the log end offset then replaces a log deleted whole)")
+    p.add_argument("--index-interval-bytes", type=int, default=DEFAULT_INDEX_INTERVAL_BYTES, metavar="N",
+                   help=f"the topic's index.interval.bytes (default {DEFAULT_INDEX_INTERVAL_BYTES})")
+    p.add_argument("--producer-expiration-ms", type=int, default=DEFAULT_PRODUCER_EXPIRATION_MS,
+                   metavar="MS", help="the broker's producer.id.expiration.ms "
+                                      f"(default {DEFAULT_PRODUCER_EXPIRATION_MS})")
+
+
+def run(args) -> int:
+    from kfmt.pipelines.retain import retain
+
+    src_options, dst_options = storage_options(args)
+    options = RetentionOptions(args.retention_ms, args.retention_bytes, args.log_start_offset,
+                               args.now_ms or 0, args.include_active, args.index_interval_bytes,
+                               args.producer_expiration_ms)
+    plan, report = retain(args.src, args.dst, options, src_options=src_options, dst_options=dst_options,
+                          topic=args.topic, partition=args.partition, dry_run=args.dry_run,
+                          master=args.master, progress=not args.no_progress)
+    out = sys.stdout
+    if args.format == "json":
+        out.write(dumps(report) + "\n")
+        return 0
+    verb = "would delete" if args.dry_run else "deleted"
+    for entry in report["partitions"]:
+        deleted = entry["deleted"]
+        line = f"{entry['partition']}: {verb} {len(deleted)} segment(s)"
+        if deleted:
+            line += (f" ({sum(d['size'] for d in deleted)} bytes, offsets {deleted[0]['base_offset']}.."
+                     f"{deleted[-1]['next_offset'] - 1}; "
+                     + ", ".join(sorted({d['rule'] for d in deleted})) + ")")
+        line += (f", kept {len(entry['kept_base_offsets'])}; log start offset "
+                 f"{entry['log_start_offset']}")
+        out.write(line + "\n")
+        for d in deleted if args.dry_run else []:
+            out.write(f"  {d['base_offset']:>20}  {d['rule']}: {d['reason']}\n")
+    if not args.dry_run:
+        out.write(f"wrote {plan.layout.destination}\n")
+    return 0
