@@ -13,6 +13,9 @@ travel in the manifest and come back as the files' mtimes when read.
     {"format": "kfmt-manifest", "version": 1, "run": "<run id>", "created_ms": <epoch ms>,
      "files": {"<path relative to the manifest's directory, '/'-separated>":
                {"size": <bytes>, "sha256": "<hex>", "mtime_ms": <epoch ms or null>}, ...}}
+
+A kind of output may add sections of its own beside these keys (an archive adds "archive",
+kfmt.archive); readers that do not know a section ignore it.
 """
 from __future__ import annotations
 
@@ -41,10 +44,17 @@ class FileRecord:
         return {"size": self.size, "sha256": self.sha256, "mtime_ms": self.mtime_ms}
 
 
-def encode_manifest(records, run: str, created_ms: int) -> bytes:
+CORE_KEYS = ("format", "version", "run", "created_ms", "files")
+
+
+def encode_manifest(records, run: str, created_ms: int, sections: dict | None = None) -> bytes:
     files = {r.rel: r.to_json() for r in sorted(records, key=lambda r: r.rel)}
-    return json.dumps({"format": FORMAT, "version": VERSION, "run": run, "created_ms": created_ms,
-                       "files": files}, indent=1).encode()
+    doc = {"format": FORMAT, "version": VERSION, "run": run, "created_ms": created_ms, "files": files}
+    for key, value in (sections or {}).items():
+        if key in CORE_KEYS:
+            raise ValueError(f"a manifest section may not be named {key!r}")
+        doc[key] = value
+    return json.dumps(doc, indent=1).encode()
 
 
 @dataclass
@@ -62,6 +72,7 @@ class Manifest:
     files: dict[str, FileRecord] = field(default_factory=dict)
     run: str | None = None
     created_ms: int | None = None
+    sections: dict = field(default_factory=dict)  # the keys beside the core ones (encode_manifest)
 
     @classmethod
     def parse(cls, data, root: str, file: str) -> "Manifest":
@@ -73,7 +84,8 @@ class Manifest:
                      for rel, e in doc["files"].items()}
         except (ValueError, KeyError, TypeError, AttributeError) as err:
             raise DataError(f"unreadable manifest: {err}", file=file) from None
-        return cls(root, files, doc.get("run"), doc.get("created_ms"))
+        sections = {key: value for key, value in doc.items() if key not in CORE_KEYS}
+        return cls(root, files, doc.get("run"), doc.get("created_ms"), sections)
 
     def relative(self, storage: Storage, path: str) -> str:
         """`path` relative to the manifest's directory, '/'-separated ('' for the directory itself)."""

@@ -38,6 +38,7 @@ from kfmt.storage import Storage, StorageSpec, WriteStream
 
 OWNER = "_kfmt_staging.json"  # inside a local staging directory: which run writes it
 RESERVED = {MANIFEST, PENDING_DIR, OWNER}
+CLAIM_NAME = re.compile(r"[0-9a-f]{32}\.json")  # a run's claim in PENDING_DIR (new_run_id())
 #: an owner-less local staging directory younger than this may be a run that is just starting
 OWNERLESS_GRACE_MS = 60_000
 
@@ -321,8 +322,11 @@ class StagedOutput:
         s = self.storage
         files = [f for f in s.walk(self.dst) if f.path != self._claim]
         claim_dir = s.join(self.dst, PENDING_DIR) + s.sep
-        claims = [f for f in files if f.path.startswith(claim_dir)]
-        content = [f for f in files if not f.path.startswith(claim_dir)]
+        # Claims are the `<run>.json` files right in the claims directory; anything else there is a
+        # run's own bookkeeping (an archive's upload records, kfmt.archive), content like any other.
+        claims = [f for f in files if f.path.startswith(claim_dir)
+                  and CLAIM_NAME.fullmatch(f.path[len(claim_dir):])]
+        content = [f for f in files if f not in claims]
         if any(f.path == s.join(self.dst, MANIFEST) for f in content):
             raise UsageError(f"{self.url}: the destination holds a published kfmt output")
         owners = [self._read_owner(f.path) for f in claims]

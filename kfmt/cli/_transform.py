@@ -6,10 +6,14 @@ from kfmt.cli._common import add_format_argument, add_progress_argument, add_sto
 from kfmt.storage import parse_storage_options
 
 
-def add_transform_arguments(p, *, spark: bool = True) -> None:
-    p.add_argument("src", metavar="SRC", help="a partition directory or a log directory (local path or "
-                                              "fsspec URL); only read")
-    p.add_argument("dst", metavar="DST", help="where to write (must not exist, or be empty)")
+def add_transform_arguments(p, *, spark: bool = True, src: tuple[str, str] | None = None,
+                            dst: tuple[str, str] | None = None) -> None:
+    """`src`/`dst`: (metavar, help) for commands whose SRC or DST is something else (an archive)."""
+    src_metavar, src_help = src or ("SRC", "a partition directory or a log directory (local path or "
+                                           "fsspec URL); only read")
+    dst_metavar, dst_help = dst or ("DST", "where to write (must not exist, or be empty)")
+    p.add_argument("src", metavar=src_metavar, help=src_help)
+    p.add_argument("dst", metavar=dst_metavar, help=dst_help)
     add_storage_arguments(p)
     p.add_argument("--dst-storage-option", action="append", metavar="KEY=VALUE",
                    help="fsspec storage option for DST (repeatable; default: the --storage-option values)")
