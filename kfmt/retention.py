@@ -270,7 +270,7 @@ def retain_partition(job: PartitionJob, files, options: RetentionOptions, dry_ru
     reindex_options = ReindexOptions(options.index_interval_bytes, options.now_ms,
                                      options.producer_expiration_ms)
     before = set(files.records)
-    if kept:
+    if decision.rolled is None:  # (a partition without segments stays one, as reindex keeps it)
         result.output = reindex_partition(plan, files, reindex_options, on_progress)
     else:
         result.output = _write_rolled(plan, files, decision, reindex_options)
