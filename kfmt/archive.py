@@ -174,9 +174,11 @@ class ArchiveWriter:
     """Puts files into an archive: each upload is followed by its upload record, and a file whose
     record, object and source content agree is not uploaded again."""
 
-    def __init__(self, storage: Storage, root: str):
+    def __init__(self, storage: Storage, root: str, resume: bool = True):
+        """`resume`: look for upload records (False for a new archive: there are none)."""
         self.storage = storage
         self.root = root
+        self.resume = resume
         self.files = StagedFiles(storage, root)
 
     def upload_record_path(self, rel: str) -> str:
@@ -184,7 +186,7 @@ class ArchiveWriter:
 
     def put(self, rel: str, data, mtime_ms: int | None, facts: SegmentFacts | None = None) -> Upload:
         sha256 = hashlib.sha256(data).hexdigest()
-        previous = self._upload_record(rel)
+        previous = self._upload_record(rel) if self.resume else None
         outcome = "uploaded"
         if previous is not None:
             if (previous["size"], previous["sha256"]) != (len(data), sha256):
@@ -249,10 +251,11 @@ class ArchiveTarget:
 
     spec: StorageSpec
     root: str
+    resume: bool
 
     def writer(self) -> ArchiveWriter:
         storage, _path = self.spec.open()
-        return ArchiveWriter(storage, self.root)
+        return ArchiveWriter(storage, self.root, self.resume)
 
 
 class ArchiveDestination:
@@ -362,10 +365,10 @@ class ArchiveDestination:
     def target(self) -> ArchiveTarget:
         if self.storage.spec is None:
             raise UsageError("a parallel archive target needs storage opened with open_storage()")
-        return ArchiveTarget(self.storage.spec, self.path)
+        return ArchiveTarget(self.storage.spec, self.path, self.state != "new")
 
     def writer(self) -> ArchiveWriter:
-        return ArchiveWriter(self.storage, self.path)
+        return ArchiveWriter(self.storage, self.path, self.state != "new")
 
     def publish(self, records: dict[str, FileRecord], section: dict, report: bytes) -> None:
         """Write the report, check that the objects are exactly the recorded files, write the
@@ -558,6 +561,10 @@ def open_archive(storage: Storage, path: str) -> PublishedArchive:
         if any(rel.startswith(f"{PENDING_DIR}/") for rel in rels):
             raise UsageError(f"{url}: an unfinished archive (its run stopped before publishing "
                              f"{MANIFEST}); run `kfmt archive` again with the same SRC to complete it")
+        parent = storage.parent(root)
+        if parent and parent != root and storage.exists(storage.join(parent, MANIFEST)):
+            raise UsageError(f"{url}: a directory inside a kfmt output, not an archive of its own: "
+                             f"restore {storage.url_of(parent)} with --topic/--partition")
         raise UsageError(f"{url}: not a kfmt archive (no {MANIFEST})")
     manifest = load_manifest(storage, root)
     manifest_url = storage.url_of(storage.join(root, MANIFEST))

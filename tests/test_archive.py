@@ -193,7 +193,7 @@ def test_an_archive_killed_half_way_resumes_and_uploads_again_what_was_damaged(
 
     # Readers and restore refuse the unfinished archive.
     opts = s3_server.cli_options()
-    result = run_kfmt("cat", f"{s3_url}/v2-none-0", "--max-records", "1", *opts)
+    result = run_kfmt("cat", s3_url, "--max-records", "1", *opts)
     assert result.code == 2 and "unfinished" in result.err
     result = restore(s3_url, tmp_path / "early", *opts)
     assert result.code == 2 and "unfinished archive" in result.err and "kfmt archive" in result.err
@@ -287,6 +287,8 @@ def test_a_complete_archive_rerun_does_nothing_and_other_content_is_refused(arch
     result = archive(src, archive_url)
     assert result.code == 0 and "already a complete archive" in result.out
     assert object_state(archive_url) == before
+    result = restore(f"{archive_url}/v2-gzip-0", tmp_path / "dst")
+    assert result.code == 2 and "with --topic/--partition" in result.err
     log = src / "v2-gzip-0" / "00000000000000000000.log"
     os.utime(log, ns=(10**18, 10**18))  # same size, another modification time
     result = archive(src, archive_url)
