@@ -417,7 +417,7 @@ def test_a_live_archive_run_is_not_disturbed(archive_url, tmp_path):
     assert result.code == 2 and "another kfmt run" in result.err
     result = restore(archive_url, tmp_path / "dst")
     assert result.code == 2 and "unfinished archive" in result.err
-    running.stop()  # stopped: the next run starts over the empty plan's leftovers
+    running.stop()  # stopped: it no longer blocks, but its plan is of other files
     result = archive(src, archive_url)
     assert result.code == 2 and "unfinished archive of other files" in result.err
 
