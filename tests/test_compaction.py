@@ -549,6 +549,39 @@ def test_an_active_producers_last_batch_and_the_rounds_last_batch_stay_empty(tmp
     assert segment_bases(later) == segment_bases(dst) == [0, 6]
 
 
+def test_the_cleanable_range_stops_where_a_brokers_would(tmp_path):
+    """The dirty section ends at the least of the active segment, the high watermark (the
+    replication-offset-checkpoint beside the partition) and min.compaction.lag.ms, rounded down to a
+    segment base; it starts at the cleaner checkpoint unless that lies beyond the log."""
+    logs = tmp_path / "logs"
+    write_idempotent_partition(logs / "t-0")
+    now = T0 + 60_000
+    cases = [
+        ({}, [], 6, "the active segment"),
+        ({"replication-offset-checkpoint": "t 0 3"}, [], 2, "the last stable offset"),
+        ({}, ["--min-compaction-lag-ms", 60_000 - 5], 2, "min.compaction.lag.ms"),
+        ({}, ["--clean-until", 1], 0, "--clean-until"),
+    ]
+    for i, (checkpoints, args, first_uncleanable, bounded_by) in enumerate(cases):
+        for name in ("replication-offset-checkpoint", "cleaner-offset-checkpoint"):
+            (logs / name).unlink(missing_ok=True)
+        for name, line in checkpoints.items():
+            (logs / name).write_text(f"0\n1\n{line}\n")
+        dst = tmp_path / f"out{i}"
+        assert compact(logs, dst, "--now", now, *args).code == 0
+        entry = report_entry(dst)
+        assert (entry["first_uncleanable_offset"], entry["first_uncleanable_is"]) == (first_uncleanable,
+                                                                                    bounded_by)
+        assert entry["cleanable"] == (first_uncleanable > 0)
+    # a cleaner checkpoint beyond the log end is not trusted: the whole log is dirty again
+    (logs / "cleaner-offset-checkpoint").write_text("0\n1\nt 0 1000\n")
+    dst = tmp_path / "reset"
+    assert compact(logs, dst, "--now", now).code == 0
+    entry = report_entry(dst)
+    assert entry["first_dirty_offset"] == 0 and "beyond the log end offset" in entry["checkpoint_note"]
+    assert (dst / "cleaner-offset-checkpoint").read_text() == "0\n1\nt 0 6\n"
+
+
 # --- the command ---
 
 @needs_corpus

@@ -379,3 +379,21 @@ def test_decision_properties(raw, retention_bytes, retention_ms, requested_start
         if retention_bytes >= 0:
             remaining = sum(by_base[b].size for b in d.kept)
             assert remaining - stay.size < retention_bytes
+
+
+@pytest.mark.spark
+def test_spark_run_of_a_log_directory_equals_the_in_process_run(tmp_path):
+    logs = tmp_path / "logs"
+    for i in range(3):
+        write_partition(logs / f"t-{i}", [[(0, T0)], [(1, T0 + 20 * i)], [(2, T0 + 20)], [(3, T0 + 30)]])
+    (logs / "log-start-offset-checkpoint").write_text("0\n1\nt 2 2\n")
+    args = ["--now", T0 + 1015, "--retention-ms", 1000]
+    spark, local = tmp_path / "spark", tmp_path / "local"
+    result = run_kfmt("retain", logs, spark, "--no-progress", *args)
+    assert result.code == 0, result.err
+    assert retain(logs, local, *args).code == 0
+    tree = lambda d: {str(p.relative_to(d)): p.read_bytes() for p in d.rglob("*")  # noqa: E731
+                      if p.is_file() and p.name != "kfmt-report.json"}
+    assert tree(spark) == tree(local)
+    # t-1's second segment is recent; t-2's too, but its checkpointed log start offset is 2
+    assert [remaining_bases(spark / f"t-{i}") for i in range(3)] == [[2, 3], [1, 2, 3], [2, 3]]
