@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from kfmt.archive import (ArchivedPartition, ArchiveDestination, ArchiveTarget, SegmentFacts,
                           Upload, encode_section, segment_facts)
@@ -147,7 +147,6 @@ class ArchiveResult:
     plan: ArchivePlan
     report: dict | None = None  # None for a dry run and for an archive that was already complete
     published_ms: int | None = None  # when the complete archive was published
-    outcomes: Counter = field(default_factory=Counter)
 
 
 def archive(src: str, url: str, *, src_options: dict | None = None, dst_options: dict | None = None,
@@ -162,7 +161,6 @@ def archive(src: str, url: str, *, src_options: dict | None = None, dst_options:
         aplan.state = destination.inspect()
         aplan.uploaded_before = destination.uploaded_count()
         return ArchiveResult(aplan)
-    aplan.uploaded_before = destination.uploaded_count()
     aplan.state = destination.start()
     if aplan.state == "complete":
         return ArchiveResult(aplan, published_ms=destination.manifest.created_ms)
@@ -172,7 +170,7 @@ def archive(src: str, url: str, *, src_options: dict | None = None, dst_options:
     except BaseException:
         destination.stop()
         raise
-    return ArchiveResult(aplan, report, outcomes=Counter(report["transfer"]["files"]))
+    return ArchiveResult(aplan, report)
 
 
 def _run(aplan: ArchivePlan, destination: ArchiveDestination, src_storage, master, progress,

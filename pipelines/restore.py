@@ -67,7 +67,8 @@ class RestoreResultSet:
     def lines(self) -> list[str]:
         """The plan as text (--dry-run)."""
         p, section = self.plan, self.archive.section
-        created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime((self.archive.manifest.created_ms or 0) / 1000))
+        created = time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                time.gmtime((self.archive.manifest.created_ms or 0) / 1000))
         out = [f"restore {p.source} -> {p.destination} (an archive of {section.get('source')}, "
                f"published {created}; {len(p.partitions)} partition(s))"]
         for pp in p.partitions:
