@@ -192,7 +192,9 @@ def open_storage(url: str, options: dict | None = None) -> tuple[Storage, str]:
         if backend.claims(url):
             try:
                 storage, path = backend.open(url, dict(options or {}))
-                storage.spec = StorageSpec.of(url, options)
+                # A relative local path means nothing in an executor's working directory: executors
+                # reopen storage from the absolute path the backend resolved.
+                storage.spec = StorageSpec.of(url if "://" in url else path, options)
                 return storage, path
             except ImportError as e:
                 raise KfmtError(f"{url}: the {backend.name} storage backend needs {e.name} "
