@@ -217,7 +217,7 @@ def decide_retention(segments: list[SegmentFacts], *, log_end_offset: int, log_s
             return None
 
         delete_prefix(RETENTION_MS, expired)
-    decision.kept = [s.base_offset for s in segs if decision.rolled is None or s.base_offset != decision.rolled]
+    decision.kept = [s.base_offset for s in segs if s.base_offset != decision.rolled]
     decision.log_start_offset = start
     return decision
 
@@ -261,7 +261,9 @@ def retain_partition(job: PartitionJob, files, options: RetentionOptions, dry_ru
     kept_bases = set(decision.kept)
     kept = [seg for seg in part.segments if seg.base_offset in kept_bases]
     first_base = kept[0].base_offset if kept else decision.rolled
-    entry = decision.log_start_offset if first_base is not None and decision.log_start_offset > first_base else None
+    # Kafka checkpoints a log start offset only above the first segment's base offset
+    above_first = first_base is not None and decision.log_start_offset > first_base
+    entry = decision.log_start_offset if above_first else None
     result = RetainResult(job.label, job.rel, part.topic, part.partition, decision, None, None, [], entry)
     if dry_run:
         return result

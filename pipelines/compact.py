@@ -84,5 +84,9 @@ def _notes(plan: CleanupPlan) -> list[str]:
     sources = {j.checkpoints_from for j in plan.jobs if j.checkpoints_from}
     notes += [f"cleaner checkpoints, log start offsets and high watermarks read from the checkpoint "
               f"files in {s}" for s in sorted(sources)]
-    notes += [f"log directory: {f.action} {f.name} ({f.reason})" for f in plan.layout.log_dir_files]
+    notes += [f"log directory: {f.action} {f.name} ({f.reason})" for f in plan.layout.log_dir_files
+              if f.name != CLEANER_OFFSET_CHECKPOINT]
+    if plan.log_dir:
+        notes.append(f"log directory: {CLEANER_OFFSET_CHECKPOINT} written with where the cleaning of "
+                     f"each partition stopped (its next first dirty offset)")
     return notes

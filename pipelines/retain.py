@@ -11,7 +11,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 
-from kfmt.cleanup import CleanupPlan, PartitionJob, check_destination_empty, plan_cleanup, write_log_dir_files
+from kfmt.cleanup import (LOG_START_OFFSET_CHECKPOINT, CleanupPlan, PartitionJob, check_destination_empty,
+                          plan_cleanup, write_log_dir_files)
 from kfmt.report import REPORT_NAME, PartitionSummary, make_report, report_bytes
 from kfmt.retention import RetainResult, RetentionOptions, checkpoint_updates, retain_partition
 from kfmt.staging import StagedOutput, StagingTarget
@@ -60,8 +61,9 @@ def retain(src: str, dst: str, options: RetentionOptions, *, src_options: dict |
         inputs = [_input_summary(r) for r in results]
         outputs = [replace(r.output, path=dst_storage.url_of(dst_storage.join(dst_path, r.rel) if r.rel
                                                               else dst_path)) for r in results]
-        report = make_report("retain", layout.source, layout.destination, _options_json(options, topic, partition),
-                             inputs, outputs, out.files, _notes(plan, results))
+        report = make_report("retain", layout.source, layout.destination,
+                             _options_json(options, topic, partition), inputs, outputs, out.files,
+                             _notes(plan, results))
         report["partitions"] = [r.report_entry() for r in results]
         out.write(REPORT_NAME, report_bytes(report))
     return plan, report
@@ -108,5 +110,9 @@ def _notes(plan: CleanupPlan, results: list[RetainResult]) -> list[str]:
         if r.decision.rolled is not None:
             notes.append(f"{r.label}: every segment was deleted; an empty segment at the log end offset "
                          f"{r.decision.rolled} replaces them, as the broker rolls one")
-    notes += [f"log directory: {f.action} {f.name} ({f.reason})" for f in plan.layout.log_dir_files]
+    notes += [f"log directory: {f.action} {f.name} ({f.reason})" for f in plan.layout.log_dir_files
+              if f.name != LOG_START_OFFSET_CHECKPOINT]
+    if plan.log_dir:
+        notes.append(f"log directory: {LOG_START_OFFSET_CHECKPOINT} written with the new log start "
+                     f"offsets that lie above their partition's first segment (as Kafka writes it)")
     return notes

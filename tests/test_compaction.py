@@ -104,8 +104,13 @@ def entries(directory: Path) -> list[tuple[int, BatchHeader, bytes]]:
     for seg in part.segments:
         data = reader.data(seg)
         for header in reader.frames(seg):
-            out.append((seg.base_offset, header, bytes(data.buf[header.position:header.position + header.size])))
+            start = header.position - data.base
+            out.append((seg.base_offset, header, bytes(data.buf[start:start + header.size])))
     return out
+
+
+def companions(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in directory.iterdir() if COMPANION.search(p.name)}
 
 
 def segment_bases(directory: Path) -> list[int]:
@@ -221,7 +226,6 @@ def test_compacted_output_verifies_and_reindexes_the_same(name, mode, tmp_path):
     again = tmp_path / "again"
     result = run_kfmt("reindex", dst, again, "--no-progress", "--now", now)
     assert result.code == 0, result.err
-    companions = lambda d: {p.name: p.read_bytes() for p in d.iterdir() if COMPANION.search(p.name)}  # noqa: E731
     assert companions(again) == companions(dst)
 
 
@@ -256,7 +260,8 @@ def test_legacy_logs_compact_to_the_latest_record_of_each_key(name, mode, tmp_pa
     every cleaned batch as v2 (v0 as CreateTime -1, LogAppendTime wrappers as LogAppendTime batches
     at the wrapper's time), Kafka 3.x keeps the magic."""
     dst = tmp_path / "out"
-    assert compact(REALKAFKA / name, dst, "--now", 1_795_000_000_000, "--segment-bytes", 8192, *mode).code == 0
+    result = compact(REALKAFKA / name, dst, "--now", 1_795_000_000_000, "--segment-bytes", 8192, *mode)
+    assert result.code == 0, result.err
     active = segment_bases(REALKAFKA / name)[-1]
     truth = consumer_records(name)
     latest = {r["key"]: r["offset"] for r in truth if r["offset"] < active and r["key"] is not None}
@@ -361,7 +366,8 @@ def test_a_full_offset_map_cleans_the_prefix_it_mapped(tmp_path):
         if report_entry(current)["cleaned_until"] == oracle(name)["cleaned_until"]:
             break
         nxt = tmp_path / f"pass{i}"
-        assert compact(current, nxt, *oracle_arguments(name), "--offset-map-bytes", 50 * BYTES_PER_ENTRY).code == 0
+        result = compact(current, nxt, *oracle_arguments(name), "--offset-map-bytes", 50 * BYTES_PER_ENTRY)
+        assert result.code == 0, result.err
         current = nxt
     assert kept_fields(read_back(current / f"{name}-twin-0")) == kept_fields(kept_truth(name))
 
@@ -588,7 +594,8 @@ def test_the_cleanable_range_stops_where_a_brokers_would(tmp_path):
 def test_dry_run_reports_and_writes_nothing(tmp_path):
     name = "compact-v2-none"
     dst = tmp_path / "out"
-    result = compact(REALKAFKA / f"{name}-twin-0", dst, *oracle_arguments(name), "--dry-run", "--format", "json")
+    result = compact(REALKAFKA / f"{name}-twin-0", dst, *oracle_arguments(name), "--dry-run",
+                     "--format", "json")
     assert result.code == 0, result.err
     assert not dst.exists()
     [entry] = json.loads(result.out)["partitions"]

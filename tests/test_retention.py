@@ -79,6 +79,10 @@ def case_log_dir(case: str, tmp_path: Path) -> Path:
     return log_dir
 
 
+def checkpoint_entries(path: Path) -> dict:
+    return read_offset_checkpoint(path.read_text(), str(path)) if path.exists() else {}
+
+
 def files(directory: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in directory.iterdir() if p.is_file()}
 
@@ -93,15 +97,15 @@ def test_retention_leaves_what_the_broker_left(case, tmp_path):
     got, remaining = files(dst / name), files(RETENTION / case / "remaining")
     # the broker's remaining segments, byte for byte
     assert sorted(n for n in got if n.endswith(".log")) == sorted(n for n in remaining if n.endswith(".log"))
-    assert {n: got[n] for n in got if n.endswith(".log")} == {n: remaining[n] for n in remaining if n.endswith(".log")}
+    logs = lambda d: {n: c for n, c in d.items() if n.endswith(".log")}  # noqa: E731
+    assert logs(got) == logs(remaining)
     assert sorted(int(n[:20]) for n in got if n.endswith(".log")) == t["remaining_base_offsets"]
     # the log start offset, and the checkpoint entry Kafka writes only above the first base offset
     report = json.loads((dst / "kfmt-report.json").read_text())
     [entry] = report["partitions"]
     assert entry["log_start_offset"] == t["log_start_offset"]
     assert [d["base_offset"] for d in entry["deleted"]] == t["deleted_base_offsets"]
-    checkpoint = dst / "log-start-offset-checkpoint"
-    entries = read_offset_checkpoint(checkpoint.read_text(), str(checkpoint)) if checkpoint.exists() else {}
+    entries = checkpoint_entries(dst / "log-start-offset-checkpoint")
     assert entries.get((t["topic"], t["partition"])) == t["log_start_offset_checkpoint"]
     # every other file the broker kept is the same, except the snapshot at the first base offset:
     # the broker deletes it at its next start (ProducerStateManager.truncateAndReload removes
@@ -242,8 +246,7 @@ def test_log_start_offset_inside_a_segment(tmp_path):
         assert remaining_bases(dst / "t-0") == expected
         assert report_entry(dst)["log_start_offset"] == max(start, expected[0])
         checkpoint = dst / "log-start-offset-checkpoint"
-        entries = read_offset_checkpoint(checkpoint.read_text(), str(checkpoint)) if checkpoint.exists() else {}
-        assert entries.get(("t", 0)) == entry
+        assert checkpoint_entries(checkpoint).get(("t", 0)) == entry
         # what a consumer reads starts at the log start offset's segment
         cat = run_kfmt("cat", dst / "t-0", "--format", "json")
         assert [r["offset"] for r in map(json.loads, cat.lines)][0] == expected[0]

@@ -170,9 +170,11 @@ def compact_partition(job: PartitionJob, files, options: CompactOptions,
     if not dry_run:
         cleaner.restore_mtimes(files, written)
     new_files = [] if dry_run else [r for rel, r in files.records.items() if rel not in before]
+    output = cleaner.output.finish()
+    output.segments, output.log_bytes = len(written.segments), sum(s.size for s in written.segments)
     return CompactResult(job.label, job.rel, part.topic, part.partition, cleaner.details(written),
-                         cleaner.input.finish(), None if dry_run else cleaner.output.finish(),
-                         new_files, cleaner.cleaner_offset)
+                         cleaner.input.finish(), None if dry_run else output, new_files,
+                         cleaner.cleaner_offset)
 
 
 def _without_segments(job: PartitionJob, part, files, dry_run: bool) -> CompactResult:
@@ -206,6 +208,8 @@ class _Cleaner:
         label = self.part.storage.url_of(self.part.path)
         self.input = PartitionTally(PartitionSummary(label, self.part.topic, self.part.partition))
         self.output = PartitionTally(PartitionSummary(label, self.part.topic, self.part.partition))
+        for seg in self.part.segments:
+            self.input.add_segment(seg.size)
         self.stats = CleanStats()
         self.filter: CleanerFilter | None = None
         self.segment_mtimes: dict[int, int] = {}  # output segment base -> its modification time
@@ -410,5 +414,6 @@ class _Cleaner:
 def _ratio_after(written: WriteSummary, first_dirty: int, first_uncleanable: int) -> float:
     segs = [SegmentInfo(s.base_offset, s.size, 0, 0, 0, 0) for s in written.segments]
     clean = sum(s.size for s in segs if s.base_offset < first_dirty)
-    dirty = sum(s.size for s in segments_between(segs, min(first_dirty, first_uncleanable), first_uncleanable))
+    cleanable = segments_between(segs, min(first_dirty, first_uncleanable), first_uncleanable)
+    dirty = sum(s.size for s in cleanable)
     return dirty / (clean + dirty) if clean + dirty else 0.0
