@@ -151,11 +151,11 @@ class PartitionReader:
         entry = indexes.lookup_offset(self.offset_index(seg), target, seg.base_offset)
         if entry.position == 0:
             return 0
-        if self._plausible(seg, entry):
+        if self.plausible_entry(seg, entry):
             return entry.position
         return 0  # a stale or corrupt index: scan this one segment instead
 
-    def _plausible(self, seg: Segment, entry: indexes.OffsetEntry) -> bool:
+    def plausible_entry(self, seg: Segment, entry: indexes.OffsetEntry) -> bool:
         """An index entry must point at an entry boundary holding offsets up to the indexed one.
 
         Bytes 0-7 of every entry hold the v2 base offset or the legacy (last) offset: either way at

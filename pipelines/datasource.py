@@ -1,125 +1,192 @@
 """`spark.read.format("kafka-log").load(PATH)`: partition directories as a DataFrame.
 
-A Python Data Source (Spark 4): the driver lists segments and plans one task per segment, splitting
-big segments into byte ranges at batch boundaries (the positions in their `.index`, which are batch
-starts); each task reads its range through kfmt's storage layer (any fsspec URL: Spark here has no
-s3a) and yields Arrow record batches with kfmt.export's schema (Spark's Kafka source columns plus the
-on-disk ones).
+A Python Data Source (Spark 4) with kfmt.export's schema: Spark's Kafka source columns, then the
+on-disk ones. PATH is a partition directory or a log directory, local or any fsspec URL (Spark here
+has no s3a: tasks read through kfmt's storage layer). Planning (on the driver side) lists segments
+and plans the units of pipelines/log_ranges.py: one task per segment, big segments cut into byte
+ranges at batch boundaries, small consecutive segments of a partition sharing a task; each task
+yields Arrow record batches.
 
-Options: `topic` (glob), `partition`, `includeControl` (default false), `maxBytesPerSplit`
-(default 128 MiB), and `storage.<key>` for fsspec storage options (e.g. storage.endpoint_url).
+Options (case-insensitive, as all Spark options; Spark's Kafka source names where one applies):
+* `subscribe` (comma-separated topics), `subscribePattern` (a regular expression the whole topic
+  name must match) or `assign` (JSON `{"topicA":[0,1]}`): which partitions; at most one; default all.
+* `kafka.isolation.level`: `read_uncommitted` (default) or `read_committed` (records of aborted
+  transactions and everything from the last stable offset on are left out; kfmt.transactions).
+* `includeControl`: `true` to include control records (transaction markers); default `false`.
+* `maxBytesPerSplit`: bytes of log per task (default 128 MiB).
+* `storage.<key>`: an fsspec storage option, e.g. `storage.endpoint_url`, `storage.key`.
+Spark Kafka source options that have no meaning here (`kafka.bootstrap.servers`, `startingOffsets`,
+...) and unknown options are refused rather than ignored: a query must not silently read something
+else than it asks for.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+import re
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from kfmt.export import EXPORT_DDL
 
-DEFAULT_SPLIT_BYTES = 128 << 20
-ROWS_PER_ARROW_BATCH = 32768
+NAME = "kafka-log"
+STORAGE_PREFIX = "storage."
+OPTIONS = ("path", "subscribe", "subscribepattern", "assign", "kafka.isolation.level",
+           "includecontrol", "maxbytespersplit")
+ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 
 
-@dataclass
-class SegmentSlice(InputPartition):
-    """One task: the byte range [start, end) of one segment (ranges start at batch boundaries)."""
+class LogUnit(InputPartition):
+    """One task: consecutive segment ranges of one partition, and how to select their records."""
 
-    url: str
-    storage_options: tuple
-    partition_path: str
-    topic: str
-    partition: int
-    segment_base: int
-    log_path: str
-    start: int
-    end: int
-    include_control: bool
-
-
-def storage_options_of(options) -> dict:
-    return {k[len("storage."):]: v for k, v in options.items() if k.lower().startswith("storage.")}
-
-
-def _truthy(value) -> bool:
-    return str(value).lower() in ("1", "true", "yes")
+    def __init__(self, ranges: tuple, selection, outcomes):
+        super().__init__(None)
+        self.ranges = ranges
+        self.selection = selection
+        self.outcomes = outcomes
 
 
 class KafkaLogDataSource(DataSource):
     @classmethod
     def name(cls) -> str:
-        return "kafka-log"
+        return NAME
 
     def schema(self) -> str:
         return EXPORT_DDL
 
     def reader(self, schema) -> "KafkaLogReader":
-        return KafkaLogReader(dict(self.options))
+        return KafkaLogReader(ReadOptions.parse(self.options))
+
+
+class ReadOptions:
+    """The data source's options, checked (a ValueError names the option at fault)."""
+
+    def __init__(self, path: str, storage: dict, topics: "TopicFilter", read_committed: bool,
+                 include_control: bool, split_bytes: int):
+        self.path, self.storage, self.topics = path, storage, topics
+        self.read_committed, self.include_control, self.split_bytes = (read_committed,
+                                                                       include_control, split_bytes)
+
+    @classmethod
+    def parse(cls, options) -> "ReadOptions":
+        from kfmt.pipelines.log_ranges import DEFAULT_SPLIT_BYTES
+        from kfmt.storage import parse_storage_options
+
+        opts = {k.lower(): v for k, v in dict(options).items()}
+        unknown = sorted(k for k in opts if k not in OPTIONS and not k.startswith(STORAGE_PREFIX))
+        if unknown:
+            raise ValueError(f"{NAME}: unsupported option(s) {', '.join(unknown)} (supported: path, "
+                             f"subscribe, subscribePattern, assign, kafka.isolation.level, "
+                             f"includeControl, maxBytesPerSplit, storage.<fsspec option>)")
+        if "path" not in opts:
+            raise ValueError(f'{NAME}: no path: use spark.read.format("{NAME}").load(PATH)')
+        storage = parse_storage_options([f"{k[len(STORAGE_PREFIX):]}={v}" for k, v in opts.items()
+                                         if k.startswith(STORAGE_PREFIX)])
+        isolation = opts.get("kafka.isolation.level", "read_uncommitted")
+        if isolation not in ISOLATION_LEVELS:
+            raise ValueError(f"{NAME}: kafka.isolation.level must be one of {', '.join(ISOLATION_LEVELS)}, "
+                             f"not {isolation!r}")
+        return cls(opts["path"], storage, TopicFilter.parse(opts), isolation == "read_committed",
+                   _boolean(opts, "includecontrol", "includeControl"),
+                   _positive(opts, "maxbytespersplit", "maxBytesPerSplit", DEFAULT_SPLIT_BYTES))
+
+
+def _boolean(opts: dict, key: str, name: str) -> bool:
+    value = str(opts.get(key, "false")).strip().lower()
+    if value not in ("true", "false"):
+        raise ValueError(f"{NAME}: {name} must be true or false, not {opts[key]!r}")
+    return value == "true"
+
+
+def _positive(opts: dict, key: str, name: str, default: int) -> int:
+    try:
+        value = int(opts.get(key, default))
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise ValueError(f"{NAME}: {name} must be a positive number of bytes, not {opts[key]!r}")
+    return value
+
+
+class TopicFilter:
+    """`subscribe`, `subscribePattern` or `assign`, as Spark's Kafka source takes them."""
+
+    def __init__(self, topics: set | None = None, pattern: str | None = None, assigned: dict | None = None):
+        self.topics, self.pattern, self.assigned = topics, pattern, assigned
+
+    @classmethod
+    def parse(cls, opts: dict) -> "TopicFilter":
+        given = [k for k in ("subscribe", "subscribepattern", "assign") if k in opts]
+        if len(given) > 1:
+            raise ValueError(f"{NAME}: give at most one of subscribe, subscribePattern and assign")
+        if "subscribe" in opts:
+            topics = {t.strip() for t in opts["subscribe"].split(",") if t.strip()}
+            if not topics:
+                raise ValueError(f"{NAME}: subscribe names no topic")
+            return cls(topics=topics)
+        if "subscribepattern" in opts:
+            try:
+                re.compile(opts["subscribepattern"])
+            except re.error as err:
+                raise ValueError(f"{NAME}: subscribePattern is not a regular expression: {err}") from None
+            return cls(pattern=opts["subscribepattern"])
+        if "assign" in opts:
+            return cls(assigned=_assignment(opts["assign"]))
+        return cls()
+
+    def __call__(self, topic: str | None, partition: int | None) -> bool:
+        if self.topics is not None:
+            return topic in self.topics
+        if self.pattern is not None:
+            return topic is not None and re.fullmatch(self.pattern, topic) is not None
+        if self.assigned is not None:
+            return partition in self.assigned.get(topic, ())
+        return True
+
+
+def _assignment(text: str) -> dict:
+    """`{"topicA":[0,1],"topicB":[2]}` -> {topic: {partitions}}."""
+    try:
+        value = json.loads(text)
+    except ValueError as err:
+        raise ValueError(f"{NAME}: assign is not JSON: {err}") from None
+    if not isinstance(value, dict) or not all(
+            isinstance(ps, list) and all(isinstance(p, int) and not isinstance(p, bool) for p in ps)
+            for ps in value.values()):
+        raise ValueError(f'{NAME}: assign must be a JSON object of topics to partition lists, like '
+                         f'{{"topicA":[0,1]}}')
+    return {topic: set(ps) for topic, ps in value.items()}
 
 
 class KafkaLogReader(DataSourceReader):
-    def __init__(self, options: dict):
+    def __init__(self, options: ReadOptions):
         self.options = options
 
     def partitions(self):
         from kfmt.layout import find_partitions
         from kfmt.partition import PartitionReader
+        from kfmt.pipelines.log_ranges import Selection, pack_ranges, plan_ranges
         from kfmt.storage import open_storage
+        from kfmt.transactions import partition_outcomes
 
-        url = self.options["path"]
-        storage_options = storage_options_of(self.options)
-        storage, path = open_storage(url, storage_options)
-        partition = self.options.get("partition")
-        parts = find_partitions(storage, path, self.options.get("topic"),
-                                int(partition) if partition is not None else None)
-        split = int(self.options.get("maxBytesPerSplit", DEFAULT_SPLIT_BYTES))
-        include_control = _truthy(self.options.get("includeControl", "false"))
-        slices = []
+        o = self.options
+        storage, path = open_storage(o.path, o.storage)
+        parts = [p for p in find_partitions(storage, path) if o.topics(p.topic, p.partition)]
+        selection = Selection(o.include_control, o.read_committed)
+        units = []
         for part in parts:
-            reader = PartitionReader(part)
-            for seg in part.segments:
-                if seg.size == 0:
-                    continue
-                cuts = split_points(seg.size, [e.position for e in reader.offset_index(seg)], split)
-                for start, end in zip(cuts, cuts[1:]):
-                    slices.append(SegmentSlice(url, tuple(sorted(storage_options.items())), part.path,
-                                               part.topic, part.partition, seg.base_offset,
-                                               seg.log.path, start, end, include_control))
-        return slices or [SegmentSlice(url, (), "", "", 0, 0, "", 0, 0, False)]
-
-    def read(self, piece: SegmentSlice):
-        if piece.end <= piece.start:
-            return
-        from kfmt.export import export_batch
-        from kfmt.segment import decode, scan
-        from kfmt.storage import open_storage
-
-        storage, _ = open_storage(piece.url, dict(piece.storage_options))
-        data = storage.read(piece.log_path, piece.start, piece.end)
-        file = storage.url_of(piece.log_path)
-        pending, rows = [], 0
-        for header in scan(data, file, piece.start, piece.end, piece.start):
-            if header.is_control and not piece.include_control:
+            ranges = plan_ranges(part, o.split_bytes)
+            if not ranges:
                 continue
-            batch = decode(data, header, file, base=piece.start)
-            pending.append((batch, piece.segment_base))
-            rows += len(batch)
-            if rows >= ROWS_PER_ARROW_BATCH:
-                yield export_batch(pending, piece.topic, piece.partition)
-                pending, rows = [], 0
-        if pending:
-            yield export_batch(pending, piece.topic, piece.partition)
+            outcomes = partition_outcomes(PartitionReader(part)) if o.read_committed else None
+            units += [LogUnit(unit, selection, outcomes) for unit in pack_ranges(ranges, o.split_bytes)]
+        # Spark wants at least one partition: an empty unit reads nothing.
+        return units or [LogUnit((), selection, None)]
 
+    def read(self, unit: LogUnit):
+        from kfmt.pipelines.log_ranges import read_range
 
-def split_points(size: int, batch_starts: list[int], split_bytes: int) -> list[int]:
-    """Range boundaries [0, ..., size] cutting a segment near every `split_bytes`, only at known batch
-    starts (index positions), so each range begins on a batch boundary."""
-    cuts = [0]
-    for position in batch_starts:
-        if position - cuts[-1] >= split_bytes and position < size:
-            cuts.append(position)
-    cuts.append(size)
-    return cuts
+        for rng in unit.ranges:
+            yield from read_range(rng, unit.selection, unit.outcomes)
 
 
 def register(spark) -> None:

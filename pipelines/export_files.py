@@ -1,0 +1,167 @@
+"""The files `kfmt export` writes: Parquet or JSON Lines, streamed through a staged output, and read
+back to check what was written.
+
+Parquet: one row group per chunk of rows (kfmt.pipelines.log_ranges), so a writer holds one chunk
+at a time; pyarrow stores the Arrow schema too, so pyarrow reads back the exact types (int8 magic,
+int16 producer epoch, UTC timestamps) and Spark maps them to its Kafka source's types.
+
+JSON Lines: one object per row with the same columns in the same order. Binary columns (key, value,
+header values, header_key_bytes) are base64 strings; `timestamp` is an ISO-8601 UTC string with
+milliseconds (`2023-11-14T22:13:20.440Z`, what Spark's JSON reader parses for a timestamp column by
+default); `date` is `YYYY-MM-DD`; null stays null. `spark.read.schema(EXPORT_DDL).json(...)` reads
+it back with the export schema.
+"""
+from __future__ import annotations
+
+import base64
+import json
+from typing import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from kfmt.errors import KfmtError
+
+_BINARY_COLUMNS = ("key", "value")
+READ_BACK_ROWS = 65536
+
+
+class _Sink:
+    """A StagedStream as the file object pyarrow writes to (it also asks where it is)."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.closed = False
+
+    def write(self, data) -> int:
+        self.stream.write(data)
+        return len(data)
+
+    def tell(self) -> int:
+        return self.stream.size
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:  # the owner closes (publishes) the stream itself
+        self.closed = True
+
+
+class ParquetFormat:
+    name = "parquet"
+    extension = ".parquet"
+
+    def open(self, stream, schema: pa.Schema) -> "ParquetFileWriter":
+        return ParquetFileWriter(stream, schema)
+
+    def read_back(self, data, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+        file = pq.ParquetFile(pa.BufferReader(data))
+        if not file.schema_arrow.equals(schema):
+            raise KfmtError(f"the written file's schema differs from the export schema:\n"
+                            f"{file.schema_arrow}")
+        yield from file.iter_batches(batch_size=READ_BACK_ROWS)
+
+
+class ParquetFileWriter:
+    def __init__(self, stream, schema: pa.Schema):
+        self.stream = stream
+        self._writer = pq.ParquetWriter(_Sink(stream), schema)
+
+    def write(self, rows: pa.RecordBatch) -> None:
+        self._writer.write_batch(rows, row_group_size=rows.num_rows)
+
+    def close(self) -> None:
+        self._writer.close()
+
+
+class JsonLinesFormat:
+    name = "jsonl"
+    extension = ".jsonl"
+
+    def open(self, stream, schema: pa.Schema) -> "JsonLinesWriter":
+        return JsonLinesWriter(stream)
+
+    def read_back(self, data, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+        lines = bytes(data).splitlines()
+        for start in range(0, len(lines), READ_BACK_ROWS):
+            try:
+                objects = [json.loads(line) for line in lines[start:start + READ_BACK_ROWS]]
+            except ValueError as err:
+                raise KfmtError(f"a written line is not JSON: {err}") from None
+            yield json_objects_to_rows(objects, schema)
+
+
+class JsonLinesWriter:
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, rows: pa.RecordBatch) -> None:
+        text = "".join(json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n"
+                       for obj in rows_to_json_objects(rows))
+        self.stream.write(text.encode("utf-8"))
+
+    def close(self) -> None:
+        pass
+
+
+FORMATS = {f.name: f for f in (ParquetFormat(), JsonLinesFormat())}
+
+
+def _b64(data: bytes | None) -> str | None:
+    return None if data is None else base64.b64encode(data).decode("ascii")
+
+
+def _unb64(text: str | None) -> bytes | None:
+    return None if text is None else base64.b64decode(text, validate=True)
+
+
+def rows_to_json_objects(rows: pa.RecordBatch) -> list[dict]:
+    """Export rows as JSON-ready dicts (see the module docstring), columns in schema order."""
+    names = rows.schema.names
+    cols = {}
+    for name in names:
+        column = rows.column(name)
+        if name in _BINARY_COLUMNS:
+            cols[name] = [_b64(v) for v in column.to_pylist()]
+        elif name == "timestamp":
+            micros = column.cast(pa.int64()).to_numpy().astype("datetime64[us]")
+            cols[name] = np.datetime_as_string(micros, unit="ms", timezone="UTC").tolist()
+        elif name == "headers":
+            cols[name] = [None if hs is None else [{"key": h["key"], "value": _b64(h["value"])} for h in hs]
+                          for hs in column.to_pylist()]
+        elif name == "header_key_bytes":
+            cols[name] = [None if ks is None else [_b64(k) for k in ks] for ks in column.to_pylist()]
+        elif name == "date":
+            cols[name] = [None if d is None else d.isoformat() for d in column.to_pylist()]
+        else:
+            cols[name] = column.to_pylist()
+    return [dict(zip(names, values)) for values in zip(*(cols[n] for n in names))]
+
+
+def json_objects_to_rows(objects: list[dict], schema: pa.Schema) -> pa.RecordBatch:
+    """The inverse of rows_to_json_objects; every object must have exactly the schema's columns."""
+    names = schema.names
+    for obj in objects:
+        if list(obj) != names:
+            raise KfmtError(f"a written line has the columns {list(obj)}, not {names}")
+    cols = {}
+    for name in names:
+        values = [obj[name] for obj in objects]
+        if name in _BINARY_COLUMNS:
+            values = [_unb64(v) for v in values]
+        elif name == "timestamp":
+            if any(not v.endswith("Z") for v in values):
+                raise KfmtError("a written timestamp is not in UTC")
+            ms = np.array([v[:-1] for v in values], dtype="datetime64[ms]").astype(np.int64)
+            values = pa.array(ms * 1000, pa.int64()).cast(schema.field(name).type)
+        elif name == "headers":
+            values = [None if hs is None else [{"key": h["key"], "value": _unb64(h["value"])} for h in hs]
+                      for hs in values]
+        elif name == "header_key_bytes":
+            values = [None if ks is None else [_unb64(k) for k in ks] for ks in values]
+        elif name == "date":
+            values = pa.array(np.array([v or "NaT" for v in values], dtype="datetime64[D]"),
+                              pa.date32(), mask=np.array([v is None for v in values], dtype=bool))
+        cols[name] = values if isinstance(values, pa.Array) else pa.array(values, schema.field(name).type)
+    return pa.RecordBatch.from_arrays([cols[n] for n in names], schema=schema)
