@@ -626,3 +626,78 @@ def test_spark_run_of_a_log_directory_equals_the_in_process_run(tmp_path):
     tree = lambda d: {str(p.relative_to(d)): p.read_bytes() for p in d.rglob("*")  # noqa: E731
                       if p.is_file() and p.name != "kfmt-report.json"}
     assert tree(spark) == tree(local)
+
+
+# --- a property over random partitions ---
+
+def _random_partition(path: Path, layout: list[list[list[tuple]]], codec: int) -> None:
+    """Segments of batches of (key, value) records, offsets from 0 with a gap after every batch."""
+    storage, root = open_storage(str(path))
+    offset = 0
+    with StagedOutput(storage, root) as out:
+        with PartitionWriter(out, "", RollPolicy(), now_ms=T0) as writer:
+            for segment in layout:
+                writer.roll(offset)
+                for records in segment:
+                    n = len(records)
+                    offsets = list(range(offset, offset + n))
+                    header = BatchHeader(magic=2, base_offset=offset, last_offset=offset + n - 1,
+                                         compression=codec, max_timestamp=T0 + offset + n - 1,
+                                         base_timestamp=T0 + offset, records_count=n)
+                    writer.append_batch(Batch(header, make_records(
+                        offsets, [T0 + o for o in offsets], [k for k, _ in records], [v for _, v in records])))
+                    offset += n + 1
+
+
+records_strategy = st.tuples(st.sampled_from([None, b"", b"a", b"b", b"c", b"d", b"e"]),
+                             st.sampled_from([None, b"", b"x", b"y" * 20]))
+layouts = st.lists(st.lists(st.lists(records_strategy, min_size=1, max_size=6), min_size=1, max_size=4),
+                   min_size=1, max_size=5)
+
+
+@settings(max_examples=40, deadline=None)
+@given(layouts, st.sampled_from([0, 1, 2, 3, 4]), st.integers(2, 12))
+def test_random_partitions_compact_to_the_latest_record_of_each_key(tmp_path_factory, layout, codec, map_keys):
+    """Whatever the batches, segments, codec and map size: records beyond the cleaned range stay,
+    below it the latest record of each key stays (tombstones too, on a first cleaning), keyless ones
+    go; every output batch keeps the offsets of an input batch; the map never holds more keys than
+    it admits."""
+    from kfmt.cleanup import plan_cleanup
+    from kfmt.compaction import CompactOptions, compact_partition
+
+    tmp = tmp_path_factory.mktemp("random")
+    src, dst = tmp / "t-0", tmp / "out"
+    _random_partition(src, layout, codec)
+    storage, path = open_storage(str(src))
+    dst_storage, dst_path = open_storage(str(dst))
+    plan = plan_cleanup(storage, path, dst_storage, dst_path)
+    slots = int(map_keys / 0.9) + 1
+    options = CompactOptions(now_ms=T0 + 10_000, offset_map_bytes=slots * BYTES_PER_ENTRY)
+    with StagedOutput(dst_storage, dst_path) as out:
+        result = compact_partition(plan.jobs[0], out.staged, options)
+    details = result.details
+    source = [(h, r) for _, h, r in _decoded(src)]
+    active = segment_bases(src)[-1]
+    end = details["cleaned_until"] if details["cleanable"] else 0
+    latest = {}
+    for _, records in source:
+        for o, k in zip(records.column(0).to_pylist(), records.column(2).to_pylist()):
+            if o < end and k is not None:
+                latest[k] = o
+    expected = []
+    for _, records in source:
+        for o, k, v in zip(*(records.column(i).to_pylist() for i in (0, 2, 3))):
+            if o >= end or (k is not None and latest[k] == o):
+                expected.append((o, k, v))
+    got = [(o, k, v) for _, _, records in _decoded(dst)
+           for o, k, v in zip(*(records.column(i).to_pylist() for i in (0, 2, 3)))]
+    assert got == expected
+    assert details["offset_map"]["keys"] <= details["offset_map"]["max_keys"]
+    assert end <= active
+    spans = {(h.base_offset, h.last_offset) for h, _ in source}
+    assert all((h.base_offset, h.last_offset) in spans for _, h, _ in _decoded(dst))
+
+
+def _decoded(directory: Path):
+    fmt = registry.get().format_for(2)
+    return [(seg, header, fmt.decode(memoryview(data), header).records) for seg, header, data in entries(directory)]
