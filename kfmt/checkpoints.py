@@ -50,6 +50,16 @@ def java_split_whitespace(line: str) -> list[str]:
     return fields
 
 
+def checkpoint_text(data, file: str) -> str:
+    """A checkpoint file's bytes as text, as CheckpointFile reads them (a UTF-8 BufferedReader:
+    malformed input fails the read, and with it the log directory)."""
+    try:
+        return bytes(data).decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise DataError(f"not valid UTF-8 ({err.reason}), as Kafka's checkpoint reader requires",
+                        file=file, position=err.start) from None
+
+
 def parse_checkpoint(text: str, file: str, version: int, fields: int) -> list[list[str]]:
     return [entry for _position, entry in checkpoint_entries(text, file, version, fields)]
 

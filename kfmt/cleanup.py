@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kfmt.checkpoints import read_offset_checkpoint, write_offset_checkpoint
+from kfmt.checkpoints import checkpoint_text, read_offset_checkpoint, write_offset_checkpoint
 from kfmt.errors import UsageError
 from kfmt.layout import PartitionDir, find_partitions
 from kfmt.reindex import OFFSET_CHECKPOINTS, Plan, plan_reindex
@@ -90,7 +90,8 @@ def _checkpoint(storage: Storage, directory: str, name: str) -> dict:
     path = storage.join(directory, name)
     if not storage.exists(path) or storage.isdir(path):
         return {}
-    return read_offset_checkpoint(bytes(storage.read(path)).decode("utf-8"), storage.url_of(path))
+    return read_offset_checkpoint(checkpoint_text(storage.read(path), storage.url_of(path)),
+                                  storage.url_of(path))
 
 
 def write_log_dir_files(plan: CleanupPlan, storage: Storage, path: str, out,
@@ -106,7 +107,8 @@ def write_log_dir_files(plan: CleanupPlan, storage: Storage, path: str, out,
         info = storage.info(storage.join(path, f.name))
         data = bytes(storage.read(info.path))
         if f.action == "filter":
-            offsets = read_offset_checkpoint(data.decode("utf-8"), storage.url_of(info.path))
+            offsets = read_offset_checkpoint(checkpoint_text(data, storage.url_of(info.path)),
+                                             storage.url_of(info.path))
             kept = _updated({tp: o for tp, o in offsets.items() if tp in written}, updates.get(f.name))
             if kept != offsets:
                 data = write_offset_checkpoint(kept).encode("utf-8")

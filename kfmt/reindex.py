@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from kfmt import segment
-from kfmt.checkpoints import read_offset_checkpoint, write_offset_checkpoint
+from kfmt.checkpoints import checkpoint_text, read_offset_checkpoint, write_offset_checkpoint
 from kfmt.companions import (DEFAULT_INDEX_INTERVAL_BYTES, CompanionBuilder,
                              existing_leader_epochs)
 from kfmt.errors import DataError, UsageError
@@ -174,7 +174,7 @@ def plan_reindex(src_storage: Storage, src_path: str, dst_storage: Storage, dst_
 
 
 def _text(storage: Storage, path: str) -> str:
-    return bytes(storage.read(path)).decode("utf-8")
+    return checkpoint_text(storage.read(path), storage.url_of(path))
 
 
 def reindex_partition(plan: PartitionPlan, out: StagedOutput, options: ReindexOptions,
@@ -224,7 +224,8 @@ def _write_log_dir_files(plan: Plan, storage: Storage, path: str, out: StagedOut
         info = storage.info(storage.join(path, f.name))
         data = bytes(storage.read(info.path))
         if f.action == "filter":
-            offsets = read_offset_checkpoint(data.decode("utf-8"), storage.url_of(info.path))
+            offsets = read_offset_checkpoint(checkpoint_text(data, storage.url_of(info.path)),
+                                             storage.url_of(info.path))
             kept = {tp: o for tp, o in offsets.items() if tp in written}
             if kept != offsets:
                 data = write_offset_checkpoint(kept).encode("utf-8")

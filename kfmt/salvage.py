@@ -43,7 +43,7 @@ from typing import Callable
 import numpy as np
 
 from kfmt import registry
-from kfmt.checkpoints import (read_offset_checkpoint, read_partition_metadata,
+from kfmt.checkpoints import (checkpoint_text, read_offset_checkpoint, read_partition_metadata,
                               write_offset_checkpoint)
 from kfmt.companions import DEFAULT_INDEX_INTERVAL_BYTES, control_facts
 from kfmt.control import ControlType
@@ -615,8 +615,8 @@ def _write_partition_metadata(part: PartitionDir, rel: str, out: StagedOutput,
     file = part.display(info)
     try:
         data = bytes(part.storage.read(info.path))
-        read_partition_metadata(data.decode("utf-8"), file)
-    except (OSError, UnicodeDecodeError, DataError) as err:
+        read_partition_metadata(checkpoint_text(data, file), file)
+    except (OSError, DataError) as err:
         result.notes.append(f"{file} not carried over: {getattr(err, 'message', err)}; a broker needs "
                             f"one naming the topic's id (KRaft), write it before loading")
         return
@@ -670,8 +670,9 @@ def _tolerant_checkpoint(storage: Storage, directory: str, name: str, notes: lis
     """An offset checkpoint's entries, or {} (with a note) when it cannot be read."""
     path = storage.join(directory, name)
     try:
-        return read_offset_checkpoint(bytes(storage.read(path)).decode("utf-8"), storage.url_of(path))
-    except (OSError, UnicodeDecodeError, DataError) as err:
+        return read_offset_checkpoint(checkpoint_text(storage.read(path), storage.url_of(path)),
+                                      storage.url_of(path))
+    except (OSError, DataError) as err:
         notes.append(f"{storage.url_of(path)} not used: {getattr(err, 'message', err)}")
         return {}
 
