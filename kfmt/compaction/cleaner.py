@@ -335,9 +335,8 @@ class _Cleaner:
                     out = empty_batch(header)
                     sink.append_batch(out, mtime_ms=mtime)
                     self._count_output(out)
-            except DataError as err:
-                raise err.located(file=self.part.display(seg.log), base_position=header.position,
-                                  offset=header.last_offset)
+            except (DataError, UsageError) as err:
+                raise _located(err, self.part.display(seg.log), header)
 
     def _copy_segment(self, seg: Segment, sink) -> None:
         """A segment beyond the cleaned range, byte for byte (decoded only to check and count it)."""
@@ -345,7 +344,10 @@ class _Cleaner:
             batch = self.reader.decode(seg, header)
             self.input.add_batch(batch)
             self.output.add_batch(batch)
-            sink.append(batch.header, self._entry(seg, header), mtime_ms=seg.log.mtime_ms)
+            try:
+                sink.append(batch.header, self._entry(seg, header), mtime_ms=seg.log.mtime_ms)
+            except (DataError, UsageError) as err:
+                raise _located(err, self.part.display(seg.log), header)
 
     def _entry(self, seg: Segment, header: BatchHeader) -> memoryview:
         data = self.reader.data(seg, header.position)
@@ -409,6 +411,15 @@ class _Cleaner:
                          f"{rng.first_uncleanable_offset - self.end_offset} offsets stay dirty (a "
                          f"broker, or kfmt compact on the output, cleans on from there)")
         return notes
+
+
+def _located(err: KfmtError, file: str, header: BatchHeader) -> DataError:
+    """An error about a source batch, located there. The writer refuses batches that break the
+    layout of a log (a batch below its segment's base offset, offsets that do not increase) as a
+    caller's mistake; here the caller passes the source's layout on, so the source holds bad data."""
+    if not isinstance(err, DataError):
+        err = DataError(str(err))
+    return err.located(file=file, base_position=header.position, offset=header.last_offset)
 
 
 def _ratio_after(written: WriteSummary, first_dirty: int, first_uncleanable: int) -> float:
