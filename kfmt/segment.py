@@ -5,6 +5,11 @@ Framing follows the broker's file reader (reference §2, FileLogInputStream): en
 tail, kfmt says what it found there: `Tail` describes what follows the last complete entry, and the
 strict readers turn anything but a clean end into a DataError naming file, position and offset.
 A zero-filled tail (a preallocated segment, a copy from a running broker) is a clean end of data.
+
+Speed: the entries of the built-in formats are framed by the compiled scanner (kfmt.speedups) many
+at a time; everything it is not sure of (the tail, damaged entries, other formats' magics) goes
+through the Python step below, the reference, which makes every decision about bad data.
+`FrameScanner.chunks()` gives the frames as arrays (kfmt.frames) for array-at-a-time callers.
 """
 from __future__ import annotations
 
@@ -16,10 +21,13 @@ import numpy as np
 from kfmt import registry
 from kfmt.errors import DataError
 from kfmt.formats import STRICT, ReadOptions
+from kfmt.frames import FRAME_DTYPE, headers_of, rows_of
 from kfmt.model import HEADER_SIZE_UP_TO_MAGIC, INT32_MAX, LOG_OVERHEAD, Batch, BatchHeader
+from kfmt.speedups import native
 from kfmt.wire import INT64, OFFSET_AND_SIZE
 
 MIN_ENTRY_SIZE = 14  # LegacyRecord.RECORD_OVERHEAD_V0: the broker's lower bound for any entry
+CHUNK_ROWS = 1 << 16  # frames per array chunk: ~5 MB, whatever the segment's size
 
 
 @dataclass(frozen=True)
@@ -62,18 +70,55 @@ class FrameScanner:
         self.tail: Tail | None = None
 
     def __iter__(self) -> Iterator[BatchHeader]:
-        for header in self._scan(self.data, self.start - self.base, self.end - self.base):
-            if self.base:
-                header.position += self.base
-            yield header
+        for item in self._walk():
+            if isinstance(item, BatchHeader):
+                yield item
+            else:
+                yield from headers_of(item)
+
+    def chunks(self) -> Iterator[np.ndarray]:
+        """The same frames as arrays of FRAME_DTYPE rows (at most CHUNK_ROWS each), in file order;
+        afterwards `tail` says how the range ended."""
+        pending: list[BatchHeader] = []
+        for item in self._walk():
+            if isinstance(item, BatchHeader):
+                pending.append(item)
+                if len(pending) < CHUNK_ROWS:
+                    continue
+                item = rows_of(pending)
+                pending = []
+            elif pending:
+                yield rows_of(pending)
+                pending = []
+            yield item
+        if pending:
+            yield rows_of(pending)
+
+    def _walk(self) -> Iterator[BatchHeader | np.ndarray]:
+        """Row chunks from the compiled scanner and headers from the Python step, in file order
+        (positions made file positions); sets `tail`."""
+        for item in self._scan(self.data, self.start - self.base, self.end - self.base):
+            if isinstance(item, BatchHeader) and self.base:
+                item.position += self.base
+            yield item
         if self.base:
             self.tail = Tail(self.tail.kind, self.tail.position + self.base, self.tail.length,
                              self.tail.message, self.tail.offset)
 
-    def _scan(self, data, pos: int, end: int) -> Iterator[BatchHeader]:
+    def _scan(self, data, pos: int, end: int) -> Iterator[BatchHeader | np.ndarray]:
         formats = registry.get().formats
+        magics = _natively_framed(formats)
         previous = None  # last offset of the previous entry of this range
         while True:
+            if magics:
+                rows, count, pos = native.scan_frames(data, pos, end, self.base, magics, CHUNK_ROWS)
+                if count:
+                    rows = np.frombuffer(rows, FRAME_DTYPE, count)
+                    yield rows
+                    previous = int(rows["last_offset"][-1])
+                    if count == CHUNK_ROWS:
+                        continue
+            # The Python step: one entry, or the end of the range.
             remaining = end - pos
             if remaining == 0:
                 self.tail = Tail("clean", pos, 0)
@@ -117,6 +162,20 @@ class FrameScanner:
             yield header
             previous = header.last_offset
             pos += LOG_OVERHEAD + size
+
+
+def _natively_framed(formats: dict) -> int:
+    """Bit m set when magic m's format lets the compiled scanner frame its entries (a format class
+    says so itself with `native_frames = True`; a subclass that does not repeat it is not trusted
+    to read headers the same way)."""
+    if native is None:
+        return 0
+    mask = 0
+    for magic in (0, 1, 2):
+        fmt = formats.get(magic)
+        if fmt is not None and type(fmt).__dict__.get("native_frames", False):
+            mask |= 1 << magic
+    return mask
 
 
 def _offset_to_name(stored: int | None, previous: int | None) -> int | None:

@@ -15,11 +15,19 @@
 Uncompressed legacy data is not batched: every message is its own entry. A compressed wrapper holds
 inner messages framed the same way; their offsets are absolute in v0 and relative in v1 (possibly
 with gaps after compaction): absolute = wrapper offset - last inner offset + inner offset (§3.4).
+
+Decoding runs the compiled kernel of kfmt.speedups when it is built (kfmt/csrc/legacy.c: the messages
+of an entry or of a wrapper's inner set straight into columns, their per-message facts as numpy rows,
+`LegacyInfos`); whatever it is not sure of it leaves to the Python code here, the reference, which
+raises every error. Runs of uncompressed messages are decoded many entries at a time by
+kfmt.legacy_runs.
 """
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 
+import numpy as np
 import pyarrow as pa
 
 from kfmt import registry
@@ -28,6 +36,7 @@ from kfmt.formats import STRICT, MessageFormat, ReadOptions
 from kfmt.hookspecs import hookimpl
 from kfmt.model import (LOG_OVERHEAD, NO_TIMESTAMP, Batch, BatchHeader, LegacyMessageInfo,
                         TimestampType, make_records)
+from kfmt.speedups import native
 from kfmt.wire import INT32, OFFSET_AND_SIZE, crc32, int64
 
 PREFIX = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
@@ -77,6 +86,53 @@ class LegacyMessage:
         return LegacyMessageInfo(self.magic, self.attributes, self.crc, self.crc_valid, self.timestamp)
 
 
+def _info_dtype() -> np.dtype:
+    fields = [("stored_timestamp", np.int64), ("crc", np.uint32), ("magic", np.int8),
+              ("attributes", np.int8), ("crc_valid", np.uint8)]
+    if native is None:
+        return np.dtype(fields, align=True)
+    itemsize, layout = native.message_info_layout()  # the C struct the kernel writes
+    return np.dtype({"names": [n for n, _ in fields], "formats": [t for _, t in fields],
+                     "offsets": [offset for _, offset in layout], "itemsize": itemsize}, align=True)
+
+
+LEGACY_INFO_DTYPE = _info_dtype()
+
+
+class LegacyInfos(Sequence):
+    """`Batch.legacy` of a natively decoded batch: the per-message facts as numpy rows, each
+    LegacyMessageInfo made when asked for (a list of them would be one Python object per record)."""
+
+    __slots__ = ("rows",)
+
+    def __init__(self, rows: bytes | np.ndarray):
+        self.rows = rows if isinstance(rows, np.ndarray) else np.frombuffer(rows, LEGACY_INFO_DTYPE)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        return _info(self.rows[i].item())
+
+    def __iter__(self):
+        return map(_info, self.rows.tolist())
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, Sequence):
+            return list(self) == list(other)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"LegacyInfos({list(self)!r})"
+
+
+def _info(row: tuple) -> LegacyMessageInfo:
+    stored_timestamp, crc, magic, attributes, crc_valid = row
+    return LegacyMessageInfo(magic, attributes, crc, bool(crc_valid), stored_timestamp)
+
+
 def _sized_bytes(buf, pos: int, end: int, what: str, start: int):
     if pos + 4 > end:
         raise DataError(f"message too short for its {what} length", position=start)
@@ -92,6 +148,7 @@ def _sized_bytes(buf, pos: int, end: int, what: str, start: int):
 class LegacyFormat(MessageFormat):
     name = "legacy"
     magics = (0, 1)
+    native_frames = True  # kfmt.segment may frame these entries with the compiled scanner
 
     def read_header(self, entry: memoryview, position: int) -> BatchHeader:
         magic = entry[16]
@@ -117,6 +174,13 @@ class LegacyFormat(MessageFormat):
         return crc32(entry[16:]) == header.crc
 
     def decode(self, entry: memoryview, header: BatchHeader, options: ReadOptions = STRICT) -> Batch:
+        if native is not None and len(entry) > 17 and not entry[17] & ATTR_COMPRESSION:
+            decoded = native.decode_legacy_set(entry, None, 0, None, options.check_crc)
+            if decoded is not NotImplemented:
+                records, infos = decoded
+                legacy = LegacyInfos(infos)
+                return Batch(header=header, records=records, legacy=legacy,
+                             crc_valid=bool(legacy.rows["crc_valid"][0]))
         message = LegacyMessage(entry, 0, len(entry))
         if not message.crc_valid and options.check_crc:
             raise DataError(f"message is corrupt (stored crc = {message.crc}, computed crc = "
@@ -126,9 +190,18 @@ class LegacyFormat(MessageFormat):
                                    [message.value])
             return Batch(header=header, records=records, legacy=[message.info()],
                          crc_valid=message.crc_valid)
-        inner = self._inner_messages(message, options)
-        offsets = self._absolute_offsets(message, inner)
+        data = self._decompressed(message, options)
         lat = message.timestamp_type == TimestampType.LOG_APPEND_TIME
+        if native is not None:
+            decoded = native.decode_legacy_set(data, message.offset, message.magic,
+                                               message.timestamp if lat else None, options.check_crc)
+            if decoded is not NotImplemented:
+                records, infos = decoded
+                first = records.column(0)[0].as_py()
+                return Batch(header=header.replace(base_offset=first, records_count=records.num_rows),
+                             records=records, legacy=LegacyInfos(infos), crc_valid=message.crc_valid)
+        inner = self._inner_messages(data, message, options)
+        offsets = self._absolute_offsets(message, inner)
         # §3.5: v0 inner messages have no timestamp; under LogAppendTime every inner message
         # reports the wrapper's timestamp whatever its own bytes say.
         timestamps = [NO_TIMESTAMP if m.magic == 0 else message.timestamp if lat else m.timestamp
@@ -139,12 +212,15 @@ class LegacyFormat(MessageFormat):
                      crc_valid=message.crc_valid)
 
     @staticmethod
-    def _inner_messages(wrapper: LegacyMessage, options: ReadOptions) -> list[LegacyMessage]:
+    def _decompressed(wrapper: LegacyMessage, options: ReadOptions):
         codec = registry.get().compression_for(wrapper.compression, wrapper.magic)
         if wrapper.value is None:
             raise DataError(f"compressed message set with a null value (magic {wrapper.magic})",
                             offset=wrapper.offset)
-        data = codec.decompress(wrapper.value, magic=wrapper.magic, max_size=options.max_decompressed)
+        return codec.decompress(wrapper.value, magic=wrapper.magic, max_size=options.max_decompressed)
+
+    @staticmethod
+    def _inner_messages(data, wrapper: LegacyMessage, options: ReadOptions) -> list[LegacyMessage]:
         inner = []
         pos, end = 0, len(data)
         while end - pos >= LOG_OVERHEAD:

@@ -15,6 +15,10 @@
 
 Strictness is Kafka's (DefaultRecord.readFrom): the bytes a record uses must equal its length, and no
 bytes may follow the last declared record.
+
+`decode_records` and `encode_records` run the compiled kernels of kfmt.speedups when they are
+built (kfmt/csrc/records_v2.c: columns filled and read in C, handed to pyarrow without per-record
+objects); the `*_reference` functions below are the pure-Python definition both must match.
 """
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ import pyarrow as pa
 
 from kfmt.errors import DataError
 from kfmt.model import make_records
+from kfmt.speedups import native
 from kfmt.wire import int64, read_varint, read_varlong, varint
 
 # The smallest record: length, attributes, timestampDelta, offsetDelta, keyLength, valueLength and
@@ -30,8 +35,29 @@ MIN_RECORD_SIZE = 7
 
 
 def decode_records(data, count: int, base_offset: int, base_timestamp: int,
-                   log_append_time: int | None):
+                   log_append_time: int | None) -> pa.RecordBatch:
     """Columns of `count` records in `data` (uncompressed). Positions in errors are relative to data."""
+    if native is not None:
+        try:
+            records = native.decode_v2_records(data, count, base_offset, base_timestamp, log_append_time)
+        except native.DecodeError as err:
+            raise DataError(err.args[0], position=err.args[1]) from None
+        if records is not NotImplemented:
+            return records
+    return decode_records_reference(data, count, base_offset, base_timestamp, log_append_time)
+
+
+def encode_records(records: pa.RecordBatch, base_offset: int, base_timestamp: int) -> bytes:
+    """The concatenated record bytes of `records` relative to the batch's base offset and time."""
+    if native is not None and type(records) is pa.RecordBatch:
+        body = native.encode_v2_records(records, base_offset, base_timestamp)
+        if body is not NotImplemented:
+            return body
+    return encode_records_reference(records, base_offset, base_timestamp)
+
+
+def decode_records_reference(data, count: int, base_offset: int, base_timestamp: int,
+                             log_append_time: int | None) -> pa.RecordBatch:
     end = len(data)
     pos = 0
     if count > end // MIN_RECORD_SIZE:
@@ -97,8 +123,7 @@ def decode_records(data, count: int, base_offset: int, base_timestamp: int,
     return make_records(offsets, timestamps, keys, values, headers)
 
 
-def encode_records(records: pa.RecordBatch, base_offset: int, base_timestamp: int) -> bytes:
-    """The concatenated record bytes of `records` relative to the batch's base offset and time."""
+def encode_records_reference(records: pa.RecordBatch, base_offset: int, base_timestamp: int) -> bytes:
     out = bytearray()
     cols = [records.column(i).to_pylist() for i in range(5)]
     for offset, timestamp, key, value, headers in zip(*cols):

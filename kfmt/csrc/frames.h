@@ -1,0 +1,30 @@
+/* One row per entry of a segment: the header facts of kfmt.model.BatchHeader as plain numbers.
+ * The Python side views these rows as a numpy structured array (kfmt.frames.FRAME_DTYPE, built from
+ * frame_layout()); field order and types match it. Legacy entries: base_offset is the entry's own
+ * offset (a compressed wrapper's LAST inner offset), records_count -1 for a compressed wrapper (both
+ * None in BatchHeader until decoded), base_timestamp/producer fields/leader epoch -1. */
+#ifndef KFMT_FRAMES_H
+#define KFMT_FRAMES_H
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    int64_t position; /* in the file */
+    int64_t base_offset;
+    int64_t last_offset;
+    int64_t max_timestamp;
+    int64_t base_timestamp;
+    int64_t producer_id;
+    int32_t size; /* the whole entry, log overhead included */
+    int32_t partition_leader_epoch;
+    int32_t base_sequence;
+    int32_t records_count;
+    uint32_t crc;
+    int16_t attributes;
+    int16_t producer_epoch;
+    int8_t magic;
+    int8_t compression;
+    int8_t timestamp_type; /* -1 none (v0), 0 CreateTime, 1 LogAppendTime */
+} frame;
+
+#endif

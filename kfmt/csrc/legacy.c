@@ -1,0 +1,513 @@
+/* Runs of uncompressed v0/v1 messages (reference §3): every message is its own log entry, so a 1 GB
+ * segment holds millions of them and per-message Python work cannot keep up. Two kernels over rows of
+ * frames (frames.h):
+ *
+ * decode_legacy_messages: the records of a run as one column block. Reference: per entry,
+ *   plugins/formats/legacy.py LegacyFormat.decode (LegacyMessage), the result concatenated.
+ * upgrade_legacy_messages: the v2 batches Kafka 4.0 makes of them (reference §16.3; kfmt.convert):
+ *   one single-record batch per message, or in --rebatch mode consecutive messages grouped by
+ *   kfmt.legacy_runs.joins. Reference: kfmt.legacy_runs.upgrade_run_reference (kfmt.convert and
+ *   plugins/formats/v2.py's encode, per batch).
+ * decode_legacy_set: the messages of one entry, or of a compressed wrapper's inner message set.
+ *
+ * Both stop at the first row they are not sure of (a message the reference refuses, a bad CRC under a
+ * strict read, a row that is not an uncompressed legacy message) and return where; the Python
+ * wrapper hands that row to the reference path, which raises its own error. */
+#include "native.h"
+#include "frames.h"
+
+#define XXH_INLINE_ALL
+#include "xxhash.h"
+
+#define LOG_OVERHEAD 12
+#define INT32_MAX_ 2147483647LL
+
+typedef struct {
+    int64_t offset, timestamp, klen, vlen; /* klen/vlen -1: null */
+    const uint8_t *entry, *key, *value;
+    int magic, v2_timestamp_type; /* v0 becomes CreateTime (0) */
+    int crc_valid;
+} message;
+
+/* LegacyMessage's checks on the entry at p of `size` bytes (log overhead included); 0 if it refuses
+ * the entry or the entry is a compressed wrapper. */
+static int parse_message(const uint8_t *p, int64_t size, message *m) {
+    int magic = (int8_t)p[16], attrs = (int8_t)p[17];
+    if (magic != 0 && magic != 1) return 0;
+    if (size - LOG_OVERHEAD < (magic == 0 ? 14 : 22) || (attrs & 0x07)) return 0;
+    int64_t pos = magic == 0 ? 18 : 26;
+    m->magic = magic;
+    m->entry = p;
+    m->offset = be64(p);
+    m->timestamp = magic == 1 ? be64(p + 18) : -1;
+    m->v2_timestamp_type = magic == 1 && (attrs & 0x08) ? 1 : 0;
+    for (int field = 0; field < 2; field++) {
+        if (pos + 4 > size) return 0;
+        int64_t n = be32(p + pos);
+        pos += 4;
+        if (n >= 0 && pos + n > size) return 0;
+        if (field == 0) { m->key = p + pos; m->klen = n < 0 ? -1 : n; }
+        else { m->value = p + pos; m->vlen = n < 0 ? -1 : n; }
+        if (n > 0) pos += n;
+    }
+    if (pos != size) return 0;
+    m->crc_valid = crc32_update(0, p + 16, (size_t)(size - 16)) == (uint32_t)be32(p + 12);
+    return 1;
+}
+
+/* The entry a row names, inside the data; NULL if it lies outside. */
+static const uint8_t *entry_of(const uint8_t *d, int64_t len, int64_t base, const frame *f) {
+    int64_t at = f->position - base;
+    if (at < 0 || f->size < LOG_OVERHEAD || at > len - f->size) return NULL;
+    return d + at;
+}
+
+/* The bytes the rows' entries span (an upper bound of what their records hold). */
+static int64_t rows_bytes(const frame *f, Py_ssize_t start, Py_ssize_t stop) {
+    int64_t total = 0;
+    for (Py_ssize_t i = start; i < stop; i++) total += f[i].size > 0 ? f[i].size : 0;
+    return total;
+}
+
+static int rows_arg(Py_buffer *rows, Py_ssize_t start, Py_ssize_t stop) {
+    Py_ssize_t n = rows->len / (Py_ssize_t)sizeof(frame);
+    if (start < 0 || stop > n || start > stop) {
+        PyErr_SetString(PyExc_ValueError, "rows outside the array");
+        return -1;
+    }
+    return 0;
+}
+
+/* decode_legacy_messages(data, rows, start, stop, base, check_crc)
+ *   -> (stopped_at, RecordBatch of rows [start, stopped_at), crc_valid: bytes of 0/1) */
+PyObject *py_decode_legacy_messages(PyObject *self, PyObject *args) {
+    Py_buffer data, rows;
+    Py_ssize_t start, stop;
+    long long base;
+    int check_crc;
+    if (!PyArg_ParseTuple(args, "y*y*nnLp", &data, &rows, &start, &stop, &base, &check_crc)) return NULL;
+    if (rows_arg(&rows, start, stop)) {
+        PyBuffer_Release(&data);
+        PyBuffer_Release(&rows);
+        return NULL;
+    }
+    const frame *f = (const frame *)rows.buf;
+    int64_t n = stop - start, total = rows_bytes(f, start, stop);
+    if (total > INT32_MAX_) { /* beyond Arrow's 32-bit offsets: the caller splits the run */
+        PyBuffer_Release(&data);
+        PyBuffer_Release(&rows);
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    columns c;
+    PyObject *valid = PyBytes_FromStringAndSize(NULL, n);
+    if (valid == NULL || columns_init(&c, n, (size_t)total)) {
+        Py_XDECREF(valid);
+        PyBuffer_Release(&data);
+        PyBuffer_Release(&rows);
+        return valid == NULL ? NULL : PyErr_NoMemory();
+    }
+    uint8_t *valid_bytes = (uint8_t *)PyBytes_AS_STRING(valid);
+    int64_t i = 0;
+    int nomem = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (; i < n; i++) {
+        const frame *row = &f[start + i];
+        const uint8_t *p = entry_of(data.buf, data.len, base, row);
+        message m;
+        if (p == NULL || !parse_message(p, row->size, &m) || (check_crc && !m.crc_valid)) break;
+        if (m.klen >= 0) {
+            if (gbuf_reserve(&c.key_data, (size_t)m.klen)) { nomem = 1; break; }
+            memcpy(c.key_data.data + c.key_data.len, m.key, (size_t)m.klen);
+            c.key_data.len += (size_t)m.klen;
+        } else if (columns_null_key(&c, i)) { nomem = 1; break; }
+        if (m.vlen >= 0) {
+            if (gbuf_reserve(&c.value_data, (size_t)m.vlen)) { nomem = 1; break; }
+            memcpy(c.value_data.data + c.value_data.len, m.value, (size_t)m.vlen);
+            c.value_data.len += (size_t)m.vlen;
+        } else if (columns_null_value(&c, i)) { nomem = 1; break; }
+        c.key_offsets[i + 1] = (int32_t)c.key_data.len;
+        c.value_offsets[i + 1] = (int32_t)c.value_data.len;
+        c.header_list_offsets[i + 1] = 0;
+        c.offsets[i] = m.offset;
+        c.timestamps[i] = m.timestamp;
+        valid_bytes[i] = (uint8_t)m.crc_valid;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&rows);
+    if (nomem) {
+        columns_free(&c);
+        Py_DECREF(valid);
+        return PyErr_NoMemory();
+    }
+    c.n = i; /* the rows decoded; bitmaps stay long enough */
+    if (i < n && _PyBytes_Resize(&valid, (Py_ssize_t)i) != 0) {
+        columns_free(&c);
+        return NULL;
+    }
+    PyObject *batch = columns_to_record_batch(&c);
+    if (batch == NULL) {
+        Py_DECREF(valid);
+        return NULL;
+    }
+    return Py_BuildValue("nNN", (Py_ssize_t)(start + i), batch, valid);
+}
+
+/* ---------------------------------------------------------------- one entry, or a wrapper's inner set */
+
+/* Per-message facts the record columns do not carry (kfmt.model.LegacyMessageInfo), one row each;
+ * plugins/formats/legacy.py views them as numpy rows (LEGACY_INFO_DTYPE). */
+typedef struct {
+    int64_t stored_timestamp;
+    uint32_t crc;
+    int8_t magic;
+    int8_t attributes;
+    uint8_t crc_valid;
+} message_info;
+
+/* decode_legacy_set(data, wrapper_offset, wrapper_magic, log_append_time, check_crc)
+ *   -> (RecordBatch, infos: bytes of message_info rows) or NotImplemented.
+ * wrapper_offset None: `data` is one uncompressed entry (LegacyFormat.decode). Otherwise `data` is a
+ * compressed wrapper's decompressed message set (LegacyFormat._parse_inner and _absolute_offsets,
+ * reference §3.4, §3.5); log_append_time: the wrapper's time when it is a LogAppendTime wrapper.
+ * NotImplemented for anything the reference refuses (it then raises its own error). */
+PyObject *py_decode_legacy_set(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    PyObject *o_wrapper, *o_lat;
+    int wrapper_magic, check_crc;
+    if (!PyArg_ParseTuple(args, "y*OiOp", &buf, &o_wrapper, &wrapper_magic, &o_lat, &check_crc)) return NULL;
+    int inner = o_wrapper != Py_None, has_lat = o_lat != Py_None;
+    long long wrapper_offset = 0, lat = 0;
+    if ((inner && (wrapper_offset = PyLong_AsLongLong(o_wrapper)) == -1 && PyErr_Occurred()) ||
+        (has_lat && (lat = PyLong_AsLongLong(o_lat)) == -1 && PyErr_Occurred())) {
+        PyBuffer_Release(&buf);
+        return NULL;
+    }
+    const uint8_t *d = buf.buf;
+    int64_t end = buf.len, pos = 0, n = 0;
+    gbuf msgs = {0};
+    int ok = 1;
+    /* the messages: each entry whole, a truncated final inner one dropped as Kafka does */
+    while (ok && end - pos >= LOG_OVERHEAD) {
+        int64_t size = be32(d + pos + 8);
+        if (size < 14) { ok = 0; break; }
+        if (pos + LOG_OVERHEAD + size > end) {
+            if (!inner) ok = 0;
+            break;
+        }
+        message m;
+        if (!parse_message(d + pos, LOG_OVERHEAD + size, &m) || (check_crc && !m.crc_valid) ||
+            gbuf_reserve(&msgs, sizeof m)) {
+            ok = 0;
+            break;
+        }
+        memcpy(msgs.data + msgs.len, &m, sizeof m);
+        msgs.len += sizeof m;
+        n++;
+        pos += LOG_OVERHEAD + size;
+        if (!inner) break;
+    }
+    if (n == 0 || (!inner && pos != end)) ok = 0;
+    const message *ms = (const message *)msgs.data;
+    int64_t base = 0;
+    if (ok && inner && wrapper_magic == 1 && wrapper_offset != 0) {
+        int64_t last_inner = ms[n - 1].offset;
+        if (wrapper_offset < last_inner) ok = 0;
+        else base = wrapper_offset - last_inner;
+    }
+    columns c;
+    PyObject *infos = NULL;
+    if (!ok || msgs.len > INT32_MAX_) {
+        gbuf_free(&msgs);
+        PyBuffer_Release(&buf);
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    if (columns_init(&c, n, (size_t)end) ||
+        (infos = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * (int64_t)sizeof(message_info)))) == NULL) {
+        gbuf_free(&msgs);
+        PyBuffer_Release(&buf);
+        if (infos == NULL && PyErr_Occurred()) { columns_free(&c); return NULL; }
+        return PyErr_NoMemory();
+    }
+    message_info *info = (message_info *)PyBytes_AS_STRING(infos);
+    int nomem = 0;
+    for (int64_t i = 0; i < n && !nomem; i++) {
+        const message *m = &ms[i];
+        const uint8_t *entry = m->entry;
+        memset(&info[i], 0, sizeof info[i]);
+        info[i].stored_timestamp = m->timestamp;
+        info[i].crc = (uint32_t)be32(entry + 12);
+        info[i].magic = (int8_t)m->magic;
+        info[i].attributes = (int8_t)entry[17];
+        info[i].crc_valid = (uint8_t)m->crc_valid;
+        if (m->klen >= 0) {
+            if (gbuf_reserve(&c.key_data, (size_t)m->klen)) { nomem = 1; break; }
+            memcpy(c.key_data.data + c.key_data.len, m->key, (size_t)m->klen);
+            c.key_data.len += (size_t)m->klen;
+        } else if (columns_null_key(&c, i)) { nomem = 1; break; }
+        if (m->vlen >= 0) {
+            if (gbuf_reserve(&c.value_data, (size_t)m->vlen)) { nomem = 1; break; }
+            memcpy(c.value_data.data + c.value_data.len, m->value, (size_t)m->vlen);
+            c.value_data.len += (size_t)m->vlen;
+        } else if (columns_null_value(&c, i)) { nomem = 1; break; }
+        c.key_offsets[i + 1] = (int32_t)c.key_data.len;
+        c.value_offsets[i + 1] = (int32_t)c.value_data.len;
+        c.header_list_offsets[i + 1] = 0;
+        /* v0 inner offsets are absolute; v1 ones relative to the wrapper's (§3.4) */
+        c.offsets[i] = inner && wrapper_magic == 1 ? wrap_add(base, m->offset) : m->offset;
+        /* §3.5: v0 messages have no timestamp; a LogAppendTime wrapper's time overrides */
+        c.timestamps[i] = m->magic == 0 ? -1 : has_lat ? lat : m->timestamp;
+    }
+    gbuf_free(&msgs);
+    PyBuffer_Release(&buf);
+    if (nomem) {
+        columns_free(&c);
+        Py_DECREF(infos);
+        return PyErr_NoMemory();
+    }
+    PyObject *batch = columns_to_record_batch(&c);
+    if (batch == NULL) {
+        Py_DECREF(infos);
+        return NULL;
+    }
+    return Py_BuildValue("NN", batch, infos);
+}
+
+/* message_info_layout() -> (itemsize, [(field, offset)]) */
+PyObject *py_message_info_layout(PyObject *self, PyObject *args) {
+#define FIELD(name) #name, (Py_ssize_t)offsetof(message_info, name)
+    return Py_BuildValue("n[(sn)(sn)(sn)(sn)(sn)]", (Py_ssize_t)sizeof(message_info), FIELD(stored_timestamp),
+                         FIELD(crc), FIELD(magic), FIELD(attributes), FIELD(crc_valid));
+#undef FIELD
+}
+
+/* ---------------------------------------------------------------- upgrade */
+
+#define V2_OVERHEAD 61
+
+static uint64_t message_hash_sum(const message *m, gbuf *scratch, int *nomem, uint64_t *hi) {
+    /* kfmt.report's canonical form: offset, timestamp, sized key, sized value, header count 0 */
+    size_t size = 16 + 4 + (m->klen > 0 ? (size_t)m->klen : 0) + 4 + (m->vlen > 0 ? (size_t)m->vlen : 0) + 4;
+    scratch->len = 0;
+    if (gbuf_reserve(scratch, size)) {
+        *nomem = 1;
+        return 0;
+    }
+    uint8_t *p = scratch->data;
+    put64(p, m->offset);
+    put64(p + 8, m->timestamp);
+    p += 16;
+    put32(p, (int32_t)m->klen);
+    p += 4;
+    if (m->klen > 0) { memcpy(p, m->key, (size_t)m->klen); p += m->klen; }
+    put32(p, (int32_t)m->vlen);
+    p += 4;
+    if (m->vlen > 0) { memcpy(p, m->value, (size_t)m->vlen); p += m->vlen; }
+    put32(p, 0);
+    p += 4;
+    XXH128_hash_t h = XXH3_128bits(scratch->data, (size_t)(p - scratch->data));
+    *hi = h.high64;
+    return h.low64;
+}
+
+static int64_t record_size(const message *m, int64_t base_offset, int64_t base_ts) {
+    int64_t body = 1 + varint_size_u(zigzag(m->timestamp - base_ts)) + varint_size_u(zigzag(m->offset - base_offset)) +
+                   (m->klen < 0 ? 1 : varint_size_u(zigzag(m->klen)) + m->klen) +
+                   (m->vlen < 0 ? 1 : varint_size_u(zigzag(m->vlen)) + m->vlen) + 1;
+    return varint_size_u(zigzag(body)) + body;
+}
+
+/* Appends one v2 batch holding `group` (1 or more messages) to `out` and its row to `out_rows`. */
+static int write_batch(const message *group, int64_t n, int64_t out_position, gbuf *out, gbuf *out_rows) {
+    const message *first = &group[0], *last = &group[n - 1];
+    int64_t base_offset = first->offset, base_ts = first->timestamp, max_ts = first->timestamp;
+    int64_t size = V2_OVERHEAD;
+    for (int64_t i = 0; i < n; i++) {
+        size += record_size(&group[i], base_offset, base_ts);
+        if (group[i].timestamp > max_ts) max_ts = group[i].timestamp;
+    }
+    if (gbuf_reserve(out, (size_t)size) || gbuf_reserve(out_rows, sizeof(frame))) return -1;
+    uint8_t *b = out->data + out->len, *p = b + V2_OVERHEAD;
+    int16_t attributes = first->v2_timestamp_type == 1 ? 0x08 : 0;
+    for (int64_t i = 0; i < n; i++) {
+        const message *m = &group[i];
+        uint64_t zts = zigzag(m->timestamp - base_ts), zoff = zigzag(m->offset - base_offset);
+        int64_t len = 1 + varint_size_u(zts) + varint_size_u(zoff) +
+                      (m->klen < 0 ? 1 : varint_size_u(zigzag(m->klen)) + m->klen) +
+                      (m->vlen < 0 ? 1 : varint_size_u(zigzag(m->vlen)) + m->vlen) + 1;
+        p = put_varint_u(p, zigzag(len));
+        *p++ = 0;
+        p = put_varint_u(p, zts);
+        p = put_varint_u(p, zoff);
+        if (m->klen < 0) *p++ = 1;
+        else { p = put_varint_u(p, zigzag(m->klen)); memcpy(p, m->key, (size_t)m->klen); p += m->klen; }
+        if (m->vlen < 0) *p++ = 1;
+        else { p = put_varint_u(p, zigzag(m->vlen)); memcpy(p, m->value, (size_t)m->vlen); p += m->vlen; }
+        *p++ = 0; /* no headers */
+    }
+    put64(b, base_offset);
+    put32(b + 8, (int32_t)(size - LOG_OVERHEAD));
+    put32(b + 12, -1); /* partition leader epoch: none */
+    b[16] = 2;
+    put16(b + 21, attributes);
+    put32(b + 23, (int32_t)(last->offset - base_offset));
+    put64(b + 27, base_ts);
+    put64(b + 35, max_ts);
+    put64(b + 43, -1); /* producer id, epoch, base sequence: none */
+    put16(b + 51, -1);
+    put32(b + 53, -1);
+    put32(b + 57, (int32_t)n);
+    uint32_t crc = crc32c_update(0, b + 21, (size_t)(size - 21));
+    put32(b + 17, (int32_t)crc);
+    frame *row = (frame *)(out_rows->data + out_rows->len);
+    memset(row, 0, sizeof *row);
+    row->position = out_position + (int64_t)out->len;
+    row->base_offset = base_offset;
+    row->last_offset = wrap_add(base_offset, (int32_t)(last->offset - base_offset));
+    row->max_timestamp = max_ts;
+    row->base_timestamp = base_ts;
+    row->producer_id = -1;
+    row->size = (int32_t)size;
+    row->partition_leader_epoch = -1;
+    row->base_sequence = -1;
+    row->records_count = (int32_t)n;
+    row->crc = crc;
+    row->attributes = attributes;
+    row->producer_epoch = -1;
+    row->magic = 2;
+    row->compression = 0;
+    row->timestamp_type = (int8_t)first->v2_timestamp_type;
+    out->len += (size_t)size;
+    out_rows->len += sizeof(frame);
+    return 0;
+}
+
+/* Whether a message may join the open group in --rebatch mode (the reference is
+ * kfmt.legacy_runs.joins, the rule of kfmt.pipelines.upgrade): CreateTime messages only (a
+ * LogAppendTime batch carries one time), as long as the legacy entries, which are larger than the v2
+ * records they become, fit max_batch_bytes with a v2 batch header; and offset and timestamp deltas the
+ * v2 fields hold. */
+static int joins(const message *first, int64_t n, int64_t group_bytes, const message *m, int64_t entry_size,
+                 int64_t max_batch_bytes) {
+    if (n == 0 || m->v2_timestamp_type != 0 || first->v2_timestamp_type != 0) return 0;
+    int64_t off_delta, ts_delta;
+    if (__builtin_sub_overflow(m->offset, first->offset, &off_delta) || off_delta < 0 ||
+        off_delta > INT32_MAX_ || __builtin_sub_overflow(m->timestamp, first->timestamp, &ts_delta))
+        return 0;
+    return V2_OVERHEAD + group_bytes + entry_size <= max_batch_bytes;
+}
+
+/* The open group of upgrade_legacy_messages, and the content digest of its records. */
+typedef struct {
+    gbuf messages;
+    int64_t n, bytes, first_row;
+    uint64_t hash_lo, hash_hi;
+} open_group;
+
+typedef struct {
+    gbuf out, out_rows;
+    int64_t out_position, records;
+    uint64_t hash_lo, hash_hi;
+} upgrade_output;
+
+static void add128(uint64_t *lo, uint64_t *hi, uint64_t add_lo, uint64_t add_hi) {
+    uint64_t before = *lo;
+    *lo += add_lo;
+    *hi += add_hi + (*lo < before); /* modulo 2**128: the carry out of `hi` is dropped */
+}
+
+static int close_group(open_group *g, upgrade_output *o) {
+    if (g->n == 0) return 0;
+    if (write_batch((const message *)g->messages.data, g->n, o->out_position, &o->out, &o->out_rows)) return -1;
+    o->records += g->n;
+    add128(&o->hash_lo, &o->hash_hi, g->hash_lo, g->hash_hi);
+    g->n = g->bytes = 0;
+    g->hash_lo = g->hash_hi = 0;
+    g->messages.len = 0;
+    return 0;
+}
+
+/* upgrade_legacy_messages(data, rows, start, stop, base, check_crc, out_position, rebatch,
+ *                         max_batch_bytes, close_last)
+ *   -> (stopped_at, refused, batches: bytes, out_rows: bytes, (records, digest_high, digest_low))
+ * refused: the entry at stopped_at is one the kernel leaves to the reference. Otherwise stopped_at is
+ * `stop`, or, in --rebatch mode without close_last, the first row of the group still open at `stop`
+ * (the next call starts there, so groups never depend on where calls are cut). The digest is the
+ * content digest's sum over the records converted (kfmt.report). */
+PyObject *py_upgrade_legacy_messages(PyObject *self, PyObject *args) {
+    Py_buffer data, rows;
+    Py_ssize_t start, stop;
+    long long base, out_position, max_batch_bytes;
+    int check_crc, rebatch, close_last;
+    if (!PyArg_ParseTuple(args, "y*y*nnLpLpLp", &data, &rows, &start, &stop, &base, &check_crc,
+                          &out_position, &rebatch, &max_batch_bytes, &close_last))
+        return NULL;
+    if (rows_arg(&rows, start, stop)) {
+        PyBuffer_Release(&data);
+        PyBuffer_Release(&rows);
+        return NULL;
+    }
+    const frame *f = (const frame *)rows.buf;
+    upgrade_output o = {.out_position = out_position};
+    open_group g = {0};
+    gbuf scratch = {0};
+    Py_ssize_t i = start;
+    int nomem = 0, refused = 0;
+    /* The output is written straight into bytes objects, sized for the worst case (a v2
+     * single-record batch is at most 64 bytes longer than the legacy entry it replaces; at most one
+     * batch per message) and trimmed at the end. */
+    PyObject *batches = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(rows_bytes(f, start, stop) + 64 * (stop - start)));
+    PyObject *out_rows = batches ? PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(sizeof(frame) * (size_t)(stop - start))) : NULL;
+    if (out_rows == NULL) {
+        Py_XDECREF(batches);
+        PyBuffer_Release(&data);
+        PyBuffer_Release(&rows);
+        return NULL;
+    }
+    o.out = (gbuf){(uint8_t *)PyBytes_AS_STRING(batches), 0, (size_t)PyBytes_GET_SIZE(batches), 1};
+    o.out_rows = (gbuf){(uint8_t *)PyBytes_AS_STRING(out_rows), 0, (size_t)PyBytes_GET_SIZE(out_rows), 1};
+    Py_BEGIN_ALLOW_THREADS
+    for (; i < stop && !nomem; i++) {
+        message m;
+        const uint8_t *p = entry_of(data.buf, data.len, base, &f[i]);
+        if (p == NULL || !parse_message(p, f[i].size, &m) || (check_crc && !m.crc_valid)) {
+            refused = 1;
+            break;
+        }
+        if (g.n && !(rebatch && joins((const message *)g.messages.data, g.n, g.bytes, &m, f[i].size,
+                                      max_batch_bytes))) {
+            if (close_group(&g, &o)) { nomem = 1; break; }
+        }
+        if (g.n == 0) g.first_row = i;
+        if (gbuf_reserve(&g.messages, sizeof m)) { nomem = 1; break; }
+        memcpy(g.messages.data + g.messages.len, &m, sizeof m);
+        g.messages.len += sizeof m;
+        g.bytes += f[i].size;
+        g.n++;
+        uint64_t h_hi = 0, h_lo = message_hash_sum(&m, &scratch, &nomem, &h_hi);
+        add128(&g.hash_lo, &g.hash_hi, h_lo, h_hi);
+        if (!rebatch && close_group(&g, &o)) { nomem = 1; break; }
+    }
+    if (!nomem && g.n) {
+        if (refused || close_last || !rebatch) {
+            if (close_group(&g, &o)) nomem = 1;
+        } else {
+            i = (Py_ssize_t)g.first_row; /* left open for the next call */
+        }
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&rows);
+    PyObject *result = NULL;
+    if (nomem) PyErr_NoMemory();
+    else if (_PyBytes_Resize(&batches, (Py_ssize_t)o.out.len) == 0 &&
+             _PyBytes_Resize(&out_rows, (Py_ssize_t)o.out_rows.len) == 0)
+        result = Py_BuildValue("nOOO(LKK)", i, refused ? Py_True : Py_False, batches, out_rows,
+                               (long long)o.records, (unsigned long long)o.hash_hi,
+                               (unsigned long long)o.hash_lo);
+    Py_XDECREF(batches);
+    Py_XDECREF(out_rows);
+    gbuf_free(&g.messages);
+    gbuf_free(&scratch);
+    return result;
+}

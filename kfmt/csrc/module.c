@@ -1,0 +1,84 @@
+/* kfmt._speedups: compiled kernels for kfmt's hot paths. Python code never imports this module
+ * directly: kfmt.speedups selects it (or the pure-Python reference when it is missing or when
+ * KFMT_PURE_PYTHON=1) and wraps its results in kfmt's types. */
+#include "native.h"
+
+PyObject *DecodeError = NULL;
+
+static PyObject *py_configure(PyObject *self, PyObject *args) {
+    PyObject *importer, *schema;
+    if (!PyArg_ParseTuple(args, "OO", &importer, &schema)) return NULL;
+    Py_XSETREF(import_record_batch, Py_NewRef(importer));
+    Py_XSETREF(record_schema, Py_NewRef(schema));
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_crc32c(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    if (!PyArg_ParseTuple(args, "y*", &buf)) return NULL;
+    uint32_t crc;
+    Py_BEGIN_ALLOW_THREADS
+    crc = crc32c_update(0, buf.buf, (size_t)buf.len);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&buf);
+    return PyLong_FromUnsignedLong(crc);
+}
+
+static PyObject *py_crc32(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    if (!PyArg_ParseTuple(args, "y*", &buf)) return NULL;
+    uint32_t crc;
+    Py_BEGIN_ALLOW_THREADS
+    crc = crc32_update(0, buf.buf, (size_t)buf.len);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&buf);
+    return PyLong_FromUnsignedLong(crc);
+}
+
+static PyObject *py_implementation(PyObject *self, PyObject *args) {
+    return Py_BuildValue("{ssss}", "crc32c", crc32c_implementation(), "crc32", crc32_implementation());
+}
+
+static PyMethodDef methods[] = {
+    {"configure", py_configure, METH_VARARGS,
+     "configure(import_record_batch, record_schema): how record columns become pyarrow batches"},
+    {"crc32c", py_crc32c, METH_VARARGS, "crc32c(data) -> CRC-32C (v2 batches)"},
+    {"crc32", py_crc32, METH_VARARGS, "crc32(data) -> CRC-32 (v0/v1 messages)"},
+    {"implementation", py_implementation, METH_NOARGS, "which code paths this build uses"},
+    {"decode_v2_records", py_decode_v2_records, METH_VARARGS,
+     "decode_v2_records(data, count, base_offset, base_timestamp, log_append_time) -> RecordBatch"},
+    {"encode_v2_records", py_encode_v2_records, METH_VARARGS,
+     "encode_v2_records(records, base_offset, base_timestamp) -> bytes"},
+    {"record_hashes_sum", py_record_hashes_sum, METH_VARARGS,
+     "record_hashes_sum(records) -> (high, low): the content digest's sum of record hashes"},
+    {"scan_frames", py_scan_frames, METH_VARARGS,
+     "scan_frames(data, pos, end, base, magics, max_rows) -> (rows, count, next_pos)"},
+    {"frame_layout", py_frame_layout, METH_NOARGS, "frame_layout() -> (itemsize, [(field, offset)])"},
+    {"index_frames", py_index_frames, METH_VARARGS,
+     "index_frames(rows, start, stop, state) -> (stopped_at, state, offset_entries, time_entries)"},
+    {"decode_legacy_messages", py_decode_legacy_messages, METH_VARARGS,
+     "decode_legacy_messages(data, rows, start, stop, base, check_crc) -> (stopped_at, batch, crc_valid)"},
+    {"decode_legacy_set", py_decode_legacy_set, METH_VARARGS,
+     "decode_legacy_set(data, wrapper_offset, wrapper_magic, log_append_time, check_crc) -> (batch, infos)"},
+    {"message_info_layout", py_message_info_layout, METH_NOARGS,
+     "message_info_layout() -> (itemsize, [(field, offset)])"},
+    {"upgrade_legacy_messages", py_upgrade_legacy_messages, METH_VARARGS,
+     "upgrade_legacy_messages(data, rows, start, stop, base, check_crc, out_position, rebatch, "
+     "max_batch_bytes, close_last) -> (stopped_at, refused, batches, rows, (records, digest_high, digest_low))"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "kfmt._speedups",
+                                    "Compiled kernels for kfmt (selected by kfmt.speedups).", -1, methods};
+
+PyMODINIT_FUNC PyInit__speedups(void) {
+    crc_init();
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    DecodeError = PyErr_NewException("kfmt._speedups.DecodeError", PyExc_ValueError, NULL);
+    if (DecodeError == NULL || PyModule_AddObjectRef(m, "DecodeError", DecodeError) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

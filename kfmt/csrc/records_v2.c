@@ -1,0 +1,253 @@
+/* The records of a v2 batch (reference §4.4) decoded into columns and encoded from them.
+ * Reference implementation: plugins/formats/v2_records.py (decode_records, encode_records); the
+ * checks, their order, messages and positions are the same. */
+#include "native.h"
+
+#define MIN_RECORD_SIZE 7
+
+enum { OK = 0, BAD_DATA = -1, NO_MEMORY = -2 };
+
+static int decode_records(const uint8_t *d, int64_t end, int64_t count, int64_t base_offset,
+                          int64_t base_timestamp, int has_lat, int64_t lat, columns *c, kerr *e) {
+    int64_t pos = 0;
+    for (int64_t i = 0; i < count; i++) {
+        int64_t start = pos, length, ts_delta, off_delta, klen, vlen, hcount;
+        if (read_varint(d, &pos, end, &length, e)) return BAD_DATA;
+        int64_t body = pos;
+        if (length < 0 || body + length > end) {
+            kerr_set(e, start, "record %lld declares %lld bytes but %lld remain in the batch",
+                     (long long)i, (long long)length, (long long)(end - body));
+            return BAD_DATA;
+        }
+        int64_t rec_end = body + length;
+        pos += 1; /* attributes (unused) */
+        if (read_varlong(d, &pos, rec_end, &ts_delta, e) || read_varint(d, &pos, rec_end, &off_delta, e) ||
+            read_varint(d, &pos, rec_end, &klen, e))
+            return BAD_DATA;
+        if (klen >= 0) {
+            if (pos + klen > rec_end) {
+                kerr_set(e, start, "record %lld key of %lld bytes overruns its record", (long long)i,
+                         (long long)klen);
+                return BAD_DATA;
+            }
+            if (gbuf_reserve(&c->key_data, (size_t)klen)) return NO_MEMORY;
+            memcpy(c->key_data.data + c->key_data.len, d + pos, (size_t)klen);
+            c->key_data.len += (size_t)klen;
+            pos += klen;
+        } else if (columns_null_key(c, i)) {
+            return NO_MEMORY;
+        }
+        c->key_offsets[i + 1] = (int32_t)c->key_data.len;
+        if (read_varint(d, &pos, rec_end, &vlen, e)) return BAD_DATA;
+        if (vlen >= 0) {
+            if (pos + vlen > rec_end) {
+                kerr_set(e, start, "record %lld value of %lld bytes overruns its record", (long long)i,
+                         (long long)vlen);
+                return BAD_DATA;
+            }
+            if (gbuf_reserve(&c->value_data, (size_t)vlen)) return NO_MEMORY;
+            memcpy(c->value_data.data + c->value_data.len, d + pos, (size_t)vlen);
+            c->value_data.len += (size_t)vlen;
+            pos += vlen;
+        } else if (columns_null_value(c, i)) {
+            return NO_MEMORY;
+        }
+        c->value_offsets[i + 1] = (int32_t)c->value_data.len;
+        if (read_varint(d, &pos, rec_end, &hcount, e)) return BAD_DATA;
+        if (hcount < 0 || hcount > rec_end - pos) {
+            kerr_set(e, start, "record %lld has an invalid header count %lld", (long long)i, (long long)hcount);
+            return BAD_DATA;
+        }
+        for (int64_t h = 0; h < hcount; h++) {
+            int64_t hklen, hvlen;
+            if (read_varint(d, &pos, rec_end, &hklen, e)) return BAD_DATA;
+            if (hklen < 0 || pos + hklen > rec_end) {
+                kerr_set(e, start, "record %lld has an invalid header key length %lld", (long long)i,
+                         (long long)hklen);
+                return BAD_DATA;
+            }
+            const uint8_t *hkey = d + pos;
+            pos += hklen;
+            if (read_varint(d, &pos, rec_end, &hvlen, e)) return BAD_DATA;
+            const uint8_t *hvalue = d + pos;
+            if (hvlen >= 0) {
+                if (pos + hvlen > rec_end) {
+                    kerr_set(e, start, "record %lld header value of %lld bytes overruns its record",
+                             (long long)i, (long long)hvlen);
+                    return BAD_DATA;
+                }
+                pos += hvlen;
+            }
+            if (columns_add_header(c, hkey, hklen, hvalue, hvlen < 0 ? -1 : hvlen)) return NO_MEMORY;
+        }
+        c->header_list_offsets[i + 1] = (int32_t)c->headers;
+        if (pos != rec_end) {
+            kerr_set(e, start, "record %lld declares %lld bytes but its fields use %lld", (long long)i,
+                     (long long)length, (long long)(pos - body));
+            return BAD_DATA;
+        }
+        c->offsets[i] = wrap_add(base_offset, off_delta);
+        c->timestamps[i] = has_lat ? lat : wrap_add(base_timestamp, ts_delta);
+    }
+    if (pos != end) {
+        kerr_set(e, pos, "%lld bytes follow the %lld declared records", (long long)(end - pos), (long long)count);
+        return BAD_DATA;
+    }
+    return OK;
+}
+
+/* An int64 argument; 0 and NotImplemented-worthy when the value does not fit. */
+static int arg_int64(PyObject *o, int64_t *out) {
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    if (overflow) return 0;
+    *out = v;
+    return 1;
+}
+
+/* decode_v2_records(data, count, base_offset, base_timestamp, log_append_time | None)
+ *   -> pyarrow.RecordBatch (RECORD_SCHEMA), or NotImplemented for arguments beyond int64 or data
+ *   beyond Arrow's 32-bit offsets; raises DecodeError(message, position) for bad data. */
+PyObject *py_decode_v2_records(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    PyObject *o_count, *o_base, *o_ts, *o_lat;
+    if (!PyArg_ParseTuple(args, "y*OOOO", &buf, &o_count, &o_base, &o_ts, &o_lat)) return NULL;
+    int64_t count, base_offset, base_ts, lat = 0;
+    int has_lat = o_lat != Py_None, r;
+    if ((r = arg_int64(o_count, &count)) != 1 || (r = arg_int64(o_base, &base_offset)) != 1 ||
+        (r = arg_int64(o_ts, &base_ts)) != 1 || (has_lat && (r = arg_int64(o_lat, &lat)) != 1) ||
+        buf.len > INT32_MAX) {
+        PyBuffer_Release(&buf);
+        if (r < 0) return NULL;
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    const uint8_t *d = buf.buf;
+    int64_t end = buf.len;
+    kerr e = {0};
+    if (count > end / MIN_RECORD_SIZE) {
+        /* checked before the columns are allocated: a corrupt count must not cost gigabytes */
+        kerr_set(&e, 0, "record batch declares %lld records but %lld bytes of records can hold at most %lld",
+                 (long long)count, (long long)end, (long long)(end / MIN_RECORD_SIZE));
+        PyBuffer_Release(&buf);
+        return raise_kerr(&e);
+    }
+    int64_t n = count < 0 ? 0 : count;
+    columns c;
+    if (columns_init(&c, n, (size_t)end)) {
+        PyBuffer_Release(&buf);
+        return PyErr_NoMemory();
+    }
+    Py_BEGIN_ALLOW_THREADS
+    r = decode_records(d, end, count, base_offset, base_ts, has_lat, lat, &c, &e);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&buf);
+    if (r != OK) {
+        columns_free(&c);
+        return r == NO_MEMORY ? PyErr_NoMemory() : raise_kerr(&e);
+    }
+    return columns_to_record_batch(&c);
+}
+
+/* ---------------------------------------------------------------- encoding */
+
+/* The record's size and, when out != NULL, its bytes (v2_records.encode_records). Returns -1 when a
+ * delta leaves int64, where the Python reference's arbitrary-precision arithmetic decides. */
+static int64_t encode_record(const record_view *v, int64_t i, int64_t base_offset, int64_t base_ts,
+                             uint8_t *out) {
+    int64_t offset = v->offsets[v->off0 + i], ts = v->timestamps[v->ts0 + i], ts_delta, off_delta;
+    if (__builtin_sub_overflow(ts, base_ts, &ts_delta) || __builtin_sub_overflow(offset, base_offset, &off_delta))
+        return -1;
+    int64_t k = v->key0 + i, val = v->value0 + i, hl = v->hlist0 + i;
+    int key_null = !bit_set(v->key_valid, k), value_null = !bit_set(v->value_valid, val);
+    int64_t klen = key_null ? 0 : v->key_offsets[k + 1] - v->key_offsets[k];
+    int64_t vlen = value_null ? 0 : v->value_offsets[val + 1] - v->value_offsets[val];
+    int64_t h0 = v->header_list_offsets[hl], h1 = v->header_list_offsets[hl + 1];
+    uint64_t zts = zigzag(ts_delta), zoff = zigzag(off_delta);
+    int64_t body = 1 + varint_size_u(zts) + varint_size_u(zoff) +
+                   (key_null ? 1 : varint_size_u(zigzag(klen)) + klen) +
+                   (value_null ? 1 : varint_size_u(zigzag(vlen)) + vlen) + varint_size_u(zigzag(h1 - h0));
+    for (int64_t j = h0; j < h1; j++) {
+        int64_t hk = v->hkey0 + j, hv = v->hvalue0 + j;
+        int64_t hklen = v->hkey_offsets[hk + 1] - v->hkey_offsets[hk];
+        body += varint_size_u(zigzag(hklen)) + hklen;
+        if (!bit_set(v->hvalue_valid, hv)) body += 1;
+        else {
+            int64_t hvlen = v->hvalue_offsets[hv + 1] - v->hvalue_offsets[hv];
+            body += varint_size_u(zigzag(hvlen)) + hvlen;
+        }
+    }
+    int64_t total = varint_size_u(zigzag(body)) + body;
+    if (out == NULL) return total;
+    uint8_t *p = put_varint_u(out, zigzag(body));
+    *p++ = 0; /* attributes */
+    p = put_varint_u(p, zts);
+    p = put_varint_u(p, zoff);
+    if (key_null) *p++ = 1;
+    else {
+        p = put_varint_u(p, zigzag(klen));
+        memcpy(p, v->key_data + v->key_offsets[k], (size_t)klen);
+        p += klen;
+    }
+    if (value_null) *p++ = 1;
+    else {
+        p = put_varint_u(p, zigzag(vlen));
+        memcpy(p, v->value_data + v->value_offsets[val], (size_t)vlen);
+        p += vlen;
+    }
+    p = put_varint_u(p, zigzag(h1 - h0));
+    for (int64_t j = h0; j < h1; j++) {
+        int64_t hk = v->hkey0 + j, hv = v->hvalue0 + j;
+        int64_t hklen = v->hkey_offsets[hk + 1] - v->hkey_offsets[hk];
+        p = put_varint_u(p, zigzag(hklen));
+        memcpy(p, v->hkey_data + v->hkey_offsets[hk], (size_t)hklen);
+        p += hklen;
+        if (!bit_set(v->hvalue_valid, hv)) *p++ = 1;
+        else {
+            int64_t hvlen = v->hvalue_offsets[hv + 1] - v->hvalue_offsets[hv];
+            p = put_varint_u(p, zigzag(hvlen));
+            memcpy(p, v->hvalue_data + v->hvalue_offsets[hv], (size_t)hvlen);
+            p += hvlen;
+        }
+    }
+    return total;
+}
+
+/* encode_v2_records(records, base_offset, base_timestamp) -> bytes, or NotImplemented where the
+ * Python reference decides (types other than RECORD_SCHEMA's, nulls the schema forbids, deltas
+ * beyond int64). */
+PyObject *py_encode_v2_records(PyObject *self, PyObject *args) {
+    PyObject *records, *o_base, *o_ts;
+    if (!PyArg_ParseTuple(args, "OOO", &records, &o_base, &o_ts)) return NULL;
+    int64_t base_offset, base_ts;
+    int r;
+    if ((r = arg_int64(o_base, &base_offset)) != 1 || (r = arg_int64(o_ts, &base_ts)) != 1) {
+        if (r < 0) return NULL;
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    record_view v;
+    if ((r = record_view_open(&v, records)) != 1) {
+        if (r < 0) return NULL;
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    int64_t total = 0;
+    for (int64_t i = 0; i < v.n; i++) {
+        int64_t size = encode_record(&v, i, base_offset, base_ts, NULL);
+        if (size < 0) {
+            record_view_release(&v);
+            Py_RETURN_NOTIMPLEMENTED;
+        }
+        total += size;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, total);
+    if (out == NULL) {
+        record_view_release(&v);
+        return NULL;
+    }
+    uint8_t *p = (uint8_t *)PyBytes_AS_STRING(out);
+    Py_BEGIN_ALLOW_THREADS
+    for (int64_t i = 0; i < v.n; i++) p += encode_record(&v, i, base_offset, base_ts, p);
+    Py_END_ALLOW_THREADS
+    record_view_release(&v);
+    return out;
+}

@@ -1,0 +1,220 @@
+"""Runs of uncompressed v0/v1 messages, a run at a time.
+
+Uncompressed legacy data is not batched (reference §3): every message is its own log entry, so a
+segment holds millions of them, and a loop that makes one Batch (one pyarrow RecordBatch) per message
+cannot go near disk speed. These functions take rows of frames (kfmt.frames, from
+FrameScanner.chunks()) and handle a whole run in one compiled call (kfmt/csrc/legacy.c):
+
+* `message_runs(rows)`: where the runs of uncompressed legacy messages lie in a chunk of rows;
+* `decode_run(...)`: the records of a run as one column block, with each message's CRC verdict;
+* `upgrade_pieces(...)` / `upgrade_run(...)`: the v2 batches Kafka 4.0 makes of a run (kfmt.convert's rules: one
+  single-record batch per message; with `rebatch`, consecutive messages grouped by `joins`, the rule
+  of kfmt.pipelines.upgrade), their rows, and the content digest of the records converted.
+
+The `*_reference` functions define the results, entry by entry through the message-format plugins;
+the kernels give the same (tests/test_speedups.py). A kernel stops at the first entry it is not sure
+of; that entry then goes through the per-entry path, which raises the error a reader reports.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from kfmt import registry, segment
+from kfmt.convert import convert_batch, convert_run, rebatchable
+from kfmt.errors import UsageError
+from kfmt.formats import STRICT, ReadOptions
+from kfmt.frames import FRAME_DTYPE, header_of, rows_of
+from kfmt.model import EMPTY_RECORDS, INT32_MAX, RECORD_SCHEMA, Batch
+from kfmt.report import ContentDigest
+from kfmt.speedups import native
+
+V2_BATCH_OVERHEAD = 61
+# Kafka's default message.max.bytes (1 MiB + the log overhead), kfmt.pipelines.upgrade's default.
+DEFAULT_MAX_BATCH_BYTES = 1024 * 1024 + 12
+# Entry bytes per kernel call: output memory stays small and reused (allocations below glibc's mmap
+# threshold come back from the heap instead of as fresh pages) and within Arrow's 32-bit offsets.
+MAX_CALL_BYTES = 1 << 23
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def message_runs(rows: np.ndarray) -> list[tuple[int, int]]:
+    """(start, stop) of every maximal run of uncompressed legacy messages in `rows`."""
+    is_message = (rows["magic"] < 2) & (rows["compression"] == 0)
+    edges = np.flatnonzero(np.diff(np.concatenate(([0], is_message.view(np.int8), [0]))))
+    return [(int(a), int(b)) for a, b in zip(edges[::2], edges[1::2])]
+
+
+@dataclass
+class DecodedRun:
+    records: pa.RecordBatch  # RECORD_SCHEMA, one row per message
+    crc_valid: np.ndarray  # bool, one per message
+
+
+@dataclass
+class UpgradedRun:
+    entries: bytes  # the v2 batches, concatenated
+    rows: np.ndarray  # their frames (FRAME_DTYPE), positions from `out_position` on
+    digest: ContentDigest  # of the records converted
+
+
+def decode_run(data, rows: np.ndarray, file: str, options: ReadOptions = STRICT,
+               base: int = 0) -> DecodedRun:
+    """The records of a run of uncompressed legacy messages (rows of `data`, a segment's bytes from
+    file position `base` on), as `segment.decode` of each entry would give them, concatenated."""
+    rows = _run_rows(rows)
+    if native is None:
+        return decode_run_reference(data, rows, file, options, base)
+    pieces, valid = [], []
+    for start, stop in _calls(rows):
+        while start < stop:
+            start_at = start
+            start, records, ok = native.decode_legacy_messages(data, rows, start, stop, base,
+                                                               options.check_crc)
+            if start > start_at:
+                pieces.append(records)
+                valid.append(np.frombuffer(ok, np.uint8).astype(bool))
+            if start < stop:  # an entry the kernel is not sure of: the per-entry path decides
+                batch = _decode_one(data, rows, start, file, options, base)
+                pieces.append(batch.records)
+                valid.append(np.array([batch.crc_valid]))
+                start += 1
+    return DecodedRun(_concat(pieces), np.concatenate(valid) if valid else np.zeros(0, bool))
+
+
+def decode_run_reference(data, rows: np.ndarray, file: str, options: ReadOptions = STRICT,
+                         base: int = 0) -> DecodedRun:
+    batches = [_decode_one(data, rows, i, file, options, base) for i in range(len(rows))]
+    return DecodedRun(_concat([b.records for b in batches]),
+                      np.array([b.crc_valid for b in batches], dtype=bool))
+
+
+def upgrade_run(data, rows: np.ndarray, file: str, *, options: ReadOptions = STRICT, base: int = 0,
+                out_position: int = 0, rebatch: bool = False,
+                max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES) -> UpgradedRun:
+    """The v2 batches for a run of uncompressed legacy messages, as kfmt.convert makes them and the
+    v2 format plugin encodes them; `out_position`: where the first one will sit in its file.
+    All in memory: for whole segments, `upgrade_pieces` keeps memory bounded."""
+    pieces = list(upgrade_pieces(data, rows, file, options=options, base=base,
+                                 out_position=out_position, rebatch=rebatch,
+                                 max_batch_bytes=max_batch_bytes))
+    digest = ContentDigest()
+    for piece in pieces:
+        digest.merge(piece.digest)
+    return UpgradedRun(b"".join(p.entries for p in pieces),
+                       np.concatenate([p.rows for p in pieces]) if pieces else rows[:0].copy(), digest)
+
+
+def upgrade_pieces(data, rows: np.ndarray, file: str, *, options: ReadOptions = STRICT,
+                   base: int = 0, out_position: int = 0, rebatch: bool = False,
+                   max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES) -> Iterator[UpgradedRun]:
+    """upgrade_run in consecutive pieces of a few MB each (write each before asking for the next)."""
+    rows = _run_rows(rows)
+    if native is None:
+        yield upgrade_run_reference(data, rows, file, options=options, base=base,
+                                    out_position=out_position, rebatch=rebatch,
+                                    max_batch_bytes=max_batch_bytes)
+        return
+    ends = np.cumsum(rows["size"], dtype=np.int64)
+    start, written, budget = 0, 0, MAX_CALL_BYTES
+    while start < len(rows):
+        stop = _call_stop(ends, start, budget)
+        last = stop == len(rows)
+        at, refused, blob, new_rows, (records, high, low) = native.upgrade_legacy_messages(
+            data, rows, start, stop, base, options.check_crc, out_position + written, rebatch,
+            max_batch_bytes, last)
+        if refused:
+            _decode_one(data, rows, at, file, options, base)  # raises the reader's error
+            raise AssertionError(f"{file}: kfmt._speedups refused the entry at position "
+                                 f"{int(rows['position'][at])} that the reference accepts")
+        if blob:
+            yield UpgradedRun(blob, np.frombuffer(new_rows, FRAME_DTYPE),
+                              ContentDigest(records, high << 64 | low))
+        written += len(blob)
+        # A --rebatch group still open at `stop` is redone by the next call, which starts at its
+        # first row; one that fills the whole call gets a larger one.
+        budget = MAX_CALL_BYTES if at > start else budget * 2
+        start = at
+
+
+def upgrade_run_reference(data, rows: np.ndarray, file: str, *, options: ReadOptions = STRICT,
+                          base: int = 0, out_position: int = 0, rebatch: bool = False,
+                          max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES) -> UpgradedRun:
+    digest = ContentDigest()
+    encode = registry.get().format_for(2).encode
+    out = bytearray()
+    group: list[Batch] = []
+    group_bytes = 0
+
+    def flush():
+        header, records = convert_batch(group[0]) if len(group) == 1 else convert_run(group)
+        out.extend(encode(header, records))
+
+    for i in range(len(rows)):
+        batch = _decode_one(data, rows, i, file, options, base)
+        digest.update(batch.records)
+        if group and rebatch and joins(group[0], group_bytes, batch, max_batch_bytes):
+            group.append(batch)
+            group_bytes += batch.header.size
+            continue
+        if group:
+            flush()
+        group, group_bytes = [batch], batch.header.size
+    if group:
+        flush()
+    scanned = segment.FrameScanner(bytes(out), file, base=out_position)
+    return UpgradedRun(bytes(out), rows_of(list(scanned)), digest)
+
+
+def joins(first: Batch, group_bytes: int, batch: Batch, max_batch_bytes: int) -> bool:
+    """Whether `batch` (an uncompressed legacy message) may join the --rebatch group that starts with
+    `first` and holds `group_bytes` of legacy entries: kfmt.pipelines.upgrade's rule (CreateTime
+    messages only; the legacy entries, larger than the v2 records they become, within
+    max_batch_bytes with a v2 batch header), plus deltas that the v2 fields can hold."""
+    if not rebatchable(first, batch):
+        return False
+    a, b = first.records, batch.records
+    offset_delta = b.column(0)[0].as_py() - a.column(0)[0].as_py()
+    time_delta = b.column(1)[0].as_py() - a.column(1)[0].as_py()
+    return (0 <= offset_delta <= INT32_MAX and _INT64_MIN <= time_delta <= _INT64_MAX
+            and V2_BATCH_OVERHEAD + group_bytes + batch.header.size <= max_batch_bytes)
+
+
+def _run_rows(rows: np.ndarray) -> np.ndarray:
+    if rows.dtype != FRAME_DTYPE:
+        rows = rows.astype(FRAME_DTYPE)
+    if len(rows) and not ((rows["magic"] < 2) & (rows["compression"] == 0)).all():
+        raise UsageError("a run holds uncompressed v0/v1 messages only (see message_runs)")
+    return np.ascontiguousarray(rows)
+
+
+def _calls(rows: np.ndarray) -> list[tuple[int, int]]:
+    """Slices of rows whose entries hold at most MAX_CALL_BYTES (more when one entry is larger)."""
+    ends = np.cumsum(rows["size"], dtype=np.int64)
+    out, start = [], 0
+    while start < len(rows):
+        stop = _call_stop(ends, start, MAX_CALL_BYTES)
+        out.append((start, stop))
+        start = stop
+    return out
+
+
+def _call_stop(ends: np.ndarray, start: int, budget: int) -> int:
+    done = int(ends[start - 1]) if start else 0
+    return max(int(np.searchsorted(ends, done + budget, side="right")), start + 1)
+
+
+def _decode_one(data, rows: np.ndarray, i: int, file: str, options: ReadOptions, base: int) -> Batch:
+    return segment.decode(data, header_of(rows[i].item()), file, options, base)
+
+
+def _concat(pieces: list[pa.RecordBatch]) -> pa.RecordBatch:
+    if not pieces:
+        return EMPTY_RECORDS
+    if len(pieces) == 1:
+        return pieces[0]
+    table = pa.Table.from_batches(pieces, RECORD_SCHEMA).combine_chunks()
+    return table.to_batches()[0] if table.num_rows else EMPTY_RECORDS

@@ -1,0 +1,374 @@
+"""The compiled kernels (kfmt._speedups) give exactly what the pure-Python reference gives.
+
+Every comparison runs the same call twice in one process: once as kfmt runs (the kernels, when
+built) and once with the kernels switched off in every module that uses them, which is what
+KFMT_PURE_PYTHON=1 does for a whole run. Results must be equal: record columns, header facts, frame
+rows and tails, encoded bytes, digests; and for bad input the same DataError (message, position,
+offset). The inputs: every segment of the real-broker corpus, batches written by kafka-python, and
+hypothesis-generated records, segments and damaged bytes.
+
+The rest of the suite runs on whichever code is active; run it both ways:
+    python -m pytest tests/                        # compiled kernels (when built)
+    KFMT_PURE_PYTHON=1 python -m pytest tests/     # the pure-Python fallback
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib
+import itertools
+import random
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from kafka.record.default_records import DefaultRecordBatchBuilder
+from kafka.record.legacy_records import LegacyRecordBatchBuilder
+
+from conftest import REALKAFKA, real_dir_params
+from kfmt import legacy_runs, registry, segment, speedups
+from kfmt.errors import DataError
+from kfmt.formats import LENIENT, STRICT
+from kfmt.frames import FRAME_DTYPE, headers_of, rows_of
+from kfmt.model import BatchHeader, TimestampType, make_records
+from kfmt.report import ContentDigest, record_hashes_sum
+
+# The modules that look at kfmt.speedups.native when called.
+NATIVE_USERS = ["kfmt.segment", "kfmt.report", "kfmt.legacy_runs", "kfmt.companions",
+                "kfmt.default_plugins.formats.v2_records", "kfmt.default_plugins.formats.legacy"]
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+needs_native = pytest.mark.skipif(speedups.native is None, reason=f"nothing to compare: kfmt runs "
+                                  f"{speedups.description}")
+pytestmark = needs_native
+
+
+@contextlib.contextmanager
+def reference_code():
+    """Run the pure-Python reference: the kernels off in every module that uses them."""
+    modules = [importlib.import_module(name) for name in NATIVE_USERS]
+    saved = [m.native for m in modules if hasattr(m, "native")]
+    for m in modules:
+        if hasattr(m, "native"):
+            m.native = None
+    try:
+        yield
+    finally:
+        for m, native in zip([m for m in modules if hasattr(m, "native")], saved):
+            m.native = native
+
+
+def outcome(fn):
+    """What a call gives: its value, or the DataError it raises (type, message, position, offset)."""
+    try:
+        return "value", fn()
+    except DataError as err:
+        return "error", type(err).__name__, err.message, err.file, err.position, err.offset
+
+
+def both(fn):
+    fast = outcome(fn)
+    with reference_code():
+        reference = outcome(fn)
+    return fast, reference
+
+
+def comparable(value):
+    """Turn results into things == compares fully (Arrow data by content, arrays by rows)."""
+    if isinstance(value, tuple):
+        return tuple(comparable(v) for v in value)
+    if isinstance(value, list):
+        return [comparable(v) for v in value]
+    if isinstance(value, pa.RecordBatch):
+        assert value.schema == make_records([], [], [], []).schema
+        return ("records", value.to_pylist())
+    if isinstance(value, np.ndarray):
+        return ("array", value.tolist())
+    if isinstance(value, legacy_runs.DecodedRun):
+        return ("run", comparable(value.records), value.crc_valid.tolist())
+    if isinstance(value, legacy_runs.UpgradedRun):
+        return ("upgraded", value.entries, value.rows.tolist(), value.digest)
+    if hasattr(value, "records") and hasattr(value, "header"):  # a Batch
+        legacy = None if value.legacy is None else list(value.legacy)
+        return ("batch", value.header, comparable(value.records), legacy, value.crc_valid)
+    return value
+
+
+def assert_same(fn):
+    fast, reference = both(fn)
+    assert comparable(fast) == comparable(reference)
+    return fast
+
+
+# --- everything a segment holds ---
+
+def scan_all(data, file="seg.log"):
+    scanner = segment.FrameScanner(memoryview(data), file)
+    headers = list(scanner)
+    chunks = segment.FrameScanner(memoryview(data), file)
+    rows = [r.tolist() for r in chunks.chunks()]
+    return headers, scanner.tail, rows, chunks.tail
+
+
+def decode_all(data, options, file="seg.log"):
+    scanner = segment.FrameScanner(memoryview(data), file)
+    out = []
+    for header in scanner:
+        out.append(outcome(lambda: segment.decode(memoryview(data), header, file, options)))
+    return out
+
+
+def segment_facts(data):
+    """Frames, tails, strict and lenient decodes and the digest of a segment's bytes."""
+    def digest():
+        d = ContentDigest()
+        for batch in segment.batches(memoryview(data), "seg.log", LENIENT):
+            d.update(batch.records)
+        return d
+    return (scan_all(data), decode_all(data, STRICT), decode_all(data, LENIENT), outcome(digest))
+
+
+@pytest.mark.parametrize("name", real_dir_params())
+def test_corpus_segments(name):
+    for log in sorted((REALKAFKA / name).glob("*.log")):
+        assert_same(lambda: segment_facts(log.read_bytes()))
+
+
+@pytest.mark.parametrize("name", real_dir_params())
+def test_corpus_reencoded(name):
+    """Every corpus batch re-encoded from its decoded columns: same bytes either way."""
+    for log in sorted((REALKAFKA / name).glob("*.log")):
+        for batch in segment.batches(memoryview(log.read_bytes()), log.name):
+            fmt = registry.get().format_for(batch.header.magic)
+            assert_same(lambda: fmt.encode(batch.header, batch.records))
+
+
+@pytest.mark.parametrize("name", real_dir_params(["v0-none-0", "v1-none-0"]))
+def test_corpus_legacy_runs(name):
+    for log in sorted((REALKAFKA / name).glob("*.log")):
+        data = log.read_bytes()
+        rows = np.concatenate(list(segment.FrameScanner(data, log.name).chunks()) or [rows_of([])])
+        for start, stop in legacy_runs.message_runs(rows):
+            run = rows[start:stop]
+            assert_same(lambda: legacy_runs.decode_run(data, run, log.name))
+            for rebatch in (False, True):
+                assert_same(lambda: legacy_runs.upgrade_run(data, run, log.name, rebatch=rebatch,
+                                                            max_batch_bytes=1000, out_position=5))
+
+
+def test_rows_describe_what_headers_say():
+    """FrameScanner.chunks() rows are its headers, field for field, and convert back losslessly."""
+    for log in sorted(REALKAFKA.glob("*-0/*.log"))[:200] if REALKAFKA.is_dir() else []:
+        scanner = segment.FrameScanner(log.read_bytes(), log.name)
+        headers = list(scanner)
+        rows = list(segment.FrameScanner(log.read_bytes(), log.name).chunks())
+        assert [h for r in rows for h in headers_of(r)] == headers
+        if headers:
+            assert rows_of(headers).tolist() == np.concatenate(rows).tolist()
+
+
+# --- hypothesis: records, batches, segments ---
+
+maybe_bytes = st.none() | st.binary(max_size=30)
+headers = st.lists(st.tuples(st.binary(max_size=8), maybe_bytes), max_size=3)
+int64s = st.integers(-2**63, 2**63 - 1)
+timestamps = st.sampled_from([-1, 0, 1700000000000]) | st.integers(-2**40, 2**43) | int64s
+
+
+@st.composite
+def record_columns(draw, max_size=20):
+    n = draw(st.integers(0, max_size))
+    base = draw(st.integers(0, 2**40) | int64s)
+    offsets = list(itertools.accumulate([base] + draw(st.lists(st.integers(1, 2**20), min_size=n, max_size=n))[1:]))[:n]
+    offsets = [min(o, 2**63 - 1) for o in offsets]
+    return make_records(offsets, draw(st.lists(timestamps, min_size=n, max_size=n)),
+                        draw(st.lists(maybe_bytes, min_size=n, max_size=n)),
+                        draw(st.lists(maybe_bytes, min_size=n, max_size=n)),
+                        draw(st.lists(headers, min_size=n, max_size=n)))
+
+
+def v2_records():
+    return importlib.import_module("kfmt.default_plugins.formats.v2_records")
+
+
+@SETTINGS
+@given(record_columns(), int64s | st.integers(0, 2**40), timestamps, st.integers(0, 3))
+def test_records_encode_and_decode(records, base_offset, base_timestamp, sliced):
+    records = records.slice(min(sliced, records.num_rows))  # columns with an offset
+    m = v2_records()
+    fast, reference = both(lambda: m.encode_records(records, base_offset, base_timestamp))
+    assert fast == reference
+    assert outcome(lambda: record_hashes_sum(records)) == both(lambda: record_hashes_sum(records))[1]
+    if fast[0] == "value":
+        body = fast[1]
+        for lat in (None, 1700000000000):
+            assert_same(lambda: m.decode_records(body, records.num_rows, base_offset, base_timestamp, lat))
+
+
+@SETTINGS
+@given(record_columns(max_size=6), st.data())
+def test_damaged_records(records, data):
+    """Record bytes with a byte changed, bytes cut or added, a wrong count: same verdict."""
+    m = v2_records()
+    body = bytearray(m.encode_records_reference(records, 0, 0))
+    how = data.draw(st.sampled_from(["flip", "cut", "extend", "count"]))
+    count = records.num_rows
+    if how == "flip" and body:
+        i = data.draw(st.integers(0, len(body) - 1))
+        body[i] = data.draw(st.integers(0, 255))
+    elif how == "cut" and body:
+        del body[data.draw(st.integers(0, len(body) - 1)):]
+    elif how == "extend":
+        body += data.draw(st.binary(min_size=1, max_size=12))
+    else:
+        count += data.draw(st.integers(-3, 3))
+    assert_same(lambda: m.decode_records(bytes(body), count, 10, 20, None))
+
+
+LEGACY_CODECS = {0: ["none", "gzip", "snappy", "lz4"], 1: ["none", "gzip", "snappy", "lz4"],
+                 2: ["none", "gzip", "snappy", "lz4", "zstd"]}
+
+
+@st.composite
+def segments(draw):
+    """A segment of mixed batches (every magic and codec), then maybe a damaged or junk tail."""
+    out = bytearray()
+    offset = draw(st.integers(0, 1000))
+    for _ in range(draw(st.integers(0, 6))):
+        magic = draw(st.sampled_from([0, 1, 2]))
+        codec = draw(st.sampled_from(LEGACY_CODECS[magic]))
+        n = 1 if magic < 2 and codec == "none" else draw(st.integers(1, 5))
+        offsets = list(range(offset, offset + n))
+        ts = [-1 if magic == 0 else draw(timestamps.filter(lambda t: -2**62 < t < 2**62)) for _ in offsets]
+        keys = draw(st.lists(maybe_bytes, min_size=n, max_size=n))
+        values = draw(st.lists(maybe_bytes, min_size=n, max_size=n))
+        hs = draw(st.lists(headers, min_size=n, max_size=n)) if magic == 2 else None
+        records = make_records(offsets, ts, keys, values, hs)
+        lat = magic > 0 and draw(st.booleans())
+        header = BatchHeader(magic=magic, base_offset=offset, last_offset=offsets[-1],
+                             compression=registry.get().compression_named(codec).id,
+                             timestamp_type=(TimestampType.LOG_APPEND_TIME if lat else
+                                             TimestampType.NO_TIMESTAMP_TYPE if magic == 0
+                                             else TimestampType.CREATE_TIME),
+                             max_timestamp=1700000000000 if lat else max(ts),
+                             base_timestamp=ts[0])
+        out += registry.get().format_for(magic).encode(header, records)
+        offset += n + draw(st.integers(0, 3))
+    tail = draw(st.sampled_from(["none", "zeros", "junk", "flip", "cut"]))
+    if tail == "zeros":
+        out += bytes(draw(st.integers(1, 40)))
+    elif tail == "junk":
+        out += draw(st.binary(min_size=1, max_size=40))
+    elif tail == "flip" and out:
+        i = draw(st.integers(0, len(out) - 1))
+        out[i] ^= draw(st.integers(1, 255))
+    elif tail == "cut" and out:
+        del out[draw(st.integers(0, len(out) - 1)):]
+    return bytes(out)
+
+
+@SETTINGS
+@given(segments())
+def test_segments(data):
+    assert_same(lambda: segment_facts(data))
+
+
+@SETTINGS
+@given(segments(), st.integers(0, 50), st.integers(0, 50))
+def test_partial_ranges(data, cut_start, cut_end):
+    """Scans of a byte range that starts and ends anywhere, with a base offset in the file."""
+    base = 1000
+    start = base + min(cut_start, len(data))
+    end = max(start, base + len(data) - cut_end)
+
+    def scan():
+        scanner = segment.FrameScanner(memoryview(data), "seg.log", start, end, base)
+        return list(scanner), scanner.tail, [r.tolist() for r in segment.FrameScanner(
+            memoryview(data), "seg.log", start, end, base).chunks()]
+    assert_same(scan)
+
+
+@st.composite
+def legacy_runs_of_messages(draw):
+    """Uncompressed v0/v1 messages (mixed magics and timestamp types), maybe one damaged."""
+    out = bytearray()
+    offset = draw(st.integers(0, 2**40))
+    for _ in range(draw(st.integers(1, 30))):
+        magic = draw(st.sampled_from([0, 1]))
+        builder = LegacyRecordBatchBuilder(magic, 0, 10**6)
+        ts = None if magic == 0 else draw(st.integers(-1, 2**43))
+        builder.append(offset, ts, draw(maybe_bytes), draw(maybe_bytes))
+        entry = bytearray(builder.build())
+        if magic == 1 and draw(st.integers(0, 5)) == 0:
+            entry[17] |= 0x08  # LogAppendTime (CRC redone below)
+            import zlib
+            entry[12:16] = (zlib.crc32(bytes(entry[16:])) & 0xFFFFFFFF).to_bytes(4, "big")
+        out += entry
+        offset += draw(st.integers(1, 5))
+    damage = draw(st.sampled_from(["none", "none", "crc", "length"]))
+    rows = np.concatenate(list(segment.FrameScanner(bytes(out), "x").chunks()))
+    if damage != "none":
+        i = draw(st.integers(0, len(rows) - 1))
+        pos = int(rows["position"][i])
+        at = pos + (12 if damage == "crc" else rows["size"][i] - 5)
+        out[at] ^= draw(st.integers(1, 255))
+    return bytes(out), rows
+
+
+@SETTINGS
+@given(legacy_runs_of_messages(), st.sampled_from([STRICT, LENIENT]), st.integers(100, 3000),
+       st.sampled_from([16, 1 << 23]))
+def test_legacy_runs(run, options, max_batch_bytes, call_bytes):
+    data, rows = run
+    saved = legacy_runs.MAX_CALL_BYTES
+    legacy_runs.MAX_CALL_BYTES = call_bytes  # many kernel calls, cut anywhere
+    try:
+        assert_same(lambda: legacy_runs.decode_run(data, rows, "x", options))
+        for rebatch in (False, True):
+            assert_same(lambda: legacy_runs.upgrade_run(data, rows, "x", options=options,
+                                                        rebatch=rebatch, max_batch_bytes=max_batch_bytes))
+    finally:
+        legacy_runs.MAX_CALL_BYTES = saved
+
+
+def test_upgraded_runs_read_back_as_the_records_converted():
+    """The kernel's v2 output, read back by kfmt's reader: the input records, one batch per message
+    (Kafka 4.0's rule), and the digest of what was converted."""
+    builder = LegacyRecordBatchBuilder(1, 0, 10**7)
+    rng = random.Random(7)
+    for i in range(500):
+        builder.append(i * 2, 1700000000000 + rng.randrange(1000), b"k%d" % i, bytes(rng.randrange(256) for _ in range(rng.randrange(50))))
+    data = bytes(builder.build())
+    rows = np.concatenate(list(segment.FrameScanner(data, "x").chunks()))
+    run = legacy_runs.upgrade_run(data, rows, "x")
+    batches = list(segment.batches(memoryview(run.entries), "out"))
+    assert [b.header.magic for b in batches] == [2] * 500
+    assert all(len(b) == 1 for b in batches)
+    digest = ContentDigest()
+    for b in batches:
+        digest.update(b.records)
+    assert digest == run.digest
+    assert legacy_runs.decode_run(data, rows, "x").records.to_pylist() == \
+        pa.Table.from_batches([b.records for b in batches]).to_pylist()
+
+
+def test_kafka_python_batches(monkeypatch):
+    """Batches written by an independent library (kafka-python), with headers and nulls."""
+    import types
+
+    import cramjam
+    import kafka.codec
+    if not kafka.codec.has_snappy():  # python-snappy's raw-block API from cramjam (as test_peer_kafka_python)
+        monkeypatch.setattr(kafka.codec, "snappy", types.SimpleNamespace(
+            compress=lambda data: bytes(cramjam.snappy.compress_raw(bytes(data))),
+            decompress=lambda data: bytes(cramjam.snappy.decompress_raw(bytes(data)))))
+    rng = random.Random(3)
+    for codec in (0, 1, 2, 3, 4):
+        builder = DefaultRecordBatchBuilder(2, codec, 0, -1, -1, -1, 10**7)
+        for i in range(300):
+            hs = [("h%d" % j, None if j == 1 else b"v" * j) for j in range(rng.randrange(3))]
+            builder.append(i, 1700000000000 + i, None if i % 9 == 0 else b"k%d" % i,
+                           None if i % 11 == 0 else bytes(rng.randrange(256) for _ in range(rng.randrange(300))), hs)
+        data = bytes(builder.build())
+        assert_same(lambda: segment_facts(data))
