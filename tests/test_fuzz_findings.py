@@ -48,3 +48,24 @@ def test_salvage_leaves_a_checkpoint_that_is_not_utf8_out_and_says_so(tmp_path):
     assert result.code == 0, result.err
     assert not (tmp_path / "out" / "recovery-point-offset-checkpoint").exists()
     assert "recovery-point-offset-checkpoint not used: not valid UTF-8" in result.out
+
+
+# Found by the commands tier, case 3:124 (txn-v2-none-0, a batch's baseTimestamp set to
+# Long.MIN_VALUE with its CRC fixed): `kfmt info` died with ValueError (year out of range) showing
+# the time range. A timestamp is any int64 (Kafka does not check it); beyond what a date can show, the
+# number alone is printed. Fixed in kfmt/cli/info.py.
+def test_info_shows_timestamps_no_date_can_hold(tmp_path):
+    from kfmt import registry
+    from kfmt.model import BatchHeader, make_records
+
+    v2 = registry.get().format_for(2)
+    part = tmp_path / "t-0"
+    part.mkdir()
+    entries = b""
+    for base, ts in ((0, -(1 << 63)), (1, (1 << 63) - 1)):
+        header = BatchHeader(magic=2, base_offset=base, last_offset=base, max_timestamp=ts, base_timestamp=ts)
+        entries += v2.encode(header, make_records([base], [ts], [b"k"], [b"v"]))
+    (part / "00000000000000000000.log").write_bytes(entries)
+    result = run_kfmt("info", part)
+    assert result.code == 0, result.err
+    assert f"timestamps    {-(1 << 63)} .. {(1 << 63) - 1}" in result.out

@@ -30,7 +30,10 @@ def run(args) -> int:
 def _when(ms: int | None) -> str:
     if ms is None:
         return "-"
-    when = datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc)
+    try:
+        when = datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc)
+    except (ValueError, OverflowError, OSError):  # a timestamp outside years 1..9999: the number alone
+        return f"{ms}"
     return f"{ms} ({when.isoformat(timespec='milliseconds').replace('+00:00', 'Z')})"
 
 
