@@ -109,9 +109,11 @@ class _LeaderEpochCache:
             self.assign(entry.epoch, entry.start_offset)
 
     def observe(self, header: BatchHeader) -> None:
-        epoch = header.partition_leader_epoch
+        self.observe_epoch(header.partition_leader_epoch, header.base_offset)
+
+    def observe_epoch(self, epoch: int, base_offset: int) -> None:
         if epoch >= 0 and (not self.entries or epoch > self.entries[-1].epoch):
-            self.assign(epoch, header.base_offset)
+            self.assign(epoch, base_offset)
 
     def assign(self, epoch: int, start_offset: int) -> None:
         if epoch < 0 or start_offset < 0:
@@ -137,21 +139,19 @@ class _LeaderEpochCache:
                             + [e for e in self.entries if e.start_offset > start_offset])
 
 
-class _SegmentRecovery:
-    """LogSegment.recover over one segment's batches."""
+class SegmentIndexer:
+    """The segment-local half of LogSegment.recover (§6.3): the `.index` and `.timeindex` entries of
+    one segment from its batches' headers, in file order. It needs nothing from other segments, so a
+    parallel writer runs it in the task that writes the segment (SegmentFactsBuilder)."""
 
-    def __init__(self, base_offset: int, index_interval_bytes: int, producers: ProducerStateManager,
-                 epochs: _LeaderEpochCache):
+    def __init__(self, base_offset: int, index_interval_bytes: int):
         self.base_offset = base_offset
         self.interval = index_interval_bytes
-        self.producers = producers
-        self.epochs = epochs
         self.position = 0  # Kafka's validBytes
         self.last_indexed_position = 0
         self.max_timestamp, self.offset_of_max = NO_TIMESTAMP, base_offset
         self.offset_entries: list[OffsetEntry] = []
         self.time_entries: list[TimeEntry] = []
-        self.aborted: list[AbortedTxn] = []
         self.last_offset: int | None = None
         self.batches = 0
 
@@ -161,8 +161,7 @@ class _SegmentRecovery:
         if self.max_timestamp > last:
             self.time_entries.append(TimeEntry(self.max_timestamp, self.offset_of_max))
 
-    def add(self, header: BatchHeader, control: ControlType | None, coordinator_epoch: int,
-            marker_timestamp: int) -> None:
+    def add(self, header: BatchHeader) -> None:
         self._check(header)
         if header.max_timestamp > self.max_timestamp:
             self.max_timestamp, self.offset_of_max = header.max_timestamp, header.last_offset
@@ -173,9 +172,6 @@ class _SegmentRecovery:
         self.position += header.size
         self.last_offset = header.last_offset
         self.batches += 1
-        if header.magic >= 2:
-            self.epochs.observe(header)
-            self._update_producer_state(header, control, coordinator_epoch, marker_timestamp)
 
     def _check(self, header: BatchHeader) -> None:
         if header.position is None or header.size is None:
@@ -192,8 +188,43 @@ class _SegmentRecovery:
             raise DataError(f"last offset {header.last_offset} does not follow the previous batch's "
                             f"{self.last_offset}: offsets must increase", offset=header.last_offset)
 
-    def _update_producer_state(self, header: BatchHeader, control: ControlType | None,
-                               coordinator_epoch: int, marker_timestamp: int) -> None:
+    @property
+    def next_offset(self) -> int:
+        """The offset after the segment's last batch; its base offset if it has none."""
+        return self.base_offset if self.last_offset is None else self.last_offset + 1
+
+    def finish(self, aborted: list[AbortedTxn] | None = None) -> SegmentCompanions:
+        # "A normally closed segment always appends the biggest timestamp ever seen"
+        self._maybe_append_time_entry()
+        return SegmentCompanions(self.base_offset, self.offset_entries, self.time_entries,
+                                 aborted or [], self.next_offset, self.batches)
+
+
+class _SegmentRecovery:
+    """LogSegment.recover over one segment's batches: its indexes (SegmentIndexer) and, for v2
+    batches, the leader-epoch cache and the producer state, which carry over between segments."""
+
+    def __init__(self, base_offset: int, index_interval_bytes: int, producers: ProducerStateManager,
+                 epochs: _LeaderEpochCache):
+        self.indexer = SegmentIndexer(base_offset, index_interval_bytes)
+        self.producers = producers
+        self.epochs = epochs
+        self.aborted: list[AbortedTxn] = []
+
+    @property
+    def last_offset(self) -> int | None:
+        return self.indexer.last_offset
+
+    def add(self, header: BatchHeader, control: ControlType | None, coordinator_epoch: int,
+            marker_timestamp: int) -> None:
+        self.indexer.add(header)
+        if header.magic >= 2:
+            self.epochs.observe(header)
+            self.update_producer_state(header, control, coordinator_epoch, marker_timestamp)
+            self.producers.map_end_offset = header.last_offset + 1
+
+    def update_producer_state(self, header: BatchHeader, control: ControlType | None,
+                              coordinator_epoch: int, marker_timestamp: int) -> None:
         if header.has_producer_id:
             completed = self.producers.append(header, control, coordinator_epoch, marker_timestamp)
             if completed is not None:
@@ -202,14 +233,112 @@ class _SegmentRecovery:
                                                    completed.last_offset,
                                                    self.producers.last_stable_offset(completed)))
                 self.producers.complete_txn(completed)
-        self.producers.map_end_offset = header.last_offset + 1
+
+    def replay(self, facts: "SegmentFacts") -> None:
+        """What `add` does to the partition-level state, from the facts of a segment whose indexes
+        were built elsewhere (SegmentFactsBuilder says why the reduced batches give the same state)."""
+        for epoch, base_offset in facts.leader_epochs:
+            self.epochs.observe_epoch(epoch, base_offset)
+        for b in facts.producer_batches:
+            self.update_producer_state(b.header, b.control, b.coordinator_epoch, b.marker_timestamp)
+        if facts.v2_next_offset is not None:
+            self.producers.map_end_offset = facts.v2_next_offset
 
     def finish(self) -> SegmentCompanions:
-        # "A normally closed segment always appends the biggest timestamp ever seen"
-        self._maybe_append_time_entry()
-        next_offset = self.base_offset if self.last_offset is None else self.last_offset + 1
-        return SegmentCompanions(self.base_offset, self.offset_entries, self.time_entries,
-                                 self.aborted, next_offset, self.batches)
+        return self.indexer.finish(self.aborted)
+
+
+@dataclass(frozen=True)
+class ProducerBatch:
+    """A v2 batch as producer-state replay sees it (a control batch with its marker's facts)."""
+
+    header: BatchHeader
+    control: ControlType | None = None
+    coordinator_epoch: int = -1
+    marker_timestamp: int = NO_TIMESTAMP
+
+
+@dataclass
+class SegmentFacts:
+    """What one segment hands on to the partition-level files (§7, §8, §9) and to the segments after
+    it -- the part of recovery a parallel writer cannot do in the segment's own task. Small: a few
+    numbers, the leader-epoch changes, and the producer batches reduced as SegmentFactsBuilder
+    explains (never one entry per batch of the segment)."""
+
+    base_offset: int
+    batches: int
+    last_offset: int | None  # of the last batch; None for an empty segment
+    v2_next_offset: int | None  # after the last v2 batch: where recovery's snapshot of the segment goes
+    leader_epochs: list[tuple[int, int]]  # (epoch, base offset) where the segment's running maximum rises
+    producer_batches: list[ProducerBatch]
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset if self.last_offset is None else self.last_offset + 1
+
+
+class SegmentFactsBuilder:
+    """Built where a segment is written (a Spark task): its `.index` and `.timeindex` (SegmentIndexer)
+    and its SegmentFacts for CompanionBuilder.add_segment on the driver.
+
+    The producer batches are reduced without changing what recovery makes of them. Per producer,
+    between its control batches, consecutive data batches with the same transactional flag form a run;
+    only a run's first batch and its last one are kept, in log order (the last one takes the place of
+    the run's second). Why that is exact (ProducerStateManager, kfmt.producer_state):
+    * a data batch overwrites its producer's epoch, last sequence, last offset, offset delta and
+      timestamp, so within a run only the last batch decides them;
+    * a run's first batch is where the producer first appears (the snapshot's HashMap order), where a
+      transactional run opens a transaction (the first offset the `.txnindex` and other producers'
+      last stable offsets name), and where a non-transactional batch meets an open transaction (the
+      error Kafka's loader raises) -- all in their original place;
+    * other producers only see a producer through its open transaction, which only a run's first
+      batch and a control batch change, so moving a run's later batches earlier, never past the
+      producer's next kept batch, changes nothing they see.
+    Leader epochs: only batches that raise the segment's running maximum epoch can raise the cache's
+    latest one (which is at least every epoch seen before), so only they are kept.
+    """
+
+    def __init__(self, base_offset: int, index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES):
+        self.indexer = SegmentIndexer(base_offset, index_interval_bytes)
+        self._epochs: list[tuple[int, int]] = []
+        self._producer_batches: list[ProducerBatch] = []
+        self._runs: dict[int, list] = {}  # producer id -> [transactional, slot of the run's last batch]
+        self._v2_next_offset: int | None = None
+
+    def add(self, header: BatchHeader, control: ControlType | None = None, coordinator_epoch: int = -1,
+            marker_timestamp: int | None = None) -> None:
+        self.indexer.add(header)
+        if header.magic < 2:
+            return
+        self._v2_next_offset = header.last_offset + 1
+        epoch = header.partition_leader_epoch
+        if epoch >= 0 and (not self._epochs or epoch > self._epochs[-1][0]):
+            self._epochs.append((epoch, header.base_offset))
+        if not header.has_producer_id:
+            return
+        batch = ProducerBatch(header, control, coordinator_epoch,
+                              header.max_timestamp if marker_timestamp is None else marker_timestamp)
+        pid, kept = header.producer_id, self._producer_batches
+        run = self._runs.get(pid)
+        if header.is_control:
+            self._runs.pop(pid, None)
+            kept.append(batch)
+        elif run is None or run[0] != header.is_transactional:
+            self._runs[pid] = [header.is_transactional, None]
+            kept.append(batch)
+        elif run[1] is None:
+            run[1] = len(kept)
+            kept.append(batch)
+        else:
+            kept[run[1]] = batch
+
+    def finish(self) -> tuple[SegmentCompanions, SegmentFacts]:
+        """The segment's index files (no `.txnindex`: which transactions abort is known only on the
+        driver) and its facts."""
+        indexer = self.indexer
+        facts = SegmentFacts(indexer.base_offset, indexer.batches, indexer.last_offset,
+                             self._v2_next_offset, self._epochs, self._producer_batches)
+        return indexer.finish(), facts
 
 
 class CompanionBuilder:
@@ -278,13 +407,26 @@ class CompanionBuilder:
             raise UsageError("end_segment before begin_segment")
         segment, self._segment = self._segment, None
         result = segment.finish()
+        self._segment_done(segment, result.base_offset, segment.last_offset)
+        return result
+
+    def add_segment(self, facts: SegmentFacts) -> list[AbortedTxn]:
+        """A whole segment whose `.index` and `.timeindex` were built where it was written
+        (SegmentFactsBuilder): replays its facts like begin_segment/add_batch/end_segment and
+        returns the aborted transactions of its `.txnindex` (none: Kafka writes no file)."""
+        self.begin_segment(facts.base_offset)
+        segment, self._segment = self._segment, None
+        segment.replay(facts)
+        self._segment_done(segment, facts.base_offset, facts.last_offset)
+        return segment.aborted
+
+    def _segment_done(self, segment: _SegmentRecovery, base_offset: int, last_offset: int | None) -> None:
         # "take a snapshot to ensure that we won't need to reload the same segment again"
         segment.producers.take_snapshot(self._snapshots)
-        self._bases.append(result.base_offset)
-        self._last_segment_next_offset = result.next_offset
-        if segment.last_offset is not None:
-            self._next_offset = segment.last_offset + 1
-        return result
+        self._bases.append(base_offset)
+        self._last_segment_next_offset = base_offset if last_offset is None else last_offset + 1
+        if last_offset is not None:
+            self._next_offset = last_offset + 1
 
     def finish(self) -> PartitionCompanions:
         """After the last segment: the producer snapshots Kafka would have (offset -> bytes) and the

@@ -14,9 +14,13 @@ Every transform (upgrade, resegment, recompress, compaction, restore, salvage) w
   CompanionBuilder, the one place that computes indexes, snapshots and leader epochs. It copies
   already-encoded batches byte for byte (`append`) or encodes decoded ones through their format
   plugin (`append_batch`), and carries `partition.metadata` over unchanged.
-* For parallel writers (resegment on Spark), the same steps are separable and picklable: plan on the
-  driver, `write_segment()` one planned segment per task through a `StagingTarget`, then
-  `write_companions()` on the driver over the returned `WrittenSegment`s, in order.
+* For parallel writers (the Spark jobs), the same steps are separable and picklable: plan on the
+  driver, `write_segment()` one planned segment per task through a `StagingTarget` (or
+  `SegmentRunWriter` for a task that transforms batches and lets them roll), then
+  `write_companions()` on the driver over the returned `WrittenSegment`s, in order. A task writes its
+  segment's `.index` and `.timeindex` itself and returns only what crosses segments
+  (kfmt.companions.SegmentFacts: producer batches reduced, leader-epoch changes), so what reaches
+  the driver stays small however many batches a segment holds.
 
 Modification times: a segment gets the newest `mtime_ms` of the batches written into it (the source
 segments' `.log` mtimes, which Kafka's time retention uses for timestamp-less data, §13, §17 item 10);
@@ -28,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
 from kfmt import registry
-from kfmt.companions import CompanionBuilder, control_facts
+from kfmt.companions import CompanionBuilder, SegmentFacts, SegmentFactsBuilder, control_facts
 from kfmt.control import ControlType
 from kfmt.errors import DataError, UsageError
 from kfmt.indexes import OFFSET_ENTRY, TIME_ENTRY
@@ -36,6 +40,7 @@ from kfmt.layout import PARTITION_METADATA, PartitionDir, Segment, segment_file_
 from kfmt.manifest import FileRecord
 from kfmt.model import INT32_MAX, LOG_OVERHEAD, NO_TIMESTAMP, Batch, BatchHeader
 from kfmt.staging import StagedFiles, StagedOutput
+from kfmt.txnindex import write_txn_index
 from kfmt.wire import OFFSET_AND_SIZE
 
 # Kafka's topic-config defaults and lower bounds (LogConfig, §6.4, §12.2)
@@ -199,7 +204,8 @@ class SegmentPlanner:
 
 @dataclass(frozen=True)
 class SegmentPlan:
-    """One planned segment: batches [first, first + count) of the planned sequence."""
+    """One planned segment: batches [first, first + count) of the planned sequence, and the spacing
+    of its index entries."""
 
     base_offset: int
     first: int
@@ -207,6 +213,7 @@ class SegmentPlan:
     size: int
     last_offset: int
     reason: str
+    index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES
 
     @property
     def stop(self) -> int:
@@ -230,7 +237,7 @@ def plan_segments(headers: Iterable[BatchHeader], policy: RollPolicy = RollPolic
         count, last_offset = count + 1, header.last_offset
     if starts:
         ends.append((count, planner.size, last_offset))
-    return [SegmentPlan(base, first, stop - first, size, last, reason)
+    return [SegmentPlan(base, first, stop - first, size, last, reason, policy.index_interval_bytes)
             for (first, base, reason), (stop, size, last) in zip(starts, ends)]
 
 
@@ -249,8 +256,11 @@ class WrittenBatch:
 
 @dataclass(frozen=True)
 class WrittenSegment:
+    """A segment a parallel task wrote (its `.log`, `.index` and `.timeindex`), and what the driver
+    needs of it for the partition-level files."""
+
     base_offset: int
-    batches: tuple[WrittenBatch, ...]
+    facts: SegmentFacts
     log: FileRecord
     mtime_ms: int | None = None
     reason: str = ""
@@ -474,37 +484,113 @@ class PartitionWriter:
 def write_segment(files: StagedFiles, rel_dir: str, plan: SegmentPlan,
                   entries: Iterable[tuple[BatchHeader, bytes]],
                   mtime_ms: int | None = None) -> WrittenSegment:
-    """Write the `.log` of one planned segment from its batches' (header, bytes); the companion files
-    come afterwards from write_companions(), which needs every segment in order."""
-    log = _SegmentLog(files, rel_dir, plan.base_offset)
-    batches = []
+    """Write one planned segment from its batches' (header, bytes): its `.log`, `.index` and
+    `.timeindex`; the other companion files come afterwards from write_companions(), which needs
+    every segment in order."""
+    log = _TaskSegment(files, rel_dir, plan.base_offset, plan.index_interval_bytes, plan.reason)
     try:
         for header, entry in entries:
-            batches.append(log.append(_checked_header(header, entry), entry, None))
-        if len(batches) != plan.count or log.position != plan.size:
+            log.append(_checked_header(header, entry), entry)
+        if log.facts.indexer.batches != plan.count or log.position != plan.size:
             raise UsageError(f"segment {plan.base_offset} was planned with {plan.count} batches of "
-                             f"{plan.size} bytes but given {len(batches)} of {log.position}")
-        record = log.close()
+                             f"{plan.size} bytes but given {log.facts.indexer.batches} of {log.position}")
     except BaseException:
         log.abort()
         raise
-    return WrittenSegment(plan.base_offset, tuple(batches), record, mtime_ms, plan.reason)
+    return log.close(mtime_ms)
+
+
+class _TaskSegment(_SegmentLog):
+    """A segment written in a parallel task: its `.log`, and its `.index`/`.timeindex` and
+    SegmentFacts from a SegmentFactsBuilder fed as the batches go by (nothing kept per batch)."""
+
+    def __init__(self, files: StagedFiles, rel_dir: str, base_offset: int, index_interval_bytes: int,
+                 reason: str):
+        super().__init__(files, rel_dir, base_offset)
+        self.files, self.rel_dir, self.reason = files, rel_dir, reason
+        self.facts = SegmentFactsBuilder(base_offset, index_interval_bytes)
+
+    def append(self, header: BatchHeader, entry, facts=None, mtime_ms: int | None = None) -> WrittenBatch:
+        written = super().append(header, entry, facts, mtime_ms)
+        self.facts.add(written.header, written.control, written.coordinator_epoch,
+                       written.marker_timestamp)
+        return written
+
+    def close(self, mtime_ms: int | None = None) -> WrittenSegment:
+        """`mtime_ms`: the segment's modification time (default: the newest of its batches')."""
+        mtime_ms = self.mtime_ms if mtime_ms is None else mtime_ms
+        record = super().close()
+        indexes, facts = self.facts.finish()
+        # LogSegment.setLastModified sets the .log and both indexes alike.
+        for name, data in indexes.files().items():
+            self.files.write(_rel(self.rel_dir, name), data, mtime_ms)
+        if mtime_ms is not None:
+            record = self.files.set_mtime(record.rel, mtime_ms)
+        return WrittenSegment(self.base_offset, facts, record, mtime_ms, self.reason)
+
+
+class SegmentRunWriter:
+    """The task side of a parallel transform whose batches change size (upgrade, recompress): batches
+    streamed into segments of `rel_dir` starting at `start_offset` and rolled by `policy` like
+    PartitionWriter's, each written with its `.index` and `.timeindex`; `close()` returns the
+    WrittenSegments for write_companions(). A run without batches still gets its segment at
+    `start_offset` (a transform keeps the source's empty segments)."""
+
+    def __init__(self, files: StagedFiles, rel_dir: str, policy: RollPolicy = RollPolicy(), *,
+                 start_offset: int):
+        self.files, self.rel_dir, self.policy = files, rel_dir, policy
+        self.start_offset = start_offset
+        self.planner = SegmentPlanner(policy, start_offset)
+        self.segments: list[WrittenSegment] = []
+        self._segment: _TaskSegment | None = None
+
+    def append(self, header: BatchHeader, entry, *, facts=None, mtime_ms: int | None = None) -> WrittenBatch:
+        """Append an encoded batch. `facts`: its control facts (kfmt.companions.control_facts) when
+        the caller has them, else a control batch is decoded here."""
+        header = _checked_header(header, entry)
+        reason = self.planner.place(header)
+        if reason is not None:
+            self._end_segment()
+            self._segment = _TaskSegment(self.files, self.rel_dir, self.planner.base_offset,
+                                         self.policy.index_interval_bytes, reason)
+        return self._segment.append(header, entry, facts, mtime_ms)
+
+    def _end_segment(self, mtime_ms: int | None = None) -> None:
+        if self._segment is not None:
+            segment, self._segment = self._segment, None
+            self.segments.append(segment.close(mtime_ms))
+
+    def close(self, empty_mtime_ms: int | None = None) -> list[WrittenSegment]:
+        """Finish the last segment. `empty_mtime_ms`: the modification time of the empty segment
+        a run without batches gets."""
+        if not self.segments and self._segment is None:
+            self._segment = _TaskSegment(self.files, self.rel_dir, self.start_offset,
+                                         self.policy.index_interval_bytes, FIRST)
+            self._end_segment(empty_mtime_ms)
+        self._end_segment()
+        return self.segments
+
+    def abort(self) -> None:
+        if self._segment is not None:
+            self._segment.abort()
+            self._segment = None
 
 
 def write_companions(files: StagedFiles, rel_dir: str, segments: Iterable[WrittenSegment],
                      policy: RollPolicy = RollPolicy(), *, source: PartitionDir | None = None,
                      **companion_options) -> WriteSummary:
-    """The companion files of segments written by write_segment(), given in offset order."""
+    """The partition-level companion files (`.txnindex`, producer snapshots, leader-epoch-checkpoint,
+    partition.metadata) of segments written by parallel tasks, given in offset order."""
     companions = _CompanionWriter(files, rel_dir, policy, companion_options)
     summary = WriteSummary()
     for segment in segments:
-        companions.builder.begin_segment(segment.base_offset)
-        for batch in segment.batches:
-            companions.add(batch)
-        companions.end_segment(segment.log, segment.mtime_ms)
-        last = segment.batches[-1].header.last_offset if segment.batches else None
+        aborted = companions.builder.add_segment(segment.facts)
+        if aborted:
+            name = segment_file_name(segment.base_offset, "txnindex")
+            files.write(_rel(rel_dir, name), write_txn_index(aborted), segment.mtime_ms)
         summary.segments.append(SegmentSummary(segment.base_offset, segment.log.size,
-                                               len(segment.batches), last, segment.reason))
+                                               segment.facts.batches, segment.facts.last_offset,
+                                               segment.reason))
     summary.log_end_offset = companions.finish(source).log_end_offset
     return summary
 
