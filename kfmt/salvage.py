@@ -45,11 +45,13 @@ import numpy as np
 from kfmt import registry
 from kfmt.checkpoints import (checkpoint_text, read_offset_checkpoint, read_partition_metadata,
                               write_offset_checkpoint)
-from kfmt.companions import DEFAULT_INDEX_INTERVAL_BYTES, control_facts
+from kfmt.checkpoints import EpochEntry
+from kfmt.companions import DEFAULT_INDEX_INTERVAL_BYTES, control_facts, existing_leader_epochs
 from kfmt.control import ControlType
 from kfmt.errors import DataError, UsageError
 from kfmt.formats import STRICT, ReadOptions
-from kfmt.layout import PARTITION_METADATA, SEGMENT_NAME, PartitionDir, find_partitions, is_log_dir
+from kfmt.layout import (LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA, SEGMENT_NAME, PartitionDir,
+                         Segment, find_partitions, is_log_dir)
 from kfmt.model import INT32_MAX, LOG_OVERHEAD, NO_PARTITION_LEADER_EPOCH, Batch
 from kfmt.producer_state import DEFAULT_PRODUCER_EXPIRATION_MS
 from kfmt.reindex import COPIED_LOG_DIR_FILES, LOG_START_OFFSET_CHECKPOINT, OFFSET_CHECKPOINTS
@@ -68,6 +70,7 @@ ZEROS = "zeros"  # zero bytes: a preallocated tail, or writes lost in a crash
 DUPLICATE = "duplicate"  # an intact entry identical to one kept
 OVERLAP = "overlap"  # intact entries claiming offsets another claims too, or out of order
 MISPLACED = "misplaced"  # an intact entry whose offset field contradicts the entries around it
+EPOCH = "epoch"  # an intact v2 batch whose leader epoch field contradicts the batches around it
 TXN_STATE = "txn-state"  # an intact entry a broker cannot replay (an open transaction's producer)
 UNREADABLE = "unreadable"  # a segment file that could not be read at all
 
@@ -121,13 +124,14 @@ class Found:
 
     def __init__(self):
         self.positions, self.sizes = array("q"), array("q")
-        self.bases, self.lasts = array("q"), array("q")
+        self.bases, self.lasts, self.epochs = array("q"), array("q"), array("q")
 
     def add(self, position: int, size: int, batch: Batch) -> None:
         self.positions.append(position)
         self.sizes.append(size)
         self.bases.append(batch.header.base_offset)
         self.lasts.append(batch.header.last_offset)
+        self.epochs.append(batch.header.partition_leader_epoch)
 
     def __len__(self) -> int:
         return len(self.positions)
@@ -536,6 +540,76 @@ class _TxnReplay:
         return None
 
 
+@dataclass
+class _Planned:
+    """An intact entry to write, in the output's order."""
+
+    segment: Segment
+    file: str
+    buf: object
+    position: int
+    size: int
+    epoch: int | None  # a v2 batch's partition leader epoch; None for legacy entries
+
+
+class _EpochOrder:
+    """Leader epochs never decrease along a log (§9), and the partition leader epoch of a v2 batch is
+    outside its CRC (§4.1). An epoch that breaks the order its neighbours agree on is damaged; at the
+    ends of the log, where one neighbour is missing, the source's leader-epoch-checkpoint (when it
+    reads) says which epoch covers the batch's offsets."""
+
+    def __init__(self, reference: list[EpochEntry] | None):
+        self.starts = [e.start_offset for e in reference or []]
+        self.epochs = [e.epoch for e in reference or []]
+        self.previous: int | None = None  # the epoch of the last v2 batch written
+
+    def refusal(self, epoch: int, base: int, following: int | None) -> str | None:
+        before = self.previous
+        at = bisect.bisect_right(self.starts, base) - 1
+        expected = self.epochs[at] if at >= 0 else None
+        if before is not None and following is not None:
+            damaged = before <= following and not before <= epoch <= following
+        elif before is not None:  # the last v2 batch
+            damaged = epoch < before or (epoch > before and expected not in (None, epoch))
+        else:  # the first v2 batch
+            damaged = following != epoch and expected not in (None, epoch)
+        if not damaged:
+            self.previous = epoch
+            return None
+        around = ", ".join(f"{what} {value}" for what, value in (("before it", before), ("after it", following),
+                                                                  ("checkpoint", expected)) if value is not None)
+        return (f"intact, but its partition leader epoch {epoch} (outside the CRC) breaks the order of "
+                f"the epochs around it ({around}): leader epochs never decrease along a log")
+
+
+def _planned(part: PartitionDir, options: SalvageOptions, result: "PartitionSalvage", found: PartitionTally,
+             on_progress: Callable[[int], None] | None):
+    """The segments of `part` (yielded as such when each begins) and their intact entries in the
+    order they are written."""
+    segs, storage = part.segments, part.storage
+    for i, seg in enumerate(segs):
+        rng = SegmentRange(seg.base_offset, segs[i + 1].base_offset if i + 1 < len(segs) else None)
+        file = part.display(seg.log)
+        found.add_segment(seg.size)
+        yield seg
+        try:
+            buf = storage.map(seg.log.path)
+        except OSError as err:
+            result.dropped.append(Dropped(file, 0, seg.size, UNREADABLE,
+                                          f"cannot read the file: {err.strerror or err}",
+                                          [(rng.base, rng.limit if rng.next_base is not None else None)]))
+            continue
+        scan = scan_segment(buf, file, rng, options.read, found.add_batch)
+        result.moved += [f"{file}: {m}" for m in scan.moved]
+        result.dropped += scan.dropped
+        for j in scan.order:
+            position = scan.found.positions[j]
+            yield _Planned(seg, file, buf, position, scan.found.sizes[j], scan.found.epochs[j]
+                           if buf[position + 16] >= 2 else None)
+        if on_progress is not None:
+            on_progress(seg.size)
+
+
 def salvage_partition(part: PartitionDir, rel: str, out: StagedOutput | None, options: SalvageOptions,
                       log_start_offset: int = 0, destination: str = "",
                       on_progress: Callable[[int], None] | None = None) -> PartitionSalvage:
@@ -556,42 +630,31 @@ def salvage_partition(part: PartitionDir, rel: str, out: StagedOutput | None, op
         writer = PartitionWriter(out, rel, policy,
                                  start_offset=segs[0].base_offset if segs else log_start_offset,
                                  log_start_offset=log_start_offset, **options.writer_options())
-    replay = _TxnReplay()
+    replay, epochs = _TxnReplay(), _EpochOrder(_reference_epochs(part, result))
+    stream = _planned(part, options, result, found_tally, on_progress)
+    following = next(stream, None)
     try:
-        for i, seg in enumerate(segs):
-            rng = SegmentRange(seg.base_offset, segs[i + 1].base_offset if i + 1 < len(segs) else None)
-            file = part.display(seg.log)
-            found_tally.add_segment(seg.size)
-            try:
-                buf = storage.map(seg.log.path)
-            except OSError as err:
-                result.dropped.append(Dropped(file, 0, seg.size, UNREADABLE,
-                                              f"cannot read the file: {err.strerror or err}",
-                                              [(rng.base, rng.limit if rng.next_base is not None else None)]))
+        while following is not None:
+            current, following = following, next(stream, None)
+            if isinstance(current, Segment):
                 if writer is not None:
-                    writer.roll(seg.base_offset)
+                    writer.roll(current.base_offset)  # segments keep their base offsets, even emptied
                 continue
-            scan = scan_segment(buf, file, rng, options.read, found_tally.add_batch)
-            result.moved += [f"{file}: {m}" for m in scan.moved]
+            entry = memoryview(current.buf)[current.position:current.position + current.size]
+            fmt = registry.get().format_for(entry[16])
+            batch = fmt.decode(entry, fmt.read_header(entry, current.position), options.read)
+            h = batch.header
+            kind, refusal = TXN_STATE, replay.refusal(batch)
+            if refusal is None and current.epoch is not None:
+                after = following.epoch if isinstance(following, _Planned) else None
+                kind, refusal = EPOCH, epochs.refusal(current.epoch, h.base_offset, after)
+            if refusal is not None:
+                result.dropped.append(Dropped(current.file, current.position, current.position + current.size,
+                                              kind, refusal, [(h.base_offset, h.last_offset)]))
+                continue
+            written_tally.add_batch(batch)
             if writer is not None:
-                writer.roll(seg.base_offset)  # segments keep their base offsets, even when emptied
-            for j in scan.order:
-                position, size = scan.found.positions[j], scan.found.sizes[j]
-                entry = memoryview(buf)[position:position + size]
-                fmt = registry.get().format_for(entry[16])
-                batch = fmt.decode(entry, fmt.read_header(entry, position), options.read)
-                refusal = replay.refusal(batch)
-                if refusal is not None:
-                    h = batch.header
-                    scan.dropped.append(Dropped(file, position, position + size, TXN_STATE, refusal,
-                                                [(h.base_offset, h.last_offset)]))
-                    continue
-                written_tally.add_batch(batch)
-                if writer is not None:
-                    writer.append(batch.header, entry, mtime_ms=seg.log.mtime_ms)
-            result.dropped += sorted(scan.dropped, key=lambda d: d.start)
-            if on_progress is not None:
-                on_progress(seg.size)
+                writer.append(h, entry, mtime_ms=current.segment.log.mtime_ms)
         if writer is not None:
             summary = writer.close()
             for written in summary.segments:
@@ -602,9 +665,26 @@ def salvage_partition(part: PartitionDir, rel: str, out: StagedOutput | None, op
         if writer is not None:
             writer.abort()
         raise
+    result.dropped.sort(key=lambda d: (d.file, d.start))
     found_tally.finish()
     written_tally.finish()
     return result
+
+
+def _reference_epochs(part: PartitionDir, result: PartitionSalvage) -> list[EpochEntry] | None:
+    """The source's leader-epoch-checkpoint entries, when it reads and its entries increase."""
+    try:
+        entries = existing_leader_epochs(part)
+    except (OSError, DataError) as err:
+        result.notes.append(f"{LEADER_EPOCH_CHECKPOINT} not used to check leader epochs: "
+                            f"{getattr(err, 'message', err)}")
+        return None
+    if entries and any(b.epoch <= a.epoch or b.start_offset <= a.start_offset
+                       for a, b in zip(entries, entries[1:])):
+        result.notes.append(f"{LEADER_EPOCH_CHECKPOINT} not used to check leader epochs: its entries "
+                            f"do not increase")
+        return None
+    return entries
 
 
 def _write_partition_metadata(part: PartitionDir, rel: str, out: StagedOutput,

@@ -392,3 +392,20 @@ def test_the_command_prints_each_dropped_range_and_refuses_a_second_run(tmp_path
     assert json.loads(as_json.out)["salvage"] == report["salvage"] | {
         "partitions": [p | {"destination": str(tmp_path / "again")} for p in report["salvage"]["partitions"]]}
     assert os.listdir(src) == os.listdir(REALKAFKA / name)  # the source is only read
+
+
+@pytest.mark.parametrize("where", ["first", "middle", "last"])
+@pytest.mark.parametrize("epoch", [-1, 7, 1 << 30])
+def test_a_damaged_leader_epoch_is_caught_by_the_epochs_around_it(tmp_path, where, epoch):
+    """The partition leader epoch is outside the CRC; the corpus's epochs are all 0. A batch claiming
+    another epoch is dropped (its records reported); at the ends of the log the source's
+    leader-epoch-checkpoint ("0 0") says which epoch its offsets belong to."""
+    name = "v2-lz4-0"
+    src = copy_partition(name, tmp_path)
+    listing = kafka_listing(name)
+    entry = {"first": listing[0], "middle": middle_entry(name), "last": listing[-1]}[where]
+    damage(src, entry.file, lambda data: struct.pack_into(">i", data, entry.position + 12, epoch))
+    report = check_salvage(src, tmp_path / "out", name, records_of_entries(name, [entry]))
+    [dropped] = partition_report(report)["dropped"]
+    assert (dropped["kind"], dropped["start"]) == ("epoch", entry.position)
+    assert dropped["offsets"] == [{"first": entry.offset, "last": entry.last_offset}]
