@@ -5,11 +5,12 @@ The job, on Spark (pipelines/runner.py; `inprocess` runs the same functions with
 1. With read_committed, one cheap task per partition walks its headers and control batches into its
    transaction outcomes (kfmt.transactions: aborted transactions, last stable offset): a segment's
    records can depend on a marker in a later segment, so segment tasks cannot decide alone.
-2. One task per segment range (pipelines/log_ranges.py) reads and checks every batch, writes the
-   selected records through the staged output's picklable target (any fsspec URL: Spark's own writer
-   has no s3a here), a row group per chunk (memory per task stays bounded), into
+2. Tasks of segment ranges (pipelines/log_ranges.py: one per segment, big ones cut, small ones of a
+   partition packed together) read and check every batch of each range and write its selected
+   records through the staged output's picklable target (any fsspec URL: Spark's own writer has no
+   s3a here), a row group per chunk (memory per task stays bounded), into
    `part-<segment base offset>-<range>.<ext>`: names a re-run with the same settings reproduces. Then
-   it reads the files back and computes the content digest (kfmt.report) of what they hold. That
+   each task reads its files back and computes the content digest (kfmt.report) of what they hold. That
    proves more than a digest of the Arrow rows handed to the writer: it also covers the Parquet or
    JSON encoding, the conversions back (Spark's microsecond timestamps, Java-decoded header keys)
    and the storage round trip, at the cost of reading the output once.
@@ -29,7 +30,7 @@ import pyarrow.compute as pc
 
 from kfmt.errors import KfmtError, UsageError
 from kfmt.export import DATE_FIELD, EXPORT_SCHEMA, record_dates, rows_to_records
-from kfmt.layout import PartitionDir, find_partitions, is_log_dir
+from kfmt.layout import PartitionDir, find_partitions
 from kfmt.manifest import FileRecord
 from kfmt.partition import PartitionReader
 from kfmt.pipelines.export_files import FORMATS

@@ -226,7 +226,8 @@ def test_layout_is_hive_style_with_reproducible_names(tmp_path):
     assert files == [f"topic=v2-none/partition=0/part-{b:020d}-0000.parquet" for b in bases]
     # topic and partition are data columns too: one file read alone still has them
     one = pq.read_table(dst / files[0])
-    assert set(one.column("topic").to_pylist()) == {"v2-none"} and set(one.column("partition").to_pylist()) == {0}
+    assert set(one.column("topic").to_pylist()) == {"v2-none"}
+    assert set(one.column("partition").to_pylist()) == {0}
     # a second run writes the same files, byte for byte
     again = tmp_path / "again"
     assert export(REALKAFKA / "v2-none-0", again).code == 0
@@ -245,7 +246,8 @@ def test_partition_by_date(tmp_path):
     for topic in ("v0-gzip", "v2-lz4", "v1-logappendtime-gzip"):
         records = truth(f"{topic}-0")
         dates = [utc_date(r["timestamp"]) for r in records]
-        expected_dirs |= {f"topic={topic}/partition=0/date={d or '__HIVE_DEFAULT_PARTITION__'}" for d in dates}
+        expected_dirs |= {f"topic={topic}/partition=0/date={d or '__HIVE_DEFAULT_PARTITION__'}"
+                          for d in dates}
         rows = table.filter(pa.compute.equal(table.column("topic"), topic))
         assert as_consumer_records(rows.drop_columns(["date"])) == records
         assert rows.column("date").to_pylist() == dates
@@ -449,7 +451,8 @@ def test_spark_export_of_the_log_directory_reads_back_with_spark(spark, tmp_path
     assert all((dst / f).read_bytes() == (same / f).read_bytes() for f in files)
     # Spark's partition discovery over the whole tree (the report file filtered out, docs/export.md)
     df = spark.read.option("pathGlobFilter", "*.parquet").parquet(str(dst))
-    assert df.schema.simpleString() == spark.createDataFrame([], f"{EXPORT_DDL}, date date").schema.simpleString()
+    expected_schema = spark.createDataFrame([], f"{EXPORT_DDL}, date date").schema
+    assert df.schema.simpleString() == expected_schema.simpleString()
     rows = df.selectExpr("*", "unix_micros(timestamp) AS micros").collect()
     by_topic: dict = {}
     for r in rows:
