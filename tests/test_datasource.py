@@ -16,7 +16,8 @@ import pytest
 from conftest import REALKAFKA, needs_realkafka, real_dir_params
 from corpus_truth import control_records
 from s3server import s3_server  # noqa: F401  (fixture)
-from test_export import TXN, as_consumer_records, corrupted_copy, export, listing, read_dataset, truth
+from test_export import (TXN, as_consumer_records, corrupted_copy, export, listing,
+                         open_transaction_partition, read_dataset, truth)
 
 from kfmt.errors import DataError, UsageError
 from kfmt.export import EXPORT_SCHEMA
@@ -87,6 +88,12 @@ def test_read_committed(include_control):
     control = rows.filter(rows.column("is_control"))
     assert list(zip(control.column("offset").to_pylist(), control.column("timestamp_ms").to_pylist())) == \
         (list(control_records(TXN)) if include_control else [])
+
+
+def test_read_committed_stops_at_the_last_stable_offset(tmp_path):
+    src = open_transaction_partition(tmp_path)
+    rows, _ = read_all(src, **{"kafka.isolation.level": "read_committed", "maxBytesPerSplit": 100})
+    assert rows.column("offset").to_pylist() == [0, 1, 2]
 
 
 @needs_realkafka

@@ -261,10 +261,14 @@ def test_partition_by_date(tmp_path):
 @pytest.mark.parametrize("name", ["v2-none-0", "v0-snappy-0", TXN])
 def test_json_lines(tmp_path, name):
     dst = tmp_path / "out"
-    result = export(REALKAFKA / name, dst, "--format", "jsonl", "--include-control")
+    result = export(REALKAFKA / name, dst, "--format", "jsonl", "--include-control",
+                    "--partition-by", "topic,partition,date")
     assert result.code == 0, result.err
-    objects = [json.loads(line) for f in sorted(dst.rglob("*.jsonl")) for line in f.read_text().splitlines()]
-    assert [list(o) for o in objects[:1]] == [EXPORT_SCHEMA.names]
+    objects = sorted((json.loads(line) for f in dst.rglob("*.jsonl") for line in f.read_text().splitlines()),
+                     key=lambda o: o["offset"])
+    assert all(list(o) == EXPORT_SCHEMA.names + ["date"] for o in objects)
+    assert all(o["date"] == (None if o["timestamp_ms"] == -1 else utc_date(o["timestamp_ms"]).isoformat())
+               for o in objects)
     data = [o for o in objects if not o["is_control"]]
     epoch = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
     got = [{"offset": o["offset"],
@@ -346,6 +350,71 @@ def test_a_timestamp_spark_cannot_hold_is_bad_data(tmp_path):
     assert re.search(r"far-0/00000000000000000000\.log, position 0, offset 1: timestamp \d+ ms is out of "
                      r"the range of Spark's timestamp type", result.err)
     assert not (tmp_path / "out").exists()
+
+
+# --- read_committed with an open transaction --------------------------------------------------------
+
+def v2_entry(base: int, n: int, pid: int, *, transactional: bool = False, control: ControlType | None = None):
+    """A v2 batch of n records at offsets base.. (a one-record marker when `control` is given)."""
+    from kfmt import registry
+    from kfmt.control import end_txn_marker_value
+    from kfmt.model import BatchHeader, make_records
+
+    keys = [control_key(control)] if control is not None else [b"k%d" % (base + i) for i in range(n)]
+    values = [end_txn_marker_value(0)] if control is not None else [b"v"] * n
+    header = BatchHeader(magic=2, base_offset=base, last_offset=base + len(keys) - 1,
+                         base_timestamp=1700000000000 + base, max_timestamp=1700000000000 + base,
+                         producer_id=pid, producer_epoch=0, base_sequence=-1 if control else 0,
+                         is_transactional=transactional or control is not None,
+                         is_control=control is not None)
+    return registry.get().format_for(2).encode(header, make_records(
+        list(range(base, base + len(keys))), [1700000000000 + base] * len(keys), keys, values))
+
+
+def open_transaction_partition(root: Path) -> Path:
+    """Two segments. Producer 10 commits 0-1; 20 writes without transactions; 11's transaction (4-5)
+    is aborted by a marker in the second segment; 12's transaction (6) never ends, so the last
+    stable offset is 6: a committed reader sees 0, 1, 2 and nothing from 6 on."""
+    part = root / "open-0"
+    part.mkdir(parents=True)
+    (part / "00000000000000000000.log").write_bytes(b"".join([
+        v2_entry(0, 2, 10, transactional=True), v2_entry(2, 1, 20),
+        v2_entry(3, 1, 10, control=ControlType.COMMIT),
+        v2_entry(4, 2, 11, transactional=True), v2_entry(6, 1, 12, transactional=True)]))
+    (part / "00000000000000000007.log").write_bytes(b"".join([
+        v2_entry(7, 1, 20), v2_entry(8, 1, 11, control=ControlType.ABORT), v2_entry(9, 1, 20)]))
+    return part
+
+
+@pytest.mark.parametrize("include_control", [False, True])
+def test_nothing_at_or_after_the_last_stable_offset(tmp_path, include_control):
+    src = open_transaction_partition(tmp_path)
+    dst = tmp_path / "out"
+    extra = ["--include-control"] if include_control else []
+    result = export(src, dst, "--isolation", "read_committed", *extra)
+    assert result.code == 0, result.err
+    rows = read_dataset(dst)
+    assert rows.column("offset").to_pylist() == ([0, 1, 2, 3] if include_control else [0, 1, 2])
+    (inp,) = json.loads((dst / REPORT_NAME).read_text())["inputs"]
+    left_out = {"aborted": 2, "beyond_last_stable_offset": 4, "control": 1}
+    if include_control:
+        del left_out["control"]
+    assert inp["left_out_records"] == left_out
+    # kfmt cat applies the same rule
+    cat = run_kfmt("cat", src, "--isolation", "read_committed", "--format", "json", *extra)
+    assert [json.loads(line)["offset"] for line in cat.lines] == rows.column("offset").to_pylist()
+    # and read_uncommitted sees every data record
+    assert export(src, tmp_path / "all").code == 0
+    assert read_dataset(tmp_path / "all").column("offset").to_pylist() == [0, 1, 2, 4, 5, 6, 7, 9]
+
+
+def test_odd_directory_names_are_escaped_as_spark_does(tmp_path):
+    src = open_transaction_partition(tmp_path).rename(tmp_path / "odd%name:x=y-0")
+    dst = tmp_path / "out"
+    assert export(src, dst).code == 0
+    assert [p.name for p in dst.iterdir() if p.is_dir()] == ["topic=odd%25name%3Ax%3Dy"]
+    table = read_dataset(dst)  # pyarrow decodes the directory name
+    assert set(table.column("topic").to_pylist()) == {"odd%name:x=y"}
 
 
 # --- the contract: dry run, exit codes, nothing published on failure -------------------------------
