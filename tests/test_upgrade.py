@@ -1,0 +1,483 @@
+"""kfmt upgrade: v0/v1 to v2 by Kafka 4.0's rules (reference §16.3), checked against independent truth.
+
+* The realkafka corpus: every v0/v1 partition upgraded as one log directory (on Spark, as the issue
+  asks) must read back as the Java consumer read the originals (v0's NoTimestampType becoming
+  CreateTime -1), verify clean, carry the companion files `kfmt reindex` builds for it, and hold
+  exactly the batches 4.0 makes: one per source entry listed by kafka-dump-log (its deep iteration
+  names each entry's inner offsets), with the entry's codec and timestamps.
+* Peers: python-lz4 (which checks the LZ4 header checksum Kafka's v0 frames get wrong) and
+  kafka-python, which builds the synthetic mixed-magic and transactional logs and reads outputs.
+* The run's contract (CLI.md): dry run, exit codes, nothing published on bad data or a digest
+  mismatch, the report, S3 URLs.
+
+Helpers here are shared with test_resegment.py and test_recompress.py.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import shutil
+import struct
+import zlib
+from functools import cache
+from pathlib import Path
+
+import lz4.frame
+import pytest
+from kafka.record.default_records import DefaultRecordBatchBuilder
+from kafka.record.legacy_records import LegacyRecordBatchBuilder
+from kafka.record.memory_records import MemoryRecords
+
+from conftest import REAL_DIRS, REALKAFKA, needs_realkafka, real_dir_params, run_kfmt
+from corpus_truth import consumer_records
+from s3server import s3_server, s3_url  # noqa: F401  (fixtures)
+
+from kfmt import registry, segment
+from kfmt.control import ControlType, control_key, end_txn_marker_value
+from kfmt.layout import find_partitions
+from kfmt.model import BatchHeader, TimestampType, make_records
+from kfmt.partition import PartitionReader
+from kfmt.report import REPORT_NAME
+from kfmt.storage import open_storage
+
+SPARK = os.environ.get("KFMT_SPARK_MASTER", "local[*]")  # the Spark tests' master: local mode
+NOW_MS = 1_795_000_000_000  # the clock producer expiry is judged against, for upgrade and reindex alike
+COMPANION = re.compile(r"\.(index|timeindex|txnindex|snapshot)$|^leader-epoch-checkpoint$")
+LZ4_MAGIC = b"\x04\x22\x4d\x18"
+
+
+# --- helpers (also used by test_resegment.py and test_recompress.py) ---
+
+def kfmt_ok(*args) -> str:
+    result = run_kfmt(*[str(a) for a in args])
+    assert result.code == 0, result.err
+    return result.out
+
+
+def transform(command: str, src, dst, *args, master: str = "inprocess") -> dict:
+    """Run a transform; returns its report."""
+    kfmt_ok(command, src, dst, "--no-progress", "--now", NOW_MS, "--master", master, *args)
+    return json.loads(Path(dst, REPORT_NAME).read_text())
+
+
+@cache
+def corpus_magic(name: str) -> int:
+    """The message format of a corpus partition (its first entry's magic byte)."""
+    first = next(p for p in sorted((REALKAFKA / name).glob("*.log")) if p.stat().st_size)
+    return first.read_bytes()[16]
+
+
+LEGACY_DIRS = [d for d in REAL_DIRS if corpus_magic(d) < 2]
+
+
+def log_dir_of(tmp_path: Path, names, name: str = "logs") -> Path:
+    """A log directory holding copies of corpus partitions (and the broker's own log-dir files)."""
+    root = tmp_path / name
+    root.mkdir()
+    for n in names:
+        shutil.copytree(REALKAFKA / n, root / n)
+    shutil.copy(REALKAFKA / "_logdir-root" / "meta.properties", root)
+    return root
+
+
+def companion_files(directory: Path) -> dict[str, bytes]:
+    return {f.name: f.read_bytes() for f in directory.iterdir() if COMPANION.search(f.name)}
+
+
+def assert_companions_are_reindexs(out: Path, tmp_path: Path, *args) -> None:
+    """The companion files of every partition of `out` are what `kfmt reindex` writes for it."""
+    again = tmp_path / f"reindexed-{out.name}"
+    kfmt_ok("reindex", out, again, "--no-progress", "--now", NOW_MS, *args)
+    if list(out.glob("*.log")):  # a partition directory
+        assert companion_files(out) == companion_files(again)
+        return
+    for part in (p for p in out.iterdir() if p.is_dir()):
+        assert companion_files(part) == companion_files(again / part.name), part.name
+
+
+def cat_json(path: Path) -> list[dict]:
+    return [json.loads(line) for line in kfmt_ok("cat", path, "--format", "json").splitlines()]
+
+
+def truth_as_v2(name: str) -> list[dict]:
+    """What the Java consumer read, as it reads the v2 form: v0's NoTimestampType is CreateTime -1."""
+    out = []
+    for r in consumer_records(name):
+        r = dict(r)
+        if r["timestampType"] == "NoTimestampType":
+            r["timestampType"] = "CreateTime"
+        out.append(r)
+    return out
+
+
+def batches_of(path: Path) -> list:
+    [part] = find_partitions(*open_storage(str(path)))
+    reader = PartitionReader(part)
+    return [reader.decode(seg, h) for seg in part.segments for h in reader.frames(seg)]
+
+
+def records(path: Path) -> list[tuple]:
+    """(offset, timestamp, key, value, [(header key, value)]) of the data records, as kfmt reads them."""
+    out = []
+    for b in batches_of(path):
+        if not b.header.is_control:
+            out += [(r["offset"], r["timestamp"], r["key"], r["value"],
+                     [(h["key"], h["value"]) for h in r["headers"]]) for r in b.records.to_pylist()]
+    return out
+
+
+# --- what Kafka 4.0 makes of each entry, from kafka-dump-log's listing of the source ---
+
+ENTRY = re.compile(r"^offset: (\d+) position: \d+ (\w+): (-?\d+) size: \d+ magic: (\d) compresscodec: (\w+)")
+INNER = re.compile(r"^\| offset: (\d+) (\w+): (-?\d+) keySize:")
+
+
+@cache
+def expected_v2_batches(name: str) -> list[tuple]:
+    """Per source entry of kafka-dump-log's deep listing: (first offset, last offset, records,
+    codec, timestamp type, max timestamp) of the v2 batch Kafka 4.0 converts it to (§16.3)."""
+    entries = []
+    with gzip.open(REALKAFKA / f"{name}.truth" / "dump-log.deep.txt.gz", "rt", errors="replace") as f:
+        for line in f:
+            if m := ENTRY.match(line):
+                entries.append([int(m[1]), m[2], int(m[3]), m[5], []])
+            elif m := INNER.match(line):
+                entries[-1][4].append((int(m[1]), int(m[3])))
+    out = []
+    for last, ts_type, ts, codec, inner in entries:
+        offsets = [o for o, _ in inner]
+        v2_type = "CreateTime" if ts_type == "NoTimestampType" else ts_type
+        max_ts = ts if ts_type == "LogAppendTime" else max(t for _, t in inner)
+        out.append((min(offsets), last, len(inner), codec, v2_type, max_ts))
+    return out
+
+
+def v2_layout(path: Path) -> list[tuple]:
+    codecs = registry.get().compressions
+    out = []
+    for b in batches_of(path):
+        h = b.header
+        assert (h.magic, h.producer_id, h.producer_epoch, h.base_sequence, h.partition_leader_epoch,
+                h.is_transactional, h.is_control) == (2, -1, -1, -1, -1, False, False)
+        assert h.base_timestamp == b.records.column(1)[0].as_py()  # the first record's time
+        out.append((h.base_offset, h.last_offset, h.records_count, codecs[h.compression].name,
+                    h.timestamp_type.java_name, h.max_timestamp))
+    return out
+
+
+# --- the corpus, as one log directory, on Spark ---
+
+@pytest.mark.spark
+@needs_realkafka
+def test_every_legacy_corpus_partition_upgraded_as_one_log_directory_on_spark(tmp_path):
+    assert len(LEGACY_DIRS) >= 11
+    src = log_dir_of(tmp_path, LEGACY_DIRS)
+    before = {p.name: sorted(os.listdir(p)) for p in src.iterdir() if p.is_dir()}
+    report = transform("upgrade", src, tmp_path / "out", master=SPARK)
+    out = tmp_path / "out"
+    assert report["totals"]["content_unchanged"] and report["totals"]["partitions"] == len(LEGACY_DIRS)
+    assert {p.name: sorted(os.listdir(p)) for p in src.iterdir() if p.is_dir()} == before  # SRC untouched
+    kfmt_ok("verify", out)
+    by_topic: dict[str, list] = {}
+    for r in cat_json(out):
+        by_topic.setdefault(f"{r.pop('topic')}-{r.pop('partition')}", []).append(r)
+    for name in LEGACY_DIRS:
+        assert by_topic[name] == truth_as_v2(name), name
+        assert v2_layout(out / name) == expected_v2_batches(name), name
+        # the source's segments, by base offset, and their modification times
+        assert sorted(p.name for p in (out / name).glob("*.log")) == sorted(
+            p.name for p in (src / name).glob("*.log"))
+        for log in (src / name).glob("*.log"):
+            assert os.stat(out / name / log.name).st_mtime_ns // 10**6 == log.stat().st_mtime_ns // 10**6
+    assert_companions_are_reindexs(out, tmp_path)
+    assert (out / "meta.properties").read_bytes() == (src / "meta.properties").read_bytes()
+
+
+# --- single partitions, in process ---
+
+@pytest.mark.parametrize("name", real_dir_params(["v0-lz4-0", "v1-lz4-0"]))
+def test_lz4_frames_are_reencoded_with_the_correct_header_checksum(tmp_path, name):
+    src_frames = [bytes(b) for b in _wrapper_values(REALKAFKA / name)]
+    transform("upgrade", REALKAFKA / name, tmp_path / "out")
+    out = [bytes(segment.entry_bytes(d, h))[61:] for d, h in _entries(tmp_path / "out")]
+    assert len(out) == len(src_frames) == len(expected_v2_batches(name))
+    # Kafka's LZ4 frame: FLG 0x60, BD 0x40, then HC = (xxh32(FLG BD) >> 8) & 0xff = 0x82 (§5.4)
+    assert {p[:7] for p in out} == {LZ4_MAGIC + b"\x60\x40\x82"}
+    for payload in out:
+        lz4.frame.decompress(payload)  # python-lz4 checks the header checksum
+    if name.startswith("v0"):  # the source frames carry v0's historical checksum, which it refuses
+        assert {f[6] for f in src_frames} == {0x1A}
+        with pytest.raises(RuntimeError):
+            lz4.frame.decompress(src_frames[0])
+
+
+def _entries(path: Path):
+    for log in sorted(Path(path).glob("*.log")):
+        data = log.read_bytes()
+        for h in segment.scan(data, str(log)):
+            yield data, h
+
+
+def _wrapper_values(path: Path):
+    """The compressed payloads (wrapper values) of a legacy partition's entries."""
+    for data, h in _entries(path):
+        entry = segment.entry_bytes(data, h)
+        key_at = 18 if h.magic == 0 else 26
+        klen = struct.unpack_from(">i", entry, key_at)[0]
+        vat = key_at + 4 + max(klen, 0)
+        vlen = struct.unpack_from(">i", entry, vat)[0]
+        yield entry[vat + 4:vat + 4 + vlen]
+
+
+@pytest.mark.parametrize("name", real_dir_params([d for d in REAL_DIRS if d.startswith("v2-")] or None))
+def test_v2_batches_are_copied_byte_for_byte(tmp_path, name):
+    report = transform("upgrade", REALKAFKA / name, tmp_path / "out")
+    for log in (REALKAFKA / name).glob("*.log"):
+        assert (tmp_path / "out" / log.name).read_bytes() == log.read_bytes()
+    assert report["inputs"][0]["content_digest"] == report["outputs"][0]["content_digest"]
+
+
+@pytest.mark.parametrize("name", real_dir_params(["v1-none-0", "v0-none-0", "v1-logappendtime-gzip-0"]))
+def test_rebatch_groups_uncompressed_messages_and_keeps_every_offset(tmp_path, name):
+    report = transform("upgrade", REALKAFKA / name, tmp_path / "out", "--rebatch", "--max-batch-bytes", 4000)
+    out = tmp_path / "out"
+    assert cat_json(out) == truth_as_v2(name)
+    kfmt_ok("verify", out)
+    batches = batches_of(out)
+    expected = expected_v2_batches(name)
+    if name == "v1-logappendtime-gzip-0":  # nothing to group: wrappers stay one batch each
+        assert v2_layout(out) == expected
+        return
+    assert len(batches) < len(expected) / 4  # grouped
+    assert all(b.header.size <= 4000 or len(b) == 1 for b in batches)  # a larger message stays alone
+    assert any(len(b) == 1 and b.header.size > 4000 for b in batches)
+    assert sum(b.header.size for b in batches) < sum(s["log_bytes"] for s in report["inputs"])
+    assert report["options"]["rebatch"] and report["totals"]["output_batches"] == len(batches)
+    assert_companions_are_reindexs(out, tmp_path)
+
+
+def test_rebatch_needs_rebatch():
+    result = run_kfmt("upgrade", "a", "b", "--max-batch-bytes", "100")
+    assert result.code == 2 and "--rebatch" in result.err
+
+
+# --- mixed magics and transactions after legacy data (built with kafka-python, the peer) ---
+
+T0 = 1_700_000_000_000
+
+
+def peer_legacy(magic: int, codec: int, first: int, count: int, *,
+                log_append_time: int | None = None) -> bytes:
+    """Legacy entries as a producer of that era sent them, with the offsets a broker assigns."""
+    builder = LegacyRecordBatchBuilder(magic=magic, compression_type=codec, batch_size=1 << 20)
+    for i in range(count):
+        inner = (i if magic == 1 else first + i) if codec else first + i
+        builder.append(inner, timestamp=T0 + first + i, key=b"k%d" % (first + i),
+                       value=None if i == 1 else b"v" * (first + i))
+    data = bytes(builder.build())
+    if not codec:
+        return data
+    data = struct.pack(">q", first + count - 1) + data[8:]  # the wrapper carries the last offset
+    if log_append_time is not None:  # the broker's in-place LogAppendTime path (§3.5)
+        body = bytearray(data[16:])
+        body[1] |= 0x08
+        struct.pack_into(">q", body, 2, log_append_time)
+        data = data[:12] + struct.pack(">I", zlib.crc32(body) & 0xFFFFFFFF) + bytes(body)
+    return data
+
+
+def peer_v2(first: int, count: int, *, pid=-1, epoch=-1, seq=-1, transactional=False, codec=0,
+            leader_epoch=0) -> bytes:
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=codec, is_transactional=transactional,
+                                        producer_id=pid, producer_epoch=epoch, base_sequence=seq,
+                                        batch_size=1 << 20)
+    for i in range(count):
+        builder.append(i, timestamp=T0 + first + i, key=b"k%d" % (first + i), value=b"x" * (40 * i),
+                       headers=[("h", b"%d" % i)] if i % 2 else [])
+    data = bytes(builder.build())
+    return struct.pack(">q", first) + data[8:12] + struct.pack(">i", leader_epoch) + data[16:]
+
+
+def kfmt_marker(offset: int, pid: int, epoch: int, kind: ControlType, leader_epoch: int = 0) -> bytes:
+    """A transaction marker (kafka-python cannot build control batches)."""
+    header = BatchHeader(magic=2, base_offset=offset, last_offset=offset, max_timestamp=T0 + offset,
+                         base_timestamp=T0 + offset, producer_id=pid, producer_epoch=epoch,
+                         is_transactional=True, is_control=True, partition_leader_epoch=leader_epoch)
+    return registry.get().format_for(2).encode(header, make_records(
+        [offset], [T0 + offset], [control_key(kind)], [end_txn_marker_value(3)]))
+
+
+GZIP, LZ4 = 1, 3
+MIXED = [  # (segment base, entries): v2, then v1 and v0 (message format downgraded), then v2 again
+    (0, [peer_v2(0, 3, pid=7, epoch=0, seq=0), peer_v2(3, 2, pid=7, epoch=0, seq=3)]),
+    (5, [peer_legacy(1, GZIP, 5, 4), peer_legacy(1, 0, 9, 3), peer_legacy(0, GZIP, 12, 3),
+         peer_legacy(1, LZ4, 15, 2, log_append_time=T0 + 999_999)]),
+    (17, [peer_legacy(0, 0, 17, 2),
+          peer_v2(19, 2, pid=9, epoch=1, seq=0, transactional=True, leader_epoch=1),
+          peer_v2(21, 1, pid=7, epoch=0, seq=5, leader_epoch=1),
+          kfmt_marker(22, 9, 1, ControlType.ABORT, 1),
+          peer_v2(23, 3, pid=9, epoch=1, seq=2, transactional=True, codec=GZIP, leader_epoch=2),
+          kfmt_marker(26, 9, 1, ControlType.COMMIT, 2)]),
+]
+
+
+def write_mixed(path: Path) -> Path:
+    path.mkdir(parents=True)
+    for base, entries in MIXED:
+        (path / f"{base:020d}.log").write_bytes(b"".join(entries))
+    (path / "partition.metadata").write_bytes(b"version: 0\ntopic_id: q4Ft5cS2R8KbU1oQ3v9xZw")
+    return path
+
+
+def peer_records(path: Path) -> list[tuple]:
+    """(offset, timestamp, key, value, headers) as kafka-python reads the segments (data only)."""
+    out = []
+    for log in sorted(path.glob("*.log")):
+        for batch in MemoryRecords(log.read_bytes()):
+            if getattr(batch, "is_control_batch", False):
+                continue
+            out += [(r.offset, r.timestamp, r.key, r.value, [(k.encode(), v) for k, v in r.headers])
+                    for r in batch]
+    return out
+
+
+def test_mixed_magic_log_with_transactions_after_legacy_data(tmp_path):
+    src = write_mixed(tmp_path / "mixed-0")
+    report = transform("upgrade", src, tmp_path / "out")
+    out = tmp_path / "out"
+    kfmt_ok("verify", out)
+    assert sorted(p.name for p in out.glob("*.log")) == sorted(p.name for p in src.glob("*.log"))
+    # the records as kafka-python reads the source, v0's missing timestamps as -1 (CreateTime)
+    expected = [(o, -1 if t is None else t, k, v, h) for o, t, k, v, h in peer_records(src)]
+    assert [o for o, *_ in expected] == list(range(22)) + [23, 24, 25]
+    assert [t for o, t, *_ in expected if o in (15, 16)] == [T0 + 999_999] * 2  # the append time
+    assert records(out) == expected
+    assert peer_records(out) == expected
+    layout = [(b.header.magic, b.header.base_offset, b.header.last_offset, b.header.compression,
+               b.header.timestamp_type, b.header.producer_id, b.header.is_control) for b in batches_of(out)]
+    C, L = TimestampType.CREATE_TIME, TimestampType.LOG_APPEND_TIME
+    assert layout == [
+        (2, 0, 2, 0, C, 7, False), (2, 3, 4, 0, C, 7, False),  # v2: copied
+        (2, 5, 8, 1, C, -1, False),  # the gzip wrapper: one batch
+        (2, 9, 9, 0, C, -1, False), (2, 10, 10, 0, C, -1, False), (2, 11, 11, 0, C, -1, False),
+        (2, 12, 14, 1, C, -1, False),  # v0 gzip: CreateTime -1
+        (2, 15, 16, 3, L, -1, False),  # the LogAppendTime wrapper stays LogAppendTime
+        (2, 17, 17, 0, C, -1, False), (2, 18, 18, 0, C, -1, False),
+        (2, 19, 20, 0, C, 9, False), (2, 21, 21, 0, C, 7, False), (2, 22, 22, 0, C, 9, True),
+        (2, 23, 25, 1, C, 9, False), (2, 26, 26, 0, C, 9, True)]
+    # the v2 batches are the source's bytes
+    src_v2 = {bytes(segment.entry_bytes(d, h)) for d, h in _entries(src) if h.magic == 2}
+    out_v2 = {bytes(segment.entry_bytes(d, h)) for d, h in _entries(out)}
+    assert src_v2 <= out_v2 and len(src_v2) == 7
+    # the aborted transaction is indexed in the segment of its marker; epochs and producers follow
+    assert (out / f"{17:020d}.txnindex").exists()
+    assert (out / "leader-epoch-checkpoint").read_text() == "0\n3\n0 0\n1 19\n2 23\n"
+    assert_companions_are_reindexs(out, tmp_path)
+    assert report["totals"]["input_records"] == report["totals"]["output_records"] == 25
+
+
+# --- the run's contract ---
+
+def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path):
+    src = write_mixed(tmp_path / "mixed-0")
+    out = kfmt_ok("upgrade", src, tmp_path / "out", "--dry-run", "--master", "inprocess")
+    assert not (tmp_path / "out").exists()
+    assert "v1 gzip: 1 entries" in out and "one v2 batch each, same codec (Kafka 4.0)" in out
+    assert "v0 none: 2 entries" in out and "one single-record v2 batch each" in out
+    assert "v2 none control: 2 entries" in out and "copied byte for byte" in out
+    plan = json.loads(kfmt_ok("upgrade", src, tmp_path / "out", "--dry-run", "--master", "inprocess",
+                              "--format", "json"))
+    assert plan["command"] == "upgrade" and plan["partitions"][0]["segments"] == 3
+    (tmp_path / "busy").mkdir()
+    (tmp_path / "busy" / "x").write_text("x")
+    result = run_kfmt("upgrade", src, tmp_path / "busy", "--dry-run", "--master", "inprocess")
+    assert result.code == 2 and "not empty" in result.err
+
+
+def test_bad_data_exits_65_naming_file_position_and_offset_and_publishes_nothing(tmp_path):
+    src = write_mixed(tmp_path / "mixed-0")
+    log = src / f"{5:020d}.log"
+    data = bytearray(log.read_bytes())
+    data[-3] ^= 0xFF  # inside the last entry of the segment (the LZ4 LogAppendTime wrapper)
+    log.write_bytes(bytes(data))
+    position = sum(len(e) for e in MIXED[1][1][:-1])
+    result = run_kfmt("upgrade", src, tmp_path / "out", "--master", "inprocess")
+    assert result.code == 65, result.err
+    assert f"{log}, position {position}, offset 16" in result.err and "crc" in result.err
+    assert len(result.err.strip().splitlines()) == 1
+    assert os.listdir(tmp_path) == ["mixed-0"]  # no DST, no staging left behind
+
+
+def test_a_content_digest_mismatch_fails_the_run_and_publishes_nothing(tmp_path, monkeypatch):
+    from kfmt.pipelines import upgrade as upgrade_module
+
+    real = upgrade_module.convert_batch
+
+    def lossy(batch):  # a broken conversion: the last record's value is lost
+        header, recs = real(batch)
+        values = recs.column(3).to_pylist()
+        return header, make_records(recs.column(0).to_pylist(), recs.column(1).to_pylist(),
+                                    recs.column(2).to_pylist(), values[:-1] + [None])
+
+    monkeypatch.setattr(upgrade_module, "convert_batch", lossy)
+    result = run_kfmt("upgrade", write_mixed(tmp_path / "mixed-0"), tmp_path / "out", "--master", "inprocess")
+    assert result.code == 1
+    assert "differ from the records read" in result.err and "nothing was published" in result.err
+    assert os.listdir(tmp_path) == ["mixed-0"]
+
+
+@needs_realkafka
+def test_the_report(tmp_path):
+    src = log_dir_of(tmp_path, ["v0-gzip-0", "v2-none-0"])
+    report = transform("upgrade", src, tmp_path / "out")
+    assert report["command"] == "upgrade" and report["duration_ms"] >= 0
+    assert [p["topic"] for p in report["inputs"]] == ["v0-gzip", "v2-none"]
+    for before, after, name in zip(report["inputs"], report["outputs"], ["v0-gzip-0", "v2-none-0"]):
+        assert before["content_digest"] == after["content_digest"]
+        assert before["records"] == after["records"] == len(consumer_records(name))
+        assert before["segments"] == after["segments"] == len(list((REALKAFKA / name).glob("*.log")))
+        assert before["path"] == str(src / name) and after["path"] == str(tmp_path / "out" / name)
+    assert report["inputs"][0]["log_bytes"] == sum(p.stat().st_size
+                                                   for p in (src / "v0-gzip-0").glob("*.log"))
+    listed = {rel for rel in report["files"]}
+    written = {str(p.relative_to(tmp_path / "out")) for p in (tmp_path / "out").rglob("*") if p.is_file()}
+    assert listed == written - {REPORT_NAME}
+
+
+@pytest.mark.spark
+def test_the_readme_command_upgrades_the_bundled_samples(tmp_path):
+    """`bin/kfmt upgrade samples/kafka-logs /tmp/x`: Spark by default; every partition comes out v2
+    (its records unchanged, as the job's digest check and verify confirm)."""
+    samples = Path(__file__).resolve().parent.parent / "samples" / "kafka-logs"
+    result = run_kfmt("upgrade", samples, tmp_path / "x")
+    assert result.code == 0, result.err
+    assert re.fullmatch(r"upgrade: 6 partition\(s\), \d+ batches and 2042 records in, \d+ batches and "
+                        r"2042 records out, into \S+ \(\d+\.\d s\)\n", result.out)
+    kfmt_ok("verify", tmp_path / "x")
+    assert {b.header.magic for p in (tmp_path / "x").iterdir() if p.is_dir() for b in batches_of(p)} == {2}
+
+
+@pytest.mark.s3
+@pytest.mark.spark
+def test_upgrade_from_s3_to_s3_on_spark(s3_server, s3_url, tmp_path):
+    """Executors open object storage from the picklable options the CLI was given (Spark here has
+    no s3a); the output is published with its manifest and holds what a local upgrade writes."""
+    local_src = tmp_path / "logs"
+    write_mixed(local_src / "mixed-0")
+    storage, root = open_storage(s3_url, s3_server.storage_options)
+    for f in sorted((local_src / "mixed-0").iterdir()):  # a plain upload, as `aws s3 sync` makes
+        storage.write(storage.join(root, "logs", "mixed-0", f.name), f.read_bytes())
+    kfmt_ok("upgrade", f"{s3_url}/logs", f"{s3_url}/out", "--no-progress", "--now", NOW_MS,
+            *s3_server.cli_options(), "--master", SPARK)
+    report = json.loads(bytes(storage.read(storage.join(root, "out", REPORT_NAME))))
+    assert report["totals"]["content_unchanged"] and report["source"] == f"{s3_url}/logs"
+    transform("upgrade", local_src, tmp_path / "local")
+    written = {info.name: bytes(storage.read(info.path))
+               for info in storage.walk(storage.join(root, "out", "mixed-0"))}
+    assert written == {f.name: f.read_bytes() for f in (tmp_path / "local" / "mixed-0").iterdir()}
+    assert run_kfmt("verify", f"{s3_url}/out", *s3_server.cli_options()).code == 0
+    assert [json.loads(line)["offset"] for line in kfmt_ok(
+        "cat", f"{s3_url}/out", "--format", "json", *s3_server.cli_options()).splitlines()] == \
+        list(range(22)) + [23, 24, 25]
