@@ -283,6 +283,23 @@ def test_json_lines(tmp_path, name):
 
 
 @needs_realkafka
+def test_topic_and_partition_filters(tmp_path):
+    logdir = tmp_path / "logdir"
+    for name in ("v2-none-0", "v2-lz4-0", "v1-gzip-0"):
+        shutil.copytree(REALKAFKA / name, logdir / name)
+    (logdir / "v2-empty-3").mkdir()  # a partition without segments yet
+    (logdir / "meta.properties").write_text("broker.id=0\n")
+    dst = tmp_path / "out"
+    assert export(logdir, dst, "--topic", "v2-*").code == 0
+    assert sorted(p.name for p in dst.iterdir()) == [REPORT_NAME, "topic=v2-lz4", "topic=v2-none"]
+    report = json.loads((dst / REPORT_NAME).read_text())
+    assert [(p["topic"], p["partition"], p["records"]) for p in report["inputs"]] == \
+        [("v2-empty", 3, 0), ("v2-lz4", 0, 500), ("v2-none", 0, 500)]
+    assert export(logdir, tmp_path / "none", "--topic", "v2-*", "--partition", "7").code == 2
+    assert not (tmp_path / "none").exists()
+
+
+@needs_realkafka
 def test_split_segments_give_the_same_rows(tmp_path):
     """Segments cut into byte ranges at index positions export the same rows as whole segments."""
     whole, split = tmp_path / "whole", tmp_path / "split"
