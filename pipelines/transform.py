@@ -244,16 +244,21 @@ def run_transform(transform: Transform, src: str, dst: str, *, src_options: dict
     work = [PartitionWork(i, p, [SourceSegment.of(p, s) for s in p.part.segments])
             for i, p in enumerate(layout.partitions)]
     run = dict(master=master, progress=progress)
-    prep = transform.preparation_tasks(work, dry_run)
-    transform.prepared(work, run_tasks(_run_task, prep, description=f"{transform.command}: plan", **run)
-                       if prep else [])
     plan = RunPlan(transform.command, layout, work, transform)
+
+    def prepare():
+        tasks = transform.preparation_tasks(work, dry_run)
+        transform.prepared(work, run_tasks(_run_task, tasks, description=f"{transform.command}: plan",
+                                           **run) if tasks else [])
+
     if dry_run:
         if dst_storage.exists(dst_path) and (not dst_storage.isdir(dst_path)
                                              or dst_storage.listdir(dst_path)):
             raise UsageError(f"{layout.destination}: the destination exists and is not empty")
+        prepare()
         return plan, None
-    with StagedOutput(dst_storage, dst_path) as out:
+    with StagedOutput(dst_storage, dst_path) as out:  # refuses a DST in use before any work is done
+        prepare()
         for w in work:
             if w.plan.rel:
                 out.makedirs(w.plan.rel)  # an empty partition directory stays one
@@ -320,7 +325,6 @@ def summary_line(report: dict, destination: str) -> str:
             f"and {t['input_records']} records in, {t['output_batches']} batches and "
             f"{t['output_records']} records out, into {destination} "
             f"({report['duration_ms'] / 1000:.1f} s)")
-
 
 
 # --- transforms that rewrite batches one source segment at a time (upgrade, recompress) ---
