@@ -21,8 +21,10 @@ from test_export import (TXN, as_consumer_records, corrupted_copy, export, listi
 
 from kfmt.errors import DataError, UsageError
 from kfmt.export import EXPORT_SCHEMA
-
+from kfmt.layout import find_partitions
 from kfmt.pipelines.datasource import KafkaLogDataSource, KafkaLogReader, ReadOptions
+from kfmt.pipelines.log_ranges import Selection, plan_ranges, read_range
+from kfmt.storage import open_storage
 
 
 def reader(path, **options) -> KafkaLogReader:
@@ -53,11 +55,18 @@ def test_rows_equal_the_consumer_and_the_export(name, tmp_path):
 
 @pytest.mark.parametrize("name", real_dir_params(["v0-none-0", "v1-none-0", "v2-none-0", "v2-zstd-0", TXN]))
 def test_split_byte_ranges_give_the_same_rows(name):
-    """Cut at batch boundaries (kafka-dump-log's positions) into more tasks than segments."""
-    whole, whole_units = read_all(REALKAFKA / name, maxBytesPerSplit=1 << 20)
+    """Cut at batch boundaries (kafka-dump-log's positions) into more tasks than segments, the rows
+    are those of one task per whole segment, and of all segments packed into one task."""
+    storage, path = open_storage(str(REALKAFKA / name))
+    (part,) = find_partitions(storage, path)
+    whole_segments = plan_ranges(part, 1 << 30)
+    assert [r.segment_base for r in whole_segments] == segments(name)
+    per_segment = pa.Table.from_batches(
+        [b for rng in whole_segments for b in read_range(rng, Selection())], EXPORT_SCHEMA)
+    packed, packed_units = read_all(REALKAFKA / name, maxBytesPerSplit=1 << 20)
     split, split_units = read_all(REALKAFKA / name, maxBytesPerSplit=1024)
-    assert len(whole_units) == 1 and len(split_units) > len(segments(name))
-    assert split.equals(whole)
+    assert len(packed_units) == 1 and len(split_units) > len(segments(name))
+    assert split.equals(per_segment) and packed.equals(per_segment)
     starts = {(base, pos) for base, pos in listing(name)}
     tiles: dict = {}
     for unit in split_units:
@@ -69,13 +78,18 @@ def test_split_byte_ranges_give_the_same_rows(name):
         assert [a for a, _ in ranges] == [0] + [b for _, b in ranges[:-1]] and ranges[-1][1] == size
 
 
-@needs_realkafka
-def test_one_task_per_segment_when_segments_fill_a_task():
-    name = "v2-gzip-0"
-    largest = max(p.stat().st_size for p in (REALKAFKA / name).glob("*.log"))
-    _, units = read_all(REALKAFKA / name, maxBytesPerSplit=largest)
-    assert [[(r.segment_base, r.start) for r in u.ranges] for u in units] == \
-        [[(base, 0)] for base in segments(name)]
+@pytest.mark.parametrize("split", [100, 5000, 9000, 20000])
+def test_small_segments_share_tasks_as_sparks_file_sources_pack_small_files(logdir, split):
+    """Every range in exactly one task, in order; a task holds one partition, and more than one
+    range only while they fit in maxBytesPerSplit."""
+    _, units = read_all(logdir, maxBytesPerSplit=split)
+    ranges = [r for u in units for r in u.ranges]
+    for unit in units:
+        assert len({(r.topic, r.partition) for r in unit.ranges}) == 1
+        assert len(unit.ranges) == 1 or sum(r.end - r.start for r in unit.ranges) <= split
+    storage, path = open_storage(str(logdir))
+    planned = [r for part in find_partitions(storage, path) for r in plan_ranges(part, split)]
+    assert ranges == planned
 
 
 @needs_realkafka
