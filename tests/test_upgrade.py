@@ -481,3 +481,35 @@ def test_upgrade_from_s3_to_s3_on_spark(s3_server, s3_url, tmp_path):
     assert [json.loads(line)["offset"] for line in kfmt_ok(
         "cat", f"{s3_url}/out", "--format", "json", *s3_server.cli_options()).splitlines()] == \
         list(range(22)) + [23, 24, 25]
+
+
+def test_what_a_task_sends_back_does_not_grow_with_its_batches(tmp_path):
+    """A segment of uncompressed legacy messages becomes one v2 batch per message: the task's result
+    (file records, counts, digests, segment facts) must not hold anything per batch."""
+    import pickle
+
+    from kfmt.pipelines.transform import RewriteSegmentsTask, SourceSegment
+    from kfmt.pipelines.upgrade import UpgradeRewriter
+    from kfmt.staging import StagedOutput
+    from kfmt.storage import StorageSpec
+    from kfmt.writer import RollPolicy
+
+    def result_size(messages: int) -> int:
+        src = tmp_path / f"legacy{messages}-0"
+        src.mkdir()
+        log = src / f"{0:020d}.log"
+        log.write_bytes(b"".join(peer_legacy(1, 0, i, 1) for i in range(messages)))
+        storage, dst = open_storage(str(tmp_path / f"out{messages}"))
+        out = StagedOutput(storage, dst)
+        try:
+            task = RewriteSegmentsTask(0, (SourceSegment(StorageSpec.of(str(src)), str(log), str(log), 0,
+                                                         log.stat().st_size, None),),
+                                       out.target(), "", RollPolicy(index_interval_bytes=64), UpgradeRewriter())
+            result = task.run()
+        finally:
+            out.abort()
+        assert result.after.summary.batches == messages
+        return len(pickle.dumps(result))
+
+    small, large = result_size(500), result_size(10_000)
+    assert large < small + 200 and large < 8000
