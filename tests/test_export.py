@@ -23,6 +23,8 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from conftest import REAL_DIRS, REALKAFKA, needs_realkafka, real_dir_params, run_kfmt
@@ -31,6 +33,7 @@ from s3server import s3_server  # noqa: F401  (fixture)
 
 from kfmt.control import ControlType, control_key
 from kfmt.export import DATE_FIELD, EXPORT_DDL, EXPORT_SCHEMA
+from kfmt.javatext import java_string
 from kfmt.layout import find_partitions
 from kfmt.partition import PartitionReader
 from kfmt.report import REPORT_NAME, ContentDigest
@@ -432,6 +435,77 @@ def test_odd_directory_names_are_escaped_as_spark_does(tmp_path):
     assert [p.name for p in dst.iterdir() if p.is_dir()] == ["topic=odd%25name%3Ax%3Dy"]
     table = read_dataset(dst)  # pyarrow decodes the directory name
     assert set(table.column("topic").to_pylist()) == {"odd%name:x=y"}
+
+
+# --- byte-exact for any record (property) ----------------------------------------------------------
+
+RECORD = st.tuples(
+    st.integers(-1, 2**44),  # timestamp (ms)
+    st.none() | st.binary(max_size=12),  # key
+    st.none() | st.binary(max_size=40),  # value
+    st.lists(st.tuples(  # headers: keys of any bytes, some malformed for Java's decoder on purpose
+        st.binary(max_size=6) | st.sampled_from([b"\xed\xa0\x80", b"\xff", "\u00e9t\u00e9".encode()]),
+        st.none() | st.binary(max_size=8)), max_size=3))
+
+
+def made_partition(root: Path, batches: list[list[tuple]]) -> Path:
+    """A partition of v2 batches (kfmt's encoder) holding these records, offsets from 0."""
+    from kfmt import registry
+    from kfmt.model import BatchHeader, make_records
+
+    entries, offset = [], 0
+    for records in batches:
+        n = len(records)
+        stamps = [r[0] for r in records]
+        header = BatchHeader(magic=2, base_offset=offset, last_offset=offset + n - 1,
+                             base_timestamp=stamps[0], max_timestamp=max(stamps))
+        entries.append(registry.get().format_for(2).encode(header, make_records(
+            list(range(offset, offset + n)), stamps, [r[1] for r in records], [r[2] for r in records],
+            [r[3] for r in records])))
+        offset += n
+    part = root / "made-0"
+    part.mkdir(parents=True)
+    (part / "00000000000000000000.log").write_bytes(b"".join(entries))
+    return part
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batches=st.lists(st.lists(RECORD, min_size=1, max_size=6), min_size=1, max_size=3),
+       fmt=st.sampled_from(["parquet", "jsonl"]))
+def test_any_record_exports_byte_exact(tmp_path_factory, batches, fmt):
+    from kfmt.pipelines.export import ExportOptions, export as run_export
+
+    root = tmp_path_factory.mktemp("made")
+    src = made_partition(root, batches)
+    run_export(str(src), str(root / "out"), options=ExportOptions(format=fmt), master="inprocess",
+               progress=False)
+    if fmt == "parquet":
+        rows = read_dataset(root / "out").to_pylist()
+    else:
+        rows = [json.loads(line) for f in sorted((root / "out").rglob("*.jsonl"))
+                for line in f.read_text().splitlines()]
+        unb64 = lambda v: None if v is None else base64.b64decode(v)  # noqa: E731
+        for r in rows:
+            r["key"], r["value"] = unb64(r["key"]), unb64(r["value"])
+            r["headers"] = r["headers"] and [{"key": h["key"], "value": unb64(h["value"])}
+                                             for h in r["headers"]]
+            r["header_key_bytes"] = r["header_key_bytes"] and [unb64(k) for k in r["header_key_bytes"]]
+    records = [r for batch in batches for r in batch]
+    assert [r["offset"] for r in rows] == list(range(len(records)))
+    for row, (ts, key, value, headers) in zip(rows, records):
+        assert (row["timestamp_ms"], row["key"], row["value"]) == (ts, key, value)
+        if not headers:
+            assert row["headers"] is None and row["header_key_bytes"] is None
+            continue
+        assert [h["value"] for h in row["headers"]] == [v for _, v in headers]
+        raw = [k for k, _ in headers]
+        assert [h["key"] for h in row["headers"]] == [java_string(k) for k in raw]
+        try:
+            decoded = [k.decode("utf-8") for k in raw]
+        except UnicodeDecodeError:
+            assert row["header_key_bytes"] == raw  # the stored bytes, where the strings are lossy
+        else:
+            assert row["header_key_bytes"] is None and [h["key"] for h in row["headers"]] == decoded
 
 
 # --- the contract: dry run, exit codes, nothing published on failure -------------------------------
