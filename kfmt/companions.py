@@ -26,21 +26,31 @@ marker: the whole log is recovered (recovery point 0), the topic's message forma
 (always so with inter.broker.protocol.version >= 3.0; for logs holding only v0/v1 data the files are
 the same either way: empty snapshots), and the log start offset is `log_start_offset` (0, as for a
 partition missing from `log-start-offset-checkpoint`).
+
+Array-at-a-time: `add_frames` (SegmentIndexer, SegmentFactsBuilder, CompanionBuilder) takes rows of
+frames (kfmt.frames) of data batches; the index walk runs in one compiled call (kfmt.speedups) and
+only v2 rows with a producer id or a new leader epoch are looked at one by one. Same results as
+`add` per row, which remains the definition (and handles every row the kernel refuses).
 """
 from __future__ import annotations
 
+import gc
 import time
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from kfmt import indexes, txnindex
 from kfmt.checkpoints import EpochEntry, read_leader_epochs, write_leader_epochs
 from kfmt.control import ControlType, control_type, end_txn_marker
 from kfmt.errors import DataError, UsageError
+from kfmt.frames import ATTR_CONTROL, FRAME_DTYPE, header_of
 from kfmt.indexes import OffsetEntry, TimeEntry
 from kfmt.layout import LEADER_EPOCH_CHECKPOINT, PartitionDir, segment_file_name
-from kfmt.model import INT32_MAX, NO_TIMESTAMP, Batch, BatchHeader
+from kfmt.model import INT32_MAX, NO_PRODUCER_ID, NO_TIMESTAMP, Batch, BatchHeader
 from kfmt.producer_state import DEFAULT_PRODUCER_EXPIRATION_MS, ProducerStateManager, SnapshotFiles
 from kfmt.snapshots import write_snapshot
+from kfmt.speedups import native
 from kfmt.txnindex import AbortedTxn
 
 DEFAULT_INDEX_INTERVAL_BYTES = 4096  # index.interval.bytes
@@ -173,6 +183,30 @@ class SegmentIndexer:
         self.last_offset = header.last_offset
         self.batches += 1
 
+    def add_frames(self, rows: np.ndarray) -> None:
+        """add() for rows of frames, in file order: the walk in one compiled call
+        (kfmt/csrc/frames.c) when it is built; a row it refuses goes through add(), which raises."""
+        start = 0
+        if native is not None and rows.dtype == FRAME_DTYPE:
+            rows = np.ascontiguousarray(rows)
+            while start < len(rows):
+                last_time = self.time_entries[-1].timestamp if self.time_entries else NO_TIMESTAMP
+                stop, state, offsets, times = native.index_frames(rows, start, len(rows), (
+                    self.base_offset, self.interval, self.position, self.last_indexed_position,
+                    self.max_timestamp, self.offset_of_max, self.last_offset, last_time))
+                (_, _, self.position, self.last_indexed_position, self.max_timestamp,
+                 self.offset_of_max, self.last_offset, _) = state
+                self.offset_entries += _entries(OffsetEntry, offsets)
+                self.time_entries += _entries(TimeEntry, times)
+                self.batches += stop - start
+                if stop < len(rows):
+                    self.add(header_of(rows[stop].item()))
+                    stop += 1
+                start = stop
+            return
+        for row in rows.tolist():
+            self.add(header_of(row))
+
     def _check(self, header: BatchHeader) -> None:
         if header.position is None or header.size is None:
             raise UsageError("CompanionBuilder.add_batch needs the batch's position and size")
@@ -222,6 +256,20 @@ class _SegmentRecovery:
             self.epochs.observe(header)
             self.update_producer_state(header, control, coordinator_epoch, marker_timestamp)
             self.producers.map_end_offset = header.last_offset + 1
+
+    def add_frames(self, rows: np.ndarray) -> None:
+        """add() for rows of data batches (no control batch): the epoch cache and the producer state
+        are independent of the indexes, so each is brought up to date over all the rows at once."""
+        self.indexer.add_frames(rows)
+        v2 = rows[rows["magic"] >= 2]
+        if len(v2):
+            latest = self.epochs.entries[-1].epoch if self.epochs.entries else -1
+            for epoch, base_offset in _rising_epochs(v2, latest):
+                self.epochs.observe_epoch(epoch, base_offset)
+            for row in v2[v2["producer_id"] != NO_PRODUCER_ID].tolist():
+                header = header_of(row)
+                self.update_producer_state(header, None, -1, header.max_timestamp)
+            self.producers.map_end_offset = int(v2["last_offset"][-1]) + 1
 
     def update_producer_state(self, header: BatchHeader, control: ControlType | None,
                               coordinator_epoch: int, marker_timestamp: int) -> None:
@@ -314,8 +362,11 @@ class SegmentFactsBuilder:
         epoch = header.partition_leader_epoch
         if epoch >= 0 and (not self._epochs or epoch > self._epochs[-1][0]):
             self._epochs.append((epoch, header.base_offset))
-        if not header.has_producer_id:
-            return
+        if header.has_producer_id:
+            self._add_producer_batch(header, control, coordinator_epoch, marker_timestamp)
+
+    def _add_producer_batch(self, header: BatchHeader, control: ControlType | None,
+                            coordinator_epoch: int, marker_timestamp: int | None) -> None:
         batch = ProducerBatch(header, control, coordinator_epoch,
                               header.max_timestamp if marker_timestamp is None else marker_timestamp)
         pid, kept = header.producer_id, self._producer_batches
@@ -331,6 +382,18 @@ class SegmentFactsBuilder:
             kept.append(batch)
         else:
             kept[run[1]] = batch
+
+    def add_frames(self, rows: np.ndarray) -> None:
+        """add() for rows of data batches (no control batch), many at a time."""
+        _no_control(rows)
+        self.indexer.add_frames(rows)
+        v2 = rows[rows["magic"] >= 2]
+        if not len(v2):
+            return
+        self._v2_next_offset = int(v2["last_offset"][-1]) + 1
+        self._epochs += _rising_epochs(v2, self._epochs[-1][0] if self._epochs else -1)
+        for row in v2[v2["producer_id"] != NO_PRODUCER_ID].tolist():
+            self._add_producer_batch(header_of(row), None, -1, None)
 
     def finish(self) -> tuple[SegmentCompanions, SegmentFacts]:
         """The segment's index files (no `.txnindex`: which transactions abort is known only on the
@@ -394,6 +457,15 @@ class CompanionBuilder:
             raise UsageError("add_batch before begin_segment")
         self._segment.add(header, control, coordinator_epoch,
                           header.max_timestamp if marker_timestamp is None else marker_timestamp)
+
+    def add_frames(self, rows: np.ndarray) -> None:
+        """add_batch() for rows of frames (kfmt.frames) of the current segment's data batches, in
+        order, many at a time; control batches come through add_decoded_batch (their marker's facts
+        are in their records)."""
+        if self._segment is None:
+            raise UsageError("add_frames before begin_segment")
+        _no_control(rows)
+        self._segment.add_frames(rows)
 
     def add_decoded_batch(self, batch: Batch) -> None:
         """add_batch for a decoded batch: the control facts are read from its records."""
@@ -461,6 +533,35 @@ class CompanionBuilder:
         producers.truncate_and_reload(self._snapshots, log_start_offset, last_offset, self.now_ms)
         producers.map_end_offset = last_offset
         producers.take_snapshot(self._snapshots)
+
+
+def _entries(kind, data: bytes) -> list:
+    """Index entries, kind(a, b) for each int64 pair of a kernel's output. Thousands of small objects
+    at once: made with the cyclic GC paused (they hold no cycles; otherwise each burst of allocations
+    has it rescan every live object, tripling the cost)."""
+    pairs = np.frombuffer(data, np.int64).reshape(-1, 2)
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return list(map(kind, pairs[:, 0].tolist(), pairs[:, 1].tolist()))
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _rising_epochs(v2_rows: np.ndarray, latest: int) -> list[tuple[int, int]]:
+    """(epoch, base offset) of the rows where the running maximum leader epoch, starting from
+    `latest`, rises: the only rows that can add a leader-epoch entry (§9)."""
+    epochs = v2_rows["partition_leader_epoch"].astype(np.int64)
+    before = np.maximum.accumulate(np.concatenate(([latest], epochs)))[:-1]
+    rising = np.flatnonzero((epochs >= 0) & (epochs > before))
+    return [(int(epochs[i]), int(v2_rows["base_offset"][i])) for i in rising]
+
+
+def _no_control(rows: np.ndarray) -> None:
+    if ((rows["magic"] >= 2) & (rows["attributes"] & ATTR_CONTROL != 0)).any():
+        raise UsageError("control batches are added with their marker's facts (add_batch / "
+                         "add_decoded_batch), not as frames")
 
 
 def control_facts(batch: Batch) -> tuple[ControlType | None, int, int | None]:

@@ -7,6 +7,8 @@ FrameScanner.chunks()) and handle a whole run in one compiled call (kfmt/csrc/le
 
 * `message_runs(rows)`: where the runs of uncompressed legacy messages lie in a chunk of rows;
 * `decode_run(...)`: the records of a run as one column block, with each message's CRC verdict;
+* `record_blocks(...)`: the records of a whole byte range, a block per batch or per run;
+* `encode_messages(...)`: uncompressed entries for many records at once;
 * `upgrade_pieces(...)` / `upgrade_run(...)`: the v2 batches Kafka 4.0 makes of a run (kfmt.convert's rules: one
   single-record batch per message; with `rebatch`, consecutive messages grouped by `joins`, the rule
   of kfmt.pipelines.upgrade), their rows, and the content digest of the records converted.
@@ -28,7 +30,7 @@ from kfmt.convert import convert_batch, convert_run, rebatchable
 from kfmt.errors import UsageError
 from kfmt.formats import STRICT, ReadOptions
 from kfmt.frames import FRAME_DTYPE, header_of, rows_of
-from kfmt.model import EMPTY_RECORDS, INT32_MAX, RECORD_SCHEMA, Batch
+from kfmt.model import EMPTY_RECORDS, INT32_MAX, RECORD_SCHEMA, Batch, BatchHeader, TimestampType
 from kfmt.report import ContentDigest
 from kfmt.speedups import native
 
@@ -90,6 +92,48 @@ def decode_run_reference(data, rows: np.ndarray, file: str, options: ReadOptions
     batches = [_decode_one(data, rows, i, file, options, base) for i in range(len(rows))]
     return DecodedRun(_concat([b.records for b in batches]),
                       np.array([b.crc_valid for b in batches], dtype=bool))
+
+
+def record_blocks(data, file: str, options: ReadOptions = STRICT, start: int | None = None,
+                  end: int | None = None, base: int = 0) -> Iterator[pa.RecordBatch]:
+    """The records of a byte range of a segment (as segment.batches decodes them), a column block per
+    batch and one per run of uncompressed legacy messages; raises as segment.scan does at a bad tail."""
+    scanner = segment.FrameScanner(data, file, start, end, base)
+    for rows in scanner.chunks():
+        done = 0
+        for run_start, run_stop in message_runs(rows) + [(len(rows), len(rows))]:
+            for i in range(done, run_start):
+                yield _decode_one(data, rows, i, file, options, base).records
+            if run_stop > run_start:
+                yield decode_run(data, rows[run_start:run_stop], file, options, base).records
+            done = run_stop
+    if scanner.tail.is_error:
+        raise scanner.tail.error(file)
+
+
+def encode_messages(records: pa.RecordBatch, magic: int, log_append_time: int | None = None) -> bytes:
+    """Uncompressed v0/v1 entries for `records`, one message each, with the records' offsets and
+    timestamps (`log_append_time`: the time of a v1 LogAppendTime run, which every message reports)."""
+    if native is not None and type(records) is pa.RecordBatch and magic in (0, 1):
+        out = native.encode_legacy_messages(records, magic, 0, log_append_time if magic else None)
+        if out is not NotImplemented:
+            return out
+    return encode_messages_reference(records, magic, log_append_time)
+
+
+def encode_messages_reference(records: pa.RecordBatch, magic: int,
+                              log_append_time: int | None = None) -> bytes:
+    encode = registry.get().format_for(magic).encode
+    lat = magic == 1 and log_append_time is not None
+    ts_type = (TimestampType.NO_TIMESTAMP_TYPE if magic == 0 else
+               TimestampType.LOG_APPEND_TIME if lat else TimestampType.CREATE_TIME)
+    out = bytearray()
+    for i, (offset, timestamp) in enumerate(zip(records.column(0).to_pylist(),
+                                                records.column(1).to_pylist())):
+        header = BatchHeader(magic, offset, offset, 0, ts_type,
+                             max_timestamp=log_append_time if lat else timestamp)
+        out += encode(header, records.slice(i, 1))
+    return bytes(out)
 
 
 def upgrade_run(data, rows: np.ndarray, file: str, *, options: ReadOptions = STRICT, base: int = 0,

@@ -41,7 +41,6 @@ SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[Heal
 
 needs_native = pytest.mark.skipif(speedups.native is None, reason=f"nothing to compare: kfmt runs "
                                   f"{speedups.description}")
-pytestmark = needs_native
 
 
 @contextlib.contextmanager
@@ -130,12 +129,14 @@ def segment_facts(data):
 
 
 @pytest.mark.parametrize("name", real_dir_params())
+@needs_native
 def test_corpus_segments(name):
     for log in sorted((REALKAFKA / name).glob("*.log")):
         assert_same(lambda: segment_facts(log.read_bytes()))
 
 
 @pytest.mark.parametrize("name", real_dir_params())
+@needs_native
 def test_corpus_reencoded(name):
     """Every corpus batch re-encoded from its decoded columns: same bytes either way."""
     for log in sorted((REALKAFKA / name).glob("*.log")):
@@ -145,6 +146,7 @@ def test_corpus_reencoded(name):
 
 
 @pytest.mark.parametrize("name", real_dir_params(["v0-none-0", "v1-none-0"]))
+@needs_native
 def test_corpus_legacy_runs(name):
     for log in sorted((REALKAFKA / name).glob("*.log")):
         data = log.read_bytes()
@@ -155,6 +157,50 @@ def test_corpus_legacy_runs(name):
             for rebatch in (False, True):
                 assert_same(lambda: legacy_runs.upgrade_run(data, run, log.name, rebatch=rebatch,
                                                             max_batch_bytes=1000, out_position=5))
+
+
+def companions_by_rows(part_dir, by_rows: bool) -> dict:
+    """A partition's companion files from CompanionBuilder: fed header by header (add_batch), or
+    with runs of data batches as frame rows (add_frames) and control batches decoded."""
+    from kfmt.companions import CompanionBuilder, SegmentFactsBuilder
+    builder = CompanionBuilder(now_ms=1_800_000_000_000)
+    out, facts = {}, []
+    for log in sorted(part_dir.glob("*.log")):
+        data = log.read_bytes()
+        base = int(log.stem)
+        builder.begin_segment(base)
+        writer_side = SegmentFactsBuilder(base)
+        for rows in segment.FrameScanner(data, log.name).chunks():
+            control = (rows["magic"] == 2) & (rows["attributes"] & 0x20 != 0)
+            edges = [0] + [i for i in np.flatnonzero(control).tolist() for i in (i, i + 1)] + [len(rows)]
+            for a, b in zip(edges[::2], edges[1::2]):
+                if by_rows:
+                    builder.add_frames(rows[a:b])
+                    writer_side.add_frames(rows[a:b])
+                else:
+                    for h in headers_of(rows[a:b]):
+                        builder.add_batch(h)
+                        writer_side.add(h)
+                if b < len(rows):  # the control batch at b
+                    h = headers_of(rows[b:b + 1])[0]
+                    batch = segment.decode(data, h, log.name)
+                    builder.add_decoded_batch(batch)
+                    from kfmt.companions import control_facts
+                    kind, epoch, ts = control_facts(batch)
+                    writer_side.add(h, kind, epoch, ts)
+        out.update(builder.end_segment().files())
+        facts.append(writer_side.finish())
+    out.update(builder.finish().files())
+    return out, [(c.files(), f) for c, f in facts]
+
+
+@pytest.mark.parametrize("name", real_dir_params())
+@needs_native
+def test_companions_from_rows(name):
+    """CompanionBuilder.add_frames / SegmentFactsBuilder.add_frames give what add per header gives."""
+    expected = companions_by_rows(REALKAFKA / name, by_rows=False)
+    assert_same(lambda: companions_by_rows(REALKAFKA / name, by_rows=True))
+    assert comparable(companions_by_rows(REALKAFKA / name, by_rows=True)) == comparable(expected)
 
 
 def test_rows_describe_what_headers_say():
@@ -194,6 +240,7 @@ def v2_records():
 
 @SETTINGS
 @given(record_columns(), int64s | st.integers(0, 2**40), timestamps, st.integers(0, 3))
+@needs_native
 def test_records_encode_and_decode(records, base_offset, base_timestamp, sliced):
     records = records.slice(min(sliced, records.num_rows))  # columns with an offset
     m = v2_records()
@@ -208,6 +255,7 @@ def test_records_encode_and_decode(records, base_offset, base_timestamp, sliced)
 
 @SETTINGS
 @given(record_columns(max_size=6), st.data())
+@needs_native
 def test_damaged_records(records, data):
     """Record bytes with a byte changed, bytes cut or added, a wrong count: same verdict."""
     m = v2_records()
@@ -270,12 +318,14 @@ def segments(draw):
 
 @SETTINGS
 @given(segments())
+@needs_native
 def test_segments(data):
     assert_same(lambda: segment_facts(data))
 
 
 @SETTINGS
 @given(segments(), st.integers(0, 50), st.integers(0, 50))
+@needs_native
 def test_partial_ranges(data, cut_start, cut_end):
     """Scans of a byte range that starts and ends anywhere, with a base offset in the file."""
     base = 1000
@@ -319,6 +369,7 @@ def legacy_runs_of_messages(draw):
 @SETTINGS
 @given(legacy_runs_of_messages(), st.sampled_from([STRICT, LENIENT]), st.integers(100, 3000),
        st.sampled_from([16, 1 << 23]))
+@needs_native
 def test_legacy_runs(run, options, max_batch_bytes, call_bytes):
     data, rows = run
     saved = legacy_runs.MAX_CALL_BYTES
@@ -330,6 +381,38 @@ def test_legacy_runs(run, options, max_batch_bytes, call_bytes):
                                                         rebatch=rebatch, max_batch_bytes=max_batch_bytes))
     finally:
         legacy_runs.MAX_CALL_BYTES = saved
+
+
+@SETTINGS
+@given(record_columns(max_size=12), st.sampled_from([0, 1]), st.none() | st.integers(0, 2**43))
+@needs_native
+def test_legacy_encoding(records, magic, log_append_time):
+    """Uncompressed runs, and every legacy format plugin encode (wrappers of every codec)."""
+    records = records.drop_columns(["headers"]).append_column(
+        "headers", pa.array([[]] * records.num_rows, records.schema.field("headers").type))
+    assert_same(lambda: legacy_runs.encode_messages(records, magic, log_append_time))
+    fmt = registry.get().format_for(magic)
+    lat = magic == 1 and log_append_time is not None
+    for codec in LEGACY_CODECS[magic]:
+        header = BatchHeader(magic=magic, base_offset=0, last_offset=0,
+                             compression=registry.get().compression_named(codec).id,
+                             timestamp_type=(TimestampType.LOG_APPEND_TIME if lat else
+                                             TimestampType.CREATE_TIME if magic else
+                                             TimestampType.NO_TIMESTAMP_TYPE),
+                             max_timestamp=log_append_time if lat else 0)
+        if codec == "none" and records.num_rows:
+            one = records.slice(0, 1)
+            assert_same(lambda: fmt.encode(header, one))
+        elif codec != "none" and records.num_rows:
+            assert_same(lambda: refused_or(lambda: fmt.encode(header, records)))
+
+
+def refused_or(fn):
+    """What the encoder gives, or the kind of error it raises for records it cannot write."""
+    try:
+        return fn()
+    except Exception as err:  # the same refusal either way (struct.error, ValueError, ...)
+        return type(err).__name__
 
 
 def test_upgraded_runs_read_back_as_the_records_converted():
@@ -353,6 +436,7 @@ def test_upgraded_runs_read_back_as_the_records_converted():
         pa.Table.from_batches([b.records for b in batches]).to_pylist()
 
 
+@needs_native
 def test_kafka_python_batches(monkeypatch):
     """Batches written by an independent library (kafka-python), with headers and nulls."""
     import types

@@ -180,6 +180,11 @@ static void *take(void **p) {
 
 static void *take_gbuf(gbuf *b) {
     void *v = b->data;
+    if (v != NULL && b->cap > b->len + 4096) {
+        /* buffers sized for the worst case give back what they did not use (shrinking in place) */
+        void *shrunk = realloc(v, b->len ? b->len : 8);
+        if (shrunk != NULL) v = shrunk;
+    }
     if (v == NULL) v = malloc(8); /* Arrow wants a pointer for every non-null buffer */
     b->data = NULL;
     b->len = b->cap = 0;

@@ -62,6 +62,8 @@ static PyMethodDef methods[] = {
      "decode_legacy_set(data, wrapper_offset, wrapper_magic, log_append_time, check_crc) -> (batch, infos)"},
     {"message_info_layout", py_message_info_layout, METH_NOARGS,
      "message_info_layout() -> (itemsize, [(field, offset)])"},
+    {"encode_legacy_messages", py_encode_legacy_messages, METH_VARARGS,
+     "encode_legacy_messages(records, magic, base_offset, log_append_time) -> bytes"},
     {"upgrade_legacy_messages", py_upgrade_legacy_messages, METH_VARARGS,
      "upgrade_legacy_messages(data, rows, start, stop, base, check_crc, out_position, rebatch, "
      "max_batch_bytes, close_last) -> (stopped_at, refused, batches, rows, (records, digest_high, digest_low))"},

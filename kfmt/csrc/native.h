@@ -94,25 +94,38 @@ static inline int64_t wrap_add(int64_t a, int64_t b) { return (int64_t)((uint64_
 /* ---- zigzag varints (reference §0; kfmt.wire.read_varint / varint) ---- */
 int read_varint_slow(const uint8_t *d, int64_t *pos, int64_t end, int max_bytes, int64_t *out, kerr *e);
 
-static inline int read_varint(const uint8_t *d, int64_t *pos, int64_t end, int64_t *out, kerr *e) {
+/* One- and two-byte varints (lengths and deltas below 8192) decode inline; longer ones, and every
+ * error, take the slow path. */
+static inline int read_varint_n(const uint8_t *d, int64_t *pos, int64_t end, int max_bytes, int64_t *out,
+                                kerr *e) {
     int64_t p = *pos;
-    if (p < end && !(d[p] & 0x80)) {
-        uint64_t b = d[p];
-        *out = (int64_t)(b >> 1) ^ -(int64_t)(b & 1);
+    if (p + 1 < end) {
+        uint64_t b0 = d[p];
+        if (!(b0 & 0x80)) {
+            *out = (int64_t)(b0 >> 1) ^ -(int64_t)(b0 & 1);
+            *pos = p + 1;
+            return 0;
+        }
+        uint64_t b1 = d[p + 1];
+        if (!(b1 & 0x80)) {
+            uint64_t r = (b0 & 0x7F) | (b1 << 7);
+            *out = (int64_t)(r >> 1) ^ -(int64_t)(r & 1);
+            *pos = p + 2;
+            return 0;
+        }
+    } else if (p < end && !(d[p] & 0x80)) {
+        uint64_t b0 = d[p];
+        *out = (int64_t)(b0 >> 1) ^ -(int64_t)(b0 & 1);
         *pos = p + 1;
         return 0;
     }
-    return read_varint_slow(d, pos, end, 5, out, e);
+    return read_varint_slow(d, pos, end, max_bytes, out, e);
+}
+static inline int read_varint(const uint8_t *d, int64_t *pos, int64_t end, int64_t *out, kerr *e) {
+    return read_varint_n(d, pos, end, 5, out, e);
 }
 static inline int read_varlong(const uint8_t *d, int64_t *pos, int64_t end, int64_t *out, kerr *e) {
-    int64_t p = *pos;
-    if (p < end && !(d[p] & 0x80)) {
-        uint64_t b = d[p];
-        *out = (int64_t)(b >> 1) ^ -(int64_t)(b & 1);
-        *pos = p + 1;
-        return 0;
-    }
-    return read_varint_slow(d, pos, end, 10, out, e);
+    return read_varint_n(d, pos, end, 10, out, e);
 }
 static inline uint64_t zigzag(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); }
 static inline int varint_size_u(uint64_t n) {
@@ -193,6 +206,7 @@ PyObject *py_index_frames(PyObject *self, PyObject *args);
 PyObject *py_decode_legacy_messages(PyObject *self, PyObject *args);
 PyObject *py_upgrade_legacy_messages(PyObject *self, PyObject *args);
 PyObject *py_decode_legacy_set(PyObject *self, PyObject *args);
+PyObject *py_encode_legacy_messages(PyObject *self, PyObject *args);
 PyObject *py_message_info_layout(PyObject *self, PyObject *args);
 
 #endif

@@ -30,7 +30,7 @@ static int decode_records(const uint8_t *d, int64_t end, int64_t count, int64_t 
                          (long long)klen);
                 return BAD_DATA;
             }
-            if (gbuf_reserve(&c->key_data, (size_t)klen)) return NO_MEMORY;
+            /* (the data buffers hold the whole input: no record can need more) */
             memcpy(c->key_data.data + c->key_data.len, d + pos, (size_t)klen);
             c->key_data.len += (size_t)klen;
             pos += klen;
@@ -45,7 +45,6 @@ static int decode_records(const uint8_t *d, int64_t end, int64_t count, int64_t 
                          (long long)vlen);
                 return BAD_DATA;
             }
-            if (gbuf_reserve(&c->value_data, (size_t)vlen)) return NO_MEMORY;
             memcpy(c->value_data.data + c->value_data.len, d + pos, (size_t)vlen);
             c->value_data.len += (size_t)vlen;
             pos += vlen;
@@ -134,7 +133,8 @@ PyObject *py_decode_v2_records(PyObject *self, PyObject *args) {
     }
     int64_t n = count < 0 ? 0 : count;
     columns c;
-    if (columns_init(&c, n, (size_t)end)) {
+    /* key and value bytes are parts of the input: buffers of its size never need to grow */
+    if (columns_init(&c, n, (size_t)end) || gbuf_reserve(&c.key_data, (size_t)end)) {
         PyBuffer_Release(&buf);
         return PyErr_NoMemory();
     }

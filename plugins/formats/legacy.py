@@ -29,6 +29,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from kfmt import registry
 from kfmt.errors import DataError
@@ -265,6 +266,11 @@ class LegacyFormat(MessageFormat):
         # Under LogAppendTime the header's max_timestamp is the append time, which every message
         # reports (§3.5), as it is for v2 batches (§4.3).
         lat = magic == 1 and header.timestamp_type == TimestampType.LOG_APPEND_TIME
+        if native is not None and type(records) is pa.RecordBatch and (
+                records.num_rows == 1 or header.compression and records.num_rows):
+            entry = self._encode_native(header, records, lat, level)
+            if entry is not None:
+                return entry
         offsets, timestamps, keys, values = (records.column(i).to_pylist() for i in range(4))
         if any(records.column(4).to_pylist()):
             raise ValueError(f"message format v{magic} cannot hold headers")
@@ -285,6 +291,24 @@ class LegacyFormat(MessageFormat):
         wrapper_ts = header.max_timestamp if lat else max(timestamps)
         return encode_message(offsets[-1], magic, wrapper_ts, None,
                               codec.compress(inner, magic=magic, level=level), header.compression, lat)
+
+    @staticmethod
+    def _encode_native(header: BatchHeader, records: pa.RecordBatch, lat: bool, level: int | None):
+        """encode() by the compiled kernel (the messages; a wrapper's own message here); None where
+        the code above decides (it raises for headers and impossible offsets)."""
+        magic = header.magic
+        base = records.column(0)[0].as_py() if header.compression and magic == 1 else 0
+        messages = native.encode_legacy_messages(records, magic, base,
+                                                 header.max_timestamp if lat else None)
+        if messages is NotImplemented:
+            return None
+        if not header.compression:
+            return messages
+        codec = registry.get().compression_for(header.compression, magic)
+        wrapper_ts = header.max_timestamp if lat else pc.max(records.column(1)).as_py()
+        return encode_message(records.column(0)[-1].as_py(), magic, wrapper_ts, None,
+                              codec.compress(messages, magic=magic, level=level), header.compression,
+                              lat)
 
 
 def encode_message(offset: int, magic: int, timestamp: int, key, value, codec: int, lat: bool) -> bytes:
