@@ -35,8 +35,8 @@ def add_arguments(p):
     p.add_argument("--include-control", action="store_true",
                    help="also export control records (transaction markers)")
     p.add_argument("--max-bytes-per-task", type=int, default=DEFAULT_SPLIT_BYTES, metavar="N",
-                   help="segments bigger than this are cut into several tasks at batch boundaries "
-                        f"(default {DEFAULT_SPLIT_BYTES})")
+                   help="bytes of log per task: bigger segments are cut at batch boundaries, smaller "
+                        f"consecutive ones share a task (default {DEFAULT_SPLIT_BYTES})")
     p.add_argument("--master", metavar="URL",
                    help="Spark master (default: an embedded local[*] session; 'inprocess' runs the "
                         "same work in this process without Spark)")
