@@ -152,7 +152,6 @@ def plan_export(src_storage: Storage, src_path: str, dst_storage: Storage, dst_p
     if not parts:
         raise UsageError(f"{source}: no partition directories"
                          + (" match --topic/--partition" if topic or partition is not None else ""))
-    _check_not_inside(source, destination)
     plans = []
     for part in parts:
         t, p = partition_identity(part)
@@ -320,13 +319,16 @@ def export(src: str, dst: str, *, src_options: dict | None = None, dst_options: 
     options = options or ExportOptions()
     src_storage, src_path = open_storage(src, src_options)
     dst_storage, dst_path = open_storage(dst, dst_options if dst_options is not None else src_options)
-    plan = plan_export(src_storage, src_path, dst_storage, dst_path, options, topic, partition)
+    destination = dst_storage.url_of(dst_path)
+    _check_not_inside(src_storage.url_of(src_path), destination)
     if dry_run:
         if dst_storage.exists(dst_path) and (not dst_storage.isdir(dst_path)
                                              or dst_storage.listdir(dst_path)):
-            raise UsageError(f"{plan.destination}: the destination exists and is not empty")
-        return plan, None
+            raise UsageError(f"{destination}: the destination exists and is not empty")
+        return plan_export(src_storage, src_path, dst_storage, dst_path, options, topic, partition), None
+    # the staged output refuses a DST that is not empty, or in use, before any planning work
     with StagedOutput(dst_storage, dst_path) as out:
+        plan = plan_export(src_storage, src_path, dst_storage, dst_path, options, topic, partition)
         outcomes = _transaction_outcomes(plan, master, progress)
         target = out.target()
         tasks = [ExportTask(unit, p.rel, options, outcomes[i], target)

@@ -540,6 +540,17 @@ def test_bad_options_are_usage_errors(tmp_path, args):
     assert export(REALKAFKA / "v2-none-0", tmp_path / "out", *args).code == 2
 
 
+@needs_realkafka
+def test_a_destination_inside_the_source_is_refused(tmp_path):
+    src = tmp_path / "logdir"
+    shutil.copytree(REALKAFKA / "v2-none-0", src / "v2-none-0")
+    before = sorted(p.relative_to(src) for p in src.rglob("*"))
+    for dst in (src / "out", src / "v2-none-0" / "out"):
+        result = export(src, dst)
+        assert result.code == 2 and "inside the source" in result.err
+    assert sorted(p.relative_to(src) for p in src.rglob("*")) == before
+
+
 def corrupted_copy(tmp_path) -> tuple[Path, int]:
     """v2-gzip-0 with one byte flipped inside a batch of its third segment: (dir, the batch's position)."""
     src = tmp_path / "v2-gzip-0"
