@@ -56,4 +56,6 @@ class OptionalBuildExt(build_ext):
 build_native = os.environ.get("KFMT_NO_EXTENSIONS", "") in ("", "0")
 setup(packages=packages, package_dir={"kfmt": "kfmt", **MAPPED},
       ext_modules=[speedups] if build_native else [],
-      cmdclass={"build_ext": OptionalBuildExt})
+      cmdclass={"build_ext": OptionalBuildExt},
+      # the C sources travel in the sdist (MANIFEST.in), not in the installed package
+      include_package_data=False)

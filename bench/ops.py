@@ -1,0 +1,111 @@
+"""Directory operations, each run by the harness in a child process of its own (its peak memory is
+the operation's): `python bench/ops.py OP ARGS...`. Prints one JSON object: the wall and CPU seconds
+of the operation itself (measured around it, after the imports), and what it processed.
+
+* cli: a kfmt command, `python bench/ops.py cli -- reindex SRC DST ...`, through kfmt.cli.main as
+  `kfmt` runs it;
+* scan LOGDIR TOPIC: the frames of every segment as arrays (FrameScanner.chunks(), no record decoding);
+* scan-headers: the same as BatchHeader objects (FrameScanner iteration), the per-object API;
+* upgrade-kernels: v0/v1 to v2 with the array kernels (kfmt.legacy_runs.upgrade_pieces) straight
+  into .log files, with their .index/.timeindex (SegmentIndexer.add_frames): what the upgrade
+  pipeline can reach when it calls them (docs/performance.md).
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+from kfmt import legacy_runs, segment
+from kfmt.companions import SegmentIndexer
+from kfmt.layout import find_partitions
+from kfmt.storage import open_storage
+
+
+def partitions(logdir: str, topic: str):
+    storage, path = open_storage(logdir)
+    return storage, find_partitions(storage, path, topic, None)
+
+
+def scan(logdir: str, topic: str, dst=None) -> dict:
+    storage, parts = partitions(logdir, topic)
+    size = records = entries = 0
+    for part in parts:
+        for seg in part.segments:
+            data = storage.map(seg.log.path)
+            scanner = segment.FrameScanner(data, part.display(seg.log))
+            for rows in scanner.chunks():
+                entries += len(rows)
+                records += int(rows["records_count"].sum(dtype=np.int64))
+            if scanner.tail.is_error:
+                raise scanner.tail.error(scanner.file)
+            size += len(data)
+    return {"bytes": size, "records": records, "entries": entries}
+
+
+def scan_headers(logdir: str, topic: str, dst=None) -> dict:
+    storage, parts = partitions(logdir, topic)
+    size = records = entries = 0
+    for part in parts:
+        for seg in part.segments:
+            data = storage.map(seg.log.path)
+            for header in segment.scan(data, part.display(seg.log)):
+                entries += 1
+                records += header.records_count or 0
+            size += len(data)
+    return {"bytes": size, "records": records, "entries": entries}
+
+
+def upgrade_kernels(logdir: str, topic: str, dst: str) -> dict:
+    storage, parts = partitions(logdir, topic)
+    size = records = 0
+    for part in parts:
+        os.makedirs(os.path.join(dst, part.name))
+        for seg in part.segments:
+            data = storage.map(seg.log.path)
+            file = part.display(seg.log)
+            out_path = os.path.join(dst, part.name, seg.log.name)
+            indexer = SegmentIndexer(seg.base_offset, 4096)
+            written = 0
+            with open(out_path, "wb") as out:
+                for rows in segment.FrameScanner(data, file).chunks():
+                    runs = legacy_runs.message_runs(rows)
+                    if runs != [(0, len(rows))]:
+                        raise SystemExit("upgrade-kernels handles runs of uncompressed messages only")
+                    for piece in legacy_runs.upgrade_pieces(data, rows, file, out_position=written):
+                        out.write(piece.entries)
+                        indexer.add_frames(piece.rows)
+                        written += len(piece.entries)
+                        records += piece.digest.records
+            for name, content in indexer.finish().files().items():
+                with open(os.path.join(dst, part.name, name), "wb") as f:
+                    f.write(content)
+            size += len(data)
+    return {"bytes": size, "records": records}
+
+
+def cli(*argv: str) -> dict:
+    from kfmt.cli import main
+    code = main(list(argv))
+    if code:
+        raise SystemExit(f"kfmt {' '.join(argv)}: exit {code}")
+    return {}
+
+
+OPS = {"scan": scan, "scan-headers": scan_headers, "upgrade-kernels": upgrade_kernels, "cli": cli}
+
+if __name__ == "__main__":
+    op, *args = sys.argv[1:]
+    if args[:1] == ["--"]:
+        args = args[1:]
+    import kfmt.cli
+    from kfmt import registry
+    registry.get()  # imports and plugin loading are not the operation
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = OPS[op](*args)
+    result.update(wall=time.perf_counter() - wall, cpu=time.process_time() - cpu)
+    sys.stdout.flush()
+    print("\n" + json.dumps(result))
