@@ -160,6 +160,9 @@ class SegmentPlanner:
         reason = self.roll_reason(header)
         if reason is not None:
             self._start(self._new_base(header, reason))
+        if header.last_offset < self.base_offset:  # a legacy wrapper's first offset is not known yet
+            raise DataError(f"batch ending at offset {header.last_offset} lies below its segment's base "
+                            f"offset {self.base_offset} (reference §12.1)", offset=header.last_offset)
         self._count(header)
         return reason
 
@@ -173,8 +176,11 @@ class SegmentPlanner:
             base = max(leo, header.last_offset - INT32_MAX)
         if reason == FIRST and self.start_offset is not None:
             if self.start_offset > base:
-                raise UsageError(f"start offset {self.start_offset} lies above the first batch's "
-                                 f"offset {base}")
+                # Transforms take the start offset from the source's first segment: its data breaks
+                # base offset <= first offset (reference §12.1).
+                raise DataError(f"the first batch's offset {base} lies below the start offset "
+                                f"{self.start_offset} (the first segment's base offset)",
+                                offset=header.last_offset)
             if header.last_offset - self.start_offset <= INT32_MAX:
                 base = self.start_offset
         return base

@@ -69,3 +69,28 @@ def test_info_shows_timestamps_no_date_can_hold(tmp_path):
     result = run_kfmt("info", part)
     assert result.code == 0, result.err
     assert f"timestamps    {-(1 << 63)} .. {(1 << 63) - 1}" in result.out
+
+
+# Found by the commands tier, case 6:200 (compact-v1-gzip-0, the offset field of the first entry of
+# segment 474 set to 26, outside the CRC): `kfmt recompress` exited 2 (usage error) because the
+# writer took a first batch below the start offset for a caller's mistake; transforms take the start
+# offset from the source, so it is the source that breaks base offset <= first offset (reference
+# §12.1): bad data, exit 65. Fixed in kfmt/writer.py.
+@needs_realkafka
+@pytest.mark.parametrize("command", [["recompress", "--compression", "zstd"], ["upgrade"],
+                                     ["resegment", "--segment-bytes", "4096"]])
+def test_an_entry_below_its_segment_base_is_bad_data_for_every_transform(tmp_path, command):
+    import struct
+
+    src = tmp_path / "compact-v1-gzip-0"
+    src.mkdir()
+    for f in (REALKAFKA / "compact-v1-gzip-0").iterdir():
+        if not f.name[:20].isdigit() or int(f.name[:20]) >= 474:
+            shutil.copyfile(f, src / f.name)
+    log = src / "00000000000000000474.log"
+    data = bytearray(log.read_bytes())
+    struct.pack_into(">q", data, 0, 26)
+    log.write_bytes(bytes(data))
+    line = one_error_line(run_kfmt(command[0], src, tmp_path / "out", *command[1:], "--master", "inprocess"))
+    assert f"{log}, position 0, offset 26: " in line
+    assert not (tmp_path / "out").exists()

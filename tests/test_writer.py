@@ -294,7 +294,7 @@ def test_offsets_must_increase_and_headers_must_describe_their_bytes(tmp_path):
 
 
 def test_a_start_offset_above_the_first_batch_is_refused():
-    with pytest.raises(UsageError, match="start offset 11 lies above"):
+    with pytest.raises(DataError, match="offset 10 lies below the start offset 11"):
         SegmentPlanner(start_offset=11).place(v2_entry(10)[0])
 
 
