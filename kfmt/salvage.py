@@ -125,13 +125,24 @@ class Found:
     def __init__(self):
         self.positions, self.sizes = array("q"), array("q")
         self.bases, self.lasts, self.epochs = array("q"), array("q"), array("q")
+        #: an entry whose records do not fill its offsets: the log was compacted (reference §4.7)
+        self.compacted = False
 
     def add(self, position: int, size: int, batch: Batch) -> None:
+        h = batch.header
         self.positions.append(position)
         self.sizes.append(size)
-        self.bases.append(batch.header.base_offset)
-        self.lasts.append(batch.header.last_offset)
-        self.epochs.append(batch.header.partition_leader_epoch)
+        self.bases.append(h.base_offset)
+        self.lasts.append(h.last_offset)
+        self.epochs.append(h.partition_leader_epoch)
+        self.compacted |= len(batch) != h.last_offset - h.base_offset + 1
+
+    def adjacent(self, i: int, j: int) -> bool:
+        """Whether entry j begins, in the file, where entry i ends."""
+        return self.positions[i] + self.sizes[i] == self.positions[j]
+
+    def gap_before(self, i: int) -> bool:
+        return 0 < i < len(self) and self.bases[i] != self.lasts[i - 1] + 1
 
     def __len__(self) -> int:
         return len(self.positions)
@@ -374,7 +385,8 @@ def _order(scan: SegmentScan, buf) -> None:
     cannot be trusted. The offset field is outside the CRC, so the offsets of an intact entry are
     checked against its neighbours in the file, whose order is the offset order in genuine data."""
     f = scan.found
-    keep = [i for i in range(len(f)) if not _misplaced(scan, i)]
+    gaps = sum(f.gap_before(i) for i in range(1, len(f)))
+    keep = [i for i in range(len(f)) if not _misplaced(scan, i, gaps)]
     if all(f.bases[b] > f.lasts[a] for a, b in zip(keep, keep[1:])):
         scan.order = keep
         return
@@ -414,19 +426,33 @@ def _order(scan: SegmentScan, buf) -> None:
     scan.order = kept
 
 
-def _misplaced(scan: SegmentScan, i: int) -> bool:
-    """An entry the entries around it in the file leave exactly its room for, somewhere else than
-    its offset field says: that field is damaged, and its records' offsets are the room."""
+def _misplaced(scan: SegmentScan, i: int, gaps: int) -> bool:
+    """An entry whose offset field (outside the CRC) is contradicted by the entries around it in the
+    file: they leave exactly its room for it somewhere else; or, in a segment whose other entries
+    all follow each other without a gap (and none was compacted), it opens a gap right after the
+    entry before it. Its records' offsets are then the room. `gaps`: the segment's offset gaps."""
     f = scan.found
+    span = f.lasts[i] - f.bases[i]
     room = scan.between(i - 1, i + 1)
-    if not room or room[0][1] is None:
-        return False
-    first, last = room[0]
-    if f.bases[i] == first or last - first != f.lasts[i] - f.bases[i]:
-        return False
-    scan.drop(i, MISPLACED, f"intact, but its offset field says {f.bases[i]}..{f.lasts[i]} where the "
-              f"entries around it leave room for exactly its {last - first + 1} offsets at "
-              f"{first}..{last}: the field (outside the CRC) is damaged", room)
+    if room and room[0][1] is not None:
+        first, last = room[0]
+        if f.bases[i] != first and last - first == span:
+            return _drop_misplaced(scan, i, first, last, "the entries around it leave room for exactly "
+                                                         "its offsets")
+    around = gaps - f.gap_before(i) - f.gap_before(i + 1)  # gaps elsewhere in the segment
+    evidence = len(f) - 1 - (i > 0) - (i + 1 < len(f))  # pairs of entries that show the density
+    if (f.gap_before(i) and f.adjacent(i - 1, i) and not f.compacted and around == 0 and evidence > 0
+            and (i + 1 == len(f) or f.lasts[i - 1] + 1 + span < f.bases[i + 1])):
+        first = f.lasts[i - 1] + 1
+        return _drop_misplaced(scan, i, first, first + span, "every other entry of the segment follows "
+                                                             "the one before it without a gap")
+    return False
+
+
+def _drop_misplaced(scan: SegmentScan, i: int, first: int, last: int, why: str) -> bool:
+    f = scan.found
+    scan.drop(i, MISPLACED, f"intact, but its offset field says {f.bases[i]}..{f.lasts[i]} where {why}, "
+              f"at {first}..{last}: the field (outside the CRC) is damaged", [(first, last)])
     return True
 
 

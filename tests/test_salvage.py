@@ -409,3 +409,16 @@ def test_a_damaged_leader_epoch_is_caught_by_the_epochs_around_it(tmp_path, wher
     [dropped] = partition_report(report)["dropped"]
     assert (dropped["kind"], dropped["start"]) == ("epoch", entry.position)
     assert dropped["offsets"] == [{"first": entry.offset, "last": entry.last_offset}]
+
+
+@pytest.mark.parametrize("name", ["v2-zstd-0", "v1-lz4-0", "v1-none-0"])
+def test_the_last_entry_of_the_log_with_a_damaged_offset_field_is_dropped(tmp_path, name):
+    """No entry follows the last one to contradict its offset field, but in a segment whose other
+    entries follow each other without a gap, one that opens a gap has a damaged field."""
+    src = copy_partition(name, tmp_path)
+    last = kafka_listing(name)[-1]
+    damage(src, last.file, lambda data: struct.pack_into(">q", data, last.position, last.offset + 7323))
+    report = check_salvage(src, tmp_path / "out", name, records_of_entries(name, [last]))
+    [dropped] = partition_report(report)["dropped"]
+    assert (dropped["kind"], dropped["start"]) == ("misplaced", last.position)
+    assert dropped["offsets"] == [{"first": first_offset(name, last), "last": last.last_offset}]
