@@ -7,6 +7,7 @@ all of them alike.
 """
 from __future__ import annotations
 
+import gc
 import os
 import statistics
 import subprocess
@@ -28,14 +29,22 @@ class Sample:
 
 
 def timed(fn) -> Sample:
-    wall, cpu = time.perf_counter(), time.process_time()
-    fn()
-    return Sample(time.perf_counter() - wall, time.process_time() - cpu)
+    """One call's times, with the cyclic garbage collector off during it (as timeit does): a
+    collection's cost depends on everything else alive in the process, not on the code measured."""
+    gc.collect()
+    gc.disable()
+    try:
+        wall, cpu = time.perf_counter(), time.process_time()
+        fn()
+        return Sample(time.perf_counter() - wall, time.process_time() - cpu)
+    finally:
+        gc.enable()
 
 
 def child(argv: list[str], env: dict | None = None, cwd: str | None = None) -> Sample:
-    """Run a command: its wall time, CPU time (user + system) and peak resident memory, from the
-    rusage of exactly this child (os.wait4 on its pid)."""
+    """Run a command: its wall time and CPU time (user + system), from the rusage of exactly this
+    child (os.wait4 on its pid). Its max_rss is only an upper bound (Linux counts the parent's
+    memory at fork time in it): bench/ops.py reports the operation's own peak."""
     with tempfile.TemporaryFile() as err:
         wall = time.perf_counter()
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, env=env, cwd=cwd)

@@ -87,6 +87,17 @@ def upgrade_kernels(logdir: str, topic: str, dst: str) -> dict:
     return {"bytes": size, "records": records}
 
 
+def peak_rss() -> int:
+    """This process's peak resident set (VmHWM, bytes): that of its own address space since exec,
+    where getrusage's ru_maxrss would also count the parent's memory at fork time."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 def cli(*argv: str) -> dict:
     from kfmt.cli import main
     code = main(list(argv))
@@ -106,6 +117,6 @@ if __name__ == "__main__":
     registry.get()  # imports and plugin loading are not the operation
     wall, cpu = time.perf_counter(), time.process_time()
     result = OPS[op](*args)
-    result.update(wall=time.perf_counter() - wall, cpu=time.process_time() - cpu)
+    result.update(wall=time.perf_counter() - wall, cpu=time.process_time() - cpu, peak_rss=peak_rss())
     sys.stdout.flush()
     print("\n" + json.dumps(result))

@@ -136,7 +136,7 @@ def run_directory(args) -> tuple[dict, list[dict]]:
                 error = str(exc).splitlines()[0]
                 break
             inner = json.loads(sample.output.strip().splitlines()[-1])
-            samples.append(Sample(inner["wall"], inner["cpu"], sample.max_rss))
+            samples.append(Sample(inner["wall"], inner["cpu"], inner["peak_rss"]))
         shutil.rmtree(out, ignore_errors=True)
         t = topics[topic]
         row = {"operation": name, "topic": topic, "bytes": t["bytes"], "records": t["records"]}

@@ -185,10 +185,28 @@ PyObject *py_decode_legacy_set(PyObject *self, PyObject *args) {
     }
     const uint8_t *d = buf.buf;
     int64_t end = buf.len, pos = 0, n = 0;
-    gbuf msgs = {0};
+    /* one pass, straight into the columns: at most one message per 26 bytes (the smallest v0
+     * entry), and keys and values are parts of the input, so nothing needs to grow */
+    int64_t n_max = inner ? end / (LOG_OVERHEAD + 14) + 1 : 1;
+    columns c;
+    PyObject *infos = NULL;
+    if (end > INT32_MAX_) {
+        PyBuffer_Release(&buf);
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    if ((infos = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n_max * (int64_t)sizeof(message_info)))) == NULL) {
+        PyBuffer_Release(&buf);
+        return NULL;
+    }
+    if (columns_init(&c, n_max, (size_t)end) || gbuf_reserve(&c.key_data, (size_t)end)) {
+        Py_DECREF(infos);
+        PyBuffer_Release(&buf);
+        return PyErr_NoMemory();
+    }
+    message_info *info = (message_info *)PyBytes_AS_STRING(infos);
     int ok = 1;
     /* the messages: each entry whole, a truncated final inner one dropped as Kafka does */
-    while (ok && end - pos >= LOG_OVERHEAD) {
+    while (end - pos >= LOG_OVERHEAD) {
         int64_t size = be32(d + pos + 8);
         if (size < 14) { ok = 0; break; }
         if (pos + LOG_OVERHEAD + size > end) {
@@ -196,74 +214,56 @@ PyObject *py_decode_legacy_set(PyObject *self, PyObject *args) {
             break;
         }
         message m;
-        if (!parse_message(d + pos, LOG_OVERHEAD + size, &m) || (check_crc && !m.crc_valid) ||
-            gbuf_reserve(&msgs, sizeof m)) {
+        if (!parse_message(d + pos, LOG_OVERHEAD + size, &m) || (check_crc && !m.crc_valid)) {
             ok = 0;
             break;
         }
-        memcpy(msgs.data + msgs.len, &m, sizeof m);
-        msgs.len += sizeof m;
+        memset(&info[n], 0, sizeof info[n]);
+        info[n].stored_timestamp = m.timestamp;
+        info[n].crc = (uint32_t)be32(m.entry + 12);
+        info[n].magic = (int8_t)m.magic;
+        info[n].attributes = (int8_t)m.entry[17];
+        info[n].crc_valid = (uint8_t)m.crc_valid;
+        if (m.klen >= 0) {
+            memcpy(c.key_data.data + c.key_data.len, m.key, (size_t)m.klen);
+            c.key_data.len += (size_t)m.klen;
+        } else if (columns_null_key(&c, n)) { ok = -1; break; }
+        if (m.vlen >= 0) {
+            memcpy(c.value_data.data + c.value_data.len, m.value, (size_t)m.vlen);
+            c.value_data.len += (size_t)m.vlen;
+        } else if (columns_null_value(&c, n)) { ok = -1; break; }
+        c.key_offsets[n + 1] = (int32_t)c.key_data.len;
+        c.value_offsets[n + 1] = (int32_t)c.value_data.len;
+        c.header_list_offsets[n + 1] = 0;
+        c.offsets[n] = m.offset; /* made absolute below */
+        /* §3.5: v0 messages have no timestamp; a LogAppendTime wrapper's time overrides */
+        c.timestamps[n] = m.magic == 0 ? -1 : has_lat ? lat : m.timestamp;
         n++;
         pos += LOG_OVERHEAD + size;
         if (!inner) break;
     }
-    if (n == 0 || (!inner && pos != end)) ok = 0;
-    const message *ms = (const message *)msgs.data;
-    int64_t base = 0;
-    if (ok && inner && wrapper_magic == 1 && wrapper_offset != 0) {
-        int64_t last_inner = ms[n - 1].offset;
-        if (wrapper_offset < last_inner) ok = 0;
-        else base = wrapper_offset - last_inner;
-    }
-    columns c;
-    PyObject *infos = NULL;
-    if (!ok || msgs.len > INT32_MAX_) {
-        gbuf_free(&msgs);
-        PyBuffer_Release(&buf);
-        Py_RETURN_NOTIMPLEMENTED;
-    }
-    if (columns_init(&c, n, (size_t)end) ||
-        (infos = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * (int64_t)sizeof(message_info)))) == NULL) {
-        gbuf_free(&msgs);
-        PyBuffer_Release(&buf);
-        if (infos == NULL && PyErr_Occurred()) { columns_free(&c); return NULL; }
-        return PyErr_NoMemory();
-    }
-    message_info *info = (message_info *)PyBytes_AS_STRING(infos);
-    int nomem = 0;
-    for (int64_t i = 0; i < n && !nomem; i++) {
-        const message *m = &ms[i];
-        const uint8_t *entry = m->entry;
-        memset(&info[i], 0, sizeof info[i]);
-        info[i].stored_timestamp = m->timestamp;
-        info[i].crc = (uint32_t)be32(entry + 12);
-        info[i].magic = (int8_t)m->magic;
-        info[i].attributes = (int8_t)entry[17];
-        info[i].crc_valid = (uint8_t)m->crc_valid;
-        if (m->klen >= 0) {
-            if (gbuf_reserve(&c.key_data, (size_t)m->klen)) { nomem = 1; break; }
-            memcpy(c.key_data.data + c.key_data.len, m->key, (size_t)m->klen);
-            c.key_data.len += (size_t)m->klen;
-        } else if (columns_null_key(&c, i)) { nomem = 1; break; }
-        if (m->vlen >= 0) {
-            if (gbuf_reserve(&c.value_data, (size_t)m->vlen)) { nomem = 1; break; }
-            memcpy(c.value_data.data + c.value_data.len, m->value, (size_t)m->vlen);
-            c.value_data.len += (size_t)m->vlen;
-        } else if (columns_null_value(&c, i)) { nomem = 1; break; }
-        c.key_offsets[i + 1] = (int32_t)c.key_data.len;
-        c.value_offsets[i + 1] = (int32_t)c.value_data.len;
-        c.header_list_offsets[i + 1] = 0;
-        /* v0 inner offsets are absolute; v1 ones relative to the wrapper's (§3.4) */
-        c.offsets[i] = inner && wrapper_magic == 1 ? wrap_add(base, m->offset) : m->offset;
-        /* §3.5: v0 messages have no timestamp; a LogAppendTime wrapper's time overrides */
-        c.timestamps[i] = m->magic == 0 ? -1 : has_lat ? lat : m->timestamp;
-    }
-    gbuf_free(&msgs);
     PyBuffer_Release(&buf);
-    if (nomem) {
+    if (ok == 1 && (n == 0 || (!inner && pos != end))) ok = 0;
+    if (ok == 1 && inner && wrapper_magic == 1) {
+        /* v0 inner offsets are absolute; v1 ones relative to the wrapper's (§3.4; a wrapper offset
+         * of 0, written by some librdkafka versions, means base 0) */
+        int64_t base = 0;
+        if (wrapper_offset != 0) {
+            if (wrapper_offset < c.offsets[n - 1]) ok = 0;
+            else base = wrapper_offset - c.offsets[n - 1];
+        }
+        for (int64_t i = 0; i < n; i++) c.offsets[i] = wrap_add(base, c.offsets[i]);
+    }
+    if (ok != 1) {
         columns_free(&c);
         Py_DECREF(infos);
-        return PyErr_NoMemory();
+        if (ok < 0) return PyErr_NoMemory();
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    c.n = n;
+    if (_PyBytes_Resize(&infos, (Py_ssize_t)(n * (int64_t)sizeof(message_info))) != 0) {
+        columns_free(&c);
+        return NULL;
     }
     PyObject *batch = columns_to_record_batch(&c);
     if (batch == NULL) {
@@ -586,4 +586,45 @@ PyObject *py_encode_legacy_messages(PyObject *self, PyObject *args) {
     Py_END_ALLOW_THREADS
     record_view_release(&v);
     return out;
+}
+
+/* legacy_wrapper(entry) -> (offset, magic, attributes, crc, crc_valid, timestamp, value_at, value_len)
+ * or NotImplemented: the facts of one v0/v1 message as LegacyMessage parses them (value_len -1 for a
+ * null value), without copying its value (a compressed wrapper's value is the inner message set,
+ * decompressed straight from the entry). NotImplemented for anything LegacyMessage refuses. */
+PyObject *py_legacy_wrapper(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    if (!PyArg_ParseTuple(args, "y*", &buf)) return NULL;
+    const uint8_t *p = buf.buf;
+    int64_t size = buf.len;
+    PyObject *result = NULL;
+    if (size >= 18) {
+        int magic = (int8_t)p[16], attrs = (int8_t)p[17];
+        int64_t pos = magic == 0 ? 18 : 26, n[2] = {0, 0}, at[2] = {0, 0};
+        int ok = (magic == 0 || magic == 1) && size - LOG_OVERHEAD >= (magic == 0 ? 14 : 22);
+        for (int field = 0; ok && field < 2; field++) {
+            if (pos + 4 > size) { ok = 0; break; }
+            n[field] = be32(p + pos);
+            pos += 4;
+            at[field] = pos;
+            if (n[field] >= 0) {
+                if (pos + n[field] > size) { ok = 0; break; }
+                pos += n[field];
+            }
+        }
+        if (ok && pos == size) {
+            uint32_t crc;
+            Py_BEGIN_ALLOW_THREADS
+            crc = crc32_update(0, p + 16, (size_t)(size - 16));
+            Py_END_ALLOW_THREADS
+            uint32_t stored = (uint32_t)be32(p + 12);
+            result = Py_BuildValue("LiiKOLLL", (long long)be64(p), magic, attrs, (unsigned long long)stored,
+                                   crc == stored ? Py_True : Py_False,
+                                   (long long)(magic == 1 ? be64(p + 18) : -1), (long long)at[1],
+                                   (long long)(n[1] < 0 ? -1 : n[1]));
+        }
+    }
+    PyBuffer_Release(&buf);
+    if (result == NULL && !PyErr_Occurred()) Py_RETURN_NOTIMPLEMENTED;
+    return result;
 }

@@ -60,6 +60,8 @@ static PyMethodDef methods[] = {
      "decode_legacy_messages(data, rows, start, stop, base, check_crc) -> (stopped_at, batch, crc_valid)"},
     {"decode_legacy_set", py_decode_legacy_set, METH_VARARGS,
      "decode_legacy_set(data, wrapper_offset, wrapper_magic, log_append_time, check_crc) -> (batch, infos)"},
+    {"legacy_wrapper", py_legacy_wrapper, METH_VARARGS,
+     "legacy_wrapper(entry) -> (offset, magic, attributes, crc, crc_valid, timestamp, value_at, value_len)"},
     {"message_info_layout", py_message_info_layout, METH_NOARGS,
      "message_info_layout() -> (itemsize, [(field, offset)])"},
     {"encode_legacy_messages", py_encode_legacy_messages, METH_VARARGS,

@@ -206,6 +206,7 @@ PyObject *py_index_frames(PyObject *self, PyObject *args);
 PyObject *py_decode_legacy_messages(PyObject *self, PyObject *args);
 PyObject *py_upgrade_legacy_messages(PyObject *self, PyObject *args);
 PyObject *py_decode_legacy_set(PyObject *self, PyObject *args);
+PyObject *py_legacy_wrapper(PyObject *self, PyObject *args);
 PyObject *py_encode_legacy_messages(PyObject *self, PyObject *args);
 PyObject *py_message_info_layout(PyObject *self, PyObject *args);
 

@@ -24,6 +24,7 @@ kfmt.legacy_runs.
 """
 from __future__ import annotations
 
+import dataclasses
 import struct
 from collections.abc import Sequence
 
@@ -129,6 +130,16 @@ class LegacyInfos(Sequence):
         return f"LegacyInfos({list(self)!r})"
 
 
+_HEADER_FIELDS = tuple(f.name for f in dataclasses.fields(BatchHeader))
+
+
+def _decoded(header: BatchHeader, base_offset: int, count: int) -> BatchHeader:
+    """header.replace(base_offset=..., records_count=...), without dataclasses.replace's cost."""
+    decoded = BatchHeader(*(getattr(header, name) for name in _HEADER_FIELDS))
+    decoded.base_offset, decoded.records_count = base_offset, count
+    return decoded
+
+
 def _info(row: tuple) -> LegacyMessageInfo:
     stored_timestamp, crc, magic, attributes, crc_valid = row
     return LegacyMessageInfo(magic, attributes, crc, bool(crc_valid), stored_timestamp)
@@ -182,6 +193,10 @@ class LegacyFormat(MessageFormat):
                 legacy = LegacyInfos(infos)
                 return Batch(header=header, records=records, legacy=legacy,
                              crc_valid=bool(legacy.rows["crc_valid"][0]))
+        if native is not None:
+            batch = self._decode_wrapper_native(entry, header, options)
+            if batch is not None:
+                return batch
         message = LegacyMessage(entry, 0, len(entry))
         if not message.crc_valid and options.check_crc:
             raise DataError(f"message is corrupt (stored crc = {message.crc}, computed crc = "
@@ -193,14 +208,6 @@ class LegacyFormat(MessageFormat):
                          crc_valid=message.crc_valid)
         data = self._decompressed(message, options)
         lat = message.timestamp_type == TimestampType.LOG_APPEND_TIME
-        if native is not None:
-            decoded = native.decode_legacy_set(data, message.offset, message.magic,
-                                               message.timestamp if lat else None, options.check_crc)
-            if decoded is not NotImplemented:
-                records, infos = decoded
-                first = records.column(0)[0].as_py()
-                return Batch(header=header.replace(base_offset=first, records_count=records.num_rows),
-                             records=records, legacy=LegacyInfos(infos), crc_valid=message.crc_valid)
         inner = self._inner_messages(data, message, options)
         offsets = self._absolute_offsets(message, inner)
         # §3.5: v0 inner messages have no timestamp; under LogAppendTime every inner message
@@ -211,6 +218,30 @@ class LegacyFormat(MessageFormat):
         decoded = header.replace(base_offset=offsets[0], records_count=len(inner))
         return Batch(header=decoded, records=records, legacy=[m.info() for m in inner],
                      crc_valid=message.crc_valid)
+
+    @staticmethod
+    def _decode_wrapper_native(entry, header: BatchHeader, options: ReadOptions) -> Batch | None:
+        """A compressed wrapper decoded by the kernels: its facts read in place (its value is not
+        copied), its inner set straight into columns. None wherever the code of decode() should
+        decide (it raises every error)."""
+        facts = native.legacy_wrapper(entry)
+        if facts is NotImplemented:
+            return None
+        offset, magic, attributes, _crc, crc_valid, timestamp, value_at, value_len = facts
+        codec_id = attributes & ATTR_COMPRESSION
+        if not codec_id or value_len < 0 or (not crc_valid and options.check_crc):
+            return None
+        codec = registry.get().compression_for(codec_id, magic)
+        data = codec.decompress(entry[value_at:value_at + value_len], magic=magic,
+                                max_size=options.max_decompressed)
+        lat = magic == 1 and attributes & ATTR_LOG_APPEND_TIME
+        decoded = native.decode_legacy_set(data, offset, magic, timestamp if lat else None,
+                                           options.check_crc)
+        if decoded is NotImplemented:
+            return None
+        records, infos = decoded
+        return Batch(header=_decoded(header, records.column(0)[0].as_py(), records.num_rows),
+                     records=records, legacy=LegacyInfos(infos), crc_valid=crc_valid)
 
     @staticmethod
     def _decompressed(wrapper: LegacyMessage, options: ReadOptions):
