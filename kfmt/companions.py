@@ -266,7 +266,7 @@ class _SegmentRecovery:
             latest = self.epochs.entries[-1].epoch if self.epochs.entries else -1
             for epoch, base_offset in _rising_epochs(v2, latest):
                 self.epochs.observe_epoch(epoch, base_offset)
-            for row in v2[v2["producer_id"] != NO_PRODUCER_ID].tolist():
+            for row in v2[v2["producer_id"] > NO_PRODUCER_ID].tolist():
                 header = header_of(row)
                 self.update_producer_state(header, None, -1, header.max_timestamp)
             self.producers.map_end_offset = int(v2["last_offset"][-1]) + 1
@@ -392,7 +392,7 @@ class SegmentFactsBuilder:
             return
         self._v2_next_offset = int(v2["last_offset"][-1]) + 1
         self._epochs += _rising_epochs(v2, self._epochs[-1][0] if self._epochs else -1)
-        for row in v2[v2["producer_id"] != NO_PRODUCER_ID].tolist():
+        for row in v2[v2["producer_id"] > NO_PRODUCER_ID].tolist():
             self._add_producer_batch(header_of(row), None, -1, None)
 
     def finish(self) -> tuple[SegmentCompanions, SegmentFacts]:

@@ -120,7 +120,8 @@ class BatchHeader:
 
     @property
     def has_producer_id(self) -> bool:
-        return self.producer_id != NO_PRODUCER_ID
+        # AbstractRecordBatch.hasProducerId: NO_PRODUCER_ID < producerId (a negative id is none)
+        return self.producer_id > NO_PRODUCER_ID
 
     def replace(self, **changes) -> "BatchHeader":
         return replace(self, **changes)

@@ -94,3 +94,32 @@ def test_an_entry_below_its_segment_base_is_bad_data_for_every_transform(tmp_pat
     line = one_error_line(run_kfmt(command[0], src, tmp_path / "out", *command[1:], "--master", "inprocess"))
     assert f"{log}, position 0, offset 26: " in line
     assert not (tmp_path / "out").exists()
+
+
+# Found by the commands tier, case 7:243 (compact-v2-none-twin-0, a batch's producerId set to -7918
+# with its CRC fixed): the salvaged (and reindexed) directory's producer snapshot listed producer
+# -7918, which kfmt verify rejects. Kafka gives producer state only to a batch with
+# NO_PRODUCER_ID < producerId (AbstractRecordBatch.hasProducerId): a negative id is no producer.
+# Fixed in kfmt/model.py (BatchHeader.has_producer_id), kfmt/companions.py (its array path) and
+# kfmt/verify/txn.py.
+@pytest.mark.parametrize("command", ["reindex", "salvage"])
+def test_a_negative_producer_id_is_no_producer(tmp_path, command):
+    from kfmt import registry
+    from kfmt.model import BatchHeader, make_records
+
+    v2 = registry.get().format_for(2)
+    part = tmp_path / "p-0"
+    part.mkdir()
+    entries = b""
+    for base, pid in ((0, 5), (1, -7918), (2, 5)):
+        header = BatchHeader(magic=2, base_offset=base, last_offset=base, max_timestamp=1000, base_timestamp=1000,
+                             producer_id=pid, producer_epoch=0 if pid >= 0 else -1, base_sequence=base if pid >= 0 else -1,
+                             partition_leader_epoch=0)
+        entries += v2.encode(header, make_records([base], [1000], [b"k"], [b"v"]))
+    (part / "00000000000000000000.log").write_bytes(entries)
+    assert run_kfmt(command, part, tmp_path / "out", "--now", "2000").code == 0
+    assert run_kfmt("verify", tmp_path / "out").code == 0
+    from kfmt.snapshots import read_snapshot
+
+    [snapshot] = (tmp_path / "out").glob("*.snapshot")
+    assert [e.producer_id for e in read_snapshot(snapshot.read_bytes())] == [5]

@@ -114,7 +114,7 @@ class TxnChecker:
     # --- following the log ---
     def on_batch(self, facts: BatchFacts, file: str, report: Report) -> None:
         self._resolve(facts)
-        if facts.magic < 2 or facts.producer_id == NO_PRODUCER_ID:
+        if facts.magic < 2 or facts.producer_id <= NO_PRODUCER_ID:  # no producer id (hasProducerId)
             return
         pid = facts.producer_id
         if not facts.is_control:
