@@ -71,6 +71,7 @@ DUPLICATE = "duplicate"  # an intact entry identical to one kept
 OVERLAP = "overlap"  # intact entries claiming offsets another claims too, or out of order
 MISPLACED = "misplaced"  # an intact entry whose offset field contradicts the entries around it
 EPOCH = "epoch"  # an intact v2 batch whose leader epoch field contradicts the batches around it
+MISSING = "missing"  # no bytes: offsets between entries, or at a file's ends, that no byte holds
 TXN_STATE = "txn-state"  # an intact entry a broker cannot replay (an open transaction's producer)
 UNREADABLE = "unreadable"  # a segment file that could not be read at all
 
@@ -154,7 +155,8 @@ class Found:
 @dataclass(frozen=True)
 class SegmentRange:
     """The offsets a segment's entries may hold (§12.1): at or above its base, below the next
-    segment's base (when there is one), and within int32 of its own base."""
+    segment's base (for the last segment: below the log end offset the snapshot a clean shutdown
+    writes names, when there is one, §8), and within int32 of its own base."""
 
     base: int
     next_base: int | None
@@ -177,6 +179,7 @@ class SegmentScan:
     dropped: list[Dropped]
     order: list[int] = field(default_factory=list)  # indices into found, in offset order
     moved: list[str] = field(default_factory=list)  # entries put back into offset order
+    missing: list[Dropped] = field(default_factory=list)  # offsets no byte accounts for
 
     def between(self, before: int, after: int) -> list[Offsets]:
         """The offsets between found entries `before` and `after` (file order; -1 / len(found) for
@@ -323,7 +326,46 @@ def scan_segment(buf, file: str, rng: SegmentRange, options: ReadOptions = STRIC
         dropped.offsets = scan.between(previous, following)
     _order(scan, buf)
     scan.dropped.sort(key=lambda d: d.start)
+    scan.missing = _missing(scan, end)
     return scan
+
+
+def _missing(scan: SegmentScan, end: int) -> list[Dropped]:
+    """Offsets nothing in the file accounts for: the gaps in the offsets of the entries kept (from
+    the segment's base, and up to the next segment's base or the log end offset when known) that no
+    dropped range may have held. Bytes cut off (or out) exactly at entry boundaries leave nothing
+    damaged to drop, only these; in a compacted log they are normal (the caller reports them only for
+    a log that shows no sign of compaction)."""
+    f, rng = scan.found, scan.rng
+    gaps, previous = [], rng.base - 1
+    for i in scan.order:
+        if f.bases[i] > previous + 1:
+            gaps.append((previous + 1, f.bases[i] - 1, f.positions[i]))
+        previous = max(previous, f.lasts[i])
+    if rng.next_base is not None and previous < rng.limit:
+        gaps.append((previous + 1, rng.limit, end))
+    covered = _merge([r for d in scan.dropped for r in d.offsets])
+    out = []
+    for first, last, at in gaps:
+        for a, b in _subtract((first, last), covered):
+            out.append(Dropped(scan.file, at, at, MISSING, "no byte of the file holds these offsets: "
+                               "bytes cut off or out at entry boundaries", [(a, b)]))
+    return out
+
+
+def _subtract(span: tuple[int, int], ranges: list[Offsets]) -> list[tuple[int, int]]:
+    """The parts of `span` outside `ranges` (merged, in order)."""
+    pieces, (first, last) = [], span
+    for a, b in ranges:
+        b = last if b is None else b
+        if b < first or a > last:
+            continue
+        if a > first:
+            pieces.append((first, a - 1))
+        first = max(first, b + 1)
+    if first <= last:
+        pieces.append((first, last))
+    return pieces
 
 
 def _resynchronise(buf, arr: np.ndarray, pos: int, end: int, rng: SegmentRange, options: ReadOptions,
@@ -428,9 +470,11 @@ def _order(scan: SegmentScan, buf) -> None:
 
 def _misplaced(scan: SegmentScan, i: int, gaps: int) -> bool:
     """An entry whose offset field (outside the CRC) is contradicted by the entries around it in the
-    file: they leave exactly its room for it somewhere else; or, in a segment whose other entries
-    all follow each other without a gap (and none was compacted), it opens a gap right after the
-    entry before it. Its records' offsets are then the room. `gaps`: the segment's offset gaps."""
+    file: they leave exactly its room for it somewhere else; or it is the segment's last, opens a
+    gap right after the entry before it and does not end where the next segment (or the log) begins
+    (or nothing says where the log ends), in a segment whose other entries all follow each other
+    without a gap (and none was compacted). Its records' offsets are then the room. `gaps`: the
+    segment's offset gaps."""
     f = scan.found
     span = f.lasts[i] - f.bases[i]
     room = scan.between(i - 1, i + 1)
@@ -441,8 +485,12 @@ def _misplaced(scan: SegmentScan, i: int, gaps: int) -> bool:
                                                          "its offsets")
     around = gaps - f.gap_before(i) - f.gap_before(i + 1)  # gaps elsewhere in the segment
     evidence = len(f) - 1 - (i > 0) - (i + 1 < len(f))  # pairs of entries that show the density
-    if (f.gap_before(i) and f.adjacent(i - 1, i) and not f.compacted and around == 0 and evidence > 0
-            and (i + 1 == len(f) or f.lasts[i - 1] + 1 + span < f.bases[i + 1])):
+    # Where nothing bounds the log's end (no clean-shutdown snapshot), whether the entries before the
+    # last one were cut out or its own offset field is damaged cannot be told: reported, not kept.
+    following = scan.rng.next_base
+    if (i + 1 == len(f) and (following is None or f.lasts[i] + 1 != following) and f.gap_before(i)
+            and f.adjacent(i - 1, i) and not f.compacted and around == 0 and evidence > 0
+            and (following is None or f.lasts[i - 1] + 1 + span < following)):
         first = f.lasts[i - 1] + 1
         return _drop_misplaced(scan, i, first, first + span, "every other entry of the segment follows "
                                                              "the one before it without a gap")
@@ -520,6 +568,8 @@ class PartitionSalvage:
     skipped_files: list[str] = field(default_factory=list)  # neither read nor carried over
     notes: list[str] = field(default_factory=list)
     log_end_offset: int | None = None  # of the output
+    missing: list[Dropped] = field(default_factory=list)  # reported unless the log was compacted
+    compacted: bool = False  # some entry's records do not fill its offsets (reference §4.7)
 
     @property
     def affected_offsets(self) -> list[Offsets]:
@@ -613,8 +663,11 @@ def _planned(part: PartitionDir, options: SalvageOptions, result: "PartitionSalv
     """The segments of `part` (yielded as such when each begins) and their intact entries in the
     order they are written."""
     segs, storage = part.segments, part.storage
+    log_end = max(part.snapshots, default=None)  # a clean shutdown writes a snapshot at the log end
+    if log_end is not None and segs and log_end <= segs[-1].base_offset:
+        log_end = None
     for i, seg in enumerate(segs):
-        rng = SegmentRange(seg.base_offset, segs[i + 1].base_offset if i + 1 < len(segs) else None)
+        rng = SegmentRange(seg.base_offset, segs[i + 1].base_offset if i + 1 < len(segs) else log_end)
         file = part.display(seg.log)
         found.add_segment(seg.size)
         yield seg
@@ -628,6 +681,8 @@ def _planned(part: PartitionDir, options: SalvageOptions, result: "PartitionSalv
         scan = scan_segment(buf, file, rng, options.read, found.add_batch)
         result.moved += [f"{file}: {m}" for m in scan.moved]
         result.dropped += scan.dropped
+        result.missing += scan.missing
+        result.compacted |= scan.found.compacted
         for j in scan.order:
             position = scan.found.positions[j]
             yield _Planned(seg, file, buf, position, scan.found.sizes[j], scan.found.epochs[j]
@@ -653,9 +708,11 @@ def salvage_partition(part: PartitionDir, rel: str, out: StagedOutput | None, op
             out.makedirs(rel)
         policy = RollPolicy(segment_bytes=INT32_MAX, segment_ms=2**63 - 1,
                             index_interval_bytes=options.index_interval_bytes)
+        # The companion files describe the batches kept; the source's log start offset (its
+        # log-start-offset-checkpoint entry, possibly damaged) is only carried in that checkpoint.
         writer = PartitionWriter(out, rel, policy,
                                  start_offset=segs[0].base_offset if segs else log_start_offset,
-                                 log_start_offset=log_start_offset, **options.writer_options())
+                                 **options.writer_options())
     replay, epochs = _TxnReplay(), _EpochOrder(_reference_epochs(part, result))
     stream = _planned(part, options, result, found_tally, on_progress)
     following = next(stream, None)
@@ -691,6 +748,8 @@ def salvage_partition(part: PartitionDir, rel: str, out: StagedOutput | None, op
         if writer is not None:
             writer.abort()
         raise
+    if not result.compacted:
+        result.dropped += result.missing
     result.dropped.sort(key=lambda d: (d.file, d.start))
     found_tally.finish()
     written_tally.finish()

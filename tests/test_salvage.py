@@ -154,16 +154,43 @@ def test_a_damaged_entry_costs_exactly_its_records(tmp_path, name, how):
 
 # --- kinds of damage ---
 
-def test_a_copy_cut_short_loses_the_tail_and_says_so(tmp_path):
+@pytest.mark.parametrize("clean_shutdown", [True, False])
+def test_a_copy_cut_short_loses_the_tail_and_says_so(tmp_path, clean_shutdown):
+    """The snapshot a clean shutdown writes at the log end offset bounds what the tail held; without
+    it (a broker that crashed) the offsets affected run to the end of the log."""
     name = "v2-zstd-0"
     src = copy_partition(name, tmp_path)
-    last = kafka_listing(name)[-1]
+    listing = kafka_listing(name)
+    last = listing[-1]
     damage(src, last.file, lambda data: data.__delitem__(slice(last.position + last.size // 2, None)))
+    if not clean_shutdown:
+        max(src.glob("*.snapshot")).unlink()
     report = check_salvage(src, tmp_path / "out", name, records_of_entries(name, [last]))
     [dropped] = partition_report(report)["dropped"]
     assert dropped["kind"] == "truncated"
     assert (dropped["start"], dropped["end"]) == (last.position, last.position + last.size // 2)
-    assert dropped["offsets"] == [{"first": kafka_listing(name)[-2].last_offset + 1, "last": None}]
+    assert dropped["offsets"] == [{"first": listing[-2].last_offset + 1,
+                                   "last": last.last_offset if clean_shutdown else None}]
+
+
+@pytest.mark.parametrize("name", ["v1-none-0", "v2-gzip-0"])
+def test_entries_cut_out_at_their_boundaries_are_reported_missing(tmp_path, name):
+    """No damaged byte is left when a copy loses whole entries (a segment's tail, or entries in the
+    middle): the offsets that no byte holds are reported, in a log that shows no compaction."""
+    src = copy_partition(name, tmp_path)
+    listing = kafka_listing(name)
+    files = sorted({e.file for e in listing})
+    middle = [e for e in listing if e.file == files[len(files) // 2]]
+    cut, gone = middle[1], middle[1:3]  # two entries cut out of the middle of a segment
+    tail = [e for e in listing if e.file == files[1]][-2:]  # the last two entries of another one
+    damage(src, cut.file, lambda data: data.__delitem__(slice(cut.position, gone[-1].position + gone[-1].size)))
+    damage(src, tail[0].file, lambda data: data.__delitem__(slice(tail[0].position, None)))
+    report = check_salvage(src, tmp_path / "out", name, records_of_entries(name, gone + tail))
+    dropped = partition_report(report)["dropped"]
+    assert [(d["kind"], d["bytes"]) for d in dropped] == [("missing", 0), ("missing", 0)]
+    expected = sorted([(first_offset(name, tail[0]), int(files[2][:20]) - 1),
+                       (first_offset(name, gone[0]), gone[-1].last_offset)])
+    assert sorted((d["offsets"][0]["first"], d["offsets"][0]["last"]) for d in dropped) == expected
 
 
 def test_a_zeroed_block_across_two_entries_is_one_dropped_range(tmp_path):
@@ -411,14 +438,18 @@ def test_a_damaged_leader_epoch_is_caught_by_the_epochs_around_it(tmp_path, wher
     assert dropped["offsets"] == [{"first": entry.offset, "last": entry.last_offset}]
 
 
+@pytest.mark.parametrize("clean_shutdown", [True, False])
 @pytest.mark.parametrize("name", ["v2-zstd-0", "v1-lz4-0", "v1-none-0"])
-def test_the_last_entry_of_the_log_with_a_damaged_offset_field_is_dropped(tmp_path, name):
-    """No entry follows the last one to contradict its offset field, but in a segment whose other
-    entries follow each other without a gap, one that opens a gap has a damaged field."""
+def test_the_last_entry_of_the_log_with_a_damaged_offset_field_is_dropped(tmp_path, name, clean_shutdown):
+    """No entry follows the last one to contradict its offset field: the clean-shutdown snapshot at
+    the log end offset does; without it, in a segment whose other entries follow each other without
+    a gap, one that opens a gap cannot be trusted."""
     src = copy_partition(name, tmp_path)
     last = kafka_listing(name)[-1]
     damage(src, last.file, lambda data: struct.pack_into(">q", data, last.position, last.offset + 7323))
+    if not clean_shutdown:
+        max(src.glob("*.snapshot")).unlink()
     report = check_salvage(src, tmp_path / "out", name, records_of_entries(name, [last]))
     [dropped] = partition_report(report)["dropped"]
-    assert (dropped["kind"], dropped["start"]) == ("misplaced", last.position)
+    assert (dropped["kind"], dropped["start"]) == ("corrupt" if clean_shutdown else "misplaced", last.position)
     assert dropped["offsets"] == [{"first": first_offset(name, last), "last": last.last_offset}]
