@@ -6,15 +6,17 @@ of the operation itself (measured around it, after the imports), and what it pro
   `kfmt` runs it;
 * scan LOGDIR TOPIC: the frames of every segment as arrays (FrameScanner.chunks(), no record decoding);
 * scan-headers: the same as BatchHeader objects (FrameScanner iteration), the per-object API;
-* upgrade-kernels: v0/v1 to v2 with the array kernels (kfmt.legacy_runs.upgrade_pieces) straight
-  into .log files, with their .index/.timeindex (SegmentIndexer.add_frames): what the upgrade
-  pipeline can reach when it calls them (docs/performance.md).
+* upgrade-kernels LOGDIR TOPIC [DST]: v0/v1 to v2 with the array kernels
+  (kfmt.legacy_runs.upgrade_pieces) straight into .log files, with their .index/.timeindex
+  (SegmentIndexer.add_frames): what the upgrade pipeline can reach when it calls them
+  (docs/performance.md). Without DST the output is made and indexed but not written.
 """
 from __future__ import annotations
 
 import json
 import os
 import sys
+import threading
 import time
 
 import numpy as np
@@ -59,43 +61,68 @@ def scan_headers(logdir: str, topic: str, dst=None) -> dict:
     return {"bytes": size, "records": records, "entries": entries}
 
 
-def upgrade_kernels(logdir: str, topic: str, dst: str) -> dict:
+def upgrade_kernels(logdir: str, topic: str, dst: str | None = None) -> dict:
+    """Without `dst`, the output is made and indexed but not written (the conversion's own cost)."""
     storage, parts = partitions(logdir, topic)
     size = records = 0
     for part in parts:
-        os.makedirs(os.path.join(dst, part.name))
+        if dst:
+            os.makedirs(os.path.join(dst, part.name))
         for seg in part.segments:
             data = storage.map(seg.log.path)
             file = part.display(seg.log)
-            out_path = os.path.join(dst, part.name, seg.log.name)
             indexer = SegmentIndexer(seg.base_offset, 4096)
             written = 0
-            with open(out_path, "wb") as out:
-                for rows in segment.FrameScanner(data, file).chunks():
-                    runs = legacy_runs.message_runs(rows)
-                    if runs != [(0, len(rows))]:
-                        raise SystemExit("upgrade-kernels handles runs of uncompressed messages only")
-                    for piece in legacy_runs.upgrade_pieces(data, rows, file, out_position=written):
+            out = open(os.path.join(dst, part.name, seg.log.name), "wb") if dst else None
+            for rows in segment.FrameScanner(data, file).chunks():
+                if legacy_runs.message_runs(rows) != [(0, len(rows))]:
+                    raise SystemExit("upgrade-kernels handles runs of uncompressed messages only")
+                for piece in legacy_runs.upgrade_pieces(data, rows, file, out_position=written):
+                    if out:
                         out.write(piece.entries)
-                        indexer.add_frames(piece.rows)
-                        written += len(piece.entries)
-                        records += piece.digest.records
-            for name, content in indexer.finish().files().items():
-                with open(os.path.join(dst, part.name, name), "wb") as f:
-                    f.write(content)
+                    indexer.add_frames(piece.rows)
+                    written += len(piece.entries)
+                    records += piece.digest.records
+            files = indexer.finish().files()
+            if out:
+                out.close()
+                for name, content in files.items():
+                    with open(os.path.join(dst, part.name, name), "wb") as f:
+                        f.write(content)
             size += len(data)
     return {"bytes": size, "records": records}
 
 
-def peak_rss() -> int:
-    """This process's peak resident set (VmHWM, bytes): that of its own address space since exec,
-    where getrusage's ru_maxrss would also count the parent's memory at fork time."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    import resource
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+def status(field: str) -> int:
+    """A memory figure of this process from /proc/self/status, in bytes (0 where there is none)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+class AnonymousPeak(threading.Thread):
+    """Samples RssAnon every few milliseconds: the memory the process allocates, without the pages of
+    memory-mapped segment files that RSS also counts (page cache, shared and reclaimable). The
+    kernel keeps no peak of it, hence the sampling."""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.peak = status("RssAnon")
+        self.done = threading.Event()
+
+    def run(self):
+        while not self.done.wait(0.005):
+            self.peak = max(self.peak, status("RssAnon"))
+
+    def stop(self) -> int:
+        self.done.set()
+        self.join()
+        return max(self.peak, status("RssAnon"))
 
 
 def cli(*argv: str) -> dict:
@@ -115,8 +142,14 @@ if __name__ == "__main__":
     import kfmt.cli
     from kfmt import registry
     registry.get()  # imports and plugin loading are not the operation
+    sampler = AnonymousPeak()
+    sampler.start()
     wall, cpu = time.perf_counter(), time.process_time()
     result = OPS[op](*args)
-    result.update(wall=time.perf_counter() - wall, cpu=time.process_time() - cpu, peak_rss=peak_rss())
+    result.update(wall=time.perf_counter() - wall, cpu=time.process_time() - cpu,
+                  peak_anon=sampler.stop(),
+                  # VmHWM: the peak of this address space since exec (getrusage's ru_maxrss also
+                  # counts the parent's memory at fork time); it includes mapped segment pages
+                  peak_rss=status("VmHWM"))
     sys.stdout.flush()
     print("\n" + json.dumps(result))

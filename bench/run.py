@@ -115,6 +115,7 @@ def run_directory(args) -> tuple[dict, list[dict]]:
                                str(2 * args.segment_bytes), "--master", "inprocess")),
         ("upgrade v1 -> v2", v1, kfmt("upgrade", logdir, out, "--topic", v1, "--master", "inprocess")),
         ("upgrade v1 -> v2 (kernels)", v1, ops_command("upgrade-kernels", logdir, v1, out)),
+        ("upgrade v1 -> v2 (kernels, not written)", v1, ops_command("upgrade-kernels", logdir, v1)),
         ("recompress none -> lz4", v2, kfmt("recompress", logdir, out, "--topic", v2, "--compression", "lz4",
                                             "--master", "inprocess")),
         ("recompress none -> zstd", v2, kfmt("recompress", logdir, out, "--topic", v2, "--compression", "zstd",
@@ -126,7 +127,7 @@ def run_directory(args) -> tuple[dict, list[dict]]:
     for name, topic, argv in operations:
         if args.skip and any(word in name for word in args.skip):
             continue
-        samples = []
+        samples, anon = [], []
         error = None
         for _ in range(args.dir_reps):
             shutil.rmtree(out, ignore_errors=True)
@@ -137,6 +138,7 @@ def run_directory(args) -> tuple[dict, list[dict]]:
                 break
             inner = json.loads(sample.output.strip().splitlines()[-1])
             samples.append(Sample(inner["wall"], inner["cpu"], inner["peak_rss"]))
+            anon.append(inner["peak_anon"])
         shutil.rmtree(out, ignore_errors=True)
         t = topics[topic]
         row = {"operation": name, "topic": topic, "bytes": t["bytes"], "records": t["records"]}
@@ -144,7 +146,8 @@ def run_directory(args) -> tuple[dict, list[dict]]:
             row["error"] = error
         else:
             m = median(samples)
-            row.update(wall=m.wall, cpu=m.cpu, peak_rss=m.max_rss, mb_per_s=m.rate(t["bytes"]) / MB,
+            row.update(wall=m.wall, cpu=m.cpu, peak_rss=m.max_rss, peak_anon=max(anon),
+                       mb_per_s=m.rate(t["bytes"]) / MB,
                        mb_per_wall_s=m.rate(t["bytes"], "wall") / MB, records_per_s=m.rate(t["records"]),
                        records_per_wall_s=m.rate(t["records"], "wall"))
         rows.append(row)
@@ -154,11 +157,12 @@ def run_directory(args) -> tuple[dict, list[dict]]:
 
 def print_directory_row(row: dict) -> None:
     if "error" in row:
-        print(f"{row['operation']:28} {row['topic']:10} FAILED: {row['error']}", flush=True)
+        print(f"{row['operation']:40} {row['topic']:10} FAILED: {row['error']}", flush=True)
         return
-    print(f"{row['operation']:28} {row['topic']:10} {row['bytes'] / MB:6.0f} MB  "
+    print(f"{row['operation']:40} {row['topic']:10} {row['bytes'] / MB:6.0f} MB  "
           f"{row['mb_per_s']:7.0f} MB/s ({row['mb_per_wall_s']:6.0f} wall)  "
-          f"{row['records_per_s'] / 1e6:6.2f} M rec/s  peak RSS {row['peak_rss'] / 2**20:5.0f} MiB",
+          f"{row['records_per_s'] / 1e6:6.2f} M rec/s  peak RSS {row['peak_rss'] / 2**20:5.0f} MiB "
+          f"(anonymous {row['peak_anon'] / 2**20:4.0f})",
           flush=True)
 
 
@@ -187,7 +191,7 @@ def targets(codec_rows: list[dict], dir_rows: list[dict]) -> list[dict]:
         if r:
             out.append({"target": f"{name} v2 >= 1 GB/s (page cache)", "measured": f"{r['mb_per_s'] / 1e3:.2f} GB/s",
                         "met": r["mb_per_s"] >= 1000})
-    for name in ("upgrade v1 -> v2", "upgrade v1 -> v2 (kernels)"):
+    for name in ("upgrade v1 -> v2", "upgrade v1 -> v2 (kernels)", "upgrade v1 -> v2 (kernels, not written)"):
         r = directory(name, "events-v1")
         if r:
             out.append({"target": f"{name} >= 2M records/s per core",
@@ -198,10 +202,11 @@ def targets(codec_rows: list[dict], dir_rows: list[dict]) -> list[dict]:
             ratio = r["kfmt"]["cpu"] / r["codec"]["cpu"]
             out.append({"target": f"decode {fmt} within 1.3x of the codec's decompression time",
                         "measured": f"{ratio:.2f}x", "met": ratio <= 1.3})
-    biggest_segment = max((r.get("peak_rss", 0) for r in dir_rows), default=0)
+    anon = max((r.get("peak_anon", 0) for r in dir_rows), default=0)
     if dir_rows:
-        out.append({"target": "peak memory bounded by a segment, independent of topic size",
-                    "measured": f"max peak RSS {biggest_segment / 2**20:.0f} MiB",
+        segment = dir_rows[0].get("segment_bytes", 0)
+        out.append({"target": "memory bounded by a segment, independent of topic size",
+                    "measured": f"peak anonymous {anon / 2**20:.0f} MiB",
                     "met": None})
     return out
 

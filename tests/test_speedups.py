@@ -203,6 +203,21 @@ def test_companions_from_rows(name):
     assert comparable(companions_by_rows(REALKAFKA / name, by_rows=True)) == comparable(expected)
 
 
+@needs_native
+@pytest.mark.parametrize("chunk_rows", [1, 3, 7])
+def test_chunk_boundaries(monkeypatch, chunk_rows):
+    """Scans cut into many array chunks (the compiled scanner stops and resumes at each) give the
+    same frames, and runs of legacy messages decoded chunk by chunk the same records."""
+    monkeypatch.setattr(segment, "CHUNK_ROWS", chunk_rows)
+    for name in real_dir_params(["v0-none-0", "v1-none-0", "v2-none-0", "txn-v2-none-0", "v1-gzip-0"]):
+        if name is None:
+            continue
+        for log in sorted((REALKAFKA / name).glob("*.log"))[:6]:
+            data = log.read_bytes()
+            assert_same(lambda: segment_facts(data))
+            assert_same(lambda: [b.to_pylist() for b in legacy_runs.record_blocks(memoryview(data), log.name)])
+
+
 def test_rows_describe_what_headers_say():
     """FrameScanner.chunks() rows are its headers, field for field, and convert back losslessly."""
     for log in sorted(REALKAFKA.glob("*-0/*.log"))[:200] if REALKAFKA.is_dir() else []:
