@@ -193,8 +193,10 @@ class IndexChecker:
                              f"offset {x} (offsets {holder.base_offset}..{holder.last_offset}, position "
                              f"{holder.position}) has maxTimestamp {holder.max_timestamp}, expected {t}",
                              *where)
-            if prefix[i] >= t:
-                earlier = facts[next(j for j in range(i) if facts.max_timestamps[j] >= t)]
+            # prefix starts at -1 (no batch): an entry's timestamp of -1 or below matches it alone
+            j = next((j for j in range(i) if facts.max_timestamps[j] >= t), None) if prefix[i] >= t else None
+            if j is not None:
+                earlier = facts[j]
                 report.error("time-index-entry", f"entry (timestamp {t}, offset {x}): an earlier batch "
                              f"(offsets {earlier.base_offset}..{earlier.last_offset}, position "
                              f"{earlier.position}) already has timestamp {earlier.max_timestamp} >= {t}, "
