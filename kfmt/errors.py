@@ -65,6 +65,10 @@ class DataError(KfmtError):
         return f"{': '.join([', '.join(where), self.message]) if where else self.message}"
 
 
+class KfmtWarning(UserWarning):
+    """Something kfmt skipped and says so (the command line prints it as one `kfmt: warning:` line)."""
+
+
 class CompressionError(DataError):
     """A compressed payload that its codec cannot decode (or that breaks Kafka's framing rules)."""
 

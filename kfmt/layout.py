@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import fnmatch
 import re
+import warnings
 from dataclasses import dataclass, field
 
-from kfmt.errors import UsageError
+from kfmt.errors import KfmtWarning, UsageError
 from kfmt.manifest import Manifest, find_manifest, own_manifest
 from kfmt.storage import FileInfo, Storage
 
@@ -152,7 +153,13 @@ def find_partitions(storage: Storage, path: str, topic: str | None = None,
     else:
         parts = []
         for info in seen:
-            if not info.is_dir or info.name in SKIPPED_DIRS or parse_topic_partition(info.name) is None:
+            if not info.is_dir or info.name in SKIPPED_DIRS:
+                continue
+            if parse_topic_partition(info.name) is None:
+                if not SUFFIXED_DIR.search(info.name) and not info.name.startswith("_kfmt"):
+                    warnings.warn(f"{storage.url_of(info.path)}: not a partition directory "
+                                  f"(<topic>-<partition>), which Kafka refuses in a log directory: "
+                                  f"skipped", KfmtWarning, stacklevel=2)
                 continue
             parts.append(load_partition(storage, info.path, manifest=manifest))
         parts.sort(key=lambda p: (p.topic or "", p.partition or 0))

@@ -851,7 +851,10 @@ def _write_log_dir_files(plan: Plan, storage: Storage, path: str, out: StagedOut
     for name in plan.log_dir_files:
         info = storage.info(storage.join(path, name))
         if name in COPIED_LOG_DIR_FILES:
-            out.write(name, bytes(storage.read(info.path)), info.mtime_ms)
+            try:
+                out.write(name, bytes(storage.read(info.path)), info.mtime_ms)
+            except OSError as err:
+                plan.notes.append(f"{storage.url_of(info.path)} not carried over: {err.strerror or err}")
             continue
         offsets = _tolerant_checkpoint(storage, path, name, plan.notes)
         kept = {tp: min(o, log_ends[tp]) for tp, o in offsets.items() if tp in log_ends}

@@ -130,8 +130,8 @@ def test_the_whole_corpus_as_one_log_directory_verifies_clean(tmp_path):
     logdir = tmp_path / "kafka-logs"
     logdir.mkdir()
     names = real_dir_params()
-    for name in names:
-        (logdir / name).symlink_to(REALKAFKA / name, target_is_directory=True)
+    for name in names:  # copies: kfmt skips (with a warning) links leading out of a log directory
+        shutil.copytree(REALKAFKA / name, logdir / name, copy_function=shutil.copyfile)
     for f in LOGDIR_ROOT.iterdir():
         shutil.copyfile(f, logdir / f.name)
     code, errors, summary = verify_json(logdir)

@@ -10,9 +10,10 @@ import os
 import pkgutil
 import sys
 import traceback
+import warnings
 
 from kfmt import __version__, registry
-from kfmt.errors import EXIT_DATA, EXIT_FAILURE, EXIT_USAGE, DataError, KfmtError, UsageError
+from kfmt.errors import EXIT_DATA, EXIT_FAILURE, EXIT_USAGE, DataError, KfmtError, KfmtWarning, UsageError
 
 
 def _builtin_commands():
@@ -48,18 +49,38 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def one_line(text: str) -> str:
+    """A message as one line: control characters (a newline in a directory name...) escaped."""
+    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in str(text))
+
+
 def main(argv: list[str] | None = None) -> int:
+    shown: set[str] = set()
+
+    def show(message, category, *_args, **_kwargs):
+        line = f"kfmt: warning: {one_line(message)}"
+        if issubclass(category, KfmtWarning) and line not in shown:  # once per run
+            shown.add(line)
+            print(line, file=sys.stderr)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", KfmtWarning)
+        warnings.showwarning = show
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     try:
         args = build_parser().parse_args(argv)
         return args._run(args) or 0
     except DataError as err:
-        print(f"kfmt: error: {err}", file=sys.stderr)
+        print(f"kfmt: error: {one_line(err)}", file=sys.stderr)
         return EXIT_DATA
     except UsageError as err:
-        print(f"kfmt: error: {err}", file=sys.stderr)
+        print(f"kfmt: error: {one_line(err)}", file=sys.stderr)
         return EXIT_USAGE
     except KfmtError as err:
-        print(f"kfmt: error: {err}", file=sys.stderr)
+        print(f"kfmt: error: {one_line(err)}", file=sys.stderr)
         return err.exit_code
     except BrokenPipeError:
         # The reader went away (kfmt cat | head): not an error of ours.
@@ -69,12 +90,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except OSError as err:
-        print(f"kfmt: error: {err}", file=sys.stderr)
+        print(f"kfmt: error: {one_line(err)}", file=sys.stderr)
         return EXIT_FAILURE
     except Exception as err:  # a bug: say so in one line; KFMT_DEBUG=1 shows where
         if os.environ.get("KFMT_DEBUG"):
             traceback.print_exc()
-        print(f"kfmt: internal error: {type(err).__name__}: {err} (set KFMT_DEBUG=1 for a traceback)",
+        print(f"kfmt: internal error: {type(err).__name__}: {one_line(err)} (set KFMT_DEBUG=1 for a traceback)",
               file=sys.stderr)
         return EXIT_FAILURE
 

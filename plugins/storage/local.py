@@ -6,10 +6,14 @@ a crash of the machine, not only of the process. Modification times are kept (re
 """
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import shutil
+import stat
+import warnings
 
+from kfmt.errors import KfmtWarning
 from kfmt.hookspecs import hookimpl
 from kfmt.storage import FileInfo, Storage, StorageBackend, WriteStream
 
@@ -61,9 +65,26 @@ class LocalStorage(Storage):
         return os.path.dirname(path.rstrip(os.sep))
 
     def listdir(self, path):
+        real = os.path.realpath(path)
         with os.scandir(path) as it:
-            return sorted((self._info(e.path, e.name, e.stat(follow_symlinks=False), e.is_dir())
-                           for e in it), key=lambda i: i.name)
+            listed = [self._listed(entry, real) for entry in it]
+        return sorted((info for info in listed if info is not None), key=lambda i: i.name)
+
+    def _listed(self, entry, real_dir: str):
+        """The entry's FileInfo, or None (with a warning) for what kfmt does not follow: a symbolic
+        link leading out of the directory (or to it, or nowhere), and what is neither a regular file
+        nor a directory (reading a FIFO would wait forever)."""
+        try:
+            if entry.is_symlink():
+                target = os.path.realpath(entry.path)
+                if target == real_dir or os.path.commonpath([target, real_dir]) != real_dir:
+                    return _skipped(entry.path, f"a symbolic link leading out of its directory (to {target})")
+            st = entry.stat()  # through a link that stays inside
+        except OSError as err:
+            return _skipped(entry.path, f"a symbolic link that leads nowhere ({err.strerror})")
+        if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+            return _skipped(entry.path, "neither a regular file nor a directory")
+        return self._info(entry.path, entry.name, st, stat.S_ISDIR(st.st_mode))
 
     def info(self, path):
         st = os.stat(path)
@@ -81,12 +102,12 @@ class LocalStorage(Storage):
         return os.path.isdir(path)
 
     def _read(self, path, start, end):
-        with open(path, "rb") as f:
+        with _open_regular(path) as f:
             f.seek(start)
             return f.read(-1 if end is None else max(0, end - start))
 
     def _map(self, path):
-        with open(path, "rb") as f:
+        with _open_regular(path) as f:
             if os.fstat(f.fileno()).st_size == 0:
                 return b""
             return memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
@@ -118,6 +139,21 @@ class LocalStorage(Storage):
         os.rename(src, dst)
         for parent in {os.path.dirname(src), os.path.dirname(dst)}:
             fsync_dir(parent or ".")
+
+
+def _open_regular(path: str):
+    """A regular file opened for reading; anything else (a FIFO, a device) is refused without
+    waiting on it."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", path)
+    return os.fdopen(fd, "rb")
+
+
+def _skipped(path: str, why: str) -> None:
+    warnings.warn(f"{path}: {why}: skipped", KfmtWarning, stacklevel=3)
+    return None
 
 
 class LocalBackend(StorageBackend):
