@@ -3,12 +3,17 @@ reduced to the smallest input that showed it and kept as a test of its fix. Each
 fuzz case that found it and the module the fix went into."""
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
 
 from conftest import REALKAFKA, needs_realkafka, run_kfmt
+from fuzzing import native_available
 
 
 def one_error_line(result, code: int = 65) -> str:
@@ -142,3 +147,43 @@ def test_verify_a_time_index_entry_with_a_negative_timestamp(tmp_path):
     result = run_kfmt("verify", part)
     assert result.code == 65 and not result.err, result.err
     assert f"error [time-index-entry] {index}, position 0, offset " in result.out
+
+
+# Found reading plugins/formats/v2_records.py for the fuzzers' memory ceiling, confirmed by measuring:
+# the pure-Python record decoder allocated its five columns for the declared record count before
+# parsing any record, so a 2 KiB zstd batch whose records decompress to 64 MiB of zeros (inside the
+# decompression limit) and declare 9.6 million records took 360 MiB before failing on record 0 (about
+# 6 GiB under the default 1 GiB limit). Fixed in plugins/formats/v2_records.py: the columns grow with
+# the records parsed. The compiled path never did this; both are measured.
+DECOMPRESSED = 64 << 20
+MEASURE = textwrap.dedent(f"""
+    import resource, struct, crc32c, zstandard
+    from kfmt import registry
+    from kfmt.errors import DataError
+    from kfmt.formats import ReadOptions
+    from kfmt.model import BatchHeader, make_records
+    v2 = registry.get().format_for(2)
+    header = BatchHeader(magic=2, base_offset=0, last_offset=0, compression=4, max_timestamp=0, base_timestamp=0)
+    entry = bytearray(v2.encode(header, make_records([0], [0], [b"k"], [b"v"]))[:61])
+    entry += zstandard.ZstdCompressor(level=19, write_content_size=False).compress(bytes({DECOMPRESSED}))
+    struct.pack_into(">i", entry, 8, len(entry) - 12)
+    struct.pack_into(">i", entry, 57, {DECOMPRESSED} // 7)  # as many records as the bytes could hold
+    struct.pack_into(">I", entry, 17, crc32c.crc32c(bytes(entry[21:])))
+    entry = memoryview(bytes(entry))
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    try:
+        v2.decode(entry, v2.read_header(entry, 0), ReadOptions(max_decompressed=1 << 30))
+    except DataError:
+        pass
+    print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024)
+""")
+
+
+@pytest.mark.parametrize("path", ["pure", "native"])
+def test_a_declared_record_count_allocates_nothing_before_the_records_are_read(path):
+    env = dict(os.environ, KFMT_PURE_PYTHON="1" if path == "pure" else "0")
+    if path == "native" and not native_available():
+        pytest.skip("kfmt._speedups is not built here")
+    grown = int(subprocess.run([sys.executable, "-c", MEASURE], capture_output=True, text=True, env=env,
+                               check=True, timeout=300).stdout)
+    assert grown < 2 * DECOMPRESSED, f"{grown >> 20} MiB for {DECOMPRESSED >> 20} MiB decompressed"

@@ -64,11 +64,9 @@ def decode_records_reference(data, count: int, base_offset: int, base_timestamp:
         # Checked before the columns are allocated: a corrupt count must not cost gigabytes.
         raise DataError(f"record batch declares {count} records but {end} bytes of records can hold "
                         f"at most {end // MIN_RECORD_SIZE}", position=0)
-    offsets = [0] * count
-    timestamps = [0] * count
-    keys = [None] * count
-    values = [None] * count
-    headers = [()] * count
+    # The columns grow with the records parsed: a declared count allocates nothing (a few bytes of zstd
+    # can decompress to a stream whose size allows millions of records, and hold none).
+    offsets, timestamps, keys, values, headers = [], [], [], [], []
     for i in range(count):
         start = pos
         length, pos = read_varint(data, pos, end)
@@ -81,20 +79,22 @@ def decode_records_reference(data, count: int, base_offset: int, base_timestamp:
         ts_delta, pos = read_varlong(data, pos, rec_end)
         off_delta, pos = read_varint(data, pos, rec_end)
         klen, pos = read_varint(data, pos, rec_end)
+        key = value = None
         if klen >= 0:
             if pos + klen > rec_end:
                 raise DataError(f"record {i} key of {klen} bytes overruns its record", position=start)
-            keys[i] = bytes(data[pos:pos + klen])
+            key = bytes(data[pos:pos + klen])
             pos += klen
         vlen, pos = read_varint(data, pos, rec_end)
         if vlen >= 0:
             if pos + vlen > rec_end:
                 raise DataError(f"record {i} value of {vlen} bytes overruns its record", position=start)
-            values[i] = bytes(data[pos:pos + vlen])
+            value = bytes(data[pos:pos + vlen])
             pos += vlen
         hcount, pos = read_varint(data, pos, rec_end)
         if hcount < 0 or hcount > rec_end - pos:
             raise DataError(f"record {i} has an invalid header count {hcount}", position=start)
+        hs = ()
         if hcount:
             hs = []
             for _ in range(hcount):
@@ -112,12 +112,14 @@ def decode_records_reference(data, count: int, base_offset: int, base_timestamp:
                     hval = bytes(data[pos:pos + hvlen])
                     pos += hvlen
                 hs.append((hkey, hval))
-            headers[i] = hs
         if pos != rec_end:
             raise DataError(f"record {i} declares {length} bytes but its fields use {pos - body}",
                             position=start)
-        offsets[i] = int64(base_offset + off_delta)
-        timestamps[i] = log_append_time if log_append_time is not None else int64(base_timestamp + ts_delta)
+        offsets.append(int64(base_offset + off_delta))
+        timestamps.append(log_append_time if log_append_time is not None else int64(base_timestamp + ts_delta))
+        keys.append(key)
+        values.append(value)
+        headers.append(hs)
     if pos != end:
         raise DataError(f"{end - pos} bytes follow the {count} declared records", position=pos)
     return make_records(offsets, timestamps, keys, values, headers)
