@@ -54,7 +54,7 @@ def main(argv=None) -> int:
         for path in paths:
             budget = args.minutes * 60 * SHARE[tier] / len(paths) * (len(TIERS) / len(tiers))
             index, stop, spent = args.start, args.start + (args.cases or 10**9), 0.0
-            counts, cases = Counter(), 0
+            counts, mutations, cases = Counter(), Counter(), 0
             while index < stop and (args.cases or spent < budget):
                 chunk = min(CHUNK[tier], stop - index)
                 result = run_fuzz(args.seed, chunk, tier, path, case_timeout=args.case_timeout,
@@ -62,6 +62,7 @@ def main(argv=None) -> int:
                 spent += result.seconds
                 cases += result.cases
                 counts += result.kinds
+                mutations += result.mutations
                 index += result.cases
                 findings += [dict(f, tier=tier, path=path) for f in result.findings]
                 print(f"{tier}/{path}: {cases} cases, {spent:.0f} s, {len(findings)} findings so far", flush=True)
@@ -70,7 +71,8 @@ def main(argv=None) -> int:
                 if result.cases == 0:
                     break
             runs.append({"tier": tier, "path": path, "seed": args.seed, "first": args.start, "cases": cases,
-                         "seconds": round(spent), "files": dict(sorted(counts.items()))})
+                         "seconds": round(spent), "files": dict(sorted(counts.items())),
+                         "mutations": dict(sorted(mutations.items()))})
     for f in findings:
         seed, index = f["case"].split()[1].split(":")
         print(f"FINDING {f['case']} [{f['target']}] {f['problem']}\n  replay: .venv/bin/python "

@@ -309,68 +309,78 @@ def _lengths(rng: random.Random, data: bytearray, e: Entry) -> tuple[str, list[i
     return f"a length of {value} at byte {at} of the message at {e.position}, CRC fixed", []
 
 
-def mutate_binary(rng: random.Random, data: bytearray, entry_size: int) -> str:
-    """Damage an index, time index, txn index or snapshot."""
+def mutate_binary(rng: random.Random, data: bytearray, entry_size: int) -> tuple[str, str]:
+    """Damage an index, time index, txn index or snapshot: (the mutation, what it did)."""
+    kind, what = _mutate_binary(rng, data, entry_size)
+    return kind, what
+
+
+def _mutate_binary(rng: random.Random, data: bytearray, entry_size: int) -> tuple[str, str]:
     n = len(data)
     kind = rng.choice(("flip", "field", "truncate", "extend", "swap", "zero"))
     if kind == "flip" and n:
         spots = [rng.randrange(n) for _ in range(rng.randint(1, 4))]
         for spot in spots:
             data[spot] ^= 1 << rng.randrange(8)
-        return f"flip bits at {spots}"
+        return "flip", f"flip bits at {spots}"
     if kind == "field" and n >= 4:
         at = rng.randrange(0, n - 3)
         at -= at % 4
         put_int(data, at, 4, rng.choice(boundary_values(4, n)))
-        return f"int32 at {at} set"
+        return "field", f"int32 at {at} set"
     if kind == "truncate" and n:
         cut = rng.randrange(n)
         del data[cut:]
-        return f"truncate at {cut}"
+        return "truncate", f"truncate at {cut}"
     if kind == "extend":
         data += rng.choice([bytes(entry_size * 3), bytes(rng.randrange(256) for _ in range(entry_size + 3))])
-        return "extended"
+        return "extend", "extended"
     if kind == "swap" and n >= 2 * entry_size:
         a = rng.randrange(n // entry_size) * entry_size
         b = rng.randrange(n // entry_size) * entry_size
         data[a:a + entry_size], data[b:b + entry_size] = data[b:b + entry_size], data[a:a + entry_size]
-        return f"swap entries at {a} and {b}"
+        return "swap", f"swap entries at {a} and {b}"
     data[:] = bytes(rng.randrange(256) for _ in range(rng.randint(0, 64)))
-    return "replaced by random bytes"
+    return "random", "replaced by random bytes"
 
 
-def mutate_text(rng: random.Random, data: bytearray) -> str:
-    """Damage a checkpoint text file or partition.metadata."""
+def mutate_text(rng: random.Random, data: bytearray) -> tuple[str, str]:
+    """Damage a checkpoint text file or partition.metadata: (the mutation, what it did)."""
+    kind, what = _mutate_text(rng, data)
+    return kind, what
+
+
+def _mutate_text(rng: random.Random, data: bytearray) -> tuple[str, str]:
     text = bytes(data)
     kind = rng.choice(("bytes", "number", "line", "utf8", "crlf", "blank", "truncate"))
     if kind == "bytes" and text:
         spots = [rng.randrange(len(text)) for _ in range(rng.randint(1, 3))]
         for spot in spots:
             data[spot] = rng.choice(b" \t\n\r-+0123456789:x=\x00\xff")
-        return f"bytes at {spots}"
+        return "bytes", f"bytes at {spots}"
     if kind == "number":
         out, i = bytearray(), 0
         digits = [j for j, c in enumerate(text) if chr(c).isdigit()]
         if digits:
             i = rng.choice(digits)
             data[i:i + 1] = rng.choice([b"9223372036854775808", b"-5", b"2147483648", b"1e3", b""])
-        return f"number at {i}"
+        return "number", f"number at {i}"
     if kind == "line":
         lines = text.split(b"\n")
         lines.insert(rng.randrange(len(lines) + 1), rng.choice([b"x 0 1", b"", b"0 0 0 0", b"topic -1 5"]))
         data[:] = b"\n".join(lines)
-        return "line inserted"
+        return "line", "line inserted"
     if kind == "utf8":
         data[rng.randrange(len(data) + 1):0] = b"\xc3\x28\xff"
-        return "invalid UTF-8"
+        return "utf8", "invalid UTF-8"
     if kind == "crlf":
         data[:] = text.replace(b"\n", b"\r\n")
-        return "CRLF line ends"
+        return "crlf", "CRLF line ends"
     if kind == "blank":
         data[:] = b" " + text.replace(b" ", b"  ")
-        return "extra blanks"
+        return "blank", "extra blanks"
     del data[rng.randrange(len(data) + 1):]
-    return "truncated"
+    return "truncate", "truncated"
 
 
 # --- cases ---
@@ -389,6 +399,11 @@ class Case:
     last_offset: int
     same_records: list[int] = field(default_factory=list)
     forged: bool = False  # a mutation fixed a CRC (FORGING)
+    how: str = "none"  # the mutation
+
+    @property
+    def mutation(self) -> str:
+        return f"{self.kind}/{self.how}"
 
     @property
     def label(self) -> str:
@@ -432,7 +447,7 @@ def build_case(seed: int, index: int, workdir: Path) -> Case:
             (root / name).write_text(f"0\n1\n{topic} 0 {offset}\n")
     target = _target_file(rng, kind, part, chosen)
     same: list[int] = []
-    forged = False
+    forged, how = False, "none"
     if target is None:
         description = f"no {kind} file here: undamaged"
     else:
@@ -442,13 +457,13 @@ def build_case(seed: int, index: int, workdir: Path) -> Case:
             description, same = mutate_log(rng, data, how)
             forged = how in FORGING
         elif kind in ("index", "timeindex", "txnindex", "snapshot"):
-            description = mutate_binary(rng, data, {"index": 8, "timeindex": 12, "txnindex": 34,
-                                                    "snapshot": 32}[kind])
+            how, description = mutate_binary(rng, data, {"index": 8, "timeindex": 12, "txnindex": 34,
+                                                         "snapshot": 32}[kind])
         else:
-            description = mutate_text(rng, data)
+            how, description = mutate_text(rng, data)
         target.write_bytes(bytes(data))
     return Case(seed, index, corpus, kind, root, part, target.name if target else None, description,
-                bases[0], last_offset, same, forged)
+                bases[0], last_offset, same, forged, how)
 
 
 def _target_file(rng, kind, part: Path, chosen: list[str]) -> Path | None:
@@ -741,7 +756,7 @@ def worker_main(seed: int, start: int, count: int, tier: str) -> None:
                 else:
                     guarded(case, findings, "commands", run_commands, case, findings, work)
         print(json.dumps({"done": index, "label": case.label, "kind": case.kind,
-                          "findings": findings}), file=out, flush=True)
+                          "mutation": case.mutation, "findings": findings}), file=out, flush=True)
 
 
 def _set_memory_ceiling() -> None:
@@ -758,7 +773,8 @@ class FuzzResult:
     path: str
     cases: int = 0
     findings: list[dict] = field(default_factory=list)
-    kinds: Counter = field(default_factory=Counter)
+    kinds: Counter = field(default_factory=Counter)  # damaged file kind -> cases
+    mutations: Counter = field(default_factory=Counter)  # "kind/mutation" -> cases
     seconds: float = 0.0
 
     def summary(self) -> str:
@@ -828,6 +844,7 @@ def run_fuzz(seed: int, count: int, tier: str, path: str = "pure", *, case_timeo
                 else:
                     result.cases += 1
                     result.kinds[message["kind"]] += 1
+                    result.mutations[message["mutation"]] += 1
                     result.findings += message["findings"]
                     current, index = None, message["done"] + 1
                     if index >= stop:
