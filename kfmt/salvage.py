@@ -757,7 +757,8 @@ def salvage_partition(part: PartitionDir, rel: str, out: StagedOutput | None, op
 
 
 def _reference_epochs(part: PartitionDir, result: PartitionSalvage) -> list[EpochEntry] | None:
-    """The source's leader-epoch-checkpoint entries, when it reads and its entries increase."""
+    """The source's leader-epoch-checkpoint entries, when it reads and its entries increase (the
+    output's is rebuilt from the batches kept)."""
     try:
         entries = existing_leader_epochs(part)
     except (OSError, DataError) as err:
@@ -793,10 +794,9 @@ def _skipped_files(part: PartitionDir) -> list[str]:
     out = [f"{name}: named like a segment, but Kafka cannot parse its base offset" for name in part.ignored]
     for name in sorted(part.files):
         m = SEGMENT_NAME.match(name)
-        if name == PARTITION_METADATA or m or name in part.ignored:
+        if name in (PARTITION_METADATA, LEADER_EPOCH_CHECKPOINT) or m or name in part.ignored:
             continue
-        out.append(f"{name}: not a file a broker needs" if name != "leader-epoch-checkpoint"
-                   else f"{name}: rebuilt from the batches kept")
+        out.append(f"{name}: not a file a broker needs")
     return out
 
 
