@@ -21,6 +21,7 @@ from corpus_truth import consumer_records, kafka_listing
 from test_bad_input import copy_partition, fix_v2_crc
 
 from kfmt.control import ControlType, control_key, end_txn_marker_value
+from kfmt.errors import KfmtWarning
 from kfmt.formats import ReadOptions
 from kfmt.model import BatchHeader, make_records
 from kfmt import registry
@@ -272,19 +273,22 @@ def test_a_damaged_offset_field_never_puts_records_at_wrong_offsets(tmp_path, na
     assert dropped["offsets"] == expected_room(name, entry)
 
 
-def test_an_unreadable_segment_loses_its_offsets_and_keeps_its_place(tmp_path):
+def test_a_segment_that_cannot_be_read_loses_exactly_its_offsets(tmp_path):
+    """A segment replaced by a link leading nowhere is skipped by the listing (with a warning), so the
+    log has a hole: the offsets between the segments around it are reported missing. (A segment that
+    is listed but cannot be read is dropped as unreadable: tests/test_hostile_inputs.py.)"""
     name = "v1-snappy-0"
     src = copy_partition(name, tmp_path)
     logs = sorted(p.name for p in src.glob("*.log"))
     victim, following = logs[3], logs[4]
     (src / victim).unlink()
-    (src / victim).symlink_to(tmp_path / "gone.log")  # a dangling link: the read fails
+    (src / victim).symlink_to(tmp_path / "gone.log")
     first, last = int(victim[:20]), int(following[:20]) - 1
     lost = {r["offset"] for r in consumer_records(name) if first <= r["offset"] <= last}
-    report = check_salvage(src, tmp_path / "out", name, lost)
+    with pytest.warns(KfmtWarning, match="a symbolic link leading out of its directory"):
+        report = check_salvage(src, tmp_path / "out", name, lost)
     [dropped] = partition_report(report)["dropped"]
-    assert dropped["kind"] == "unreadable" and dropped["offsets"] == [{"first": first, "last": last}]
-    assert (tmp_path / "out" / victim).stat().st_size == 0  # the segment stays, empty
+    assert dropped["kind"] == "missing" and dropped["offsets"] == [{"first": first, "last": last}]
 
 
 def test_a_batch_above_the_decompression_limit_is_dropped_naming_the_limit(tmp_path):
