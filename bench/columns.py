@@ -5,7 +5,9 @@ Each contender does what a user of it would script, on the same bytes:
   checked (as Kafka's consumers do by default, check.crcs=true; aiokafka's consumer calls
   validate_crc() likewise). kfmt: `kfmt.legacy_runs.record_blocks` over the log (Arrow columns, one
   block per batch or per run of uncompressed legacy messages). Peers: MemoryRecords over the log,
-  `validate_crc()` per batch, then their record objects appended to five lists.
+  `validate_crc()` per batch, then their record objects appended to five lists. "aiokafka-c
+  iterate" is aiokafka's bare decode speed (fields read, nothing kept, no CRC check), the strictest
+  yardstick: the targets are checked against the faster of the two.
 * encode: kfmt from Arrow columns (the format plugins' encode per batch; a run of uncompressed
   legacy messages with `legacy_runs.encode_messages`); peers from Python lists, through their batch
   builders (append per record, build per batch).
@@ -36,7 +38,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder as KpDefaultB
 from kafka.record.legacy_records import LegacyRecordBatchBuilder as KpLegacyBuilder
 from kafka.record.memory_records import MemoryRecords as KpMemoryRecords
 
-PEERS = ["kafka-python", "aiokafka-c"]
+PEERS = ["kafka-python", "aiokafka-c", "aiokafka-c iterate"]
 
 
 # --- decode ---
@@ -64,10 +66,22 @@ def peer_decode(memory_records_class, inp: CodecInput) -> int:
     return len(offsets)
 
 
+def peer_iterate(memory_records_class, inp: CodecInput) -> int:
+    """The peer's raw decode speed: every record's fields read, nothing kept, no CRC check."""
+    n = 0
+    records = memory_records_class(inp.log)
+    while records.has_next():
+        for r in records.next_batch():
+            r.offset, r.timestamp, r.key, r.value, r.headers
+            n += 1
+    return n
+
+
 def decoders(inp: CodecInput) -> dict:
     out = {"kfmt": lambda: kfmt_decode(inp), "kafka-python": lambda: peer_decode(KpMemoryRecords, inp)}
     if AioMemoryRecords is not None:
         out["aiokafka-c"] = lambda: peer_decode(AioMemoryRecords, inp)
+        out["aiokafka-c iterate"] = lambda: peer_iterate(AioMemoryRecords, inp)
     payloads = compressed_payloads(inp)
     if payloads is not None:
         decompress = DECOMPRESS[inp.codec]

@@ -180,8 +180,10 @@ def targets(codec_rows: list[dict], dir_rows: list[dict]) -> list[dict]:
 
     r = codec("decode", "v2 none")
     if r and "aiokafka-c" in r:
-        ratio = r["kfmt"]["records_per_s"] / r["aiokafka-c"]["records_per_s"]
-        out.append({"target": "decode v2 none >= 1.5x aiokafka C", "measured": f"{ratio:.2f}x", "met": ratio >= 1.5})
+        peer = max(r[name]["records_per_s"] for name in ("aiokafka-c", "aiokafka-c iterate") if name in r)
+        ratio = r["kfmt"]["records_per_s"] / peer
+        out.append({"target": "decode v2 none >= 1.5x aiokafka C (its faster mode)", "measured": f"{ratio:.2f}x",
+                    "met": ratio >= 1.5})
     r = codec("encode", "v2 none")
     if r and "aiokafka-c" in r:
         ratio = r["kfmt"]["records_per_s"] / r["aiokafka-c"]["records_per_s"]

@@ -139,9 +139,10 @@ static void node_release(struct ArrowArray *a) {
     a->release = NULL;
 }
 
-/* Fills `a` and takes ownership of b0..b2 (freed even when this fails). */
+/* Fills `a` and takes ownership of b0..b2 (freed even when this fails); children are attached
+ * afterwards with node_child. */
 static int node_make(struct ArrowArray *a, int64_t length, int64_t null_count, int n_buffers,
-                     void *b0, void *b1, void *b2, int n_children) {
+                     void *b0, void *b1, void *b2) {
     node_data *d = calloc(1, sizeof *d);
     if (d == NULL) {
         free(b0); free(b1); free(b2);
@@ -160,7 +161,6 @@ static int node_make(struct ArrowArray *a, int64_t length, int64_t null_count, i
     a->children = d->children;
     a->release = node_release;
     a->private_data = d;
-    (void)n_children;
     return 0;
 }
 
@@ -196,7 +196,7 @@ static int binary_node(struct ArrowArray *a, int64_t n, int64_t nulls, void *val
         free(valid);
         valid = NULL;
     }
-    return node_make(a, n, nulls, 3, valid, offsets, take_gbuf(data), 0);
+    return node_make(a, n, nulls, 3, valid, offsets, take_gbuf(data));
 }
 
 PyObject *columns_to_record_batch(columns *c) {
@@ -207,12 +207,12 @@ PyObject *columns_to_record_batch(columns *c) {
         PyErr_SetString(PyExc_RuntimeError, "kfmt._speedups.configure() was not called");
         return NULL;
     }
-    if (node_make(&top, n, 0, 1, NULL, NULL, NULL, 5) != 0) goto nomem;
+    if (node_make(&top, n, 0, 1, NULL, NULL, NULL) != 0) goto nomem;
     struct ArrowArray *a;
-    if ((a = node_child(&top)) == NULL || node_make(a, n, 0, 2, NULL, take((void **)&c->offsets), NULL, 0))
+    if ((a = node_child(&top)) == NULL || node_make(a, n, 0, 2, NULL, take((void **)&c->offsets), NULL))
         goto nomem_top;
     if ((a = node_child(&top)) == NULL ||
-        node_make(a, n, 0, 2, NULL, take((void **)&c->timestamps), NULL, 0))
+        node_make(a, n, 0, 2, NULL, take((void **)&c->timestamps), NULL))
         goto nomem_top;
     if ((a = node_child(&top)) == NULL ||
         binary_node(a, n, c->key_nulls, take((void **)&c->key_valid), take((void **)&c->key_offsets),
@@ -224,17 +224,16 @@ PyObject *columns_to_record_batch(columns *c) {
         goto nomem_top;
     struct ArrowArray *list, *entries, *k, *v;
     if ((list = node_child(&top)) == NULL ||
-        node_make(list, n, 0, 2, NULL, take((void **)&c->header_list_offsets), NULL, 1))
+        node_make(list, n, 0, 2, NULL, take((void **)&c->header_list_offsets), NULL))
         goto nomem_top;
-    if ((entries = node_child(list)) == NULL || node_make(entries, h, 0, 1, NULL, NULL, NULL, 2))
+    if ((entries = node_child(list)) == NULL || node_make(entries, h, 0, 1, NULL, NULL, NULL))
         goto nomem_top;
     if ((k = node_child(entries)) == NULL ||
-        node_make(k, h, 0, 3, NULL, take_gbuf(&c->hkey_offsets), take_gbuf(&c->hkey_data), 0))
+        node_make(k, h, 0, 3, NULL, take_gbuf(&c->hkey_offsets), take_gbuf(&c->hkey_data)))
         goto nomem_top;
-    void *hvalid = c->hvalue_nulls ? take_gbuf(&c->hvalue_valid) : NULL;
     if ((v = node_child(entries)) == NULL ||
-        node_make(v, h, c->hvalue_nulls, 3, hvalid, take_gbuf(&c->hvalue_offsets),
-                  take_gbuf(&c->hvalue_data), 0))
+        node_make(v, h, c->hvalue_nulls, 3, c->hvalue_nulls ? take_gbuf(&c->hvalue_valid) : NULL,
+                  take_gbuf(&c->hvalue_offsets), take_gbuf(&c->hvalue_data)))
         goto nomem_top;
     columns_free(c);
     PyObject *batch = PyObject_CallFunction(import_record_batch, "KO",
