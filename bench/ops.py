@@ -139,9 +139,9 @@ if __name__ == "__main__":
     op, *args = sys.argv[1:]
     if args[:1] == ["--"]:
         args = args[1:]
-    import kfmt.cli
+    import kfmt.cli  # noqa: F401  (imports and plugin loading are not the operation)
     from kfmt import registry
-    registry.get()  # imports and plugin loading are not the operation
+    registry.get()
     sampler = AnonymousPeak()
     sampler.start()
     wall, cpu = time.perf_counter(), time.process_time()

@@ -206,7 +206,6 @@ def targets(codec_rows: list[dict], dir_rows: list[dict]) -> list[dict]:
                         "measured": f"{ratio:.2f}x", "met": ratio <= 1.3})
     anon = max((r.get("peak_anon", 0) for r in dir_rows), default=0)
     if dir_rows:
-        segment = dir_rows[0].get("segment_bytes", 0)
         out.append({"target": "memory bounded by a segment, independent of topic size",
                     "measured": f"peak anonymous {anon / 2**20:.0f} MiB",
                     "met": None})

@@ -30,7 +30,7 @@ from conftest import REALKAFKA, real_dir_params
 from kfmt import legacy_runs, registry, segment, speedups
 from kfmt.errors import DataError
 from kfmt.formats import LENIENT, STRICT
-from kfmt.frames import FRAME_DTYPE, headers_of, rows_of
+from kfmt.frames import headers_of, rows_of
 from kfmt.model import BatchHeader, TimestampType, make_records
 from kfmt.report import ContentDigest, record_hashes_sum
 

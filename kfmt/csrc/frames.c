@@ -7,7 +7,7 @@
  * where: kfmt.segment's Python step then decides, with its own messages, exactly as before.
  * Reference: kfmt.segment.FrameScanner._scan and the read_header methods of plugins/formats.
  *
- * index_frames: LogSegment.recover's index walk (kfmt.companions._SegmentRecovery.add, reference §6.3)
+ * index_frames: LogSegment.recover's index walk (kfmt.companions.SegmentIndexer.add, reference §6.3)
  * over rows of frames; it stops at the first row that add() would refuse, which the Python reference
  * then processes (and refuses with its own message). */
 #include "native.h"
@@ -178,7 +178,7 @@ PyObject *py_index_frames(PyObject *self, PyObject *args) {
     for (; i < stop; i++) {
         const frame *f = &rows[i];
         int64_t relative;
-        /* _SegmentRecovery._check: file order, the int32 relative offset, increasing offsets */
+        /* SegmentIndexer._check: file order, the int32 relative offset, increasing offsets */
         if (f->position != r.position || __builtin_sub_overflow(f->last_offset, r.base_offset, &relative) ||
             relative < 0 || relative > INT32_MAX_ || (r.has_last && f->last_offset <= r.last_offset))
             break;

@@ -2,8 +2,8 @@
  *
  * Every kernel mirrors a pure-Python reference in the package (named in each file); the test suite
  * runs both and compares them (tests/test_speedups.py), so the two must agree byte for byte,
- * error messages and positions included. Wire formats: /work/shared/reference/kafka-on-disk-format.md
- * (cited as "reference §N").
+ * error messages and positions included. Wire formats: reference/kafka-on-disk-format.md of the
+ * project's shared documents (cited as "reference §N").
  */
 #ifndef KFMT_NATIVE_H
 #define KFMT_NATIVE_H
