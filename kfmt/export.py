@@ -113,7 +113,7 @@ def export_batch(batches: list[tuple[Batch, int]], topic: str, partition: int) -
     return pa.RecordBatch.from_arrays([
         records.column("key").combine_chunks(),
         records.column("value").combine_chunks(),
-        pa.array(np.full(n, topic, dtype=object), pa.string()),
+        pa.repeat(pa.scalar(topic, pa.string()), n),  # in Arrow: not n Python references
         pa.array(np.full(n, partition, dtype=np.int32)),
         offsets,
         pc.multiply(timestamps, 1000).cast(pa.timestamp("us", tz="UTC")),
