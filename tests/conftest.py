@@ -65,3 +65,9 @@ def run_kfmt(*args: str) -> CliResult:
         except SystemExit as exc:  # argparse usage errors and --help
             code = exc.code if isinstance(exc.code, int) else 1
     return CliResult(code, out.getvalue(), err.getvalue())
+
+
+def pytest_report_header(config):
+    """Which code the run tests: the compiled kernels or the pure-Python fallback (KFMT_PURE_PYTHON=1)."""
+    from kfmt import speedups
+    return f"kfmt runs {speedups.description}"
