@@ -52,7 +52,7 @@ from kfmt.errors import DataError, UsageError
 from kfmt.formats import STRICT, ReadOptions
 from kfmt.layout import (LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA, SEGMENT_NAME, PartitionDir,
                          Segment, find_partitions, is_log_dir)
-from kfmt.model import INT32_MAX, LOG_OVERHEAD, NO_PARTITION_LEADER_EPOCH, Batch
+from kfmt.model import INT32_MAX, LOG_OVERHEAD, NO_PARTITION_LEADER_EPOCH, Batch, increment_sequence
 from kfmt.producer_state import DEFAULT_PRODUCER_EXPIRATION_MS
 from kfmt.reindex import COPIED_LOG_DIR_FILES, LOG_START_OFFSET_CHECKPOINT, OFFSET_CHECKPOINTS
 from kfmt.reindex import _check_not_inside as check_not_inside
@@ -108,6 +108,9 @@ class Dropped:
     kind: str
     reason: str
     offsets: list[Offsets] = field(default_factory=list)
+    #: the offsets a damaged entry's header claims, when its frame is intact (its size field leads
+    #: exactly to the next intact entry): evidence about its neighbours, not reported
+    claim: tuple[int, int] | None = field(default=None, repr=False, compare=False)
 
     @property
     def length(self) -> int:
@@ -126,6 +129,9 @@ class Found:
     def __init__(self):
         self.positions, self.sizes = array("q"), array("q")
         self.bases, self.lasts, self.epochs = array("q"), array("q"), array("q")
+        # v2 producer facts (inside the CRC): id, epoch, first and last sequence (-1 for none)
+        self.pids, self.producer_epochs = array("q"), array("q")
+        self.first_seqs, self.last_seqs = array("q"), array("q")
         #: an entry whose records do not fill its offsets: the log was compacted (reference §4.7)
         self.compacted = False
 
@@ -136,6 +142,11 @@ class Found:
         self.bases.append(h.base_offset)
         self.lasts.append(h.last_offset)
         self.epochs.append(h.partition_leader_epoch)
+        v2 = h.magic >= 2
+        self.pids.append(h.producer_id if v2 else -1)
+        self.producer_epochs.append(h.producer_epoch if v2 else -1)
+        self.first_seqs.append(h.base_sequence if v2 else -1)
+        self.last_seqs.append(h.last_sequence if v2 else -1)
         self.compacted |= len(batch) != h.last_offset - h.base_offset + 1
 
     def adjacent(self, i: int, j: int) -> bool:
@@ -316,7 +327,8 @@ def scan_segment(buf, file: str, rng: SegmentRange, options: ReadOptions = STRIC
         # bytes inside a damaged compressed wrapper can hold its inner messages uncompressed
         nested = (wrapped_legacy or _looks_wrapped(buf, pos, end)) and not plain_legacy
         resume, resumed = _resynchronise(buf, arr, pos, end, rng, options, after, nested)
-        scan.dropped.append(Dropped(file, pos, resume, _kind(arr, pos, resume, end, reason), reason))
+        scan.dropped.append(Dropped(file, pos, resume, _kind(arr, pos, resume, end, reason), reason,
+                                    claim=_claim(buf, pos, resume, end, rng)))
         neighbours.append((len(found) - 1, len(found)))
         if resumed is None:
             break
@@ -403,6 +415,23 @@ def _looks_wrapped(buf, pos: int, end: int) -> bool:
     return pos + 17 < end and buf[pos + 16] < 2 and bool(buf[pos + 17] & 0x07)
 
 
+def _claim(buf, pos: int, stop: int, end: int, rng: SegmentRange) -> tuple[int, int] | None:
+    """The offsets the damaged entry at `pos` claims, if its frame is intact: its size field leads
+    exactly to `stop` and its header reads, with offsets inside the segment (a legacy wrapper's first
+    offset is unknown: its last one is claimed)."""
+    if stop == end or _declared_end(buf, pos, end) != stop:
+        return None
+    fmt = registry.get().formats.get(buf[pos + 16])
+    try:
+        header = fmt.read_header(memoryview(buf)[pos:stop], pos) if fmt is not None else None
+    except DataError:
+        return None
+    if header is None:
+        return None
+    first = header.base_offset if header.base_offset is not None else header.last_offset
+    return (first, header.last_offset) if rng.holds(first, header.last_offset) else None
+
+
 def _declared_end(buf, pos: int, end: int) -> int | None:
     """Where the entry at `pos` ends by its size field, if that leaves room for another entry."""
     if end - pos < LOG_OVERHEAD:
@@ -428,7 +457,11 @@ def _order(scan: SegmentScan, buf) -> None:
     checked against its neighbours in the file, whose order is the offset order in genuine data."""
     f = scan.found
     gaps = sum(f.gap_before(i) for i in range(1, len(f)))
-    keep = [i for i in range(len(f)) if not _misplaced(scan, i, gaps)]
+    broken = _sequence_breaks(scan)
+    for i, (first, last) in broken.items():
+        _drop_misplaced(scan, i, first, last, "the sequence numbers of its producer's batch next to it "
+                                              "in the file say it follows that batch directly")
+    keep = [i for i in range(len(f)) if i not in broken and not _misplaced(scan, i, gaps)]
     if all(f.bases[b] > f.lasts[a] for a, b in zip(keep, keep[1:])):
         scan.order = keep
         return
@@ -470,11 +503,12 @@ def _order(scan: SegmentScan, buf) -> None:
 
 def _misplaced(scan: SegmentScan, i: int, gaps: int) -> bool:
     """An entry whose offset field (outside the CRC) is contradicted by the entries around it in the
-    file: they leave exactly its room for it somewhere else; or it is the segment's last, opens a
+    file: they leave room for exactly its offsets somewhere else; or it is the segment's last, opens a
     gap right after the entry before it and does not end where the next segment (or the log) begins
     (or nothing says where the log ends), in a segment whose other entries all follow each other
-    without a gap (and none was compacted). Its records' offsets are then the room. `gaps`: the
-    segment's offset gaps."""
+    without a gap (and none was compacted). Its records' offsets are then the room (in the second
+    case, what it claims is reported too: the entries before it may have been cut out instead).
+    `gaps`: the offset gaps between entries next to each other in the file."""
     f = scan.found
     span = f.lasts[i] - f.bases[i]
     room = scan.between(i - 1, i + 1)
@@ -483,6 +517,11 @@ def _misplaced(scan: SegmentScan, i: int, gaps: int) -> bool:
         if f.bases[i] != first and last - first == span:
             return _drop_misplaced(scan, i, first, last, "the entries around it leave room for exactly "
                                                          "its offsets")
+    first, last = _room_next_to(scan, i)  # the same, with damaged neighbours' claims
+    if first is not None and last is not None and f.bases[i] != first and last - first == span:
+        return _drop_misplaced(scan, i, first, last, "what lies next to it in the file (damaged "
+                                                     "entries' intact frames included) leaves room "
+                                                     "for exactly its offsets")
     around = gaps - f.gap_before(i) - f.gap_before(i + 1)  # gaps elsewhere in the segment
     evidence = len(f) - 1 - (i > 0) - (i + 1 < len(f))  # pairs of entries that show the density
     # Where nothing bounds the log's end (no clean-shutdown snapshot), whether the entries before the
@@ -493,14 +532,77 @@ def _misplaced(scan: SegmentScan, i: int, gaps: int) -> bool:
             and (following is None or f.lasts[i - 1] + 1 + span < following)):
         first = f.lasts[i - 1] + 1
         return _drop_misplaced(scan, i, first, first + span, "every other entry of the segment follows "
-                                                             "the one before it without a gap")
+                                                             "the one before it without a gap", claimed=True)
     return False
 
 
-def _drop_misplaced(scan: SegmentScan, i: int, first: int, last: int, why: str) -> bool:
+def _sequence_breaks(scan: SegmentScan) -> dict[int, tuple[int, int]]:
+    """Entries whose offset field the producer's sequence numbers (inside the CRC) contradict, with
+    the offsets they must hold. Two batches next to each other in the file, of one producer epoch,
+    whose sequences follow each other have nothing between them in that producer's stream nor in
+    the file, so their offsets follow each other too (§4.1, §8). When they do not, the one whose
+    other neighbour does not vouch for it has the damaged field."""
+    f, out = scan.found, {}
+    if f.compacted:  # the cleaner may have removed other producers' batches between them
+        return out
+    for i in range(len(f) - 1):
+        j = i + 1
+        if not (f.adjacent(i, j) and f.gap_before(j) and f.pids[i] >= 0 and f.pids[i] == f.pids[j]
+                and f.producer_epochs[i] == f.producer_epochs[j] and f.first_seqs[i] >= 0
+                and f.first_seqs[j] == increment_sequence(f.last_seqs[i], 1)):
+            continue
+        i_vouched, j_vouched = _vouched_before(scan, i), _vouched_after(scan, j)
+        if i_vouched and not j_vouched:
+            out[j] = (f.lasts[i] + 1, f.lasts[i] + 1 + f.lasts[j] - f.bases[j])
+        elif j_vouched and not i_vouched:
+            out[i] = (f.bases[j] - 1 - (f.lasts[i] - f.bases[i]), f.bases[j] - 1)
+    return out
+
+
+def _room_next_to(scan: SegmentScan, i: int) -> tuple[int | None, int | None]:
+    """The first and last offsets entry i may hold by what lies right next to it in the file: an
+    intact entry, or a damaged one whose frame is intact (its claim); None where nothing says."""
     f = scan.found
+    stop = f.positions[i] + f.sizes[i]
+    first = last = None
+    if i > 0 and f.adjacent(i - 1, i):
+        first = f.lasts[i - 1] + 1
+    else:
+        first = next((d.claim[1] + 1 for d in scan.dropped if d.end == f.positions[i] and d.claim), None)
+    if i + 1 < len(f) and f.positions[i + 1] == stop:
+        last = f.bases[i + 1] - 1
+    else:
+        last = next((d.claim[0] - 1 for d in scan.dropped if d.start == stop and d.claim), None)
+    return first, last
+
+
+def _vouched_before(scan: SegmentScan, i: int) -> bool:
+    """Whether what lies just before entry i in the file says its offsets begin where they do: the
+    entry before it ending at the offset before, or a damaged entry with an intact frame claiming so."""
+    f = scan.found
+    if i > 0 and f.adjacent(i - 1, i):
+        return not f.gap_before(i)
+    return any(d.end == f.positions[i] and d.claim is not None and d.claim[1] + 1 == f.bases[i]
+               for d in scan.dropped)
+
+
+def _vouched_after(scan: SegmentScan, j: int) -> bool:
+    """Whether what lies just after entry j in the file says its offsets end where they do."""
+    f = scan.found
+    stop = f.positions[j] + f.sizes[j]
+    if j + 1 < len(f) and f.positions[j + 1] == stop:
+        return not f.gap_before(j + 1)
+    if j + 1 == len(f) and scan.rng.next_base == f.lasts[j] + 1 and not any(d.start == stop for d in scan.dropped):
+        return True
+    return any(d.start == stop and d.claim is not None and d.claim[0] == f.lasts[j] + 1 for d in scan.dropped)
+
+
+def _drop_misplaced(scan: SegmentScan, i: int, first: int, last: int, why: str,
+                    claimed: bool = False) -> bool:
+    f = scan.found
+    offsets = [(first, last)] + ([(f.bases[i], f.lasts[i])] if claimed else [])
     scan.drop(i, MISPLACED, f"intact, but its offset field says {f.bases[i]}..{f.lasts[i]} where {why}, "
-              f"at {first}..{last}: the field (outside the CRC) is damaged", [(first, last)])
+              f"at {first}..{last}: the field (outside the CRC) is damaged", _merge(offsets))
     return True
 
 
@@ -658,16 +760,24 @@ class _EpochOrder:
                 f"the epochs around it ({around}): leader epochs never decrease along a log")
 
 
+def segment_ranges(part: PartitionDir) -> list[SegmentRange]:
+    """The offsets each segment of `part` may hold: up to the next segment's base, and for the last
+    one up to the log end offset named by the snapshot a clean shutdown writes there (§8), when the
+    directory holds one above the last segment's base."""
+    segs = part.segments
+    log_end = max(part.snapshots, default=None)
+    if log_end is not None and segs and log_end <= segs[-1].base_offset:
+        log_end = None
+    return [SegmentRange(seg.base_offset, segs[i + 1].base_offset if i + 1 < len(segs) else log_end)
+            for i, seg in enumerate(segs)]
+
+
 def _planned(part: PartitionDir, options: SalvageOptions, result: "PartitionSalvage", found: PartitionTally,
              on_progress: Callable[[int], None] | None):
     """The segments of `part` (yielded as such when each begins) and their intact entries in the
     order they are written."""
     segs, storage = part.segments, part.storage
-    log_end = max(part.snapshots, default=None)  # a clean shutdown writes a snapshot at the log end
-    if log_end is not None and segs and log_end <= segs[-1].base_offset:
-        log_end = None
-    for i, seg in enumerate(segs):
-        rng = SegmentRange(seg.base_offset, segs[i + 1].base_offset if i + 1 < len(segs) else log_end)
+    for seg, rng in zip(segs, segment_ranges(part)):
         file = part.display(seg.log)
         found.add_segment(seg.size)
         yield seg

@@ -64,7 +64,9 @@ def main(argv=None) -> int:
                 counts += result.kinds
                 mutations += result.mutations
                 index += result.cases
-                findings += [dict(f, tier=tier, path=path) for f in result.findings]
+                for f in result.findings:
+                    findings.append(dict(f, tier=tier, path=path))
+                    print(f"finding: {f['case']} [{f['target']}] {f['problem'][:300]}", flush=True)
                 print(f"{tier}/{path}: {cases} cases, {spent:.0f} s, {len(findings)} findings so far", flush=True)
                 if args.verbose:
                     _describe(args.seed, index - result.cases, result.cases)

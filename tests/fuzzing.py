@@ -532,7 +532,9 @@ def run_readers(case: Case, findings: Findings) -> None:
     from kfmt import checkpoints, indexes, segment, snapshots, txnindex
     from kfmt.formats import LENIENT, STRICT
     from kfmt.manifest import Manifest
-    from kfmt.salvage import SegmentRange, scan_segment
+    from kfmt.layout import find_partitions
+    from kfmt.salvage import scan_segment, segment_ranges
+    from kfmt.storage import open_storage
 
     if case.file is None:
         return
@@ -561,9 +563,8 @@ def run_readers(case: Case, findings: Findings) -> None:
             if checks[position] == 0:
                 findings.add(case, "strict read", f"the entry at {position} keeps its records' meaning "
                              f"but was not read")
-        base = int(case.file[:20])
-        later = sorted(int(p.name[:20]) for p in case.partition.glob("*.log") if int(p.name[:20]) > base)
-        rng = SegmentRange(base, later[0] if later else None)
+        [part] = find_partitions(*open_storage(str(case.partition)))
+        rng = dict(zip((s.log.name for s in part.segments), segment_ranges(part)))[case.file]
         scan = guarded(case, findings, "salvage scan", scan_segment, data, name, rng)
         if scan is not None:
             for i in scan.order:
