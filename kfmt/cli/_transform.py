@@ -2,7 +2,11 @@
 --topic/--partition, --master (Spark), --dry-run, --format, --no-progress."""
 from __future__ import annotations
 
-from kfmt.cli._common import add_format_argument, add_progress_argument, add_storage_arguments
+import sys
+
+from kfmt.cli._common import add_format_argument, add_progress_argument, add_storage_arguments, dumps
+from kfmt.companions import DEFAULT_INDEX_INTERVAL_BYTES
+from kfmt.producer_state import DEFAULT_PRODUCER_EXPIRATION_MS
 from kfmt.storage import parse_storage_options
 
 
@@ -33,3 +37,41 @@ def storage_options(args) -> tuple[dict, dict]:
     src = parse_storage_options(args.storage_option)
     dst = parse_storage_options(args.dst_storage_option) if args.dst_storage_option is not None else src
     return src, dst
+
+
+NOW_HELP = ("the wall clock, in epoch milliseconds, that producer expiry is judged against (default: "
+            "now); a broker drops idle producers whenever it reloads a snapshot")
+
+
+def add_companion_arguments(p, *, now: bool = True) -> None:
+    """How regenerated companion files are built (kfmt.companions). Commands whose --now also means
+    something else (retain, compact) define --now themselves and pass now=False."""
+    p.add_argument("--index-interval-bytes", type=int, default=DEFAULT_INDEX_INTERVAL_BYTES, metavar="N",
+                   help="the topic's index.interval.bytes: bytes of log between index entries "
+                        f"(default {DEFAULT_INDEX_INTERVAL_BYTES})")
+    if now:
+        p.add_argument("--now", type=int, metavar="MS", dest="now_ms", help=NOW_HELP)
+    p.add_argument("--producer-expiration-ms", type=int, default=DEFAULT_PRODUCER_EXPIRATION_MS,
+                   metavar="MS", help="the broker's producer.id.expiration.ms: producers idle longer are "
+                                      f"dropped from snapshots (default {DEFAULT_PRODUCER_EXPIRATION_MS})")
+
+
+def run_transform_command(args, transform, **options) -> int:
+    """Run a Spark transform (kfmt.pipelines.transform) for the arguments add_transform_arguments and
+    add_companion_arguments defined; print the plan (--dry-run) or what was written."""
+    from kfmt.pipelines.transform import CompanionOptions, summary_line
+
+    src_options, dst_options = storage_options(args)
+    companions = CompanionOptions(args.index_interval_bytes, args.now_ms, args.producer_expiration_ms)
+    plan, report = transform(args.src, args.dst, companions=companions, src_options=src_options,
+                             dst_options=dst_options, topic=args.topic, partition=args.partition,
+                             master=args.master, dry_run=args.dry_run, progress=not args.no_progress,
+                             **options)
+    out = sys.stdout
+    if report is None:  # dry run
+        out.write(dumps(plan.to_json()) + "\n" if args.format == "json" else "\n".join(plan.lines()) + "\n")
+    elif args.format == "json":
+        out.write(dumps(report) + "\n")
+    else:
+        out.write(summary_line(report, plan.layout.destination) + "\n")
+    return 0

@@ -5,12 +5,10 @@ from __future__ import annotations
 import sys
 
 from kfmt.cli._common import dumps
-from kfmt.cli._transform import add_transform_arguments, storage_options
+from kfmt.cli._transform import add_companion_arguments, add_transform_arguments, storage_options
 from kfmt.compaction import CompactOptions
 from kfmt.compaction.cleaner import DEFAULT_DELETE_RETENTION_MS
 from kfmt.compaction.offset_map import DEFAULT_LOAD_FACTOR, DEFAULT_MEMORY
-from kfmt.companions import DEFAULT_INDEX_INTERVAL_BYTES
-from kfmt.producer_state import DEFAULT_PRODUCER_EXPIRATION_MS
 from kfmt.writer import DEFAULT_MAX_INDEX_BYTES, DEFAULT_SEGMENT_BYTES
 
 NAME = "compact"
@@ -38,8 +36,6 @@ def add_arguments(p):
                         f"(default {DEFAULT_SEGMENT_BYTES})")
     p.add_argument("--segment-index-bytes", type=int, default=DEFAULT_MAX_INDEX_BYTES, metavar="N",
                    help=f"the topic's segment.index.bytes (default {DEFAULT_MAX_INDEX_BYTES})")
-    p.add_argument("--index-interval-bytes", type=int, default=DEFAULT_INDEX_INTERVAL_BYTES, metavar="N",
-                   help=f"the topic's index.interval.bytes (default {DEFAULT_INDEX_INTERVAL_BYTES})")
     p.add_argument("--offset-map-bytes", type=int, default=DEFAULT_MEMORY, metavar="N",
                    help="memory for each partition's key -> offset map, 24 bytes per key (the broker's "
                         f"log.cleaner.dedupe.buffer.size, default {DEFAULT_MEMORY}); when it fills up, "
@@ -52,9 +48,7 @@ def add_arguments(p):
     p.add_argument("--keep-format", action="store_true",
                    help="keep v0/v1 batches in their format, as Kafka 3.x's cleaner did (default: rewrite "
                         "them as v2, as Kafka 4.0's cleaner does)")
-    p.add_argument("--producer-expiration-ms", type=int, default=DEFAULT_PRODUCER_EXPIRATION_MS,
-                   metavar="MS", help="the broker's producer.id.expiration.ms: producers idle longer are "
-                                      f"not active (default {DEFAULT_PRODUCER_EXPIRATION_MS})")
+    add_companion_arguments(p, now=False)
 
 
 def run(args) -> int:

@@ -2,8 +2,7 @@
 (kfmt.pipelines.recompress)."""
 from __future__ import annotations
 
-from kfmt.cli._transform import add_transform_arguments
-from kfmt.cli.upgrade import add_companion_arguments, run_transform_command
+from kfmt.cli._transform import add_companion_arguments, add_transform_arguments, run_transform_command
 
 NAME = "recompress"
 HELP = ("re-encode every data batch in v2 with another compression codec or level (legacy data "

@@ -2,8 +2,7 @@
 (kfmt.pipelines.resegment)."""
 from __future__ import annotations
 
-from kfmt.cli._transform import add_transform_arguments
-from kfmt.cli.upgrade import add_companion_arguments, run_transform_command
+from kfmt.cli._transform import add_companion_arguments, add_transform_arguments, run_transform_command
 from kfmt.writer import DEFAULT_MAX_INDEX_BYTES, DEFAULT_SEGMENT_MS
 
 NAME = "resegment"

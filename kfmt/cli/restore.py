@@ -5,10 +5,8 @@ from __future__ import annotations
 import sys
 
 from kfmt.cli._common import dumps
-from kfmt.cli._transform import add_transform_arguments, storage_options
-from kfmt.companions import DEFAULT_INDEX_INTERVAL_BYTES
+from kfmt.cli._transform import add_companion_arguments, add_transform_arguments, storage_options
 from kfmt.errors import UsageError
-from kfmt.producer_state import DEFAULT_PRODUCER_EXPIRATION_MS
 from kfmt.reindex import ReindexOptions
 
 NAME = "restore"
@@ -18,15 +16,7 @@ HELP = ("restore an archive (kfmt archive) to a broker-ready partition or log di
 
 def add_arguments(p):
     add_transform_arguments(p, src=("URL", "a published archive (fsspec URL or local path); only read"))
-    p.add_argument("--index-interval-bytes", type=int, default=DEFAULT_INDEX_INTERVAL_BYTES, metavar="N",
-                   help="the topic's index.interval.bytes: bytes of log between index entries "
-                        f"(default {DEFAULT_INDEX_INTERVAL_BYTES})")
-    p.add_argument("--now", type=int, metavar="MS", dest="now_ms",
-                   help="the wall clock, in epoch milliseconds, that producer expiry is judged against "
-                        "(default: now); a broker drops idle producers whenever it reloads a snapshot")
-    p.add_argument("--producer-expiration-ms", type=int, default=DEFAULT_PRODUCER_EXPIRATION_MS,
-                   metavar="MS", help="the broker's producer.id.expiration.ms "
-                                      f"(default {DEFAULT_PRODUCER_EXPIRATION_MS})")
+    add_companion_arguments(p)
 
 
 def run(args) -> int:

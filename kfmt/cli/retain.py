@@ -5,9 +5,7 @@ from __future__ import annotations
 import sys
 
 from kfmt.cli._common import dumps
-from kfmt.cli._transform import add_transform_arguments, storage_options
-from kfmt.companions import DEFAULT_INDEX_INTERVAL_BYTES
-from kfmt.producer_state import DEFAULT_PRODUCER_EXPIRATION_MS
+from kfmt.cli._transform import add_companion_arguments, add_transform_arguments, storage_options
 from kfmt.retention import RetentionOptions
 
 NAME = "retain"
@@ -32,11 +30,7 @@ def add_arguments(p):
     p.add_argument("--include-active", action="store_true",
                    help="let the last (active) segment go too when it qualifies, as a broker does (an "
                         "empty segment at the log end offset then replaces a log deleted whole)")
-    p.add_argument("--index-interval-bytes", type=int, default=DEFAULT_INDEX_INTERVAL_BYTES, metavar="N",
-                   help=f"the topic's index.interval.bytes (default {DEFAULT_INDEX_INTERVAL_BYTES})")
-    p.add_argument("--producer-expiration-ms", type=int, default=DEFAULT_PRODUCER_EXPIRATION_MS,
-                   metavar="MS", help="the broker's producer.id.expiration.ms "
-                                      f"(default {DEFAULT_PRODUCER_EXPIRATION_MS})")
+    add_companion_arguments(p, now=False)
 
 
 def run(args) -> int:
