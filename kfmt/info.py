@@ -2,7 +2,6 @@
 (magic, compression) -- the answer to "how much old-format data is still here?"."""
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
 
 import pyarrow.compute as pc
