@@ -724,11 +724,13 @@ def _salvage_oracle(case: Case, findings: Findings, command, dst: Path, truth: d
         data = log.read_bytes()
         for e in entries_of(data):
             if data[e.position:e.position + e.size] not in source:
-                findings.add(case, "kfmt salvage", f"{log.name}: the entry at {e.position} is not in the input")
+                findings.add(case, "kfmt salvage",
+                             f"{log.name}: the entry at {e.position} is not in the input")
                 break
     if case.forged:
         return
-    affected = [(a["first"], a["last"]) for p in report["salvage"]["partitions"] for a in p["affected_offsets"]]
+    affected = [(a["first"], a["last"])
+                for p in report["salvage"]["partitions"] for a in p["affected_offsets"]]
     silent = [o for o in truth if o not in written
               and not any(a <= o and (b is None or o <= b) for a, b in affected)]
     if silent:
@@ -780,7 +782,8 @@ class FuzzResult:
 
     def summary(self) -> str:
         return (f"{self.tier} tier, {self.path} path, seed {self.seed}: {self.cases} cases in "
-                f"{self.seconds:.0f} s, {len(self.findings)} findings; files: {dict(sorted(self.kinds.items()))}")
+                f"{self.seconds:.0f} s, {len(self.findings)} findings; "
+                f"files: {dict(sorted(self.kinds.items()))}")
 
 
 def worker_env(path: str) -> dict:
@@ -793,7 +796,8 @@ def worker_env(path: str) -> dict:
 
 
 def native_available() -> bool:
-    probe = subprocess.run([sys.executable, "-c", "from kfmt.speedups import native; print(native is not None)"],
+    probe = subprocess.run([sys.executable, "-c",
+                            "from kfmt.speedups import native; print(native is not None)"],
                            capture_output=True, text=True, env=worker_env("native"), timeout=120)
     return probe.stdout.strip() == "True"
 

@@ -14,7 +14,6 @@ on both decode paths; tests/test_fuzz_findings.py keeps every finding as a test.
 from __future__ import annotations
 
 import resource
-import shutil
 import struct
 import tempfile
 from pathlib import Path

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REALKAFKA, needs_realkafka, run_kfmt
+from conftest import REALKAFKA, needs_realkafka
 from corpus_truth import consumer_records, kafka_listing
 
 pytestmark = [needs_realkafka, pytest.mark.timeout(300)]

@@ -18,7 +18,7 @@ import pytest
 
 from conftest import REALKAFKA, real_dir_params, run_kfmt
 from corpus_truth import consumer_records, kafka_listing
-from test_bad_input import copy_partition, fix_v2_crc
+from test_bad_input import copy_partition
 
 from kfmt.control import ControlType, control_key, end_txn_marker_value
 from kfmt.errors import KfmtWarning
@@ -184,7 +184,8 @@ def test_entries_cut_out_at_their_boundaries_are_reported_missing(tmp_path, name
     middle = [e for e in listing if e.file == files[len(files) // 2]]
     cut, gone = middle[1], middle[1:3]  # two entries cut out of the middle of a segment
     tail = [e for e in listing if e.file == files[1]][-2:]  # the last two entries of another one
-    damage(src, cut.file, lambda data: data.__delitem__(slice(cut.position, gone[-1].position + gone[-1].size)))
+    cut_out = slice(cut.position, gone[-1].position + gone[-1].size)
+    damage(src, cut.file, lambda data: data.__delitem__(cut_out))
     damage(src, tail[0].file, lambda data: data.__delitem__(slice(tail[0].position, None)))
     report = check_salvage(src, tmp_path / "out", name, records_of_entries(name, gone + tail))
     dropped = partition_report(report)["dropped"]
