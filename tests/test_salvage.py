@@ -487,3 +487,15 @@ def test_a_damaged_offset_field_between_damaged_entries_is_caught_by_producer_se
     assert dropped[entry.position]["kind"] == "misplaced"
     assert dropped[entry.position]["offsets"] == [{"first": entry.offset, "last": entry.last_offset}]
     assert dropped[before.position]["kind"] == dropped[after.position]["kind"] == "corrupt"
+
+
+def test_a_copy_taken_from_a_running_broker(tmp_path):
+    """The corpus's copy of v2-zstd-0 taken while the broker ran: preallocated (zero-filled) indexes,
+    no snapshot at the log end. Everything is intact: nothing is dropped or reported missing."""
+    import tarfile
+
+    with tarfile.open(REALKAFKA / "_running-copies" / "v2-zstd-0.running.tar.gz") as tar:
+        tar.extractall(tmp_path / "running", filter="data")
+    [src] = [p.parent for p in (tmp_path / "running").rglob("00000000000000000000.log")]
+    report = check_salvage(src, tmp_path / "out", "v2-zstd-0", set())
+    assert partition_report(report)["dropped"] == []
