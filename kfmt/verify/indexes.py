@@ -126,7 +126,10 @@ class IndexChecker:
                              f"that; Kafka reads the log end from the last entry)", *where)
             i = facts.index_at(p)
             if i is None:
-                if p >= facts.readable_end:
+                if p < 0:
+                    report.error("offset-index-entry", f"entry (offset {o}, position {p}) names a negative "
+                                 f"position (expected the position where an entry starts)", *where)
+                elif p >= facts.readable_end:
                     size = facts.segment.log.size
                     what = (f"the end of the log ({size} bytes)" if facts.readable_end == size else
                             f"the readable part of the log (it ends at position {facts.readable_end})")
