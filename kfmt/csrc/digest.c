@@ -1,6 +1,8 @@
 /* The content digest's per-record part (kfmt/report.py, digest version 2): the sum modulo 2**128 of
  * the XXH3-128 hashes of each record's canonical form. Reference: kfmt.report.record_hashes_sum. */
 #include "native.h"
+#include "frames.h"
+#include "records_v2.h"
 
 #define XXH_INLINE_ALL
 #include "xxhash.h"
@@ -70,4 +72,271 @@ PyObject *py_record_hashes_sum(PyObject *self, PyObject *args) {
     record_view_release(&v);
     if (nomem) return PyErr_NoMemory();
     return Py_BuildValue("KK", (unsigned long long)hi, (unsigned long long)lo);
+}
+
+/* ---------------------------------------------------------------- batches walked in place */
+
+/* Whether a row describes the header of its entry p (what kfmt.frames' rows say of it, as the frame
+ * scan reads it): the walk trusts no row it did not check. */
+static int row_describes(const uint8_t *p, const frame *f) {
+    return p[16] == 2 && f->magic == 2 && be64(p) == f->base_offset && (int64_t)be32(p + 8) + 12 == f->size &&
+           be32(p + 12) == f->partition_leader_epoch && (uint32_t)be32(p + 17) == f->crc &&
+           be16(p + 21) == f->attributes && wrap_add(f->base_offset, be32(p + 23)) == f->last_offset &&
+           be64(p + 27) == f->base_timestamp && be64(p + 35) == f->max_timestamp &&
+           be64(p + 43) == f->producer_id && be16(p + 51) == f->producer_epoch &&
+           be32(p + 53) == f->base_sequence && be32(p + 57) == f->records_count &&
+           f->compression == (be16(p + 21) & 0x07) && f->timestamp_type == (be16(p + 21) & 0x08 ? 1 : 0);
+}
+
+/* The sum of the record hashes of one uncompressed batch's records d[0..end) (decode_records' walk,
+ * records_v2.h); 0 if decode would refuse them. */
+static int hash_batch_records(const uint8_t *d, int64_t end, int64_t count, int64_t base_offset, int64_t base_ts,
+                              int has_lat, int64_t lat, gbuf *scratch, uint64_t *lo, uint64_t *hi,
+                              int64_t *first_offset, int *nomem) {
+    kerr e = {0};
+    int64_t pos = 0;
+    if (count > end / MIN_RECORD_SIZE) return 0;
+    for (int64_t i = 0; i < count; i++) {
+        v2_record r;
+        int64_t record_start = pos;
+        if (parse_v2_record(d, &pos, end, i, &r, &e)) return 0;
+        /* kfmt.report's canonical form: 28 bytes, the key, value and header bytes, 8 per header (a
+         * header takes at least 2 bytes of the record): never more than 28 + 5 per record byte */
+        size_t size = 28 + 5 * (size_t)(r.end - record_start);
+        scratch->len = 0;
+        if (gbuf_reserve(scratch, size)) {
+            *nomem = 1;
+            return 0;
+        }
+        int64_t offset = wrap_add(base_offset, r.off_delta);
+        if (i == 0) *first_offset = offset;
+        uint8_t *q = scratch->data;
+        put64(q, offset);
+        put64(q + 8, has_lat ? lat : wrap_add(base_ts, r.ts_delta));
+        q = put_sized(q + 16, r.key, r.klen, r.klen < 0);
+        q = put_sized(q, r.value, r.vlen, r.vlen < 0);
+        put32(q, (int32_t)r.hcount);
+        q += 4;
+        int64_t hpos = r.headers_at;
+        for (int64_t h = 0; h < r.hcount; h++) {
+            const uint8_t *hkey, *hvalue;
+            int64_t hklen, hvlen;
+            v2_next_header(d, &hpos, &r, &hkey, &hklen, &hvalue, &hvlen);
+            q = put_sized(q, hkey, hklen, 0);
+            q = put_sized(q, hvalue, hvlen, hvlen < 0);
+        }
+        XXH128_hash_t hash = XXH3_128bits(scratch->data, (size_t)(q - scratch->data));
+        uint64_t before = *lo;
+        *lo += hash.low64;
+        *hi += hash.high64 + (*lo < before); /* mod 2**128 */
+    }
+    return pos == end;
+}
+
+/* digest_v2_batches(data, rows, start, stop, base, check_crc)
+ *   -> (stopped_at, records, digest_high, digest_low, first_offset | None)
+ * The content digest (kfmt.report) of the records of consecutive uncompressed v2 data batches, rows
+ * [start, stop) of frames of `data` (the file from position `base` on), straight from their bytes: no
+ * columns. Each batch is checked as plugins/formats/v2.py decode checks it (its CRC-32C when
+ * check_crc, its record count, each record as decode_records parses it, records_v2.h). It stops at
+ * the first row it leaves to that per-batch path: anything but an uncompressed v2 data batch
+ * (compressed, control, another magic), a row that does not describe its entry, or a batch decode
+ * refuses, which the per-batch path then reports. Reference: kfmt.batch_runs.digest_batches_reference. */
+PyObject *py_digest_v2_batches(PyObject *self, PyObject *args) {
+    Py_buffer data, rows;
+    Py_ssize_t start, stop;
+    long long base;
+    int check_crc;
+    if (!PyArg_ParseTuple(args, "y*y*nnLp", &data, &rows, &start, &stop, &base, &check_crc)) return NULL;
+    Py_ssize_t n_rows = rows.len / (Py_ssize_t)sizeof(frame);
+    if (start < 0 || stop > n_rows || start > stop) {
+        PyBuffer_Release(&data);
+        PyBuffer_Release(&rows);
+        PyErr_SetString(PyExc_ValueError, "digest_v2_batches: rows outside the array");
+        return NULL;
+    }
+    const frame *f = (const frame *)rows.buf;
+    const uint8_t *d = data.buf;
+    int64_t records = 0, first_offset = 0;
+    int has_first = 0, nomem = 0;
+    uint64_t lo = 0, hi = 0;
+    gbuf scratch = {0};
+    Py_ssize_t i = start;
+    Py_BEGIN_ALLOW_THREADS
+    for (; i < stop; i++) {
+        const frame *row = &f[i];
+        int64_t at = row->position - base, size = row->size;
+        if (at < 0 || size < 61 || at > (int64_t)data.len - size) break;
+        const uint8_t *p = d + at;
+        if (!row_describes(p, row) || row->compression != 0 || (row->attributes & 0x20)) break;
+        if (check_crc && crc32c_update(0, p + 21, (size_t)(size - 21)) != row->crc) break;
+        int64_t count = row->records_count;
+        if (count < 0) break;
+        if (count == 0) continue; /* an empty batch: decode looks no further (reference §4.7) */
+        uint64_t batch_lo = 0, batch_hi = 0;
+        int64_t batch_first = 0;
+        int has_lat = row->timestamp_type == 1;
+        if (!hash_batch_records(p + 61, size - 61, count, row->base_offset, row->base_timestamp, has_lat,
+                                row->max_timestamp, &scratch, &batch_lo, &batch_hi, &batch_first, &nomem))
+            break;
+        uint64_t before = lo;
+        lo += batch_lo;
+        hi += batch_hi + (lo < before);
+        records += count;
+        if (!has_first) {
+            first_offset = batch_first;
+            has_first = 1;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    gbuf_free(&scratch);
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&rows);
+    if (nomem) return PyErr_NoMemory();
+    PyObject *first = has_first ? PyLong_FromLongLong(first_offset) : Py_NewRef(Py_None);
+    return Py_BuildValue("nLKKN", i, (long long)records, (unsigned long long)hi, (unsigned long long)lo, first);
+}
+
+/* ---------------------------------------------------------------- the compaction offset map */
+
+/* kfmt/compaction/offset_map.py: Kafka's SkimpyOffsetMap, an open-addressing table of `slots` rows of
+ * three uint64 (key hash high, key hash low, offset + 1; 0: an empty slot), keyed by the MD5 of each
+ * record key and probed linearly from hash-high mod slots. These are its Python reference's
+ * operations, record by record instead of a batch at a time (same table contents). */
+#include "md5.h"
+
+static int md5_ready = 0;
+
+/* key_md5s(records, indices) -> bytes: the MD5 of the key of each record named (an int64 array), 16
+ * bytes each; NotImplemented where the Python reference decides (a null key, other column types). */
+PyObject *py_key_md5s(PyObject *self, PyObject *args) {
+    PyObject *records;
+    Py_buffer idx;
+    if (!PyArg_ParseTuple(args, "Oy*", &records, &idx)) return NULL;
+    if (!md5_ready) {
+        md5_init_table();
+        md5_ready = 1;
+    }
+    record_view v;
+    int r = record_view_open(&v, records);
+    if (r != 1) {
+        PyBuffer_Release(&idx);
+        if (r < 0) return NULL;
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    const int64_t *indices = idx.buf;
+    Py_ssize_t n = idx.len / 8;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, n * 16);
+    int refused = 0;
+    if (out != NULL) {
+        uint8_t *o = (uint8_t *)PyBytes_AS_STRING(out);
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t j = 0; j < n; j++) {
+            int64_t i = indices[j];
+            if (i < 0 || i >= v.n || !bit_set(v.key_valid, v.key0 + i)) {
+                refused = 1;
+                break;
+            }
+            int64_t k = v.key0 + i;
+            md5(v.key_data + v.key_offsets[k], (size_t)(v.key_offsets[k + 1] - v.key_offsets[k]), o + 16 * j);
+        }
+        Py_END_ALLOW_THREADS
+    }
+    record_view_release(&v);
+    PyBuffer_Release(&idx);
+    if (out != NULL && refused) {
+        Py_DECREF(out);
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    return out;
+}
+
+static int map_args(Py_buffer *table, Py_buffer *hashes, uint64_t *slots) {
+    *slots = (uint64_t)table->len / 24;
+    if (*slots == 0 || table->len % 24 || hashes->len % 16) {
+        PyErr_SetString(PyExc_ValueError, "offset map: a table of (slots, 3) and hashes of (n, 2) uint64");
+        return -1;
+    }
+    return 0;
+}
+
+/* offset_map_put(table, hashes, offsets, max_entries, entries) -> (taken, entries): OffsetMap.put,
+ * one record after the other: it stops before the first record met while the map is full. */
+PyObject *py_offset_map_put(PyObject *self, PyObject *args) {
+    Py_buffer table, hashes, offsets;
+    long long max_entries, entries;
+    if (!PyArg_ParseTuple(args, "w*y*y*LL", &table, &hashes, &offsets, &max_entries, &entries)) return NULL;
+    uint64_t slots;
+    Py_ssize_t n = hashes.len / 16, i = 0;
+    if (map_args(&table, &hashes, &slots) || offsets.len != n * 8) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "offset map: one offset per hash");
+        PyBuffer_Release(&table);
+        PyBuffer_Release(&hashes);
+        PyBuffer_Release(&offsets);
+        return NULL;
+    }
+    uint64_t *t = table.buf;
+    const uint64_t *h = hashes.buf;
+    const int64_t *o = offsets.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (; i < n && entries < max_entries; i++) {
+        uint64_t hi = h[2 * i], lo = h[2 * i + 1], slot = hi % slots;
+        for (;;) {
+            uint64_t *row = t + 3 * slot;
+            if (row[2] == 0) {
+                row[0] = hi;
+                row[1] = lo;
+                row[2] = (uint64_t)o[i] + 1;
+                entries++;
+                break;
+            }
+            if (row[0] == hi && row[1] == lo) {
+                row[2] = (uint64_t)o[i] + 1;
+                break;
+            }
+            slot = slot + 1 == slots ? 0 : slot + 1;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&table);
+    PyBuffer_Release(&hashes);
+    PyBuffer_Release(&offsets);
+    return Py_BuildValue("nL", i, entries);
+}
+
+/* offset_map_get(table, hashes) -> bytes of int64: OffsetMap.get, the mapped offset of each hash, -1
+ * where the key is not in the map. */
+PyObject *py_offset_map_get(PyObject *self, PyObject *args) {
+    Py_buffer table, hashes;
+    if (!PyArg_ParseTuple(args, "y*y*", &table, &hashes)) return NULL;
+    uint64_t slots;
+    if (map_args(&table, &hashes, &slots)) {
+        PyBuffer_Release(&table);
+        PyBuffer_Release(&hashes);
+        return NULL;
+    }
+    Py_ssize_t n = hashes.len / 16;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, n * 8);
+    if (out != NULL) {
+        const uint64_t *t = table.buf, *h = hashes.buf;
+        int64_t *result = (int64_t *)PyBytes_AS_STRING(out);
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t i = 0; i < n; i++) {
+            uint64_t hi = h[2 * i], lo = h[2 * i + 1], slot = hi % slots;
+            result[i] = -1;
+            for (;;) {
+                const uint64_t *row = t + 3 * slot;
+                if (row[2] == 0) break;
+                if (row[0] == hi && row[1] == lo) {
+                    result[i] = (int64_t)(row[2] - 1);
+                    break;
+                }
+                slot = slot + 1 == slots ? 0 : slot + 1;
+            }
+        }
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&table);
+    PyBuffer_Release(&hashes);
+    return out;
 }

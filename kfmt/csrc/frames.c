@@ -219,3 +219,36 @@ PyObject *py_index_frames(PyObject *self, PyObject *args) {
     gbuf_free(&times);
     return result;
 }
+
+/* ---------------------------------------------------------------- rows against their bytes */
+
+/* frames_describe(data, rows, start, stop, base) -> the first row of [start, stop) whose entry (at its
+ * position in `data`, the file from position `base` on) does not begin as the row says: stored offset
+ * (a v2 batch's base offset, a legacy entry's own), size and magic; `stop` when every row does.
+ * Reference: kfmt.writer._checked_rows (numpy), which names the culprit with _checked_header. */
+PyObject *py_frames_describe(PyObject *self, PyObject *args) {
+    Py_buffer buf, rows_buf;
+    Py_ssize_t start, stop;
+    long long base;
+    if (!PyArg_ParseTuple(args, "y*y*nnL", &buf, &rows_buf, &start, &stop, &base)) return NULL;
+    const frame *rows = rows_buf.buf;
+    Py_ssize_t n_rows = rows_buf.len / (Py_ssize_t)sizeof(frame), i = start;
+    if (start < 0 || stop > n_rows || start > stop) {
+        PyBuffer_Release(&buf);
+        PyBuffer_Release(&rows_buf);
+        PyErr_SetString(PyExc_ValueError, "frames_describe: rows outside the array");
+        return NULL;
+    }
+    const uint8_t *d = buf.buf;
+    for (; i < stop; i++) {
+        const frame *f = &rows[i];
+        int64_t at = f->position - base;
+        if (at < 0 || f->size < LOG_OVERHEAD + 5 || at > (int64_t)buf.len - f->size) break;
+        const uint8_t *p = d + at;
+        int64_t stored = f->magic >= 2 ? f->base_offset : f->last_offset;
+        if (be64(p) != stored || (int64_t)be32(p + 8) + LOG_OVERHEAD != f->size || (int8_t)p[16] != f->magic) break;
+    }
+    PyBuffer_Release(&buf);
+    PyBuffer_Release(&rows_buf);
+    return PyLong_FromSsize_t(i);
+}

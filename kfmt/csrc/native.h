@@ -200,9 +200,14 @@ extern PyObject *record_schema;       /* kfmt.model.RECORD_SCHEMA */
 PyObject *py_decode_v2_records(PyObject *self, PyObject *args);
 PyObject *py_encode_v2_records(PyObject *self, PyObject *args);
 PyObject *py_record_hashes_sum(PyObject *self, PyObject *args);
+PyObject *py_digest_v2_batches(PyObject *self, PyObject *args);
+PyObject *py_key_md5s(PyObject *self, PyObject *args);
+PyObject *py_offset_map_put(PyObject *self, PyObject *args);
+PyObject *py_offset_map_get(PyObject *self, PyObject *args);
 PyObject *py_scan_frames(PyObject *self, PyObject *args);
 PyObject *py_frame_layout(PyObject *self, PyObject *args);
 PyObject *py_index_frames(PyObject *self, PyObject *args);
+PyObject *py_frames_describe(PyObject *self, PyObject *args);
 PyObject *py_decode_legacy_messages(PyObject *self, PyObject *args);
 PyObject *py_upgrade_legacy_messages(PyObject *self, PyObject *args);
 PyObject *py_decode_legacy_set(PyObject *self, PyObject *args);

@@ -3,7 +3,7 @@
  * checks, their order, messages and positions are the same. */
 #include "native.h"
 
-#define MIN_RECORD_SIZE 7
+#include "records_v2.h"
 
 enum { OK = 0, BAD_DATA = -1, NO_MEMORY = -2 };
 
@@ -11,82 +11,33 @@ static int decode_records(const uint8_t *d, int64_t end, int64_t count, int64_t 
                           int64_t base_timestamp, int has_lat, int64_t lat, columns *c, kerr *e) {
     int64_t pos = 0;
     for (int64_t i = 0; i < count; i++) {
-        int64_t start = pos, length, ts_delta, off_delta, klen, vlen, hcount;
-        if (read_varint(d, &pos, end, &length, e)) return BAD_DATA;
-        int64_t body = pos;
-        if (length < 0 || body + length > end) {
-            kerr_set(e, start, "record %lld declares %lld bytes but %lld remain in the batch",
-                     (long long)i, (long long)length, (long long)(end - body));
-            return BAD_DATA;
-        }
-        int64_t rec_end = body + length;
-        pos += 1; /* attributes (unused) */
-        if (read_varlong(d, &pos, rec_end, &ts_delta, e) || read_varint(d, &pos, rec_end, &off_delta, e) ||
-            read_varint(d, &pos, rec_end, &klen, e))
-            return BAD_DATA;
-        if (klen >= 0) {
-            if (pos + klen > rec_end) {
-                kerr_set(e, start, "record %lld key of %lld bytes overruns its record", (long long)i,
-                         (long long)klen);
-                return BAD_DATA;
-            }
-            /* (the data buffers hold the whole input: no record can need more) */
-            memcpy(c->key_data.data + c->key_data.len, d + pos, (size_t)klen);
-            c->key_data.len += (size_t)klen;
-            pos += klen;
+        v2_record r;
+        if (parse_v2_record(d, &pos, end, i, &r, e)) return BAD_DATA;
+        /* (the data buffers hold the whole input: no record can need more) */
+        if (r.klen >= 0) {
+            memcpy(c->key_data.data + c->key_data.len, r.key, (size_t)r.klen);
+            c->key_data.len += (size_t)r.klen;
         } else if (columns_null_key(c, i)) {
             return NO_MEMORY;
         }
         c->key_offsets[i + 1] = (int32_t)c->key_data.len;
-        if (read_varint(d, &pos, rec_end, &vlen, e)) return BAD_DATA;
-        if (vlen >= 0) {
-            if (pos + vlen > rec_end) {
-                kerr_set(e, start, "record %lld value of %lld bytes overruns its record", (long long)i,
-                         (long long)vlen);
-                return BAD_DATA;
-            }
-            memcpy(c->value_data.data + c->value_data.len, d + pos, (size_t)vlen);
-            c->value_data.len += (size_t)vlen;
-            pos += vlen;
+        if (r.vlen >= 0) {
+            memcpy(c->value_data.data + c->value_data.len, r.value, (size_t)r.vlen);
+            c->value_data.len += (size_t)r.vlen;
         } else if (columns_null_value(c, i)) {
             return NO_MEMORY;
         }
         c->value_offsets[i + 1] = (int32_t)c->value_data.len;
-        if (read_varint(d, &pos, rec_end, &hcount, e)) return BAD_DATA;
-        if (hcount < 0 || hcount > rec_end - pos) {
-            kerr_set(e, start, "record %lld has an invalid header count %lld", (long long)i, (long long)hcount);
-            return BAD_DATA;
-        }
-        for (int64_t h = 0; h < hcount; h++) {
+        int64_t hpos = r.headers_at;
+        for (int64_t h = 0; h < r.hcount; h++) {
+            const uint8_t *hkey, *hvalue;
             int64_t hklen, hvlen;
-            if (read_varint(d, &pos, rec_end, &hklen, e)) return BAD_DATA;
-            if (hklen < 0 || pos + hklen > rec_end) {
-                kerr_set(e, start, "record %lld has an invalid header key length %lld", (long long)i,
-                         (long long)hklen);
-                return BAD_DATA;
-            }
-            const uint8_t *hkey = d + pos;
-            pos += hklen;
-            if (read_varint(d, &pos, rec_end, &hvlen, e)) return BAD_DATA;
-            const uint8_t *hvalue = d + pos;
-            if (hvlen >= 0) {
-                if (pos + hvlen > rec_end) {
-                    kerr_set(e, start, "record %lld header value of %lld bytes overruns its record",
-                             (long long)i, (long long)hvlen);
-                    return BAD_DATA;
-                }
-                pos += hvlen;
-            }
+            v2_next_header(d, &hpos, &r, &hkey, &hklen, &hvalue, &hvlen);
             if (columns_add_header(c, hkey, hklen, hvalue, hvlen < 0 ? -1 : hvlen)) return NO_MEMORY;
         }
         c->header_list_offsets[i + 1] = (int32_t)c->headers;
-        if (pos != rec_end) {
-            kerr_set(e, start, "record %lld declares %lld bytes but its fields use %lld", (long long)i,
-                     (long long)length, (long long)(pos - body));
-            return BAD_DATA;
-        }
-        c->offsets[i] = wrap_add(base_offset, off_delta);
-        c->timestamps[i] = has_lat ? lat : wrap_add(base_timestamp, ts_delta);
+        c->offsets[i] = wrap_add(base_offset, r.off_delta);
+        c->timestamps[i] = has_lat ? lat : wrap_add(base_timestamp, r.ts_delta);
     }
     if (pos != end) {
         kerr_set(e, pos, "%lld bytes follow the %lld declared records", (long long)(end - pos), (long long)count);
