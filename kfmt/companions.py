@@ -35,6 +35,7 @@ only v2 rows with a producer id or a new leader epoch are looked at one by one. 
 from __future__ import annotations
 
 import gc
+import struct
 import time
 from dataclasses import dataclass, field
 
@@ -58,22 +59,44 @@ DEFAULT_INDEX_INTERVAL_BYTES = 4096  # index.interval.bytes
 
 @dataclass
 class SegmentCompanions:
-    """The index files of one segment."""
+    """The index files of one segment. The entries are kept as pairs of native int64 (offset and
+    position; timestamp and offset), as the index walk makes them: a segment of small batches has
+    hundreds of thousands, too many to hold one object each."""
 
     base_offset: int
-    offset_entries: list[OffsetEntry]
-    time_entries: list[TimeEntry]
+    offset_pairs: bytes
+    time_pairs: bytes
     aborted: list[AbortedTxn]
     next_offset: int  # the offset after the segment's last batch; its base offset if it has none
     batches: int
 
     @property
+    def offset_entries(self) -> list[OffsetEntry]:
+        return _entries(OffsetEntry, self.offset_pairs)
+
+    @property
+    def time_entries(self) -> list[TimeEntry]:
+        return _entries(TimeEntry, self.time_pairs)
+
+    @property
     def index(self) -> bytes:
-        return indexes.write_offset_index(self.offset_entries, self.base_offset)
+        pairs = _pairs(self.offset_pairs)
+        relative = pairs[:, 0] - self.base_offset
+        if not _fit_int32(relative, pairs[:, 1]):
+            return indexes.write_offset_index(self.offset_entries, self.base_offset)  # (refuses them)
+        out = np.empty(len(pairs), dtype=[("relative", ">i4"), ("position", ">i4")])
+        out["relative"], out["position"] = relative, pairs[:, 1]
+        return out.tobytes()
 
     @property
     def timeindex(self) -> bytes:
-        return indexes.write_time_index(self.time_entries, self.base_offset)
+        pairs = _pairs(self.time_pairs)
+        relative = pairs[:, 1] - self.base_offset
+        if not _fit_int32(relative):
+            return indexes.write_time_index(self.time_entries, self.base_offset)  # (refuses them)
+        out = np.empty(len(pairs), dtype=[("timestamp", ">i8"), ("relative", ">i4")])
+        out["timestamp"], out["relative"] = pairs[:, 0], relative
+        return out.tobytes()
 
     @property
     def txnindex(self) -> bytes | None:
@@ -160,23 +183,32 @@ class SegmentIndexer:
         self.position = 0  # Kafka's validBytes
         self.last_indexed_position = 0
         self.max_timestamp, self.offset_of_max = NO_TIMESTAMP, base_offset
-        self.offset_entries: list[OffsetEntry] = []
-        self.time_entries: list[TimeEntry] = []
+        self.offset_pairs = bytearray()  # (offset, position) as native int64 pairs
+        self.time_pairs = bytearray()  # (timestamp, offset)
+        self.last_time_entry = NO_TIMESTAMP  # the timestamp of the last time entry
         self.last_offset: int | None = None
         self.batches = 0
 
+    @property
+    def offset_entries(self) -> list[OffsetEntry]:
+        return _entries(OffsetEntry, self.offset_pairs)
+
+    @property
+    def time_entries(self) -> list[TimeEntry]:
+        return _entries(TimeEntry, self.time_pairs)
+
     def _maybe_append_time_entry(self) -> None:
         # TimeIndex.maybeAppend: only a timestamp above the last entry's (initially -1) is added
-        last = self.time_entries[-1].timestamp if self.time_entries else NO_TIMESTAMP
-        if self.max_timestamp > last:
-            self.time_entries.append(TimeEntry(self.max_timestamp, self.offset_of_max))
+        if self.max_timestamp > self.last_time_entry:
+            self.time_pairs += _PAIR.pack(self.max_timestamp, self.offset_of_max)
+            self.last_time_entry = self.max_timestamp
 
     def add(self, header: BatchHeader) -> None:
         self._check(header)
         if header.max_timestamp > self.max_timestamp:
             self.max_timestamp, self.offset_of_max = header.max_timestamp, header.last_offset
         if self.position - self.last_indexed_position > self.interval:
-            self.offset_entries.append(OffsetEntry(header.last_offset, self.position))
+            self.offset_pairs += _PAIR.pack(header.last_offset, self.position)
             self._maybe_append_time_entry()
             self.last_indexed_position = self.position
         self.position += header.size
@@ -190,14 +222,13 @@ class SegmentIndexer:
         if native is not None and rows.dtype == FRAME_DTYPE:
             rows = np.ascontiguousarray(rows)
             while start < len(rows):
-                last_time = self.time_entries[-1].timestamp if self.time_entries else NO_TIMESTAMP
                 stop, state, offsets, times = native.index_frames(rows, start, len(rows), (
                     self.base_offset, self.interval, self.position, self.last_indexed_position,
-                    self.max_timestamp, self.offset_of_max, self.last_offset, last_time))
+                    self.max_timestamp, self.offset_of_max, self.last_offset, self.last_time_entry))
                 (_, _, self.position, self.last_indexed_position, self.max_timestamp,
-                 self.offset_of_max, self.last_offset, _) = state
-                self.offset_entries += _entries(OffsetEntry, offsets)
-                self.time_entries += _entries(TimeEntry, times)
+                 self.offset_of_max, self.last_offset, self.last_time_entry) = state
+                self.offset_pairs += offsets
+                self.time_pairs += times
                 self.batches += stop - start
                 if stop < len(rows):
                     self.add(header_of(rows[stop].item()))
@@ -230,7 +261,7 @@ class SegmentIndexer:
     def finish(self, aborted: list[AbortedTxn] | None = None) -> SegmentCompanions:
         # "A normally closed segment always appends the biggest timestamp ever seen"
         self._maybe_append_time_entry()
-        return SegmentCompanions(self.base_offset, self.offset_entries, self.time_entries,
+        return SegmentCompanions(self.base_offset, bytes(self.offset_pairs), bytes(self.time_pairs),
                                  aborted or [], self.next_offset, self.batches)
 
 
@@ -261,7 +292,7 @@ class _SegmentRecovery:
         """add() for rows of data batches (no control batch): the epoch cache and the producer state
         are independent of the indexes, so each is brought up to date over all the rows at once."""
         self.indexer.add_frames(rows)
-        v2 = rows[rows["magic"] >= 2]
+        v2 = _v2_rows(rows)
         if len(v2):
             latest = self.epochs.entries[-1].epoch if self.epochs.entries else -1
             for epoch, base_offset in _rising_epochs(v2, latest):
@@ -387,7 +418,7 @@ class SegmentFactsBuilder:
         """add() for rows of data batches (no control batch), many at a time."""
         _no_control(rows)
         self.indexer.add_frames(rows)
-        v2 = rows[rows["magic"] >= 2]
+        v2 = _v2_rows(rows)
         if not len(v2):
             return
         self._v2_next_offset = int(v2["last_offset"][-1]) + 1
@@ -535,11 +566,22 @@ class CompanionBuilder:
         producers.take_snapshot(self._snapshots)
 
 
+_PAIR = struct.Struct("=qq")  # an index entry as the index walk makes it (native int64 pairs)
+
+
+def _pairs(data) -> np.ndarray:
+    return np.frombuffer(data, np.int64).reshape(-1, 2)
+
+
+def _fit_int32(*columns: np.ndarray) -> bool:
+    return all(not len(c) or (c.min() >= -(1 << 31) and c.max() <= INT32_MAX) for c in columns)
+
+
 def _entries(kind, data: bytes) -> list:
-    """Index entries, kind(a, b) for each int64 pair of a kernel's output. Thousands of small objects
-    at once: made with the cyclic GC paused (they hold no cycles; otherwise each burst of allocations
-    has it rescan every live object, tripling the cost)."""
-    pairs = np.frombuffer(data, np.int64).reshape(-1, 2)
+    """Index entries, kind(a, b) for each int64 pair. Thousands of small objects at once: made with
+    the cyclic GC paused (they hold no cycles; otherwise each burst of allocations has it rescan
+    every live object, tripling the cost)."""
+    pairs = _pairs(data)
     paused = gc.isenabled()
     gc.disable()
     try:
@@ -547,6 +589,11 @@ def _entries(kind, data: bytes) -> list:
     finally:
         if paused:
             gc.enable()
+
+
+def _v2_rows(rows: np.ndarray) -> np.ndarray:
+    v2 = rows["magic"] >= 2
+    return rows if v2.all() else rows[v2]
 
 
 def _rising_epochs(v2_rows: np.ndarray, latest: int) -> list[tuple[int, int]]:

@@ -29,6 +29,7 @@ import os
 import re
 import secrets
 import socket
+import threading
 import time
 from dataclasses import dataclass
 
@@ -46,6 +47,26 @@ OWNERLESS_GRACE_MS = 60_000
 def new_run_id() -> str:
     """32 hex digits, ordered by start time: 16 of nanoseconds, 16 random."""
     return f"{time.time_ns():016x}{secrets.token_hex(8)}"
+
+
+# Data at least this large is hashed in a second thread while it is written: SHA-256 (about 1.7 GB/s
+# with the CPU's SHA instructions) and the write (a copy into the kernel) then overlap instead of
+# adding up. Both release the GIL for buffers of this size.
+PARALLEL_HASH_BYTES = 1 << 20
+
+
+def hashed_write(sha, data, write):
+    """write(data) with sha.update(data) alongside: the SHA-256 a file record carries is computed
+    from the very buffer handed to the store (for a byte-for-byte copy, the source's mapping)."""
+    if len(data) < PARALLEL_HASH_BYTES:
+        sha.update(data)
+        return write(data)
+    hasher = threading.Thread(target=sha.update, args=(data,), name="kfmt-sha256")
+    hasher.start()
+    try:
+        return write(data)
+    finally:
+        hasher.join()
 
 
 def _check_rel(rel: str) -> list[str]:
@@ -67,8 +88,7 @@ class StagedStream(WriteStream):
         self.record: FileRecord | None = None
 
     def write(self, data) -> int:
-        self._sha.update(data)
-        n = self._stream.write(data)
+        n = hashed_write(self._sha, data, self._stream.write)
         self.size += len(data)
         return n
 
@@ -101,8 +121,9 @@ class StagedFiles:
 
     def write(self, rel: str, data, mtime_ms: int | None = None) -> FileRecord:
         path = self.path(rel)
-        self.storage.write(path, data, mtime_ms)
-        return self._finish(rel, len(data), hashlib.sha256(data).hexdigest(), mtime_ms)
+        sha = hashlib.sha256()
+        hashed_write(sha, data, lambda chunk: self.storage.write(path, chunk, mtime_ms))
+        return self._finish(rel, len(data), sha.hexdigest(), mtime_ms)
 
     def open(self, rel: str, mtime_ms: int | None = None) -> StagedStream:
         """Stream a file (memory stays bounded); close() records it, abort() leaves nothing."""

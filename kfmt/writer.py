@@ -31,6 +31,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
+import numpy as np
+
 from kfmt import registry
 from kfmt.companions import CompanionBuilder, SegmentFacts, SegmentFactsBuilder, control_facts
 from kfmt.control import ControlType
@@ -38,7 +40,9 @@ from kfmt.errors import DataError, UsageError
 from kfmt.indexes import OFFSET_ENTRY, TIME_ENTRY
 from kfmt.layout import PARTITION_METADATA, PartitionDir, Segment, segment_file_name
 from kfmt.manifest import FileRecord
+from kfmt.frames import ATTR_CONTROL, header_of
 from kfmt.model import INT32_MAX, LOG_OVERHEAD, NO_TIMESTAMP, Batch, BatchHeader
+from kfmt.speedups import native
 from kfmt.staging import StagedFiles, StagedOutput
 from kfmt.txnindex import write_txn_index
 from kfmt.wire import OFFSET_AND_SIZE
@@ -48,6 +52,8 @@ DEFAULT_SEGMENT_BYTES = 1 << 30  # segment.bytes, at least 14 (LegacyRecord.RECO
 DEFAULT_SEGMENT_MS = 7 * 24 * 60 * 60 * 1000  # segment.ms, at least 1
 DEFAULT_MAX_INDEX_BYTES = 10 * 1024 * 1024  # segment.index.bytes
 DEFAULT_INDEX_INTERVAL_BYTES = 4096  # index.interval.bytes
+
+_INT64_MAX = 2**63 - 1
 
 # Why a segment starts (SegmentPlan.reason)
 FIRST = "first"
@@ -165,6 +171,45 @@ class SegmentPlanner:
                             f"offset {self.base_offset} (reference §12.1)", offset=header.last_offset)
         self._count(header)
         return reason
+
+    def place_frames(self, rows: np.ndarray) -> int:
+        """place() for the leading rows of frames (kfmt.frames) that join the current segment, many
+        at a time: how many it placed, each as place() would have; 0 when the next row must go
+        through place() (it starts a segment, or is refused). The rows' positions must be the ones
+        they get in the segment (from `size` on)."""
+        if not len(rows) or self.base_offset is None or self._roll_requested or self.size == 0:
+            return 0
+        p = self.policy
+        last = rows["last_offset"].astype(np.int64)
+        ends = self.size + np.cumsum(rows["size"], dtype=np.int64)
+        previous = np.concatenate(([self.last_offset], last[:-1]))
+        joins = (rows["base_offset"] > previous) & (last >= self.base_offset) & (ends <= p.segment_bytes)
+        if self.base_offset + INT32_MAX <= _INT64_MAX:
+            joins &= last <= self.base_offset + INT32_MAX
+        if self._first_max_timestamp >= 0 and self._first_max_timestamp + p.segment_ms <= _INT64_MAX:
+            joins &= rows["max_timestamp"] <= self._first_max_timestamp + p.segment_ms
+        # a full index: each row adds at most one entry of each kind
+        room = min(p.max_offset_entries - self._offset_entries,
+                   p.max_time_entries - 1 - self._time_entries)
+        refused = np.flatnonzero(~joins)
+        placed = max(0, min(int(refused[0]) if len(refused) else len(rows), room))
+        self._count_rows(rows[:placed])
+        return placed
+
+    def _count_rows(self, rows: np.ndarray) -> None:
+        """_count() over rows: the index walk in one compiled call where it is built."""
+        if native is not None and len(rows):
+            stop, state, offsets, times = native.index_frames(np.ascontiguousarray(rows), 0, len(rows), (
+                self.base_offset, self.policy.index_interval_bytes, self.size,
+                self._last_indexed_position, self._max_timestamp, self.base_offset, self.last_offset,
+                self._last_time_entry))
+            self._offset_entries += len(offsets) // 16
+            self._time_entries += len(times) // 16
+            (_, _, self.size, self._last_indexed_position, self._max_timestamp, _, self.last_offset,
+             self._last_time_entry) = state
+            rows = rows[stop:]  # rows it left (positions other than the segment's) are counted below
+        for row in rows.tolist():
+            self._count(header_of(row))
 
     def _new_base(self, header: BatchHeader, reason: str) -> int:
         if header.base_offset is not None:
@@ -288,6 +333,36 @@ def _checked_header(header: BatchHeader, entry) -> BatchHeader:
                          f"{header.size}) does not describe the entry (magic {entry[16]}, offset "
                          f"{offset}, {len(entry)} bytes)")
     return header if header.size is not None else header.replace(size=len(entry))
+
+
+def _checked_rows(rows: np.ndarray, entries) -> tuple[np.ndarray, int]:
+    """_checked_header for rows of frames of data batches and their concatenated bytes: (the rows,
+    the position the first of them is given), positions made consecutive if they were not."""
+    sizes = rows["size"].astype(np.int64)
+    if not len(rows) or sizes.min() < LOG_OVERHEAD + 5 or int(sizes.sum()) != len(entries):
+        raise UsageError(f"{len(rows)} rows of frames do not describe {len(entries)} bytes of entries")
+    if ((rows["magic"] >= 2) & (rows["attributes"] & ATTR_CONTROL != 0)).any():
+        raise UsageError("control batches are appended one by one, with their marker's facts")
+    base = int(rows["position"][0])
+    starts = base + np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    if not np.array_equal(rows["position"], starts):
+        rows = rows.copy()
+        rows["position"] = starts
+    rows = np.ascontiguousarray(rows)
+    if native is not None:
+        bad = native.frames_describe(entries, rows, 0, len(rows), base)
+    else:
+        head = np.frombuffer(entries, np.uint8)[(starts - base)[:, None] + np.arange(LOG_OVERHEAD + 5)]
+        offset = head[:, :8].copy().view(">i8").ravel()
+        size = head[:, 8:12].copy().view(">i4").ravel().astype(np.int64)
+        magic = head[:, 16].view(np.int8)
+        stored = np.where(rows["magic"] >= 2, rows["base_offset"], rows["last_offset"])
+        wrong = np.flatnonzero((size + LOG_OVERHEAD != sizes) | (magic != rows["magic"]) | (offset != stored))
+        bad = int(wrong[0]) if len(wrong) else len(rows)
+    if bad < len(rows):
+        at = int(starts[bad]) - base
+        _checked_header(header_of(rows[bad].item()), memoryview(entries)[at:at + int(sizes[bad])])
+    return rows, base
 
 
 def _control_of(header: BatchHeader, entry) -> tuple[ControlType | None, int, int | None]:
@@ -492,10 +567,14 @@ def write_segment(files: StagedFiles, rel_dir: str, plan: SegmentPlan,
                   mtime_ms: int | None = None) -> WrittenSegment:
     """Write one planned segment from its batches' (header, bytes): its `.log`, `.index` and
     `.timeindex`; the other companion files come afterwards from write_companions(), which needs
-    every segment in order."""
+    every segment in order. An item may also be (rows, bytes): consecutive data batches as rows of
+    frames (kfmt.frames) and their concatenated bytes, written many at a time."""
     log = _TaskSegment(files, rel_dir, plan.base_offset, plan.index_interval_bytes, plan.reason)
     try:
         for header, entry in entries:
+            if isinstance(header, np.ndarray):
+                log.append_frames(_checked_rows(header, entry)[0], entry)
+                continue
             log.append(_checked_header(header, entry), entry)
         if log.facts.indexer.batches != plan.count or log.position != plan.size:
             raise UsageError(f"segment {plan.base_offset} was planned with {plan.count} batches of "
@@ -521,6 +600,18 @@ class _TaskSegment(_SegmentLog):
         self.facts.add(written.header, written.control, written.coordinator_epoch,
                        written.marker_timestamp)
         return written
+
+    def append_frames(self, rows: np.ndarray, entries, mtime_ms: int | None = None) -> None:
+        """append() for consecutive data batches given as rows of frames (checked by _checked_rows:
+        consecutive positions) and their concatenated bytes."""
+        if int(rows["position"][0]) != self.position:  # where they land in this segment
+            rows = rows.copy()
+            rows["position"] += self.position - int(rows["position"][0])
+        self.stream.write(entries)
+        self.facts.add_frames(rows)
+        self.position += len(entries)
+        if mtime_ms is not None:
+            self.mtime_ms = mtime_ms if self.mtime_ms is None else max(self.mtime_ms, mtime_ms)
 
     def close(self, mtime_ms: int | None = None) -> WrittenSegment:
         """`mtime_ms`: the segment's modification time (default: the newest of its batches')."""
@@ -560,6 +651,39 @@ class SegmentRunWriter:
             self._segment = _TaskSegment(self.files, self.rel_dir, self.planner.base_offset,
                                          self.policy.index_interval_bytes, reason)
         return self._segment.append(header, entry, facts, mtime_ms)
+
+    @property
+    def position(self) -> int:
+        """Where the next batch goes if it joins the open segment (0 before the first)."""
+        return self.planner.size if self._segment is not None else 0
+
+    def append_frames(self, rows: np.ndarray, entries, *, mtime_ms: int | None = None) -> None:
+        """append() for consecutive data batches (no control batch) given as rows of frames
+        (kfmt.frames) and their concatenated bytes, many at a time: the same segments, rolled at
+        the same batches (SegmentPlanner.place_frames), as appending them one by one. Rows already
+        positioned from `position` on are taken as they are."""
+        entries = memoryview(entries)
+        rows, base = _checked_rows(rows, entries)
+        start = 0
+        while start < len(rows):
+            rest = rows[start:]
+            at = int(rest["position"][0]) - base  # in entries
+            placed = 0
+            if self._segment is not None:
+                if int(rest["position"][0]) != self.planner.size:
+                    rest = rest.copy()
+                    rest["position"] += self.planner.size - int(rest["position"][0])
+                placed = self.planner.place_frames(rest)
+            if placed:
+                end = at + int(rest["position"][placed - 1] + rest["size"][placed - 1]
+                               - rest["position"][0])
+                self._segment.append_frames(rest[:placed], entries[at:end], mtime_ms)
+                start += placed
+            else:  # a roll, or an error: the one-by-one way decides
+                header = header_of(rows[start].item())
+                self.append(header.replace(position=None), entries[at:at + header.size],
+                            facts=(None, -1, None), mtime_ms=mtime_ms)
+                start += 1
 
     def _end_segment(self, mtime_ms: int | None = None) -> None:
         if self._segment is not None:

@@ -13,6 +13,7 @@ import shutil
 import stat
 import warnings
 
+from kfmt.direct_io import DirectFile
 from kfmt.errors import KfmtWarning
 from kfmt.hookspecs import hookimpl
 from kfmt.storage import FileInfo, Storage, StorageBackend, WriteStream
@@ -21,21 +22,16 @@ from kfmt.storage import FileInfo, Storage, StorageBackend, WriteStream
 class LocalWriteStream(WriteStream):
     def __init__(self, path: str):
         self.path = path
-        self._file = open(path, "wb")
+        self._file = DirectFile(path)  # the bulk of a large file past the page cache (kfmt.direct_io)
 
     def write(self, data) -> int:
         return self._file.write(data)
 
     def close(self) -> None:
-        if self._file.closed:
-            return
-        self._file.flush()
-        os.fsync(self._file.fileno())
-        self._file.close()
+        self._file.close(sync=True)
 
     def abort(self) -> None:
-        if not self._file.closed:
-            self._file.close()
+        self._file.abort()
         try:
             os.remove(self.path)
         except FileNotFoundError:
