@@ -11,7 +11,8 @@ FrameScanner.chunks()) and handle a whole run in one compiled call (kfmt/csrc/le
 * `encode_messages(...)`: uncompressed entries for many records at once;
 * `upgrade_pieces(...)` / `upgrade_run(...)`: the v2 batches Kafka 4.0 makes of a run (kfmt.convert's rules: one
   single-record batch per message; with `rebatch`, consecutive messages grouped by `joins`, the rule
-  of kfmt.pipelines.upgrade), their rows, and the content digest of the records converted.
+  of kfmt.pipelines.upgrade), their rows, and the content digest of the records converted;
+  `RunUpgrader` for a run that arrives chunk by chunk (kfmt upgrade).
 
 The `*_reference` functions define the results, entry by entry through the message-format plugins;
 the kernels give the same (tests/test_speedups.py). A kernel stops at the first entry it is not sure
@@ -154,13 +155,19 @@ def upgrade_run(data, rows: np.ndarray, file: str, *, options: ReadOptions = STR
 
 def upgrade_pieces(data, rows: np.ndarray, file: str, *, options: ReadOptions = STRICT,
                    base: int = 0, out_position: int = 0, rebatch: bool = False,
-                   max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES) -> Iterator[UpgradedRun]:
-    """upgrade_run in consecutive pieces of a few MB each (write each before asking for the next)."""
+                   max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+                   close_last: bool = True) -> Iterator[UpgradedRun]:
+    """upgrade_run in consecutive pieces of a few MB each (write each before asking for the next).
+    With `close_last` False, a --rebatch group still open after the last row is left unconverted
+    (its rows follow the converted ones: every message is one record, so the pieces' record counts
+    say how many rows were converted); RunUpgrader gives them again with the run's next rows."""
     rows = _run_rows(rows)
     if native is None:
-        yield upgrade_run_reference(data, rows, file, options=options, base=base,
+        run = upgrade_run_reference(data, rows, file, options=options, base=base,
                                     out_position=out_position, rebatch=rebatch,
-                                    max_batch_bytes=max_batch_bytes)
+                                    max_batch_bytes=max_batch_bytes, close_last=close_last)
+        if run.digest.records:
+            yield run
         return
     ends = np.cumsum(rows["size"], dtype=np.int64)
     start, written, budget = 0, 0, MAX_CALL_BYTES
@@ -169,7 +176,7 @@ def upgrade_pieces(data, rows: np.ndarray, file: str, *, options: ReadOptions = 
         last = stop == len(rows)
         at, refused, blob, new_rows, (records, high, low) = native.upgrade_legacy_messages(
             data, rows, start, stop, base, options.check_crc, out_position + written, rebatch,
-            max_batch_bytes, last)
+            max_batch_bytes, last and close_last)
         if refused:
             _decode_one(data, rows, at, file, options, base)  # raises the reader's error
             raise AssertionError(f"{file}: kfmt._speedups refused the entry at position "
@@ -178,15 +185,58 @@ def upgrade_pieces(data, rows: np.ndarray, file: str, *, options: ReadOptions = 
             yield UpgradedRun(blob, np.frombuffer(new_rows, FRAME_DTYPE),
                               ContentDigest(records, high << 64 | low))
         written += len(blob)
+        if last and not close_last:
+            return  # the group open at the end (if any) waits for the caller's next rows
         # A --rebatch group still open at `stop` is redone by the next call, which starts at its
         # first row; one that fills the whole call gets a larger one.
         budget = MAX_CALL_BYTES if at > start else budget * 2
         start = at
 
 
+class RunUpgrader:
+    """upgrade_pieces for one run of uncompressed legacy messages that arrives in parts (the rows of
+    consecutive FrameScanner.chunks()): a --rebatch group still open at the end of a part waits for
+    the next one, so the batches are those of the whole run, while memory holds one part (and one
+    open group) at a time."""
+
+    def __init__(self, data, file: str, *, options: ReadOptions = STRICT, base: int = 0,
+                 rebatch: bool = False, max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES):
+        self.data, self.file, self.options, self.base = data, file, options, base
+        self.rebatch, self.max_batch_bytes = rebatch, max_batch_bytes
+        self._open: np.ndarray | None = None  # rows of the group left open by the last part
+
+    @property
+    def waiting(self) -> np.ndarray | None:
+        """The rows of the group left open by the last part (None: none)."""
+        return self._open
+
+    def pieces(self, rows: np.ndarray, *, more: bool = False,
+               out_position: int = 0) -> Iterator[UpgradedRun]:
+        """The v2 batches of the run's next rows (they follow the previous part's); `more`: the
+        run may go on in the next part; `out_position`: where the first batch will be written."""
+        rows = _run_rows(rows)
+        if self._open is not None:
+            rows, self._open = np.concatenate([self._open, rows]), None
+        converted = 0
+        for piece in upgrade_pieces(self.data, rows, self.file, options=self.options, base=self.base,
+                                    out_position=out_position, rebatch=self.rebatch,
+                                    max_batch_bytes=self.max_batch_bytes, close_last=not more):
+            converted += piece.digest.records
+            yield piece
+        if converted < len(rows):
+            self._open = rows[converted:].copy()
+
+    def finish(self, out_position: int = 0) -> Iterator[UpgradedRun]:
+        """The batches of a group still open: the run has ended."""
+        if self._open is not None:
+            rows, self._open = self._open, None
+            yield from self.pieces(rows, out_position=out_position)
+
+
 def upgrade_run_reference(data, rows: np.ndarray, file: str, *, options: ReadOptions = STRICT,
                           base: int = 0, out_position: int = 0, rebatch: bool = False,
-                          max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES) -> UpgradedRun:
+                          max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+                          close_last: bool = True) -> UpgradedRun:
     digest = ContentDigest()
     encode = registry.get().format_for(2).encode
     out = bytearray()
@@ -196,10 +246,11 @@ def upgrade_run_reference(data, rows: np.ndarray, file: str, *, options: ReadOpt
     def flush():
         header, records = convert_batch(group[0]) if len(group) == 1 else convert_run(group)
         out.extend(encode(header, records))
+        for member in group:
+            digest.update(member.records)
 
     for i in range(len(rows)):
         batch = _decode_one(data, rows, i, file, options, base)
-        digest.update(batch.records)
         if group and rebatch and joins(group[0], group_bytes, batch, max_batch_bytes):
             group.append(batch)
             group_bytes += batch.header.size
@@ -207,7 +258,7 @@ def upgrade_run_reference(data, rows: np.ndarray, file: str, *, options: ReadOpt
         if group:
             flush()
         group, group_bytes = [batch], batch.header.size
-    if group:
+    if group and close_last:
         flush()
     scanned = segment.FrameScanner(bytes(out), file, base=out_position)
     return UpgradedRun(bytes(out), rows_of(list(scanned)), digest)

@@ -26,7 +26,8 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from kfmt import segment
+from kfmt import batch_runs, segment
+from kfmt.batch_runs import CheckedRun
 from kfmt.checkpoints import checkpoint_text, read_offset_checkpoint, write_offset_checkpoint
 from kfmt.companions import (DEFAULT_INDEX_INTERVAL_BYTES, CompanionBuilder,
                              existing_leader_epochs)
@@ -194,13 +195,7 @@ def reindex_partition(plan: PartitionPlan, out: StagedOutput, options: ReindexOp
         except DataError as err:
             raise err.located(file=file)
         tally.add_segment(len(data))
-        for header in segment.scan(data, file):
-            batch = segment.decode(data, header, file)  # strict: CRCs and record structure
-            try:
-                builder.add_decoded_batch(batch)
-            except DataError as err:
-                raise err.located(file=file, base_position=header.position, offset=header.last_offset)
-            tally.add_batch(batch)
+        _check_segment(data, file, builder, tally)
         companions = builder.end_segment()
         out.write(plan.rel_path(seg.log.name), data, seg.log.mtime_ms)
         for name, content in companions.files().items():
@@ -214,6 +209,36 @@ def reindex_partition(plan: PartitionPlan, out: StagedOutput, options: ReindexOp
         out.write(plan.rel_path(PARTITION_METADATA), bytes(storage.read(metadata.path)),
                   metadata.mtime_ms)
     return tally.finish()
+
+
+def _check_segment(data, file: str, builder: CompanionBuilder, tally: PartitionTally) -> None:
+    """Every batch of a segment checked (CRCs, record structure) and counted, in file order, and fed
+    to the companion builder. Uncompressed v2 data batches are checked and digested where they lie,
+    many at a time, and reach the builder as frames (kfmt.batch_runs); every other entry is decoded
+    (segment.decode). Nothing of it is written before the whole segment passed."""
+    scanner = segment.FrameScanner(data, file)
+    for rows in scanner.chunks():
+        for item in batch_runs.checked(data, rows, file):
+            try:
+                if isinstance(item, CheckedRun):
+                    builder.add_frames(item.rows)
+                else:
+                    builder.add_decoded_batch(item)
+            except DataError as err:
+                raise _located(err, file, item)
+            batch_runs.add_to_tally(tally, item)
+    if scanner.tail.is_error:
+        raise scanner.tail.error(file)
+
+
+def _located(err: DataError, file: str, item) -> DataError:
+    """The error of the companion builder about a batch, located at that batch (a row of a run names
+    the offset the error names)."""
+    if isinstance(item, CheckedRun):
+        rows = item.rows[item.rows["last_offset"] == err.offset] if err.offset is not None else item.rows[:0]
+        row = rows[0] if len(rows) else item.rows[0]
+        return err.located(file=file, base_position=int(row["position"]), offset=int(row["last_offset"]))
+    return err.located(file=file, base_position=item.header.position, offset=item.header.last_offset)
 
 
 def _write_log_dir_files(plan: Plan, storage: Storage, path: str, out: StagedOutput) -> None:

@@ -59,17 +59,21 @@ class RecompressRewriter(Rewriter):
         return (header.is_control or header.records_count == 0
                 or (header.compression == self.codec and self.level is None))
 
-    def outputs(self, batches: Iterator[tuple[BatchHeader, object, Batch]]) -> Iterator[Output]:
-        for header, entry, batch in batches:
-            if header.magic < 2:
-                v2_header, records = convert_batch(batch)
-                v2_header = v2_header.replace(compression=self.codec)
-                yield Output(encode_v2(v2_header, records, self.level), header)
-            elif self.keeps(header):
-                yield Output(bytes(entry), header, batch)
-            else:
-                yield Output(encode_v2(batch.header.replace(compression=self.codec), batch.records,
-                                       self.level), header)
+    @property
+    def copies_uncompressed_v2(self) -> bool:
+        """Uncompressed v2 data batches stay as they are when the target is none with no level."""
+        return self.codec == 0 and self.level is None
+
+    def outputs(self, header: BatchHeader, entry, batch: Batch) -> Iterator[Output]:
+        if header.magic < 2:
+            v2_header, records = convert_batch(batch)
+            v2_header = v2_header.replace(compression=self.codec)
+            yield Output(encode_v2(v2_header, records, self.level), header)
+        elif self.keeps(header):
+            yield Output(entry, header, batch)
+        else:
+            yield Output(encode_v2(batch.header.replace(compression=self.codec), batch.records,
+                                   self.level), header)
 
     def describe(self, census: Census) -> list[str]:
         target = self.codec_name + (f" level {self.level}" if self.level is not None else "")

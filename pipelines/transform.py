@@ -24,10 +24,15 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator, Sequence
 
-from kfmt import registry, segment
+import numpy as np
+
+from kfmt import batch_runs, legacy_runs, registry, segment
+from kfmt.batch_runs import CheckedRun
 from kfmt.companions import DEFAULT_INDEX_INTERVAL_BYTES, control_facts, existing_leader_epochs
 from kfmt.errors import DataError, KfmtError, UsageError
+from kfmt.frames import ATTR_CONTROL, header_of
 from kfmt.layout import Segment
+from kfmt.legacy_runs import RunUpgrader, UpgradedRun
 from kfmt.manifest import FileRecord
 from kfmt.model import INT32_MAX, Batch, BatchHeader
 from kfmt.pipelines.runner import run_tasks
@@ -36,7 +41,7 @@ from kfmt.reindex import PartitionPlan, Plan, _write_log_dir_files, plan_reindex
 from kfmt.report import (REPORT_NAME, ContentDigest, PartitionSummary, PartitionTally, make_report,
                          report_bytes)
 from kfmt.staging import StagedOutput, StagingTarget
-from kfmt.storage import StorageSpec, open_storage
+from kfmt.storage import Storage, StorageSpec, open_storage
 from kfmt.writer import RollPolicy, SegmentRunWriter, WrittenSegment, write_companions
 
 
@@ -82,6 +87,14 @@ class SourceSegment:
         if start == 0 and end is None:
             return storage.map(self.path)
         return storage.read(self.path, start, self.size if end is None else end)
+
+    def read_range(self, start: int, end: int) -> tuple[object, int]:
+        """(bytes holding [start, end), the file position of their first byte): the whole file
+        where the store maps files (a view costs nothing), else just the range."""
+        storage, _ = self.spec.open()
+        if type(storage)._map is not Storage._map or (start == 0 and end >= self.size):
+            return storage.map(self.path), 0
+        return storage.read(self.path, start, end), start
 
 
 @dataclass
@@ -331,10 +344,10 @@ def summary_line(report: dict, destination: str) -> str:
 
 @dataclass(frozen=True)
 class Output:
-    """One batch a Rewriter produces: its entry bytes, the input batch it comes from (the last one of
-    a group; errors name its position), and the decoded input itself when the bytes are a copy."""
+    """One batch a Rewriter produces: its entry bytes, the input batch it comes from (errors name its
+    position), and the decoded input itself when the bytes are a copy."""
 
-    entry: bytes
+    entry: object  # bytes, or a view of the source's
     source: BatchHeader
     copied: Batch | None = None
 
@@ -342,9 +355,18 @@ class Output:
 class Rewriter:
     """The per-batch rule of a rewriting transform (picklable: it travels with every task)."""
 
-    def outputs(self, batches: Iterator[tuple[BatchHeader, object, Batch]]) -> Iterator[Output]:
-        """The output batches for the (header, entry bytes, decoded batch) of a source segment."""
+    #: uncompressed v2 data batches are copied as they are: they are checked and digested where they
+    #: lie and written many at a time (kfmt.batch_runs), never decoded into columns
+    copies_uncompressed_v2 = False
+
+    def outputs(self, header: BatchHeader, entry, batch: Batch) -> Iterator[Output]:
+        """The output batches for one source entry (its header, bytes and decoded batch)."""
         raise NotImplementedError
+
+    def run_upgrader(self, data, file: str) -> RunUpgrader | None:
+        """What converts runs of uncompressed v0/v1 messages many at a time (kfmt.legacy_runs),
+        or None: they go through `outputs` one by one."""
+        return None
 
     def describe(self, census: "Census") -> list[str]:
         """Dry-run lines: what the rule will do with a partition holding these entries."""
@@ -358,14 +380,27 @@ class Census:
     counts: dict = field(default_factory=dict)
 
     def add(self, header: BatchHeader) -> None:
-        key = (header.magic, header.compression, header.is_control)
-        entries, size = self.counts.get(key, (0, 0))
-        self.counts[key] = (entries + 1, size + header.size)
+        self._add((header.magic, header.compression, header.is_control), 1, header.size)
+
+    def add_rows(self, rows: np.ndarray) -> None:
+        """add() for rows of frames (kfmt.frames), many at a time."""
+        control = (rows["magic"] >= 2) & (rows["attributes"] & ATTR_CONTROL != 0)
+        keys = np.stack([rows["magic"].astype(np.int64), rows["compression"].astype(np.int64),
+                         control.astype(np.int64)], axis=1)
+        kinds, where = np.unique(keys, axis=0, return_inverse=True)
+        where = where.reshape(-1)
+        sizes = np.bincount(where, weights=rows["size"].astype(np.float64), minlength=len(kinds))
+        counts = np.bincount(where, minlength=len(kinds))
+        for (magic, codec, is_control), n, size in zip(kinds.tolist(), counts.tolist(), sizes.tolist()):
+            self._add((magic, codec, bool(is_control)), n, int(size))
+
+    def _add(self, key: tuple, n: int, size: int) -> None:
+        entries, total = self.counts.get(key, (0, 0))
+        self.counts[key] = (entries + n, total + size)
 
     def merge(self, other: "Census") -> "Census":
         for key, (n, size) in other.counts.items():
-            entries, total = self.counts.get(key, (0, 0))
-            self.counts[key] = (entries + n, total + size)
+            self._add(key, n, size)
         return self
 
     def lines(self, verb: Callable[[int, int, bool], str]) -> list[str]:
@@ -387,8 +422,11 @@ class CensusTask:
     def run(self) -> TaskResult:
         census = Census()
         for src in self.sources:
-            for header in segment.scan(src.read(), src.file):
-                census.add(header)
+            scanner = segment.FrameScanner(src.read(), src.file)
+            for rows in scanner.chunks():
+                census.add_rows(rows)
+            if scanner.tail.is_error:
+                raise scanner.tail.error(src.file)
         return TaskResult(self.partition, detail=census)
 
 
@@ -409,34 +447,123 @@ class RewriteSegmentsTask:
         files = self.target.files()
         result = TaskResult(self.partition, before=new_tally(), after=new_tally())
         for src in self.sources:
-            result.segments += self._rewrite(src, files, result.before, result.after)
+            result.segments += _SegmentRewrite(self, src, files, result).run()
         result.files = list(files.records.values())
         return result
 
-    def _rewrite(self, src: SourceSegment, files, before, after) -> list[WrittenSegment]:
-        data = src.read()
-        writer = SegmentRunWriter(files, self.rel, self.policy, start_offset=src.base_offset)
-        before.add_segment(len(data))
 
-        def inputs():
-            for header in segment.scan(data, src.file):
-                batch = segment.decode(data, header, src.file)  # strict: CRCs, record structure
-                before.add_batch(batch)
-                yield header, segment.entry_bytes(data, header), batch
+class _SegmentRewrite:
+    """One source segment through a Rewriter, in file order, a chunk of frames at a time: runs of
+    uncompressed legacy messages through the rewriter's RunUpgrader (if it has one), uncompressed
+    v2 data batches it copies as runs (kfmt.batch_runs), every other entry decoded and rewritten
+    one by one. Both tallies come from what is read and what is written: "after" from the output's
+    own bytes, walked (or decoded) again, so it checks the encoder's work, not its intentions."""
 
+    def __init__(self, task: RewriteSegmentsTask, src: SourceSegment, files, result: TaskResult):
+        self.src, self.rewriter = src, task.rewriter
+        self.before, self.after = result.before, result.after
+        self.data = src.read()
+        self.writer = SegmentRunWriter(files, task.rel, task.policy, start_offset=src.base_offset)
+        self.runs = self.rewriter.run_upgrader(self.data, src.file)
+
+    def run(self) -> list[WrittenSegment]:
+        self.before.add_segment(len(self.data))
         try:
-            for out in self.rewriter.outputs(inputs()):
-                try:
-                    header, written = _decoded_output(out)
-                    writer.append(header, out.entry, facts=control_facts(written), mtime_ms=src.mtime_ms)
-                except DataError as err:
-                    raise err.located(file=src.file, base_position=out.source.position,
-                                      offset=out.source.last_offset)
-                after.add_batch(written)
-            return writer.close(empty_mtime_ms=src.mtime_ms)
+            scanner = segment.FrameScanner(self.data, self.src.file)
+            for rows in scanner.chunks():
+                self._chunk(rows)
+            if self.runs is not None:
+                self._converted(self.runs.finish(self.writer.position), self.runs.waiting)
+            if scanner.tail.is_error:
+                raise scanner.tail.error(self.src.file)
+            return self.writer.close(empty_mtime_ms=self.src.mtime_ms)
         except BaseException:
-            writer.abort()
+            self.writer.abort()
             raise
+
+    def _chunk(self, rows: np.ndarray) -> None:
+        spans = legacy_runs.message_runs(rows) if self.runs is not None else []
+        if self.runs is not None and (not spans or spans[0][0] > 0):
+            self._converted(self.runs.finish(self.writer.position),  # the last chunk's run ended
+                            self.runs.waiting)
+        done = 0
+        for start, stop in spans + [(len(rows), len(rows))]:
+            if start > done:
+                self._entries(rows[done:start])
+            if stop > start:
+                waiting, run = self.runs.waiting, rows[start:stop]
+                source = run if waiting is None else np.concatenate([waiting, run])
+                self._converted(self.runs.pieces(run, more=stop == len(rows),
+                                                 out_position=self.writer.position), source)
+            done = stop
+
+    def _entries(self, rows: np.ndarray) -> None:
+        """Entries other than runs of legacy messages: uncompressed v2 data batches copied as runs
+        where the rewriter copies them, everything else one by one."""
+        if self.rewriter.copies_uncompressed_v2:
+            items = batch_runs.checked(self.data, rows, self.src.file)
+        else:
+            items = (segment.decode(self.data, header_of(row), self.src.file) for row in rows.tolist())
+        for item in items:
+            if isinstance(item, CheckedRun):
+                first, last = item.span()
+                self._append_frames(item.rows, self.data[first:last], item.rows)
+                batch_runs.add_to_tally(self.before, item)
+                batch_runs.add_to_tally(self.after, item)
+            else:
+                self._one(item)
+
+    def _one(self, batch: Batch) -> None:
+        header = batch.header
+        self.before.add_batch(batch)
+        for out in self.rewriter.outputs(header, segment.entry_bytes(self.data, header), batch):
+            try:
+                written_header, written = _decoded_output(out)
+                self.writer.append(written_header, out.entry, facts=control_facts(written),
+                                   mtime_ms=self.src.mtime_ms)
+            except DataError as err:
+                raise err.located(file=self.src.file, base_position=out.source.position,
+                                  offset=out.source.last_offset)
+            self.after.add_batch(written)
+
+    def _converted(self, pieces, source_rows: np.ndarray | None) -> None:
+        """Write the v2 batches of legacy messages (legacy_runs.UpgradedRun) and tally them: the
+        messages read (the piece's digest is of the records converted) and the batches written,
+        walked again from their bytes."""
+        for piece in pieces:
+            self._append_frames(piece.rows, piece.entries, source_rows)
+            s = self.before.summary
+            s.batches += piece.digest.records  # one message, one record
+            s.records += piece.digest.records
+            if s.first_offset is None:
+                s.first_offset = int(piece.rows["base_offset"][0])
+            s.next_offset = int(piece.rows["last_offset"][-1]) + 1
+            self.before.digest.merge(piece.digest)
+            batch_runs.add_to_tally(self.after, _walked(piece))
+
+    def _append_frames(self, rows: np.ndarray, entries, source_rows: np.ndarray | None) -> None:
+        try:
+            self.writer.append_frames(rows, entries, mtime_ms=self.src.mtime_ms)
+        except DataError as err:
+            at = source_rows if source_rows is not None and len(source_rows) else rows
+            named = at[at["last_offset"] == err.offset] if err.offset is not None else at[:0]
+            row = named[0] if len(named) else at[0]
+            raise err.located(file=self.src.file, base_position=int(row["position"]),
+                              offset=int(row["last_offset"]))
+
+
+def _walked(piece: UpgradedRun) -> CheckedRun:
+    """The batches a conversion wrote, as a reader sees them: checked and digested again from their
+    bytes (kfmt.batch_runs), not taken from the converter's own account."""
+    at, digest, first = batch_runs.digest_run(piece.entries, piece.rows, 0, len(piece.rows),
+                                              base=int(piece.rows["position"][0]))
+    if at < len(piece.rows):
+        row = piece.rows[at]
+        segment.decode(piece.entries, header_of(row.item()), "the converted batches",
+                       base=int(piece.rows["position"][0]))  # raises what is wrong with it
+        raise KfmtError(f"the converted batch at offset {int(row['base_offset'])} does not match "
+                        f"the frame the converter gave for it")
+    return CheckedRun(piece.rows, digest, first)
 
 
 def _decoded_output(out: Output) -> tuple[BatchHeader, Batch]:

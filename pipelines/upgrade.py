@@ -19,16 +19,12 @@ from __future__ import annotations
 from typing import Iterator
 
 from kfmt import registry
-from kfmt.convert import convert_batch, convert_run, rebatchable
+from kfmt.convert import convert_batch
 from kfmt.errors import UsageError
+from kfmt.legacy_runs import DEFAULT_MAX_BATCH_BYTES, V2_BATCH_OVERHEAD, RunUpgrader
 from kfmt.model import Batch, BatchHeader
 from kfmt.pipelines.transform import (Census, CompanionOptions, Output, Rewriter, RewriteTransform,
                                       RunPlan, run_transform)
-
-# Kafka's default message.max.bytes (1 MiB + the 12-byte log overhead): the broker accepts batches
-# up to this size, and consumers' default fetch sizes are made for them.
-DEFAULT_MAX_BATCH_BYTES = 1024 * 1024 + 12
-V2_BATCH_OVERHEAD = 61
 
 
 def encode_v2(header: BatchHeader, records, level: int | None = None) -> bytes:
@@ -36,46 +32,29 @@ def encode_v2(header: BatchHeader, records, level: int | None = None) -> bytes:
 
 
 class UpgradeRewriter(Rewriter):
+    """Runs of uncompressed legacy messages are converted many at a time by the array kernels
+    (kfmt.legacy_runs.RunUpgrader: Kafka 4.0's single-record batches, or the --rebatch groups of
+    legacy_runs.joins: consecutive CreateTime messages whose legacy entries fit max_batch_bytes with
+    a v2 batch header, the legacy entry being larger than the v2 record it becomes); uncompressed v2
+    batches are copied as runs; wrappers and other v2 batches one by one."""
+
+    copies_uncompressed_v2 = True
+
     def __init__(self, rebatch: bool = False, max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES):
         if max_batch_bytes < V2_BATCH_OVERHEAD:
             raise UsageError(f"--max-batch-bytes must be at least {V2_BATCH_OVERHEAD}, got {max_batch_bytes}")
         self.rebatch = rebatch
         self.max_batch_bytes = max_batch_bytes
 
-    def outputs(self, batches: Iterator[tuple[BatchHeader, object, Batch]]) -> Iterator[Output]:
-        run: list[Batch] = []
-        run_bytes = 0
-        for header, entry, batch in batches:
-            if self.rebatch and run and self._joins(run, run_bytes, batch):
-                run.append(batch)
-                run_bytes += header.size
-                continue
-            if run:
-                yield self._run_output(run)
-                run, run_bytes = [], 0
-            if header.magic >= 2:
-                yield Output(bytes(entry), header, batch)  # already v2: byte for byte
-            elif self.rebatch and rebatchable(batch, batch):
-                run, run_bytes = [batch], header.size
-            else:
-                v2_header, records = convert_batch(batch)
-                yield Output(encode_v2(v2_header, records), header)
-        if run:
-            yield self._run_output(run)
+    def run_upgrader(self, data, file: str) -> RunUpgrader:
+        return RunUpgrader(data, file, rebatch=self.rebatch, max_batch_bytes=self.max_batch_bytes)
 
-    def _joins(self, run: list[Batch], run_bytes: int, batch: Batch) -> bool:
-        # A legacy message is larger than the v2 record it becomes (it carries its own CRC, magic,
-        # attributes and fixed-width lengths), so the legacy bytes bound the v2 batch's size.
-        return (rebatchable(run[-1], batch)
-                and V2_BATCH_OVERHEAD + run_bytes + batch.header.size <= self.max_batch_bytes)
-
-    @staticmethod
-    def _run_output(run: list[Batch]) -> Output:
-        if len(run) == 1:  # alone, a message becomes what Kafka makes of it
-            v2_header, records = convert_batch(run[0])
-        else:
-            v2_header, records = convert_run(run)
-        return Output(encode_v2(v2_header, records), run[-1].header)
+    def outputs(self, header: BatchHeader, entry, batch: Batch) -> Iterator[Output]:
+        if header.magic >= 2:
+            yield Output(entry, header, batch)  # already v2: byte for byte
+        else:  # a compressed wrapper (runs of messages go through run_upgrader)
+            v2_header, records = convert_batch(batch)
+            yield Output(encode_v2(v2_header, records), header)
 
     def describe(self, census: Census) -> list[str]:
         def verb(magic: int, codec: int, control: bool) -> str:
