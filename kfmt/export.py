@@ -97,22 +97,58 @@ def export_batch(batches: list[tuple[Batch, int]], topic: str, partition: int) -
         cols["file_position"].append(h.position)
         cols["timestampType"].append(int(h.timestamp_type))
         base_sequences.append(h.base_sequence)
-    take = pa.array(np.repeat(np.arange(len(batches)), counts))
     types = {f.name: f.type for f in EXPORT_SCHEMA}
-    spread = {name: pc.take(pa.array(values, types[name]), take) for name, values in cols.items()}
+    facts = {name: pa.array(values, types[name]) for name, values in cols.items()}
     records = pa.Table.from_batches([b.records for b, _ in batches], RECORD_SCHEMA).combine_chunks()
+    return _export_rows(records, facts, np.asarray(base_sequences, dtype=np.int64), counts, topic,
+                        partition)
+
+
+def export_frames(records: pa.RecordBatch, rows: np.ndarray, segment_base: int, topic: str,
+                  partition: int) -> pa.RecordBatch:
+    """export_batch for a run of uncompressed v0/v1 messages (kfmt.legacy_runs.decode_run): one
+    record per message, its batch facts from its row of frames (kfmt.frames), no object per
+    message."""
+    codec_name = registry.get().codec_name
+    types = {f.name: f.type for f in EXPORT_SCHEMA}
+    n = len(rows)
+    facts = {
+        "magic": pa.array(rows["magic"], types["magic"]),
+        "compression": pa.repeat(pa.scalar(codec_name(0), types["compression"]), n),
+        "batch_base_offset": pa.array(rows["base_offset"], types["batch_base_offset"]),
+        "batch_last_offset": pa.array(rows["last_offset"], types["batch_last_offset"]),
+        "partition_leader_epoch": pa.array(rows["partition_leader_epoch"], types["partition_leader_epoch"]),
+        "producer_id": pa.array(rows["producer_id"], types["producer_id"]),
+        "producer_epoch": pa.array(rows["producer_epoch"], types["producer_epoch"]),
+        "is_transactional": pa.array(np.zeros(n, dtype=bool)),
+        "is_control": pa.array(np.zeros(n, dtype=bool)),
+        "segment_base_offset": pa.array(np.full(n, segment_base, dtype=np.int64)),
+        "file_position": pa.array(rows["position"], types["file_position"]),
+        "timestampType": pa.array(rows["timestamp_type"].astype(np.int32), types["timestampType"]),
+    }
+    return _export_rows(records, facts, rows["base_sequence"].astype(np.int64), np.ones(n, np.int64),
+                        topic, partition)
+
+
+def _export_rows(records: pa.Table | pa.RecordBatch, facts: dict, base_sequences: np.ndarray,
+                 counts: np.ndarray, topic: str, partition: int) -> pa.RecordBatch:
+    """The export rows of `records`, whose batches hold `counts` records each and have the batch
+    facts `facts` (one value per batch, by export column name) and base sequences."""
+    take = pa.array(np.repeat(np.arange(len(counts)), counts))
+    spread = {name: pc.take(values, take) for name, values in facts.items()}
     n = records.num_rows
-    offsets = records.column("offset").combine_chunks()
-    timestamps = records.column("timestamp").combine_chunks()
-    _check_timestamps(timestamps, offsets, batches, counts)
+    offsets = _column(records, "offset")
+    timestamps = _column(records, "timestamp")
+    _check_timestamps(timestamps, offsets, facts["file_position"], counts)
     # sequence = incrementSequence(baseSequence, offset - baseOffset), -1 without a producer
-    base_seq = np.repeat(np.asarray(base_sequences, dtype=np.int64), counts)
-    delta = offsets.to_numpy() - np.repeat(np.asarray(cols["batch_base_offset"], dtype=np.int64), counts)
+    base_seq = np.repeat(base_sequences, counts)
+    delta = offsets.to_numpy() - np.repeat(
+        facts["batch_base_offset"].to_numpy(zero_copy_only=False).astype(np.int64), counts)
     sequence = np.where(base_seq < 0, -1, (base_seq + delta) % (2**31))
-    headers, header_key_bytes = _spark_headers(records.column("headers").combine_chunks())
+    headers, header_key_bytes = _spark_headers(_column(records, "headers"))
     return pa.RecordBatch.from_arrays([
-        records.column("key").combine_chunks(),
-        records.column("value").combine_chunks(),
+        _column(records, "key"),
+        _column(records, "value"),
         pa.repeat(pa.scalar(topic, pa.string()), n),  # in Arrow: not n Python references
         pa.array(np.full(n, partition, dtype=np.int32)),
         offsets,
@@ -128,14 +164,19 @@ def export_batch(batches: list[tuple[Batch, int]], topic: str, partition: int) -
     ], schema=EXPORT_SCHEMA)
 
 
-def _check_timestamps(timestamps: pa.Array, offsets: pa.Array, batches, counts) -> None:
+def _column(records: pa.Table | pa.RecordBatch, name: str) -> pa.Array:
+    column = records.column(name)
+    return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+
+
+def _check_timestamps(timestamps: pa.Array, offsets: pa.Array, positions: pa.Array, counts) -> None:
     ms = timestamps.to_numpy()
     bad = np.flatnonzero((ms > MAX_MICROS_MS) | (ms < -MAX_MICROS_MS))
     if len(bad):
         row = int(bad[0])
-        batch, _ = batches[int(np.searchsorted(np.cumsum(counts), row, side="right"))]
+        batch = int(np.searchsorted(np.cumsum(counts), row, side="right"))
         raise DataError(f"timestamp {int(ms[row])} ms is out of the range of Spark's timestamp type "
-                        f"(+-{MAX_MICROS_MS} ms)", position=batch.header.position,
+                        f"(+-{MAX_MICROS_MS} ms)", position=positions[batch].as_py(),
                         offset=offsets[row].as_py())
 
 

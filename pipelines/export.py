@@ -265,7 +265,7 @@ def _read_back(fmt, files, record: FileRecord, schema: pa.Schema, tally: RangeTa
     """Add what a written file holds to `tally`: data records and their digest, control records,
     and the (segment, position) of every batch they came from."""
     path = files.path(record.rel)
-    data = files.storage.read(path)
+    data = files.storage.map(path)  # a local file is mapped: read back without holding it
     if len(data) != record.size:
         raise KfmtError(f"{files.storage.url_of(path)}: {len(data)} bytes read back, {record.size} "
                         f"written; nothing was published")

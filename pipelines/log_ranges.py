@@ -19,15 +19,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
+import numpy as np
 import pyarrow as pa
 
-from kfmt import segment
+from kfmt import legacy_runs, segment
 from kfmt.errors import DataError, UsageError
-from kfmt.export import export_batch
+from kfmt.export import export_batch, export_frames
+from kfmt.frames import header_of
 from kfmt.layout import PartitionDir
 from kfmt.partition import PartitionReader
 from kfmt.report import ContentDigest
-from kfmt.storage import StorageSpec
+from kfmt.storage import Storage, StorageSpec
 from kfmt.transactions import ABORTED, OPEN, TransactionOutcomes
 
 DEFAULT_SPLIT_BYTES = 128 << 20
@@ -178,52 +180,137 @@ def read_range(rng: SegmentRange, selection: Selection, outcomes: TransactionOut
                tally: RangeTally | None = None, rows_per_chunk: int = ROWS_PER_CHUNK,
                bytes_per_chunk: int = BYTES_PER_CHUNK) -> Iterator[pa.RecordBatch]:
     """Export rows of the selected records of a range, in offset order, in chunks of at most
-    `rows_per_chunk` rows (or about `bytes_per_chunk` bytes of records). Every batch of the range is
-    decoded and checked (CRCs, record structure): bad data raises DataError naming file, position
-    and offset. `tally` (if given) is filled in as the range is read."""
+    `rows_per_chunk` rows (or about `bytes_per_chunk` bytes of records), each made as soon as its
+    batches are read: memory holds one chunk, whatever the size of the range. Every batch of the
+    range is decoded and checked (CRCs, record structure): bad data raises DataError naming file,
+    position and offset. Runs of uncompressed v0/v1 messages are decoded a run at a time
+    (kfmt.legacy_runs), every other batch on its own. `tally` (if given) is filled in as the range
+    is read."""
     if selection.read_committed and outcomes is None:
         raise UsageError("read_committed needs the partition's transaction outcomes")
     tally = tally if tally is not None else RangeTally()
-    storage, _ = rng.source.open()
-    data = storage.read(rng.log_path, rng.start, rng.end)
-    if len(data) != rng.end - rng.start:
-        raise DataError(f"the file ends at {rng.start + len(data)} bytes, before the planned end of "
+    data, base = range_view(rng.source, rng.log_path, rng.start, rng.end)
+    if base + len(data) < rng.end:
+        raise DataError(f"the file ends at {base + len(data)} bytes, before the planned end of "
                         f"the range at {rng.end} (did it change while being read?)",
-                        file=rng.file, position=rng.start + len(data))
-    pending, rows, size = [], 0, 0
-    for header in segment.scan(data, rng.file, rng.start, rng.end, rng.start):
-        batch = segment.decode(data, header, rng.file, base=rng.start)
-        tally.batches += 1
-        tally.next_offset = header.next_offset
-        n = len(batch)
-        if header.is_control:
-            tally.control_seen += n
-        reason = selection.left_out(header, outcomes)
-        if reason is not None:
-            if n:
-                tally.left_out[reason] = tally.left_out.get(reason, 0) + n
-            continue
-        if not n:
-            continue  # an empty batch (compaction leaves them): no rows
-        if header.is_control:
-            tally.control_records += n
-        else:
-            if tally.first_offset is None:
-                tally.first_offset = batch.records.column(0)[0].as_py()
-            tally.records += n
-            tally.digest.update(batch.records)
-        pending.append((batch, rng.segment_base))
-        rows += n
-        size += batch.records.nbytes
-        if rows >= rows_per_chunk or size >= bytes_per_chunk:
-            yield _rows(pending, rng)
-            pending, rows, size = [], 0, 0
-    if pending:
-        yield _rows(pending, rng)
+                        file=rng.file, position=base + len(data))
+    chunk = _Chunk(rng, rows_per_chunk, bytes_per_chunk)
+    scanner = segment.FrameScanner(data, rng.file, rng.start, rng.end, base)
+    for rows in scanner.chunks():
+        done = 0
+        for start, stop in legacy_runs.message_runs(rows) + [(len(rows), len(rows))]:
+            for row in rows[done:start].tolist():
+                batch = segment.decode(data, header_of(row), rng.file, base=base)
+                yield from chunk.add_batch(batch, _selected(batch, selection, outcomes, tally))
+            if stop > start:
+                yield from _read_messages(data, base, rows[start:stop], rng, selection, outcomes,
+                                          tally, chunk)
+            done = stop
+    if scanner.tail.is_error:
+        raise scanner.tail.error(rng.file)
+    yield from chunk.flush()
 
 
-def _rows(pending, rng: SegmentRange) -> pa.RecordBatch:
-    try:
-        return export_batch(pending, rng.topic, rng.partition)
-    except DataError as err:
-        raise err.located(file=rng.file) from None
+def range_view(source: StorageSpec, path: str, start: int, end: int) -> tuple[object, int]:
+    """(bytes holding [start, end) of a file, the file position of their first byte): the whole file
+    where the store memory-maps files (a view costs no memory of the process), else the range read."""
+    storage, _ = source.open()
+    if type(storage)._map is not Storage._map:
+        return storage.map(path), 0
+    return storage.read(path, start, end), start
+
+
+def _selected(batch, selection: Selection, outcomes, tally: RangeTally) -> bool:
+    """Count a decoded batch in the tally; whether its records are exported."""
+    header = batch.header
+    tally.batches += 1
+    tally.next_offset = header.next_offset
+    n = len(batch)
+    if header.is_control:
+        tally.control_seen += n
+    reason = selection.left_out(header, outcomes)
+    if reason is not None:
+        if n:
+            tally.left_out[reason] = tally.left_out.get(reason, 0) + n
+        return False
+    if not n:
+        return False  # an empty batch (compaction leaves them): no rows
+    if header.is_control:
+        tally.control_records += n
+    else:
+        if tally.first_offset is None:
+            tally.first_offset = batch.records.column(0)[0].as_py()
+        tally.records += n
+        tally.digest.update(batch.records)
+    return True
+
+
+def _read_messages(data, base: int, rows, rng: SegmentRange, selection: Selection, outcomes,
+                   tally: RangeTally, chunk: "_Chunk") -> Iterator[pa.RecordBatch]:
+    """A run of uncompressed legacy messages: decoded (and checked) as one column block; each message
+    is its own batch, selected as Selection.left_out selects it: a legacy message is neither control
+    nor transactional, so only a read_committed reader's last stable offset can leave it out."""
+    records = legacy_runs.decode_run(data, rows, rng.file, base=base).records
+    n = len(rows)
+    tally.batches += n
+    tally.next_offset = int(rows["last_offset"][-1]) + 1
+    kept = n
+    if selection.read_committed and outcomes.last_stable_offset is not None:
+        kept = int(np.searchsorted(rows["last_offset"], outcomes.last_stable_offset))
+        if kept < n:
+            tally.left_out[LEFT_OUT_UNSTABLE] = tally.left_out.get(LEFT_OUT_UNSTABLE, 0) + n - kept
+    if not kept:
+        return
+    records = records.slice(0, kept)
+    if tally.first_offset is None:
+        tally.first_offset = int(rows["last_offset"][0])
+    tally.records += kept
+    tally.digest.update(records)
+    yield from chunk.add_run(records, rows[:kept])
+
+
+class _Chunk:
+    """Export rows being gathered: decoded batches, and runs of legacy messages (their records and
+    rows of frames), turned into one RecordBatch when a chunk's worth is there."""
+
+    def __init__(self, rng: SegmentRange, rows: int, size: int):
+        self.rng, self.max_rows, self.max_bytes = rng, rows, size
+        self.batches: list = []  # (Batch, segment base) pairs not yet in `parts`
+        self.parts: list[pa.RecordBatch] = []
+        self.rows = self.bytes = 0
+
+    def add_batch(self, batch, selected: bool) -> Iterator[pa.RecordBatch]:
+        if selected:
+            self.batches.append((batch, self.rng.segment_base))
+            yield from self._grown(len(batch), batch.records.nbytes)
+
+    def add_run(self, records: pa.RecordBatch, rows) -> Iterator[pa.RecordBatch]:
+        self._batches_done()
+        self.parts.append(self._made(lambda: export_frames(records, rows, self.rng.segment_base,
+                                                           self.rng.topic, self.rng.partition)))
+        yield from self._grown(records.num_rows, records.nbytes)
+
+    def flush(self) -> Iterator[pa.RecordBatch]:
+        self._batches_done()
+        if self.parts:
+            parts, self.parts, self.rows, self.bytes = self.parts, [], 0, 0
+            yield parts[0] if len(parts) == 1 else \
+                pa.Table.from_batches(parts).combine_chunks().to_batches()[0]
+
+    def _grown(self, rows: int, size: int) -> Iterator[pa.RecordBatch]:
+        self.rows += rows
+        self.bytes += size
+        if self.rows >= self.max_rows or self.bytes >= self.max_bytes:
+            yield from self.flush()
+
+    def _batches_done(self) -> None:
+        if self.batches:
+            batches, self.batches = self.batches, []
+            self.parts.append(self._made(lambda: export_batch(batches, self.rng.topic,
+                                                              self.rng.partition)))
+
+    def _made(self, make) -> pa.RecordBatch:
+        try:
+            return make()
+        except DataError as err:
+            raise err.located(file=self.rng.file) from None
