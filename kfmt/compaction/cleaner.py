@@ -19,14 +19,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-import pyarrow as pa
 
 from kfmt import registry
 from kfmt.cleanup import PartitionJob
 from kfmt.companions import DEFAULT_INDEX_INTERVAL_BYTES, control_facts, existing_leader_epochs
 from kfmt.compaction.facts import PartitionFacts, SegmentInfo, gather_facts
 from kfmt.compaction.filter import Action, BatchRetention, CleanerFilter, Removed, is_present
-from kfmt.compaction.offset_map import DEFAULT_LOAD_FACTOR, DEFAULT_MEMORY, OffsetMap, key_hashes
+from kfmt.compaction.offset_map import DEFAULT_LOAD_FACTOR, DEFAULT_MEMORY, OffsetMap, record_key_hashes
 from kfmt.compaction.plan import (CleanableRange, cleanable_range, group_segments, legacy_delete_horizon,
                                   segments_between)
 from kfmt.compaction.rewrite import empty_batch, retained_batch
@@ -258,7 +257,7 @@ class _Cleaner:
         wanted = np.flatnonzero(is_present(keys) & (offsets >= start))
         if not wanted.size:
             return True
-        taken = self.map.put(key_hashes(keys.take(pa.array(wanted)).to_pylist()), offsets[wanted])
+        taken = self.map.put(record_key_hashes(records, wanted), offsets[wanted])
         return taken == wanted.size
 
     # --- the cleaning ---

@@ -32,7 +32,7 @@ import numpy as np
 import pyarrow as pa
 
 from kfmt.compaction.facts import LastRecord
-from kfmt.compaction.offset_map import OffsetMap, key_hashes
+from kfmt.compaction.offset_map import OffsetMap, record_key_hashes
 from kfmt.compaction.transactions import CleanedTransactions
 from kfmt.control import ControlType
 from kfmt.model import Batch, BatchHeader
@@ -185,7 +185,7 @@ class CleanerFilter:
         self.removed.tombstones += int((~has_key & ~retained & ~has_value).sum())
         if not candidates.size:
             return retained
-        found = self.offset_map.get(key_hashes(keys.take(pa.array(candidates)).to_pylist()))
+        found = self.offset_map.get(record_key_hashes(records, candidates))
         latest = offsets[candidates] >= found
         if header.magic >= 2:
             retain_deletes = not header.has_delete_horizon or self.now_ms < header.delete_horizon_ms

@@ -8,17 +8,21 @@ cleaning covers only the offsets mapped so far (`latest_offset`). Two keys with 
 key to Kafka, and to this map.
 
 This is the same table in numpy: one `(slots, 3)` uint64 array (hash high, hash low, offset + 1,
-0 meaning an empty slot), probed linearly, filled and queried a batch of records at a time. Memory is
-allocated once, zero-filled lazily by the OS, and never grows: a partition with more distinct keys
-than the map admits is cleaned in prefixes, never loaded whole.
+0 meaning an empty slot), probed linearly, filled and queried a batch of records at a time (by the
+compiled kernels of kfmt.speedups where they are built, record by record, with the same contents;
+the numpy code here is their reference). Memory is allocated once, zero-filled lazily by the OS,
+and never grows: a partition with more distinct keys than the map admits is cleaned in prefixes,
+never loaded whole.
 """
 from __future__ import annotations
 
 import hashlib
 
 import numpy as np
+import pyarrow as pa
 
 from kfmt.errors import UsageError
+from kfmt.speedups import native
 
 BYTES_PER_ENTRY = 24  # MD5 (16) + offset (8), as SkimpyOffsetMap
 DEFAULT_MEMORY = 128 * 1024 * 1024  # log.cleaner.dedupe.buffer.size
@@ -29,8 +33,22 @@ _NO_OFFSET = -1
 def key_hashes(keys) -> np.ndarray:
     """The MD5 of each key (bytes) as an (n, 2) uint64 array (big-endian halves)."""
     md5 = hashlib.md5
-    raw = b"".join(md5(k).digest() for k in keys)
-    return np.frombuffer(raw, dtype=">u8").astype(np.uint64).reshape(-1, 2)
+    return _halves(b"".join(md5(k).digest() for k in keys))
+
+
+def record_key_hashes(records: pa.RecordBatch, indices: np.ndarray) -> np.ndarray:
+    """key_hashes of the keys of the records at `indices` (keys present), straight from the key
+    column in one compiled call where kfmt.speedups has it (kfmt/csrc/md5.h)."""
+    indices = np.ascontiguousarray(indices, dtype=np.int64)
+    if native is not None and type(records) is pa.RecordBatch:
+        raw = native.key_md5s(records, indices)
+        if raw is not NotImplemented:
+            return _halves(raw)
+    return key_hashes(records.column(2).take(pa.array(indices)).to_pylist())
+
+
+def _halves(digests: bytes) -> np.ndarray:
+    return np.frombuffer(digests, dtype=">u8").astype(np.uint64).reshape(-1, 2)
 
 
 class OffsetMap:
@@ -73,6 +91,8 @@ class OffsetMap:
         result = np.full(n, _NO_OFFSET, dtype=np.int64)
         if not n or not self.entries:
             return result
+        if native is not None:  # the same probing, record by record (kfmt/csrc/digest.c)
+            return np.frombuffer(native.offset_map_get(self._table, _table_rows(hashes)), np.int64)
         pos = self._start(hashes)
         active = np.arange(n)
         while active.size:
@@ -94,6 +114,13 @@ class OffsetMap:
             return 0
         if self.full:
             return 0
+        if native is not None:  # the same, record by record (kfmt/csrc/digest.c)
+            taken, self.entries = native.offset_map_put(
+                self._table, _table_rows(hashes), np.ascontiguousarray(offsets, dtype=np.int64),
+                self.max_entries, self.entries)
+            if taken:
+                self.latest_offset = int(offsets[taken - 1])
+            return taken
         known = self.get(hashes) >= 0
         # A record adds an entry when its key is neither mapped nor seen earlier in the batch.
         first_seen = np.zeros(n, dtype=bool)
@@ -136,6 +163,10 @@ class OffsetMap:
             moving = active[~empty & ~match]
             pos[moving] = (pos[moving] + 1) % self.slots
             active = np.concatenate([moving, losers])
+
+
+def _table_rows(hashes: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(hashes, dtype=np.uint64)
 
 
 def _first_occurrences(hashes: np.ndarray) -> np.ndarray:
