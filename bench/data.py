@@ -180,6 +180,51 @@ def _write_partition(path: str, magic: int, codec: str, src: RecordSource, size:
     out.close()
 
 
+COMPACT_TOPIC = "events-compact"
+COMPACT_KEYS = 200_000  # distinct keys among the records: most records are superseded
+
+
+def compact_directory(root: str, records: int = 1_000_000, segment_bytes: int = 32 << 20) -> str:
+    """A log directory with one v2 partition of `records` records whose keys repeat (record i has
+    key i * 7919 mod COMPACT_KEYS, about 1 in 20 a tombstone), in segments of about `segment_bytes`:
+    the input of `kfmt compact` (built once, then reused)."""
+    logdir = os.path.join(root, "compactdir")
+    want = json.dumps({"records": records, "keys": COMPACT_KEYS, "segment_bytes": segment_bytes,
+                       "batch": BATCH_RECORDS, "version": 1})
+    stamp = os.path.join(logdir, STAMP)
+    if os.path.exists(stamp) and open(stamp).read() == want:
+        return logdir
+    raw = os.path.join(root, "compactraw")
+    shutil.rmtree(raw, ignore_errors=True)
+    shutil.rmtree(logdir, ignore_errors=True)
+    path = os.path.join(raw, f"{COMPACT_TOPIC}-0")
+    os.makedirs(path)
+    print(f"bench: writing {COMPACT_TOPIC}-0 ({records} records) with kafka-python", file=sys.stderr)
+    src = RecordSource(seed=3)
+    out, segment_size = None, 0
+    for first in range(0, records, BATCH_RECORDS):
+        if out is None or segment_size >= segment_bytes:
+            if out is not None:
+                out.close()
+            out = open(os.path.join(path, f"{first:020d}.log"), "wb")
+            segment_size = 0
+        builder = DefaultRecordBatchBuilder(2, 0, 0, -1, -1, -1, 1 << 30)
+        for j in range(min(BATCH_RECORDS, records - first)):
+            i = first + j
+            value = None if i % 20 == 19 else src.value(i)
+            builder.append(j, src.timestamp(i), src.key(i * 7919 % COMPACT_KEYS), value, [])
+        entry = struct.pack(">q", first) + bytes(builder.build())[8:]
+        out.write(entry)
+        segment_size += len(entry)
+    out.close()
+    subprocess.run([sys.executable, "-m", "kfmt", "reindex", raw, logdir, "--no-progress"], check=True,
+                   stdout=subprocess.DEVNULL)
+    shutil.rmtree(raw)
+    with open(stamp, "w") as f:
+        f.write(want)
+    return logdir
+
+
 def codec_available(codec: str) -> bool:
     return {"none": True, "gzip": True, "lz4": kafka.codec.has_lz4(), "zstd": kafka.codec.has_zstd(),
             "snappy": kafka.codec.has_snappy()}[codec]

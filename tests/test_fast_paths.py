@@ -1,0 +1,364 @@
+"""The pipelines' fast paths give what the one-batch-at-a-time definitions give.
+
+* kfmt.batch_runs: runs of uncompressed v2 data batches checked and digested where they lie (the
+  compiled digest_v2_batches) against decoding every batch and digesting its columns (the
+  reference), on the corpus, on hypothesis-made segments, and on batches whose records are damaged
+  under a valid CRC (so that only the record parser can tell);
+* kfmt.writer: frames placed and appended many at a time (SegmentPlanner.place_frames,
+  SegmentRunWriter.append_frames) against place/append one by one: same segments, same files;
+* kfmt.legacy_runs.RunUpgrader: a run converted in parts (--rebatch groups carried over) against
+  the run converted whole;
+* kfmt.direct_io: files written past the page cache hold exactly the bytes written, whatever the
+  sizes and alignments of the writes, and where O_DIRECT is refused;
+* the transforms themselves: the output does not depend on where the frame scan cuts its chunks.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import random
+import struct
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from conftest import REALKAFKA, real_dir_params
+from kfmt import batch_runs, direct_io, legacy_runs, registry, segment, speedups
+from kfmt.errors import DataError, UsageError
+from kfmt.formats import LENIENT, STRICT
+from kfmt.frames import header_of, rows_of
+from kfmt.model import BatchHeader, TimestampType, make_records
+from kfmt.report import ContentDigest
+from kfmt.staging import StagedOutput
+from kfmt.storage import open_storage
+from kfmt.wire import crc32c
+from kfmt.writer import RollPolicy, SegmentPlanner, SegmentRunWriter
+from test_speedups import SETTINGS, NATIVE_USERS, legacy_runs_of_messages, record_columns, segments
+
+NATIVE_ALSO = NATIVE_USERS + ["kfmt.batch_runs", "kfmt.writer"]
+needs_native = pytest.mark.skipif(speedups.native is None, reason=f"nothing to compare: kfmt runs "
+                                  f"{speedups.description}")
+
+
+@contextlib.contextmanager
+def reference_code():
+    modules = [importlib.import_module(name) for name in NATIVE_ALSO]
+    users = [m for m in modules if hasattr(m, "native")]
+    saved = [m.native for m in users]
+    for m in users:
+        m.native = None
+    try:
+        yield
+    finally:
+        for m, native in zip(users, saved):
+            m.native = native
+
+
+def outcome(fn):
+    try:
+        return "value", fn()
+    except DataError as err:
+        return "error", type(err).__name__, err.message, err.file, err.position, err.offset
+
+
+def same_both_ways(fn):
+    fast = outcome(fn)
+    with reference_code():
+        reference = outcome(fn)
+    assert fast == reference
+    return fast
+
+
+# --- kfmt.batch_runs ---
+
+def checked_summary(data, options=STRICT, base=0):
+    """What batch_runs.checked gives for every chunk of a segment, reduced to comparable facts: per
+    batch its offsets, and the digest and first offset of each run of checked batches and of each
+    decoded batch (which the reference gives as runs of one)."""
+    out, digest = [], ContentDigest()
+    scanner = segment.FrameScanner(memoryview(data), "seg.log", base=base)
+    for rows in scanner.chunks():
+        for item in batch_runs.checked(memoryview(data), rows, "seg.log", options, base):
+            if isinstance(item, batch_runs.CheckedRun):
+                out += [("batch", r) for r in item.rows[["base_offset", "last_offset"]].tolist()]
+                digest.merge(item.digest)
+            else:
+                out.append(("batch", (item.header.base_offset, item.header.last_offset)))
+                if not item.header.is_control:
+                    digest.update(item.records)
+    return out, digest.hexdigest(), scanner.tail
+
+
+def decoded_digest(data, options=STRICT) -> str:
+    digest = ContentDigest()
+    for batch in segment.batches(memoryview(data), "seg.log", options):
+        if not batch.header.is_control:
+            digest.update(batch.records)
+    return digest.hexdigest()
+
+
+@pytest.mark.parametrize("name", real_dir_params())
+def test_checked_runs_digest_what_decoding_digests_on_the_corpus(name):
+    for log in sorted((REALKAFKA / name).glob("*.log")):
+        data = log.read_bytes()
+        fast = same_both_ways(lambda: checked_summary(data))
+        assert fast[1][1] == decoded_digest(data)
+
+
+@SETTINGS
+@given(segments(), st.sampled_from([STRICT, LENIENT]))
+def test_checked_runs_on_made_up_and_damaged_segments(data, options):
+    fast = same_both_ways(lambda: checked_summary(data, options, base=7))
+    if fast[0] == "value" and not fast[1][2].is_error:
+        assert fast[1][1] == decoded_digest(data, options)
+
+
+def v2_batch(records, base_offset: int, lat: bool) -> bytes:
+    header = BatchHeader(magic=2, base_offset=base_offset,
+                         last_offset=base_offset + max(records.num_rows - 1, 0), compression=0,
+                         timestamp_type=TimestampType.LOG_APPEND_TIME if lat else TimestampType.CREATE_TIME,
+                         max_timestamp=1700000000000, base_timestamp=0)
+    return registry.get().format_for(2).encode(header, records)
+
+
+@SETTINGS
+@given(record_columns(max_size=6), st.booleans(), st.data())
+def test_records_damaged_under_a_valid_crc(records, lat, data):
+    """A record byte changed (or the count) and the CRC made right again: only the record parser
+    can tell, and the kernel's verdict must be the reference's."""
+    entry = bytearray(v2_batch(records, 100, lat))
+    how = data.draw(st.sampled_from(["flip", "count", "none"]))
+    if how == "flip" and len(entry) > 61:
+        entry[data.draw(st.integers(61, len(entry) - 1))] = data.draw(st.integers(0, 255))
+    elif how == "count":
+        struct.pack_into(">i", entry, 57, records.num_rows + data.draw(st.integers(-2, 2)))
+    struct.pack_into(">I", entry, 17, crc32c(bytes(entry[21:])))
+    rows = rows_of([registry.get().format_for(2).read_header(memoryview(entry), 0)])
+
+    def run():
+        at, digest, first = batch_runs.digest_run(bytes(entry), rows, 0, 1)
+        return at, digest.hexdigest(), first
+    fast = same_both_ways(run)
+    if fast[1][0] == 1:  # accepted: the digest is the decoded records'
+        assert fast[1][1] == decoded_digest(bytes(entry))
+
+
+@needs_native
+def test_a_row_that_does_not_describe_its_batch_is_not_vouched_for():
+    records = make_records([5, 6, 7], [1, 2, 3], [b"a", None, b"c"], [b"x", b"y", None])
+    entry = v2_batch(records, 5, False)
+    rows = rows_of([registry.get().format_for(2).read_header(memoryview(entry), 0)])
+    assert batch_runs.digest_run(entry, rows, 0, 1)[0] == 1
+    for field, value in (("base_offset", 6), ("max_timestamp", 1), ("size", rows["size"][0] - 1),
+                         ("records_count", 4), ("crc", 0), ("producer_id", 3)):
+        wrong = rows.copy()
+        wrong[field] = value
+        assert batch_runs.digest_run(entry, wrong, 0, 1)[0] == 0, field
+
+
+# --- kfmt.writer: many at a time ---
+
+@st.composite
+def frame_rows(draw):
+    """Rows of v2 data batches with increasing offsets, sizes and timestamps that make rolls happen."""
+    n = draw(st.integers(1, 60))
+    out, position, offset = [], 0, draw(st.integers(0, 1000))
+    for _ in range(n):
+        count = draw(st.integers(1, 5))
+        size = draw(st.integers(61, 900))
+        ts = draw(st.integers(-1, 10_000))
+        out.append(BatchHeader(2, offset, offset + count - 1, 0, TimestampType.CREATE_TIME, ts, ts,
+                               records_count=count, position=position, size=size, crc=0))
+        position += size
+        offset += count + draw(st.integers(0, 2))
+    return rows_of(out)
+
+
+policies = st.builds(RollPolicy, segment_bytes=st.integers(900, 20_000), segment_ms=st.integers(1, 20_000),
+                     index_interval_bytes=st.integers(0, 3000), max_index_bytes=st.integers(12, 200))
+
+
+def placements(rows, policy, start_offset, bulk: bool):
+    planner = SegmentPlanner(policy, start_offset)
+    out, i = [], 0
+    while i < len(rows):
+        placed = 0
+        if bulk:
+            rest = rows[i:].copy()
+            sizes = rest["size"].astype(np.int64)
+            rest["position"] = planner.size + np.concatenate(([0], np.cumsum(sizes)[:-1]))
+            placed = planner.place_frames(rest)
+            out += [None] * placed
+        if not placed:
+            out.append(planner.place(header_of(rows[i].item())))
+            placed = 1
+        i += placed
+    return out, (planner.base_offset, planner.size, planner.last_offset, planner._offset_entries,
+                 planner._time_entries, planner._max_timestamp)
+
+
+@SETTINGS
+@given(frame_rows(), policies, st.integers(0, 500))
+def test_frames_placed_many_at_a_time_roll_where_one_by_one_does(rows, policy, start):
+    start = min(start, int(rows["base_offset"][0]))
+    expected = placements(rows, policy, start, bulk=False)
+    assert same_both_ways(lambda: placements(rows, policy, start, bulk=True)) == ("value", expected)
+
+
+def entries_for(rows) -> bytes:
+    """Bytes that begin as the rows say (offset, size, magic), the rest filler."""
+    out = bytearray()
+    for row in rows.tolist():
+        header = header_of(row)
+        entry = bytearray(header.size)
+        struct.pack_into(">qi", entry, 0, header.base_offset, header.size - 12)
+        entry[16] = 2
+        out += entry
+    return bytes(out)
+
+
+def written_files(tmp_path, name, rows, policy, bulk: bool, cut: int):
+    storage, path = open_storage(str(tmp_path / name))
+    with StagedOutput(storage, path) as out:
+        writer = SegmentRunWriter(out.staged, "", policy, start_offset=int(rows["base_offset"][0]))
+        data = entries_for(rows)
+        if bulk:  # in two calls, cut anywhere
+            at = int(rows["position"][cut]) if cut < len(rows) else len(data)
+            if cut:
+                writer.append_frames(rows[:cut], data[:at])
+            if cut < len(rows):
+                writer.append_frames(rows[cut:], data[at:])
+        else:
+            for row in rows.tolist():
+                header = header_of(row)
+                writer.append(header.replace(position=None), data[header.position:header.position + header.size],
+                              facts=(None, -1, None))
+        segments = writer.close()
+    return ([(s.base_offset, s.log.size, s.facts.batches, s.facts.last_offset, s.reason) for s in segments],
+            {p.name: p.read_bytes() for p in (tmp_path / name).iterdir()})
+
+
+@SETTINGS
+@given(frame_rows(), policies, st.integers(0, 60))
+def test_segments_written_many_at_a_time_are_those_written_one_by_one(tmp_path_factory, rows, policy, cut):
+    tmp = tmp_path_factory.mktemp("w")
+    cut = min(cut, len(rows))
+    expected = written_files(tmp, "one", rows, policy, False, cut)
+    assert written_files(tmp, "many", rows, policy, True, cut) == expected
+    with reference_code():
+        assert written_files(tmp, "many-reference", rows, policy, True, cut) == expected
+
+
+def test_rows_that_do_not_describe_the_bytes_are_refused(tmp_path):
+    rows = rows_of([BatchHeader(2, 10, 12, 0, TimestampType.CREATE_TIME, 5, 5, records_count=3,
+                                position=0, size=100, crc=0)])
+    data = bytearray(entries_for(rows))
+    data[16] = 1  # the magic says otherwise
+    storage, path = open_storage(str(tmp_path / "x"))
+    for code in (contextlib.nullcontext, reference_code):
+        with code():
+            out = StagedOutput(storage, path)
+            writer = SegmentRunWriter(out.staged, "", RollPolicy(), start_offset=10)
+            with pytest.raises(UsageError, match="does not describe the entry"):
+                writer.append_frames(rows, bytes(data))
+            writer.abort()
+            out.abort()
+
+
+# --- kfmt.legacy_runs.RunUpgrader ---
+
+@SETTINGS
+@given(legacy_runs_of_messages(), st.booleans(), st.integers(100, 3000), st.lists(st.integers(1, 9), max_size=6))
+def test_a_run_converted_in_parts_is_the_run_converted_whole(run, rebatch, max_batch_bytes, cuts):
+    data, rows = run
+
+    def whole():
+        return legacy_runs.upgrade_run(data, rows, "x", rebatch=rebatch, max_batch_bytes=max_batch_bytes)
+
+    def parts():
+        upgrader = legacy_runs.RunUpgrader(data, "x", rebatch=rebatch, max_batch_bytes=max_batch_bytes)
+        pieces, start = [], 0
+        for cut in cuts + [len(rows)]:
+            stop = min(start + cut, len(rows))
+            if stop > start:
+                pieces += list(upgrader.pieces(rows[start:stop], more=stop < len(rows)))
+            start = stop
+        pieces += list(upgrader.finish())
+        digest = ContentDigest()
+        for p in pieces:
+            digest.merge(p.digest)
+        return b"".join(bytes(p.entries) for p in pieces), digest
+
+    expected = outcome(whole)
+    for code in (contextlib.nullcontext, reference_code):
+        with code():
+            got = outcome(parts)
+        if expected[0] == "value":
+            assert got[0] == "value"
+            assert got[1] == (expected[1].entries, expected[1].digest)
+        else:
+            assert got == expected
+
+
+# --- kfmt.direct_io ---
+
+@pytest.mark.parametrize("sizes", [
+    [10], [direct_io.CHUNK - 1, 1], [direct_io.CHUNK + 4096 * 3, 7, 5000],
+    [3 * direct_io.CHUNK + 12345], [100] * 50 + [2 * direct_io.CHUNK] + [1] * 3,
+])
+@pytest.mark.parametrize("direct", [True, False])
+def test_direct_files_hold_exactly_what_was_written(tmp_path, monkeypatch, sizes, direct):
+    if not direct:  # as on tmpfs: O_DIRECT refused
+        real_open = os.open
+
+        def no_direct(path, flags, *args):
+            if flags & getattr(os, "O_DIRECT", 0):
+                raise OSError(22, "Invalid argument")
+            return real_open(path, flags, *args)
+        monkeypatch.setattr(direct_io.os, "open", no_direct)
+    rng = random.Random(sum(sizes))
+    blob = rng.randbytes(sum(sizes) + 4096)
+    view = memoryview(blob)[rng.randrange(4096):]  # not aligned, mostly
+    path = tmp_path / "f"
+    f = direct_io.DirectFile(str(path))
+    at = 0
+    for size in sizes:
+        f.write(view[at:at + size])
+        at += size
+    f.close()
+    assert path.read_bytes() == bytes(view[:at])
+
+
+def test_an_aligned_mapping_is_written_without_a_copy(tmp_path):
+    import mmap
+    src = tmp_path / "src"
+    src.write_bytes(random.Random(1).randbytes(3 * direct_io.CHUNK + 777))
+    with open(src, "rb") as f:
+        mapped = memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
+        out = direct_io.DirectFile(str(tmp_path / "dst"))
+        out.write(mapped)
+        out.close()
+    assert (tmp_path / "dst").read_bytes() == src.read_bytes()
+
+
+# --- the transforms: chunks of frames cut anywhere ---
+
+@pytest.mark.parametrize("name", real_dir_params(["v0-none-0", "v1-none-0", "v1-gzip-0", "v2-none-0"]))
+@pytest.mark.parametrize("rebatch", [False, True])
+def test_upgrade_output_does_not_depend_on_where_chunks_are_cut(tmp_path, monkeypatch, name, rebatch):
+    from kfmt.pipelines.transform import CompanionOptions
+    from kfmt.pipelines.upgrade import upgrade
+
+    def run(dst):
+        upgrade(str(REALKAFKA / name), str(dst), rebatch=rebatch, master="inprocess", progress=False,
+                companions=CompanionOptions(now_ms=1_795_000_000_000))
+        return {p.name: p.read_bytes() for p in dst.iterdir() if p.name != "kfmt-report.json"}
+
+    expected = run(tmp_path / "default")
+    monkeypatch.setattr(segment, "CHUNK_ROWS", 3)
+    assert run(tmp_path / "small-chunks") == expected
+    with reference_code():
+        assert run(tmp_path / "reference") == expected
