@@ -34,7 +34,7 @@ from kfmt import segment
 from kfmt.errors import DataError, UsageError
 from kfmt.manifest import MANIFEST, PENDING_DIR, FileRecord, Manifest, encode_manifest, load_manifest
 from kfmt.report import REPORT_NAME, ContentDigest, PartitionSummary, PartitionTally
-from kfmt.staging import CLAIM_NAME, StagedFiles, _alive, another_run, new_run_id
+from kfmt.staging import CLAIM_NAME, StagedFiles, another_run, new_run_id, owner_alive
 from kfmt.storage import FileInfo, Storage, StorageSpec
 
 SECTION = "archive"  # the manifest section of an archive
@@ -329,7 +329,7 @@ class ArchiveDestination:
         content = [f for f in files if f not in claims and f not in state]
         for claim in claims:
             owner = _read_json(s, claim.path)
-            if isinstance(owner, dict) and "stopped_ms" not in owner and _alive(owner):
+            if isinstance(owner, dict) and "stopped_ms" not in owner and owner_alive(owner):
                 raise another_run(self.url, owner)
         manifest_path = s.join(self.path, MANIFEST)
         if any(f.path == manifest_path for f in content):

@@ -37,7 +37,7 @@ from __future__ import annotations
 import gc
 import struct
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -55,6 +55,33 @@ from kfmt.speedups import native
 from kfmt.txnindex import AbortedTxn
 
 DEFAULT_INDEX_INTERVAL_BYTES = 4096  # index.interval.bytes
+
+
+@dataclass(frozen=True)
+class CompanionOptions:
+    """How companion files are built (CompanionBuilder): the broker settings and the wall clock Kafka's
+    log recovery would use. Every command that regenerates companions takes these."""
+
+    index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES
+    now_ms: int | None = None  # the wall clock producer expiry is judged against (None: now)
+    producer_expiration_ms: int = DEFAULT_PRODUCER_EXPIRATION_MS
+
+    def __post_init__(self):
+        if self.index_interval_bytes < 0:
+            raise UsageError(f"--index-interval-bytes must be >= 0, got {self.index_interval_bytes}")
+        if self.producer_expiration_ms < 1:
+            raise UsageError(f"--producer-expiration-ms must be >= 1, got {self.producer_expiration_ms}")
+
+    def with_clock(self):
+        """These options with `now_ms` fixed: one clock for a whole run, recorded in its report."""
+        return self if self.now_ms is not None else replace(self, now_ms=int(time.time() * 1000))
+
+    def builder_options(self) -> dict:
+        """CompanionBuilder's keyword arguments (also how reports record the options)."""
+        return {"index_interval_bytes": self.index_interval_bytes, "now_ms": self.now_ms,
+                "producer_expiration_ms": self.producer_expiration_ms}
+
+    to_json = builder_options
 
 
 @dataclass

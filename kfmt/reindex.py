@@ -22,19 +22,16 @@ Log-directory files (reference §11), for a log-directory SRC:
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from kfmt import batch_runs, segment
 from kfmt.batch_runs import CheckedRun
 from kfmt.checkpoints import checkpoint_text, read_offset_checkpoint, write_offset_checkpoint
-from kfmt.companions import (DEFAULT_INDEX_INTERVAL_BYTES, CompanionBuilder,
-                             existing_leader_epochs)
+from kfmt.companions import CompanionBuilder, CompanionOptions, existing_leader_epochs
 from kfmt.errors import DataError, UsageError
 from kfmt.layout import (LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA, SEGMENT_NAME, PartitionDir,
                          find_partitions, is_log_dir)
-from kfmt.producer_state import DEFAULT_PRODUCER_EXPIRATION_MS
 from kfmt.report import REPORT_NAME, PartitionSummary, PartitionTally, make_report, report_bytes
 from kfmt.staging import StagedOutput
 from kfmt.storage import Storage, open_storage
@@ -44,17 +41,6 @@ OFFSET_CHECKPOINTS = ("recovery-point-offset-checkpoint", "log-start-offset-chec
                       "replication-offset-checkpoint", "cleaner-offset-checkpoint")
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 REGENERATED_SUFFIXES = ("index", "timeindex", "txnindex", "snapshot")
-
-
-@dataclass
-class ReindexOptions:
-    index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES
-    now_ms: int | None = None  # the wall clock producer expiry is judged against (None: now)
-    producer_expiration_ms: int = DEFAULT_PRODUCER_EXPIRATION_MS
-
-    def builder_options(self) -> dict:
-        return {"index_interval_bytes": self.index_interval_bytes, "now_ms": self.now_ms,
-                "producer_expiration_ms": self.producer_expiration_ms}
 
 
 @dataclass
@@ -144,7 +130,7 @@ def _log_dir_files(storage: Storage, path: str, parts: list[PartitionDir]) -> li
     return out
 
 
-def _check_not_inside(src_url: str, dst_url: str) -> None:
+def check_not_inside(src_url: str, dst_url: str) -> None:
     if "://" not in src_url and "://" not in dst_url:
         src_url, dst_url = os.path.realpath(src_url), os.path.realpath(dst_url)
     src, dst = src_url.rstrip("/"), dst_url.rstrip("/")
@@ -159,7 +145,7 @@ def plan_reindex(src_storage: Storage, src_path: str, dst_storage: Storage, dst_
     if not parts:
         raise UsageError(f"{source}: no partition directories"
                          + (" match --topic/--partition" if topic or partition is not None else ""))
-    _check_not_inside(source, destination)
+    check_not_inside(source, destination)
     log_dir = is_log_dir(parts, src_storage, src_path)
     log_starts: dict = {}
     log_dir_files: list[LogDirFile] = []
@@ -178,7 +164,7 @@ def _text(storage: Storage, path: str) -> str:
     return checkpoint_text(storage.read(path), storage.url_of(path))
 
 
-def reindex_partition(plan: PartitionPlan, out: StagedOutput, options: ReindexOptions,
+def reindex_partition(plan: PartitionPlan, out: StagedOutput, options: CompanionOptions,
                       on_progress: Callable[[int], None] | None = None) -> PartitionSummary:
     """Copy one partition's segments into `out` and write its regenerated companion files."""
     part, storage = plan.part, plan.part.storage
@@ -241,7 +227,7 @@ def _located(err: DataError, file: str, item) -> DataError:
     return err.located(file=file, base_position=item.header.position, offset=item.header.last_offset)
 
 
-def _write_log_dir_files(plan: Plan, storage: Storage, path: str, out: StagedOutput) -> None:
+def write_log_dir_files(plan: Plan, storage: Storage, path: str, out: StagedOutput) -> None:
     written = {(p.part.topic, p.part.partition) for p in plan.partitions}
     for f in plan.log_dir_files:
         if f.action == "skip":
@@ -259,13 +245,11 @@ def _write_log_dir_files(plan: Plan, storage: Storage, path: str, out: StagedOut
 
 def reindex(src: str, dst: str, *, src_options: dict | None = None, dst_options: dict | None = None,
             topic: str | None = None, partition: int | None = None,
-            options: ReindexOptions | None = None, dry_run: bool = False,
+            options: CompanionOptions | None = None, dry_run: bool = False,
             on_progress: Callable[[int], None] | None = None) -> tuple[Plan, dict | None]:
     """Reindex SRC into DST. Returns the plan and the report (None for a dry run, which writes
     nothing)."""
-    options = options or ReindexOptions()
-    if options.now_ms is None:  # one clock for the whole run, recorded in the report
-        options = replace(options, now_ms=int(time.time() * 1000))
+    options = (options or CompanionOptions()).with_clock()
     src_storage, src_path = open_storage(src, src_options)
     dst_storage, dst_path = open_storage(dst, dst_options if dst_options is not None else src_options)
     plan = plan_reindex(src_storage, src_path, dst_storage, dst_path, topic, partition)
@@ -282,7 +266,7 @@ def reindex(src: str, dst: str, *, src_options: dict | None = None, dst_options:
             outputs.append(replace(summary, path=dst_storage.url_of(
                 dst_storage.join(dst_path, p.rel) if p.rel else dst_path)))
         if plan.log_dir:
-            _write_log_dir_files(plan, src_storage, src_path, out)
+            write_log_dir_files(plan, src_storage, src_path, out)
         report = make_report(
             "reindex", plan.source, plan.destination,
             {"index_interval_bytes": options.index_interval_bytes, "now_ms": options.now_ms,

@@ -30,14 +30,15 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 
 from kfmt.cleanup import LOG_START_OFFSET_CHECKPOINT, PartitionJob
-from kfmt.companions import DEFAULT_INDEX_INTERVAL_BYTES, CompanionBuilder, existing_leader_epochs
+from kfmt.companions import (DEFAULT_INDEX_INTERVAL_BYTES, CompanionBuilder, CompanionOptions,
+                             existing_leader_epochs)
 from kfmt.errors import UsageError
 from kfmt.layout import PARTITION_METADATA, Segment, segment_file_name
 from kfmt.manifest import FileRecord
 from kfmt.model import NO_TIMESTAMP
 from kfmt.partition import PartitionReader
 from kfmt.producer_state import DEFAULT_PRODUCER_EXPIRATION_MS
-from kfmt.reindex import PartitionPlan, ReindexOptions, reindex_partition
+from kfmt.reindex import PartitionPlan, reindex_partition
 from kfmt.report import PartitionSummary
 
 LOG_START_OFFSET = "log start offset"
@@ -62,6 +63,10 @@ class RetentionOptions:
             raise UsageError(f"retention.bytes must be -1 (off) or >= 0, got {self.retention_bytes}")
         if self.log_start_offset is not None and self.log_start_offset < 0:
             raise UsageError(f"the log start offset must be >= 0, got {self.log_start_offset}")
+
+    @property
+    def companions(self) -> CompanionOptions:
+        return CompanionOptions(self.index_interval_bytes, self.now_ms, self.producer_expiration_ms)
 
 
 @dataclass(frozen=True)
@@ -269,13 +274,11 @@ def retain_partition(job: PartitionJob, files, options: RetentionOptions, dry_ru
         return result
     result.removed = _count_removed(reader, [s for s in part.segments if s not in kept])
     plan = PartitionPlan(replace(part, segments=kept), job.rel, decision.log_start_offset)
-    reindex_options = ReindexOptions(options.index_interval_bytes, options.now_ms,
-                                     options.producer_expiration_ms)
     before = set(files.records)
     if decision.rolled is None:  # (a partition without segments stays one, as reindex keeps it)
-        result.output = reindex_partition(plan, files, reindex_options, on_progress)
+        result.output = reindex_partition(plan, files, options.companions, on_progress)
     else:
-        result.output = _write_rolled(plan, files, decision, reindex_options)
+        result.output = _write_rolled(plan, files, decision, options.companions)
     result.files = [r for rel, r in files.records.items() if rel not in before]
     return result
 
@@ -305,7 +308,7 @@ def _count_removed(reader: PartitionReader, segments: list[Segment]) -> Partitio
 
 
 def _write_rolled(plan: PartitionPlan, files, decision: RetentionDecision,
-                  options: ReindexOptions) -> PartitionSummary:
+                  options: CompanionOptions) -> PartitionSummary:
     """A log deleted whole: one empty segment at the log end offset, as the broker rolls it."""
     part, base = plan.part, decision.rolled
     builder = CompanionBuilder(**options.builder_options(), log_start_offset=decision.log_start_offset,

@@ -297,7 +297,7 @@ class StagedOutput:
             owner = self._read_owner(s.join(info.path, OWNER))
             if owner is None and now_ms - (info.mtime_ms or 0) < OWNERLESS_GRACE_MS:
                 continue  # possibly a run that is just starting: it will see our claim
-            if owner is not None and _alive(owner):
+            if owner is not None and owner_alive(owner):
                 s.remove_tree(self.root)
                 raise another_run(self.url, owner)
             self._reclaim_local(info.path, parent, name)
@@ -351,7 +351,7 @@ class StagedOutput:
         if any(f.path == s.join(self.dst, MANIFEST) for f in content):
             raise UsageError(f"{self.url}: the destination holds a published kfmt output")
         owners = [self._read_owner(f.path) for f in claims]
-        live = [o for o in owners if o is not None and _alive(o)]
+        live = [o for o in owners if o is not None and owner_alive(o)]
         if live:
             raise another_run(self.url, live[0])
         if content and not claims:
@@ -373,7 +373,7 @@ class StagedOutput:
             return None
 
 
-def _alive(owner: dict) -> bool:
+def owner_alive(owner: dict) -> bool:
     """Whether the run that wrote `owner` may still be running. A run on another machine cannot be
     checked, so it counts as alive (the user removes its leftovers)."""
     if owner.get("host") != socket.gethostname():

@@ -18,7 +18,7 @@ from kfmt.errors import DataError, UsageError
 from kfmt.layout import LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA, SEGMENT_NAME
 from kfmt.manifest import FileRecord
 from kfmt.pipelines.runner import run_tasks
-from kfmt.reindex import Plan, _write_log_dir_files, plan_reindex
+from kfmt.reindex import Plan, write_log_dir_files, plan_reindex
 from kfmt.report import make_report, report_bytes
 from kfmt.storage import StorageSpec, open_storage
 
@@ -138,7 +138,7 @@ def plan_archive(src_storage, src_path, dst_storage, dst_path, topic=None,
         not_stored += [f"{part.name}: not stored: {name}" for name in pp.skipped]
     collected = _Collect()
     if plan.log_dir:
-        _write_log_dir_files(plan, src_storage, src_path, collected)
+        write_log_dir_files(plan, src_storage, src_path, collected)
     return ArchivePlan(plan, tasks, collected.files, not_stored)
 
 

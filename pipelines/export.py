@@ -37,7 +37,7 @@ from kfmt.pipelines.export_files import FORMATS
 from kfmt.pipelines.log_ranges import (DEFAULT_SPLIT_BYTES, RangeTally, SegmentRange, Selection,
                                        pack_ranges, partition_identity, plan_ranges, read_range)
 from kfmt.pipelines.runner import run_tasks
-from kfmt.reindex import _check_not_inside
+from kfmt.reindex import check_not_inside
 from kfmt.report import REPORT_NAME, PartitionSummary, make_report, report_bytes
 from kfmt.staging import StagedOutput, StagingTarget
 from kfmt.storage import Storage, StorageSpec, open_storage
@@ -320,7 +320,7 @@ def export(src: str, dst: str, *, src_options: dict | None = None, dst_options: 
     src_storage, src_path = open_storage(src, src_options)
     dst_storage, dst_path = open_storage(dst, dst_options if dst_options is not None else src_options)
     destination = dst_storage.url_of(dst_path)
-    _check_not_inside(src_storage.url_of(src_path), destination)
+    check_not_inside(src_storage.url_of(src_path), destination)
     if dry_run:
         if dst_storage.exists(dst_path) and (not dst_storage.isdir(dst_path)
                                              or dst_storage.listdir(dst_path)):

@@ -22,11 +22,11 @@ from __future__ import annotations
 from typing import Iterator
 
 from kfmt import registry
+from kfmt.companions import CompanionOptions
 from kfmt.convert import convert_batch
 from kfmt.errors import UsageError
 from kfmt.model import Batch, BatchHeader
-from kfmt.pipelines.transform import (Census, CompanionOptions, Output, Rewriter, RewriteTransform,
-                                      RunPlan, run_transform)
+from kfmt.pipelines.transform import Census, Output, Rewriter, RewriteTransform, RunPlan, run_transform
 from kfmt.pipelines.upgrade import encode_v2
 
 # The levels Kafka accepts per codec (KIP-390, compression.<codec>.level; CompressionType): gzip is

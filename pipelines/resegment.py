@@ -34,9 +34,10 @@ import numpy as np
 
 from kfmt import batch_runs, segment
 from kfmt.batch_runs import CheckedRun
+from kfmt.companions import CompanionOptions
 from kfmt.errors import DataError
 from kfmt.frames import header_of
-from kfmt.pipelines.transform import (CompanionOptions, PartitionWork, RunPlan, SourceSegment,
+from kfmt.pipelines.transform import (PartitionWork, RunPlan, SourceSegment,
                                       TaskResult, Transform, new_tally, run_transform, task_groups)
 from kfmt.report import PartitionSummary, PartitionTally
 from kfmt.staging import StagingTarget

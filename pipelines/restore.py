@@ -19,8 +19,8 @@ from kfmt.errors import DataError, UsageError
 from kfmt.layout import load_partition
 from kfmt.manifest import FileRecord, Manifest
 from kfmt.pipelines.runner import run_tasks
-from kfmt.reindex import (PartitionPlan, Plan, ReindexOptions, _write_log_dir_files, plan_reindex,
-                          reindex_partition)
+from kfmt.companions import CompanionOptions
+from kfmt.reindex import PartitionPlan, Plan, plan_reindex, reindex_partition, write_log_dir_files
 from kfmt.report import REPORT_NAME, PartitionSummary, make_report, report_bytes
 from kfmt.staging import StagedOutput, StagingTarget
 from kfmt.storage import StorageSpec, open_storage
@@ -38,7 +38,7 @@ class RestoreTask:
     rel: str  # its directory inside DST
     log_start_offset: int
     skipped: tuple[str, ...]
-    options: ReindexOptions
+    options: CompanionOptions
     target: StagingTarget
 
 
@@ -90,12 +90,10 @@ class RestoreResultSet:
 
 def restore(url: str, dst: str, *, src_options: dict | None = None, dst_options: dict | None = None,
             topic: str | None = None, partition: int | None = None,
-            options: ReindexOptions | None = None, master: str | None = None, dry_run: bool = False,
+            options: CompanionOptions | None = None, master: str | None = None, dry_run: bool = False,
             progress: bool = True) -> RestoreResultSet:
     started = time.monotonic()
-    options = options or ReindexOptions()
-    if options.now_ms is None:  # one clock for every partition, recorded in the report
-        options = replace(options, now_ms=int(time.time() * 1000))
+    options = (options or CompanionOptions()).with_clock()
     storage, path = open_storage(url, src_options)
     dst_storage, dst_path = open_storage(dst, dst_options if dst_options is not None else src_options)
     archive = open_archive(storage, path)
@@ -128,7 +126,7 @@ def restore(url: str, dst: str, *, src_options: dict | None = None, dst_options:
                 dst_storage.join(dst_path, pp.rel) if pp.rel else dst_path)))
             _check_restored(inputs[-1], outputs[-1])
         if plan.log_dir:
-            _write_log_dir_files(plan, view, path, out)
+            write_log_dir_files(plan, view, path, out)
         report = make_report(
             "restore", plan.source, plan.destination,
             {"index_interval_bytes": options.index_interval_bytes, "now_ms": options.now_ms,

@@ -21,14 +21,14 @@ A run (`run_transform`):
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
 from kfmt import batch_runs, legacy_runs, registry, segment
 from kfmt.batch_runs import CheckedRun
-from kfmt.companions import DEFAULT_INDEX_INTERVAL_BYTES, control_facts, existing_leader_epochs
+from kfmt.companions import CompanionOptions, control_facts, existing_leader_epochs
 from kfmt.errors import DataError, KfmtError, UsageError
 from kfmt.frames import ATTR_CONTROL, header_of
 from kfmt.layout import Segment
@@ -36,32 +36,12 @@ from kfmt.legacy_runs import RunUpgrader, UpgradedRun
 from kfmt.manifest import FileRecord
 from kfmt.model import INT32_MAX, Batch, BatchHeader
 from kfmt.pipelines.runner import run_tasks
-from kfmt.producer_state import DEFAULT_PRODUCER_EXPIRATION_MS
-from kfmt.reindex import PartitionPlan, Plan, _write_log_dir_files, plan_reindex
+from kfmt.reindex import PartitionPlan, Plan, write_log_dir_files, plan_reindex
 from kfmt.report import (REPORT_NAME, ContentDigest, PartitionSummary, PartitionTally, make_report,
                          report_bytes)
 from kfmt.staging import StagedOutput, StagingTarget
 from kfmt.storage import Storage, StorageSpec, open_storage
 from kfmt.writer import RollPolicy, SegmentRunWriter, WrittenSegment, write_companions
-
-
-@dataclass(frozen=True)
-class CompanionOptions:
-    """How the companion files are built (kfmt.companions.CompanionBuilder)."""
-
-    index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES
-    now_ms: int | None = None  # the wall clock producer expiry is judged against (None: now)
-    producer_expiration_ms: int = DEFAULT_PRODUCER_EXPIRATION_MS
-
-    def __post_init__(self):
-        if self.index_interval_bytes < 0:
-            raise UsageError(f"--index-interval-bytes must be >= 0, got {self.index_interval_bytes}")
-        if self.producer_expiration_ms < 1:
-            raise UsageError(f"--producer-expiration-ms must be >= 1, got {self.producer_expiration_ms}")
-
-    def to_json(self) -> dict:
-        return {"index_interval_bytes": self.index_interval_bytes, "now_ms": self.now_ms,
-                "producer_expiration_ms": self.producer_expiration_ms}
 
 
 @dataclass(frozen=True)
@@ -249,8 +229,7 @@ def run_transform(transform: Transform, src: str, dst: str, *, src_options: dict
     """Run `transform` from SRC into DST. Returns the plan and the report (None for a dry run, which
     writes nothing)."""
     started = time.time()
-    if transform.companions.now_ms is None:  # one clock for the whole run, recorded in the report
-        transform.companions = replace(transform.companions, now_ms=int(started * 1000))
+    transform.companions = transform.companions.with_clock()
     src_storage, src_path = open_storage(src, src_options)
     dst_storage, dst_path = open_storage(dst, dst_options if dst_options is not None else src_options)
     layout = plan_reindex(src_storage, src_path, dst_storage, dst_path, topic, partition)
@@ -279,7 +258,7 @@ def run_transform(transform: Transform, src: str, dst: str, *, src_options: dict
                             description=transform.description or transform.command, **run)
         inputs, outputs = _finish_partitions(transform, work, results, out, dst_storage, dst_path)
         if layout.log_dir:
-            _write_log_dir_files(layout, src_storage, src_path, out)
+            write_log_dir_files(layout, src_storage, src_path, out)
         report = make_report(transform.command, layout.source, layout.destination,
                              {**transform.options(), "topic": topic, "partition": partition},
                              inputs, outputs, out.files, _notes(transform, layout))

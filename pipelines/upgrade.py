@@ -19,12 +19,12 @@ from __future__ import annotations
 from typing import Iterator
 
 from kfmt import registry
+from kfmt.companions import CompanionOptions
 from kfmt.convert import convert_batch
 from kfmt.errors import UsageError
 from kfmt.legacy_runs import DEFAULT_MAX_BATCH_BYTES, V2_BATCH_OVERHEAD, RunUpgrader
 from kfmt.model import Batch, BatchHeader
-from kfmt.pipelines.transform import (Census, CompanionOptions, Output, Rewriter, RewriteTransform,
-                                      RunPlan, run_transform)
+from kfmt.pipelines.transform import Census, Output, Rewriter, RewriteTransform, RunPlan, run_transform
 
 
 def encode_v2(header: BatchHeader, records, level: int | None = None) -> bytes:

@@ -349,7 +349,7 @@ def test_an_aligned_mapping_is_written_without_a_copy(tmp_path):
 @pytest.mark.parametrize("name", real_dir_params(["v0-none-0", "v1-none-0", "v1-gzip-0", "v2-none-0"]))
 @pytest.mark.parametrize("rebatch", [False, True])
 def test_upgrade_output_does_not_depend_on_where_chunks_are_cut(tmp_path, monkeypatch, name, rebatch):
-    from kfmt.pipelines.transform import CompanionOptions
+    from kfmt.companions import CompanionOptions
     from kfmt.pipelines.upgrade import upgrade
 
     def run(dst):

@@ -56,14 +56,20 @@ def add_companion_arguments(p, *, now: bool = True) -> None:
                                       f"dropped from snapshots (default {DEFAULT_PRODUCER_EXPIRATION_MS})")
 
 
+def companion_options(args):
+    """The CompanionOptions add_companion_arguments' arguments ask for."""
+    from kfmt.companions import CompanionOptions
+
+    return CompanionOptions(args.index_interval_bytes, args.now_ms, args.producer_expiration_ms)
+
+
 def run_transform_command(args, transform, **options) -> int:
     """Run a Spark transform (kfmt.pipelines.transform) for the arguments add_transform_arguments and
     add_companion_arguments defined; print the plan (--dry-run) or what was written."""
-    from kfmt.pipelines.transform import CompanionOptions, summary_line
+    from kfmt.pipelines.transform import summary_line
 
     src_options, dst_options = storage_options(args)
-    companions = CompanionOptions(args.index_interval_bytes, args.now_ms, args.producer_expiration_ms)
-    plan, report = transform(args.src, args.dst, companions=companions, src_options=src_options,
+    plan, report = transform(args.src, args.dst, companions=companion_options(args), src_options=src_options,
                              dst_options=dst_options, topic=args.topic, partition=args.partition,
                              master=args.master, dry_run=args.dry_run, progress=not args.no_progress,
                              **options)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import sys
 
 from kfmt.cli._common import dumps, progress
-from kfmt.cli._transform import add_companion_arguments, add_transform_arguments, storage_options
-from kfmt.errors import UsageError
-from kfmt.reindex import ReindexOptions, reindex
+from kfmt.cli._transform import (add_companion_arguments, add_transform_arguments, companion_options,
+                                 storage_options)
+from kfmt.reindex import reindex
 
 NAME = "reindex"
 HELP = ("copy partitions with .index, .timeindex, .txnindex, producer snapshots and "
@@ -20,12 +20,8 @@ def add_arguments(p):
 
 
 def run(args) -> int:
-    if args.index_interval_bytes < 0:
-        raise UsageError("--index-interval-bytes must be >= 0")
-    if args.producer_expiration_ms < 1:
-        raise UsageError("--producer-expiration-ms must be >= 1")
     src_options, dst_options = storage_options(args)
-    options = ReindexOptions(args.index_interval_bytes, args.now_ms, args.producer_expiration_ms)
+    options = companion_options(args)
     with progress(args, unit="B", unit_scale=True, desc="reindex") as bar:
         plan, report = reindex(args.src, args.dst, src_options=src_options, dst_options=dst_options,
                                topic=args.topic, partition=args.partition, options=options,

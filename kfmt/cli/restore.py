@@ -5,9 +5,8 @@ from __future__ import annotations
 import sys
 
 from kfmt.cli._common import dumps
-from kfmt.cli._transform import add_companion_arguments, add_transform_arguments, storage_options
-from kfmt.errors import UsageError
-from kfmt.reindex import ReindexOptions
+from kfmt.cli._transform import (add_companion_arguments, add_transform_arguments, companion_options,
+                                 storage_options)
 
 NAME = "restore"
 HELP = ("restore an archive (kfmt archive) to a broker-ready partition or log directory, checksums "
@@ -22,12 +21,8 @@ def add_arguments(p):
 def run(args) -> int:
     from kfmt.pipelines.restore import restore
 
-    if args.index_interval_bytes < 0:
-        raise UsageError("--index-interval-bytes must be >= 0")
-    if args.producer_expiration_ms < 1:
-        raise UsageError("--producer-expiration-ms must be >= 1")
     src_options, dst_options = storage_options(args)
-    options = ReindexOptions(args.index_interval_bytes, args.now_ms, args.producer_expiration_ms)
+    options = companion_options(args)
     result = restore(args.src, args.dst, src_options=src_options, dst_options=dst_options,
                      topic=args.topic, partition=args.partition, options=options, master=args.master,
                      dry_run=args.dry_run, progress=not args.no_progress)

@@ -6,10 +6,8 @@ from __future__ import annotations
 import sys
 
 from kfmt.cli._common import dumps, progress
-from kfmt.cli._transform import add_transform_arguments, storage_options
-from kfmt.companions import DEFAULT_INDEX_INTERVAL_BYTES
-from kfmt.errors import UsageError
-from kfmt.producer_state import DEFAULT_PRODUCER_EXPIRATION_MS
+from kfmt.cli._transform import (add_companion_arguments, add_transform_arguments, companion_options,
+                                 storage_options)
 from kfmt.report import REPORT_NAME
 from kfmt.salvage import SalvageOptions, salvage
 
@@ -20,23 +18,12 @@ HELP = ("recover every intact batch of a damaged partition directory into a brok
 
 def add_arguments(p):
     add_transform_arguments(p, spark=False)
-    p.add_argument("--index-interval-bytes", type=int, default=DEFAULT_INDEX_INTERVAL_BYTES, metavar="N",
-                   help=f"the topic's index.interval.bytes (default {DEFAULT_INDEX_INTERVAL_BYTES})")
-    p.add_argument("--now", type=int, metavar="MS", dest="now_ms",
-                   help="the wall clock, in epoch milliseconds, that producer expiry is judged against "
-                        "(default: now)")
-    p.add_argument("--producer-expiration-ms", type=int, default=DEFAULT_PRODUCER_EXPIRATION_MS,
-                   metavar="MS", help="the broker's producer.id.expiration.ms "
-                                      f"(default {DEFAULT_PRODUCER_EXPIRATION_MS})")
+    add_companion_arguments(p)
 
 
 def run(args) -> int:
-    if args.index_interval_bytes < 0:
-        raise UsageError("--index-interval-bytes must be >= 0")
-    if args.producer_expiration_ms < 1:
-        raise UsageError("--producer-expiration-ms must be >= 1")
     src_options, dst_options = storage_options(args)
-    options = SalvageOptions(args.index_interval_bytes, args.now_ms, args.producer_expiration_ms)
+    options = SalvageOptions(**companion_options(args).builder_options())
     with progress(args, unit="B", unit_scale=True, desc="salvage") as bar:
         plan, report = salvage(args.src, args.dst, src_options=src_options, dst_options=dst_options,
                                topic=args.topic, partition=args.partition, options=options,

@@ -8,14 +8,13 @@ from typing import Callable
 
 from kfmt import registry
 from kfmt.checkpoints import EpochEntry, checkpoint_text, read_partition_metadata
-from kfmt.companions import DEFAULT_INDEX_INTERVAL_BYTES, control_facts, existing_leader_epochs
+from kfmt.companions import CompanionOptions, control_facts, existing_leader_epochs
 from kfmt.control import ControlType
 from kfmt.errors import DataError
 from kfmt.formats import STRICT, ReadOptions
 from kfmt.layout import (LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA, SEGMENT_NAME, PartitionDir,
                          Segment)
 from kfmt.model import INT32_MAX, Batch
-from kfmt.producer_state import DEFAULT_PRODUCER_EXPIRATION_MS
 from kfmt.report import PartitionSummary, PartitionTally
 from kfmt.staging import StagedOutput
 from kfmt.writer import PartitionWriter, RollPolicy
@@ -24,11 +23,8 @@ from .facts import EPOCH, TXN_STATE, UNREADABLE, Dropped, Offsets, SegmentRange,
 from .scan import scan_segment
 
 
-@dataclass
-class SalvageOptions:
-    index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES
-    now_ms: int | None = None  # the wall clock producer expiry is judged against (None: now)
-    producer_expiration_ms: int = DEFAULT_PRODUCER_EXPIRATION_MS
+@dataclass(frozen=True)
+class SalvageOptions(CompanionOptions):
     read: ReadOptions = STRICT  # its max_decompressed caps every batch (KFMT_MAX_DECOMPRESSED_BYTES)
 
     def writer_options(self) -> dict:

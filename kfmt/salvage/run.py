@@ -2,15 +2,14 @@
 log directory's own files, and the report."""
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Callable
 
 from kfmt.checkpoints import checkpoint_text, read_offset_checkpoint, write_offset_checkpoint
 from kfmt.errors import DataError, UsageError
 from kfmt.layout import PartitionDir, find_partitions, is_log_dir
 from kfmt.reindex import COPIED_LOG_DIR_FILES, LOG_START_OFFSET_CHECKPOINT, OFFSET_CHECKPOINTS
-from kfmt.reindex import _check_not_inside as check_not_inside
+from kfmt.reindex import check_not_inside
 from kfmt.report import REPORT_NAME, make_report, report_bytes
 from kfmt.staging import StagedOutput
 from kfmt.storage import Storage, open_storage
@@ -58,7 +57,7 @@ def _tolerant_checkpoint(storage: Storage, directory: str, name: str, notes: lis
         return {}
 
 
-def _write_log_dir_files(plan: Plan, storage: Storage, path: str, out: StagedOutput,
+def write_log_dir_files(plan: Plan, storage: Storage, path: str, out: StagedOutput,
                          log_ends: dict[tuple, int]) -> None:
     """meta.properties is copied; the offset checkpoints keep the lines of the partitions written,
     each offset at most the partition's new log end offset (§17 item 8: a log start offset above it
@@ -87,16 +86,12 @@ def salvage(src: str, dst: str, *, src_options: dict | None = None, dst_options:
             on_progress: Callable[[int], None] | None = None) -> tuple[Plan, dict]:
     """Salvage SRC into DST. Returns the plan and the report (a dry run writes nothing and returns
     what the run would do, without a destination)."""
-    options = options or SalvageOptions()
-    if options.now_ms is None:  # one clock for the whole run, recorded in the report
-        options = replace(options, now_ms=int(time.time() * 1000))
+    options = (options or SalvageOptions()).with_clock()
     src_storage, src_path = open_storage(src, src_options)
     dst_storage, dst_path = open_storage(dst, dst_options if dst_options is not None else src_options)
     plan = plan_salvage(src_storage, src_path, dst_storage, dst_path, topic, partition)
-    run_options = {"index_interval_bytes": options.index_interval_bytes, "now_ms": options.now_ms,
-                   "producer_expiration_ms": options.producer_expiration_ms,
-                   "max_decompressed_bytes": options.read.max_decompressed, "topic": topic,
-                   "partition": partition, "dry_run": dry_run}
+    run_options = {**options.builder_options(), "max_decompressed_bytes": options.read.max_decompressed,
+                   "topic": topic, "partition": partition, "dry_run": dry_run}
     if dry_run:
         if dst_storage.exists(dst_path) and (not dst_storage.isdir(dst_path)
                                              or dst_storage.listdir(dst_path)):
@@ -110,7 +105,7 @@ def salvage(src: str, dst: str, *, src_options: dict | None = None, dst_options:
         if plan.log_dir:
             log_ends = {(p.topic, p.partition): r.log_end_offset
                         for (p, _, _), r in zip(plan.partitions, results)}
-            _write_log_dir_files(plan, src_storage, src_path, out, log_ends)
+            write_log_dir_files(plan, src_storage, src_path, out, log_ends)
         report = _report(plan, run_options, results, out.files)
         out.write(REPORT_NAME, report_bytes(report))
     return plan, report

@@ -2,6 +2,8 @@
 resynchronising on the next intact one; the byte ranges in between; the offsets nothing holds."""
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from kfmt import registry
