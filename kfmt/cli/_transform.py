@@ -32,11 +32,17 @@ def add_transform_arguments(p, *, spark: bool = True, src: tuple[str, str] | Non
     add_progress_argument(p)
 
 
-def storage_options(args) -> tuple[dict, dict]:
-    """(SRC options, DST options); DST defaults to the SRC options."""
+def run_arguments(args, *, spark: bool = True) -> dict:
+    """The keyword arguments add_transform_arguments' arguments give every transform's entry point:
+    storage options for SRC and DST (DST defaults to SRC's), --topic, --partition, --dry-run and, for a
+    Spark job, --master and whether to show progress."""
     src = parse_storage_options(args.storage_option)
     dst = parse_storage_options(args.dst_storage_option) if args.dst_storage_option is not None else src
-    return src, dst
+    run = dict(src_options=src, dst_options=dst, topic=args.topic, partition=args.partition,
+               dry_run=args.dry_run)
+    if spark:
+        run.update(master=args.master, progress=not args.no_progress)
+    return run
 
 
 NOW_HELP = ("the wall clock, in epoch milliseconds, that producer expiry is judged against (default: "
@@ -68,10 +74,7 @@ def run_transform_command(args, transform, **options) -> int:
     add_companion_arguments defined; print the plan (--dry-run) or what was written."""
     from kfmt.pipelines.transform import summary_line
 
-    src_options, dst_options = storage_options(args)
-    plan, report = transform(args.src, args.dst, companions=companion_options(args), src_options=src_options,
-                             dst_options=dst_options, topic=args.topic, partition=args.partition,
-                             master=args.master, dry_run=args.dry_run, progress=not args.no_progress,
+    plan, report = transform(args.src, args.dst, companions=companion_options(args), **run_arguments(args),
                              **options)
     out = sys.stdout
     if report is None:  # dry run

@@ -6,7 +6,7 @@ import sys
 import time
 
 from kfmt.cli._common import dumps
-from kfmt.cli._transform import add_transform_arguments, storage_options
+from kfmt.cli._transform import add_transform_arguments, run_arguments
 
 NAME = "archive"
 HELP = ("copy partition directories to object storage with a manifest (sizes, checksums, offset and "
@@ -22,10 +22,7 @@ def add_arguments(p):
 def run(args) -> int:
     from kfmt.pipelines.archive import archive
 
-    src_options, dst_options = storage_options(args)
-    result = archive(args.src, args.dst, src_options=src_options, dst_options=dst_options,
-                     topic=args.topic, partition=args.partition, master=args.master,
-                     dry_run=args.dry_run, progress=not args.no_progress)
+    result = archive(args.src, args.dst, **run_arguments(args))
     plan, out = result.plan, sys.stdout
     if args.dry_run:
         out.write(dumps(plan.to_json()) + "\n" if args.format == "json" else "\n".join(plan.lines()) + "\n")

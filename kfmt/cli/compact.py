@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from kfmt.cli._common import dumps
-from kfmt.cli._transform import add_companion_arguments, add_transform_arguments, storage_options
+from kfmt.cli._transform import add_companion_arguments, add_transform_arguments, run_arguments
 from kfmt.compaction import CompactOptions
 from kfmt.compaction.cleaner import DEFAULT_DELETE_RETENTION_MS
 from kfmt.compaction.offset_map import DEFAULT_LOAD_FACTOR, DEFAULT_MEMORY
@@ -54,7 +54,6 @@ def add_arguments(p):
 def run(args) -> int:
     from kfmt.pipelines.compact import compact
 
-    src_options, dst_options = storage_options(args)
     options = CompactOptions(
         now_ms=args.now_ms or 0, delete_retention_ms=args.delete_retention_ms,
         min_compaction_lag_ms=args.min_compaction_lag_ms, clean_until=args.clean_until,
@@ -62,9 +61,7 @@ def run(args) -> int:
         index_interval_bytes=args.index_interval_bytes, offset_map_bytes=args.offset_map_bytes,
         offset_map_load_factor=args.offset_map_load_factor, fail_when_map_full=args.fail_when_map_full,
         keep_format=args.keep_format, producer_expiration_ms=args.producer_expiration_ms)
-    plan, report = compact(args.src, args.dst, options, src_options=src_options, dst_options=dst_options,
-                           topic=args.topic, partition=args.partition, dry_run=args.dry_run,
-                           master=args.master, progress=not args.no_progress)
+    plan, report = compact(args.src, args.dst, options, **run_arguments(args))
     out = sys.stdout
     if args.format == "json":
         out.write(dumps(report) + "\n")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from kfmt.cli._common import add_progress_argument, add_storage_arguments, dumps
-from kfmt.cli._transform import storage_options
+from kfmt.cli._transform import run_arguments
 from kfmt.errors import UsageError
 
 NAME = "export"
@@ -54,10 +54,7 @@ def run(args) -> int:
         raise UsageError("--max-bytes-per-task must be positive")
     options = ExportOptions(args.format, partition_by, args.include_control, args.isolation,
                             args.max_bytes_per_task)
-    src_options, dst_options = storage_options(args)
-    plan, report = export(args.src, args.dst, src_options=src_options, dst_options=dst_options,
-                          options=options, topic=args.topic, partition=args.partition,
-                          master=args.master, dry_run=args.dry_run, progress=not args.no_progress)
+    plan, report = export(args.src, args.dst, options=options, **run_arguments(args))
     out = sys.stdout
     if report is None:  # dry run
         out.write(dumps(plan.to_json()) + "\n" if args.output == "json" else "\n".join(plan.lines()) + "\n")

@@ -5,8 +5,7 @@ from __future__ import annotations
 import sys
 
 from kfmt.cli._common import dumps, progress
-from kfmt.cli._transform import (add_companion_arguments, add_transform_arguments, companion_options,
-                                 storage_options)
+from kfmt.cli._transform import add_companion_arguments, add_transform_arguments, companion_options, run_arguments
 from kfmt.reindex import reindex
 
 NAME = "reindex"
@@ -20,12 +19,9 @@ def add_arguments(p):
 
 
 def run(args) -> int:
-    src_options, dst_options = storage_options(args)
-    options = companion_options(args)
     with progress(args, unit="B", unit_scale=True, desc="reindex") as bar:
-        plan, report = reindex(args.src, args.dst, src_options=src_options, dst_options=dst_options,
-                               topic=args.topic, partition=args.partition, options=options,
-                               dry_run=args.dry_run, on_progress=bar.update)
+        plan, report = reindex(args.src, args.dst, options=companion_options(args),
+                               **run_arguments(args, spark=False), on_progress=bar.update)
     out = sys.stdout
     if report is None:  # dry run
         out.write(dumps(plan.to_json()) + "\n" if args.format == "json" else "\n".join(plan.lines()) + "\n")

@@ -5,8 +5,7 @@ from __future__ import annotations
 import sys
 
 from kfmt.cli._common import dumps
-from kfmt.cli._transform import (add_companion_arguments, add_transform_arguments, companion_options,
-                                 storage_options)
+from kfmt.cli._transform import add_companion_arguments, add_transform_arguments, companion_options, run_arguments
 
 NAME = "restore"
 HELP = ("restore an archive (kfmt archive) to a broker-ready partition or log directory, checksums "
@@ -21,11 +20,7 @@ def add_arguments(p):
 def run(args) -> int:
     from kfmt.pipelines.restore import restore
 
-    src_options, dst_options = storage_options(args)
-    options = companion_options(args)
-    result = restore(args.src, args.dst, src_options=src_options, dst_options=dst_options,
-                     topic=args.topic, partition=args.partition, options=options, master=args.master,
-                     dry_run=args.dry_run, progress=not args.no_progress)
+    result = restore(args.src, args.dst, options=companion_options(args), **run_arguments(args))
     out = sys.stdout
     if result.report is None:  # dry run
         out.write(dumps(result.to_json()) + "\n" if args.format == "json"

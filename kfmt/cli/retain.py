@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from kfmt.cli._common import dumps
-from kfmt.cli._transform import add_companion_arguments, add_transform_arguments, storage_options
+from kfmt.cli._transform import add_companion_arguments, add_transform_arguments, run_arguments
 from kfmt.retention import RetentionOptions
 
 NAME = "retain"
@@ -36,13 +36,10 @@ def add_arguments(p):
 def run(args) -> int:
     from kfmt.pipelines.retain import retain
 
-    src_options, dst_options = storage_options(args)
     options = RetentionOptions(args.retention_ms, args.retention_bytes, args.log_start_offset,
                                args.now_ms or 0, args.include_active, args.index_interval_bytes,
                                args.producer_expiration_ms)
-    plan, report = retain(args.src, args.dst, options, src_options=src_options, dst_options=dst_options,
-                          topic=args.topic, partition=args.partition, dry_run=args.dry_run,
-                          master=args.master, progress=not args.no_progress)
+    plan, report = retain(args.src, args.dst, options, **run_arguments(args))
     out = sys.stdout
     if args.format == "json":
         out.write(dumps(report) + "\n")

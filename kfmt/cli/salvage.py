@@ -6,8 +6,7 @@ from __future__ import annotations
 import sys
 
 from kfmt.cli._common import dumps, progress
-from kfmt.cli._transform import (add_companion_arguments, add_transform_arguments, companion_options,
-                                 storage_options)
+from kfmt.cli._transform import add_companion_arguments, add_transform_arguments, companion_options, run_arguments
 from kfmt.report import REPORT_NAME
 from kfmt.salvage import SalvageOptions, salvage
 
@@ -22,12 +21,10 @@ def add_arguments(p):
 
 
 def run(args) -> int:
-    src_options, dst_options = storage_options(args)
     options = SalvageOptions(**companion_options(args).builder_options())
     with progress(args, unit="B", unit_scale=True, desc="salvage") as bar:
-        plan, report = salvage(args.src, args.dst, src_options=src_options, dst_options=dst_options,
-                               topic=args.topic, partition=args.partition, options=options,
-                               dry_run=args.dry_run, on_progress=bar.update)
+        plan, report = salvage(args.src, args.dst, options=options, **run_arguments(args, spark=False),
+                               on_progress=bar.update)
     out = sys.stdout
     if args.format == "json":
         out.write(dumps(report) + "\n")
