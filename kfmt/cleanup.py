@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kfmt.checkpoints import checkpoint_text, read_offset_checkpoint, write_offset_checkpoint
+from kfmt.checkpoints import checkpoint_text, read_offset_checkpoint
 from kfmt.errors import UsageError
 from kfmt.layout import PartitionDir, find_partitions
-from kfmt.reindex import OFFSET_CHECKPOINTS, Plan, plan_reindex
+from kfmt.reindex import Plan, plan_reindex
 from kfmt.storage import Storage, StorageSpec
 
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
@@ -92,44 +92,6 @@ def _checkpoint(storage: Storage, directory: str, name: str) -> dict:
         return {}
     return read_offset_checkpoint(checkpoint_text(storage.read(path), storage.url_of(path)),
                                   storage.url_of(path))
-
-
-def write_log_dir_files(plan: CleanupPlan, storage: Storage, path: str, out,
-                        updates: dict[str, dict[tuple, int | None]]) -> None:
-    """The log directory's own files in DST. `updates`: checkpoint name -> (topic, partition) -> new
-    offset (None: no entry) for the partitions written; a checkpoint SRC lacks is created when an
-    update gives it an entry, as a broker creates it."""
-    written = {(p.part.topic, p.part.partition) for p in plan.layout.partitions}
-    done = set()
-    for f in plan.layout.log_dir_files:
-        if f.action == "skip":
-            continue
-        info = storage.info(storage.join(path, f.name))
-        data = bytes(storage.read(info.path))
-        if f.action == "filter":
-            offsets = read_offset_checkpoint(checkpoint_text(data, storage.url_of(info.path)),
-                                             storage.url_of(info.path))
-            kept = _updated({tp: o for tp, o in offsets.items() if tp in written}, updates.get(f.name))
-            if kept != offsets:
-                data = write_offset_checkpoint(kept).encode("utf-8")
-            done.add(f.name)
-        out.write(f.name, data, info.mtime_ms)
-    for name, changes in sorted(updates.items()):
-        if name in done or name not in OFFSET_CHECKPOINTS:
-            continue
-        kept = _updated({}, changes)
-        if kept:
-            out.write(name, write_offset_checkpoint(kept).encode("utf-8"))
-
-
-def _updated(offsets: dict, changes: dict | None) -> dict:
-    for tp, offset in (changes or {}).items():
-        if offset is None:
-            offsets.pop(tp, None)
-        else:
-            offsets[tp] = offset
-    return offsets
-
 
 
 def check_destination_empty(storage: Storage, path: str) -> None:

@@ -138,15 +138,23 @@ def check_not_inside(src_url: str, dst_url: str) -> None:
         raise UsageError(f"{dst_url}: the destination lies inside the source {src_url}")
 
 
-def plan_reindex(src_storage: Storage, src_path: str, dst_storage: Storage, dst_path: str,
-                 topic: str | None = None, partition: int | None = None) -> Plan:
+def source_partitions(src_storage: Storage, src_path: str, dst_storage: Storage, dst_path: str,
+                      topic: str | None, partition: int | None) -> tuple[list[PartitionDir], str, str, bool]:
+    """What a transform reads: (the partitions selected, SRC's URL, DST's URL, whether SRC is a log
+    directory). A usage error when nothing is selected or DST lies inside SRC."""
     parts = find_partitions(src_storage, src_path, topic, partition)
     source, destination = src_storage.url_of(src_path), dst_storage.url_of(dst_path)
     if not parts:
         raise UsageError(f"{source}: no partition directories"
                          + (" match --topic/--partition" if topic or partition is not None else ""))
     check_not_inside(source, destination)
-    log_dir = is_log_dir(parts, src_storage, src_path)
+    return parts, source, destination, is_log_dir(parts, src_storage, src_path)
+
+
+def plan_reindex(src_storage: Storage, src_path: str, dst_storage: Storage, dst_path: str,
+                 topic: str | None = None, partition: int | None = None) -> Plan:
+    parts, source, destination, log_dir = source_partitions(src_storage, src_path, dst_storage, dst_path,
+                                                            topic, partition)
     log_starts: dict = {}
     log_dir_files: list[LogDirFile] = []
     if log_dir:
@@ -227,8 +235,14 @@ def _located(err: DataError, file: str, item) -> DataError:
     return err.located(file=file, base_position=item.header.position, offset=item.header.last_offset)
 
 
-def write_log_dir_files(plan: Plan, storage: Storage, path: str, out: StagedOutput) -> None:
+def write_log_dir_files(plan: Plan, storage: Storage, path: str, out,
+                        updates: dict[str, dict[tuple, int | None]] | None = None) -> None:
+    """The log directory's own files in DST: meta.properties copied, the offset checkpoints filtered to
+    the partitions written. `updates`: checkpoint name -> (topic, partition) -> new offset (None: no
+    entry); a checkpoint SRC lacks is created when an update gives it an entry, as a broker creates it."""
+    updates = updates or {}
     written = {(p.part.topic, p.part.partition) for p in plan.partitions}
+    done = set()
     for f in plan.log_dir_files:
         if f.action == "skip":
             continue
@@ -237,10 +251,26 @@ def write_log_dir_files(plan: Plan, storage: Storage, path: str, out: StagedOutp
         if f.action == "filter":
             offsets = read_offset_checkpoint(checkpoint_text(data, storage.url_of(info.path)),
                                              storage.url_of(info.path))
-            kept = {tp: o for tp, o in offsets.items() if tp in written}
+            kept = _updated({tp: o for tp, o in offsets.items() if tp in written}, updates.get(f.name))
             if kept != offsets:
                 data = write_offset_checkpoint(kept).encode("utf-8")
+            done.add(f.name)
         out.write(f.name, data, info.mtime_ms)
+    for name, changes in sorted(updates.items()):
+        if name in done or name not in OFFSET_CHECKPOINTS:
+            continue
+        kept = _updated({}, changes)
+        if kept:
+            out.write(name, write_offset_checkpoint(kept).encode("utf-8"))
+
+
+def _updated(offsets: dict, changes: dict | None) -> dict:
+    for tp, offset in (changes or {}).items():
+        if offset is None:
+            offsets.pop(tp, None)
+        else:
+            offsets[tp] = offset
+    return offsets
 
 
 def reindex(src: str, dst: str, *, src_options: dict | None = None, dst_options: dict | None = None,

@@ -13,7 +13,8 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
-from kfmt.cleanup import CleanupPlan, PartitionJob, check_destination_empty, plan_cleanup, write_log_dir_files
+from kfmt.cleanup import CleanupPlan, PartitionJob, check_destination_empty, plan_cleanup
+from kfmt.reindex import write_log_dir_files
 from kfmt.report import REPORT_NAME, PartitionSummary, make_report, report_bytes
 from kfmt.staging import StagedOutput, StagingTarget
 from kfmt.storage import open_storage
@@ -75,7 +76,7 @@ def run_cleanup(policy: CleanupPolicy, src: str, dst: str, options, *, src_optio
         for result in results:
             out.adopt(result.files)
         if plan.log_dir:
-            write_log_dir_files(plan, src_storage, src_path, out, policy.checkpoint_updates(results))
+            write_log_dir_files(plan.layout, src_storage, src_path, out, policy.checkpoint_updates(results))
         outputs = [replace(r.output, path=dst_storage.url_of(dst_storage.join(dst_path, r.rel) if r.rel
                                                               else dst_path)) for r in results]
         report = make_report(policy.command, layout.source, layout.destination, options_json,

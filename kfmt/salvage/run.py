@@ -7,9 +7,8 @@ from typing import Callable
 
 from kfmt.checkpoints import checkpoint_text, read_offset_checkpoint, write_offset_checkpoint
 from kfmt.errors import DataError, UsageError
-from kfmt.layout import PartitionDir, find_partitions, is_log_dir
-from kfmt.reindex import COPIED_LOG_DIR_FILES, LOG_START_OFFSET_CHECKPOINT, OFFSET_CHECKPOINTS
-from kfmt.reindex import check_not_inside
+from kfmt.layout import PartitionDir
+from kfmt.reindex import COPIED_LOG_DIR_FILES, LOG_START_OFFSET_CHECKPOINT, OFFSET_CHECKPOINTS, source_partitions
 from kfmt.report import REPORT_NAME, make_report, report_bytes
 from kfmt.staging import StagedOutput
 from kfmt.storage import Storage, open_storage
@@ -29,13 +28,8 @@ class Plan:
 
 def plan_salvage(src_storage: Storage, src_path: str, dst_storage: Storage, dst_path: str,
                  topic: str | None = None, partition: int | None = None) -> Plan:
-    parts = find_partitions(src_storage, src_path, topic, partition)
-    source, destination = src_storage.url_of(src_path), dst_storage.url_of(dst_path)
-    if not parts:
-        raise UsageError(f"{source}: no partition directories"
-                         + (" match --topic/--partition" if topic or partition is not None else ""))
-    check_not_inside(source, destination)
-    log_dir = is_log_dir(parts, src_storage, src_path)
+    parts, source, destination, log_dir = source_partitions(src_storage, src_path, dst_storage, dst_path,
+                                                            topic, partition)
     notes, log_starts, files = [], {}, []
     if log_dir:
         names = {info.name for info in src_storage.listdir(src_path) if not info.is_dir}
