@@ -274,6 +274,28 @@ def test_a_damaged_offset_field_never_puts_records_at_wrong_offsets(tmp_path, na
     assert dropped["offsets"] == expected_room(name, entry)
 
 
+@pytest.mark.parametrize("name", ["v0-none-0", "v1-none-0", "v2-gzip-0"])
+def test_a_damaged_offset_field_between_damaged_entries_is_caught_by_the_density(tmp_path, name):
+    """Found by the long fuzz run (seed 20261122, case 28272): an intact entry whose offset field was
+    raised, after a damaged entry whose frame is intact and before one whose frame is not. Nothing on
+    its right vouches for it, but every other entry of the segment follows the one before it, so it
+    opens a gap where none can be: it is dropped and reported, never written at the wrong offsets."""
+    src = copy_partition(name, tmp_path)
+    listing = kafka_listing(name)
+    i = next(i for i in range(1, len(listing) - 4)
+             if len({e.file for e in listing[i - 1:i + 5]}) == 1)
+    a, b, c = listing[i:i + 3]
+
+    def edit(data):
+        data[a.position + a.size - 1] ^= 0xFF  # a payload byte: CRC broken, frame intact
+        struct.pack_into(">q", data, b.position, b.offset + 1)  # the offset field, outside the CRC
+        struct.pack_into(">i", data, c.position + 8, c.size - 12 + 7)  # c's frame leads nowhere
+    damage(src, a.file, edit)
+    report = check_salvage(src, tmp_path / "out", name, records_of_entries(name, [a, b, c]))
+    kinds = {d["start"]: d["kind"] for d in partition_report(report)["dropped"]}
+    assert kinds[b.position] == "misplaced" and kinds[a.position] == "corrupt"
+
+
 def test_a_segment_that_cannot_be_read_loses_exactly_its_offsets(tmp_path):
     """A segment replaced by a link leading nowhere is skipped by the listing (with a warning), so the
     log has a hole: the offsets between the segments around it are reported missing. (A segment that

@@ -14,7 +14,7 @@ def order_segment(scan: SegmentScan, buf) -> None:
     cannot be trusted. The offset field is outside the CRC, so the offsets of an intact entry are
     checked against its neighbours in the file, whose order is the offset order in genuine data."""
     f = scan.found
-    gaps = sum(f.gap_before(i) for i in range(1, len(f)))
+    gaps = sum(_unexplained_gap(scan, i) for i in range(1, len(f)))
     broken = _sequence_breaks(scan)
     for i, (first, last) in broken.items():
         _drop_misplaced(scan, i, first, last, "the sequence numbers of its producer's batch next to it "
@@ -62,12 +62,12 @@ def order_segment(scan: SegmentScan, buf) -> None:
 
 def _misplaced(scan: SegmentScan, i: int, gaps: int) -> bool:
     """An entry whose offset field (outside the CRC) is contradicted by the entries around it in the
-    file: they leave room for exactly its offsets somewhere else; or it is the segment's last, opens a
-    gap right after the entry before it and does not end where the next segment (or the log) begins
-    (or nothing says where the log ends), in a segment whose other entries all follow each other
-    without a gap (and none was compacted). Its records' offsets are then the room (in the second
-    case, what it claims is reported too: the entries before it may have been cut out instead).
-    `gaps`: the offset gaps between entries next to each other in the file."""
+    file: they leave room for exactly its offsets somewhere else; or it opens a gap right after what
+    lies before it, nothing after it vouches for its offsets (for the segment's last entry: it does not
+    end where the next segment, or the log, begins), in a segment whose other entries all follow each
+    other without a gap (and none was compacted). Its records' offsets are then the room (in the
+    second case, what it claims is reported too: the entries before it may have been cut out instead).
+    `gaps`: the unexplained offset gaps between entries next to each other in the file."""
     f = scan.found
     span = f.lasts[i] - f.bases[i]
     room = scan.between(i - 1, i + 1)
@@ -81,15 +81,19 @@ def _misplaced(scan: SegmentScan, i: int, gaps: int) -> bool:
         return _drop_misplaced(scan, i, first, last, "what lies next to it in the file (damaged "
                                                      "entries' intact frames included) leaves room "
                                                      "for exactly its offsets")
-    around = gaps - f.gap_before(i) - f.gap_before(i + 1)  # gaps elsewhere in the segment
+    around = gaps - _unexplained_gap(scan, i) - _unexplained_gap(scan, i + 1)  # gaps elsewhere
     evidence = len(f) - 1 - (i > 0) - (i + 1 < len(f))  # pairs of entries that show the density
-    # Where nothing bounds the log's end (no clean-shutdown snapshot), whether the entries before the
-    # last one were cut out or its own offset field is damaged cannot be told: reported, not kept.
+    # An entry that opens a gap right after what lies before it in the file (an intact entry, or a
+    # damaged one's intact frame), in a segment whose other entries all follow each other (none
+    # compacted), with nothing after it vouching for its offsets and the entries after it continuing
+    # above them: its offset field is damaged, or the entries before it were cut out (the last entry
+    # of a log that nothing bounds). Which cannot be told, so it is reported, what it claims too, and
+    # not kept.
     following = scan.rng.next_base
-    if (i + 1 == len(f) and (following is None or f.lasts[i] + 1 != following) and f.gap_before(i)
-            and f.adjacent(i - 1, i) and not f.compacted and around == 0 and evidence > 0
-            and (following is None or f.lasts[i - 1] + 1 + span < following)):
-        first = f.lasts[i - 1] + 1
+    vouched = _vouched_after(scan, i) or (i + 1 == len(f) and f.lasts[i] + 1 == following)
+    if (first is not None and f.bases[i] > first and not f.compacted and around == 0 and evidence > 0
+            and not vouched and (i + 1 == len(f) or f.bases[i + 1] > f.lasts[i])
+            and (following is None or first + span < following)):
         return _drop_misplaced(scan, i, first, first + span, "every other entry of the segment follows "
                                                              "the one before it without a gap", claimed=True)
     return False
@@ -133,6 +137,12 @@ def _room_next_to(scan: SegmentScan, i: int) -> tuple[int | None, int | None]:
     else:
         last = next((d.claim[0] - 1 for d in scan.dropped if d.start == stop and d.claim), None)
     return first, last
+
+
+def _unexplained_gap(scan: SegmentScan, i: int) -> bool:
+    """Whether the offsets jump between found entries i - 1 and i (file order) with nothing between
+    them claiming the offsets in between: a damaged entry whose intact frame claims them explains it."""
+    return scan.found.gap_before(i) and not (_vouched_before(scan, i) and _vouched_after(scan, i - 1))
 
 
 def _vouched_before(scan: SegmentScan, i: int) -> bool:
