@@ -31,9 +31,10 @@ import secrets
 import socket
 import threading
 import time
+import warnings
 from dataclasses import dataclass
 
-from kfmt.errors import KfmtError, UsageError
+from kfmt.errors import KfmtError, KfmtWarning, UsageError
 from kfmt.manifest import MANIFEST, PENDING_DIR, FileRecord, encode_manifest
 from kfmt.storage import Storage, StorageSpec, WriteStream
 
@@ -290,7 +291,11 @@ class StagedOutput:
         s.write(s.join(self.root, OWNER), json.dumps(self._owner).encode())
         pattern = re.compile(re.escape(name) + r"\.([0-9a-f]{32})-delete")
         now_ms = time.time_ns() // 1_000_000
-        for info in s.listdir(parent):
+        # DST's parent is not read as data: what else lies there (sockets in /tmp...) is no concern
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", KfmtWarning)
+            siblings = s.listdir(parent)
+        for info in siblings:
             m = pattern.fullmatch(info.name)
             if not m or not info.is_dir or m[1] == self.run:
                 continue

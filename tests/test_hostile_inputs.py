@@ -160,6 +160,24 @@ def test_files_named_like_segments_that_are_not_files_never_block_a_reader(tmp_p
     assert scratch_state(tmp_path, dst) == before
 
 
+@needs_realkafka
+@pytest.mark.parametrize("command", WRITERS)
+def test_what_lies_next_to_dst_is_no_concern_of_a_transform(tmp_path, command):
+    """DST's parent is listed only for the staging directories of killed runs; a socket or FIFO there
+    (SeaweedFS leaves sockets in /tmp) is not data kfmt reads: no warning."""
+    part = copy("v0-none-0", tmp_path / "in" / "v0-none-0")
+    parent = tmp_path / "outputs"
+    parent.mkdir()
+    os.mkfifo(parent / "a-fifo")
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(parent / "a-socket"))
+    try:
+        result = kfmt(command[0], part, parent / "out", *command[1:])
+    finally:
+        listener.close()
+    assert clear(result, codes=(0,)) == []
+
+
 # --- names ---
 
 ODD_NAMES = ["..-0", "a..b-0", "t o p i c-0", "тема-0", "ctl\x01-0", "pct%41:x;y-0", "x" * 240 + "-0"]
