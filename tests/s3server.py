@@ -13,7 +13,9 @@ signal, so it cannot outlive the pytest process even if that process is killed.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import ctypes
+import glob
 import json
 import os
 import shutil
@@ -117,6 +119,8 @@ class SeaweedServer:
                                                         "secretKey": SECRET_KEY}]}]}, f)
         master, master_grpc, volume, volume_grpc, filer, filer_grpc, s3, s3_grpc = _free_ports(8)
         admin = _free_port_pair(ADMIN_GRPC_OFFSET)
+        self.ports = [master, master_grpc, volume, volume_grpc, filer, filer_grpc, s3, s3_grpc, admin,
+                      admin + ADMIN_GRPC_OFFSET]
         args = [self.binary, "mini", f"-dir={os.path.join(self.workdir, 'data')}",
                 "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-s3.config={config}", f"-bucket={BUCKET}",
                 f"-master.port={master}", f"-master.port.grpc={master_grpc}",
@@ -182,6 +186,12 @@ class SeaweedServer:
                 process.kill()
                 process.wait(timeout=15)
         shutil.rmtree(self.workdir, ignore_errors=True)
+        # weed opens its gRPC services on sockets named by port in the temporary directory as well,
+        # and a killed weed leaves them there
+        for port in getattr(self, "ports", []):
+            for leftover in glob.glob(os.path.join(tempfile.gettempdir(), f"seaweedfs-*-{port}.sock")):
+                with contextlib.suppress(OSError):
+                    os.remove(leftover)
 
 
 _server: SeaweedServer | None = None
