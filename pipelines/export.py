@@ -30,10 +30,10 @@ import pyarrow.compute as pc
 
 from kfmt.errors import KfmtError, UsageError
 from kfmt.export import DATE_FIELD, EXPORT_SCHEMA, record_dates, rows_to_records
+from kfmt.exporters import exporters
 from kfmt.layout import PartitionDir, find_partitions
 from kfmt.manifest import FileRecord
 from kfmt.partition import PartitionReader
-from kfmt.pipelines.export_files import FORMATS
 from kfmt.pipelines.log_ranges import (DEFAULT_SPLIT_BYTES, RangeTally, SegmentRange, Selection,
                                        pack_ranges, partition_identity, plan_ranges, read_range)
 from kfmt.pipelines.runner import run_tasks
@@ -51,15 +51,16 @@ HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
 @dataclass(frozen=True)
 class ExportOptions:
-    format: str = "parquet"  # a key of pipelines.export_files.FORMATS
+    format: str = "parquet"  # an exporter's name (kfmt.exporters)
     partition_by: tuple = ("topic", "partition")
     include_control: bool = False
     isolation: str = "read_uncommitted"
     split_bytes: int = DEFAULT_SPLIT_BYTES  # segments bigger than this are cut into ranges
 
     def __post_init__(self):
-        if self.format not in FORMATS:
-            raise UsageError(f"unknown export format {self.format!r} (known: {', '.join(FORMATS)})")
+        known = exporters()
+        if self.format not in known:
+            raise UsageError(f"unknown export format {self.format!r} (known: {', '.join(sorted(known))})")
         if ",".join(self.partition_by) not in PARTITION_BY:
             raise UsageError(f"cannot partition by {','.join(self.partition_by)!r} (choose one of: "
                              f"{'; '.join(PARTITION_BY)})")
@@ -216,7 +217,7 @@ def export_task(task: ExportTask) -> RangeResult:
 def export_range(rng: SegmentRange, task: ExportTask, files) -> RangeResult:
     """Write the selected records of one range, read the files back, and check them."""
     options = task.options
-    fmt = FORMATS[options.format]
+    fmt = exporters()[options.format]
     schema = options.schema
     name = f"part-{rng.segment_base:020d}-{rng.index:04d}{fmt.extension}"
     writers: dict[str, object] = {}  # relative path -> open writer

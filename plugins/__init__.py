@@ -1,1 +1,1 @@
-"""Built-in plugins: message formats, compression codecs, storage backends, exporters."""
+"""Built-in plugins: message formats, compression codecs, storage backends, export file formats."""

@@ -584,7 +584,7 @@ def test_bad_data_exits_65_and_publishes_nothing(tmp_path, master, request):
 @needs_realkafka
 def test_a_digest_mismatch_fails_the_job(tmp_path, monkeypatch):
     """A writer that loses a row is caught by reading the files back: exit 1, nothing published."""
-    from kfmt.pipelines import export_files
+    from kfmt.default_plugins.exporters import files as export_files
 
     real_write = export_files.ParquetFileWriter.write
     monkeypatch.setattr(export_files.ParquetFileWriter, "write",

@@ -5,6 +5,7 @@ KFMT_LOAD_PLUGINS allow-list, and register()/unregister() at run time in this pr
 """
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -218,3 +219,84 @@ def test_a_plugin_that_fails_to_load_is_named_in_one_line(tmp_path):
     assert "'broken' (kfmt-broken 1.0)" in result.stderr and "needs libfoo" in result.stderr
     # the allow-list is the way around it
     assert run(site, "plugins", allow="").returncode == 0
+
+
+# --- an export file format from outside the package ---
+
+TOY_EXPORTER = '''
+"""A toy export format for kfmt: one line per record, "offset<TAB>value as hex"."""
+import pyarrow as pa
+from kfmt.errors import KfmtError
+from kfmt.export import rows_to_records  # noqa: F401  (what a real exporter might use)
+from kfmt.hookspecs import hookimpl
+
+
+class Writer:
+    def __init__(self, stream, schema):
+        self.stream, self.schema = stream, schema
+        self.rows = []
+
+    def write(self, rows):
+        self.rows.append(rows)
+
+    def close(self):
+        # the whole rows go along as Arrow IPC after the readable lines, so read_back is exact
+        table = pa.Table.from_batches(self.rows, self.schema)
+        for offset, value in zip(table.column("offset").to_pylist(), table.column("value").to_pylist()):
+            self.stream.write(f"{offset}\\t{(value or b'').hex()}\\n".encode())
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, self.schema) as ipc:
+            ipc.write_table(table)
+        self.stream.write(b"--\\n" + sink.getvalue().to_pybytes())
+
+
+class Tsv:
+    name = "toy-tsv"
+    extension = ".tsv"
+
+    def open(self, stream, schema):
+        return Writer(stream, schema)
+
+    def read_back(self, data, schema):
+        data = bytes(data)
+        at = data.find(b"--\\n")
+        if at < 0:
+            raise KfmtError("no rows in the file")
+        yield from pa.ipc.open_stream(data[at + 3:]).read_all().to_batches()
+
+
+@hookimpl
+def kfmt_register_exporters(register):
+    register(Tsv())
+'''
+
+
+@pytest.fixture(scope="module")
+def exporter_distribution(tmp_path_factory) -> Path:
+    site = tmp_path_factory.mktemp("site-exporter")
+    (site / "kfmt_toy_tsv.py").write_text(TOY_EXPORTER)
+    dist_info = site / "kfmt_toy_tsv-1.0.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: kfmt-toy-tsv\nVersion: 1.0\n")
+    (dist_info / "entry_points.txt").write_text("[kfmt]\ntoy-tsv = kfmt_toy_tsv\n")
+    (dist_info / "RECORD").write_text("")
+    return site
+
+
+@pytest.mark.spark
+def test_export_writes_a_third_party_format(exporter_distribution, tmp_path):
+    src = Path(__file__).resolve().parent.parent / "samples" / "kafka-logs" / "v2-zstd-0"
+    listed = json.loads(run(exporter_distribution, "plugins", "--format", "json").stdout)
+    assert listed["toy-tsv"]["provides"] == {"exporters": ["toy-tsv"]}
+    dst = tmp_path / "out"
+    result = run(exporter_distribution, "export", str(src), str(dst), "--format", "toy-tsv",
+                 "--master", "inprocess", "--no-progress")
+    assert result.returncode == 0, result.stderr
+    [written] = list(dst.rglob("*.tsv"))
+    lines = written.read_bytes().split(b"--\n", 1)[0].decode().splitlines()
+    cat = run(exporter_distribution, "cat", str(src), "--format", "json")
+    expected = [f"{r['offset']}\t{base64.b64decode(r['value'] or '').hex()}"
+                for r in map(json.loads, cat.stdout.splitlines())]
+    assert lines == expected
+    unknown = run(exporter_distribution, "export", str(src), str(tmp_path / "x"), "--format", "csv")
+    assert unknown.returncode == 2 and "known: jsonl, parquet, toy-tsv" in unknown.stderr

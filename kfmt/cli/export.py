@@ -24,8 +24,9 @@ def add_arguments(p):
                    help="fsspec storage option for DST (repeatable; default: the --storage-option values)")
     p.add_argument("--topic", metavar="GLOB", help="only topics matching this glob (log directories)")
     p.add_argument("--partition", type=int, metavar="N", help="only this partition number")
-    p.add_argument("--format", choices=("parquet", "jsonl"), default="parquet",
-                   help="file format (default parquet)")
+    p.add_argument("--format", default="parquet", metavar="NAME",
+                   help="file format: parquet (default), jsonl, or one an exporter plugin provides "
+                        "(kfmt plugins lists them)")
     p.add_argument("--partition-by", default="topic,partition", metavar="COLUMNS",
                    help="directory levels: topic,partition (default) or topic,partition,date (the UTC "
                         "date of the record timestamp)")

@@ -1,5 +1,5 @@
-"""The files `kfmt export` writes: Parquet or JSON Lines, streamed through a staged output, and read
-back to check what was written.
+"""The built-in export formats (kfmt.exporters): Parquet and JSON Lines, streamed through a staged
+output, and read back to check what was written.
 
 Parquet: one row group per chunk of rows (kfmt.pipelines.log_ranges), so a writer holds one chunk
 at a time; pyarrow stores the Arrow schema too, so pyarrow reads back the exact types (int8 magic,
@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from kfmt.errors import KfmtError
+from kfmt.hookspecs import hookimpl
 
 _BINARY_COLUMNS = ("key", "value")
 READ_BACK_ROWS = 65536
@@ -105,7 +106,10 @@ class JsonLinesWriter:
         pass
 
 
-FORMATS = {f.name: f for f in (ParquetFormat(), JsonLinesFormat())}
+@hookimpl
+def kfmt_register_exporters(register):
+    register(ParquetFormat())
+    register(JsonLinesFormat())
 
 
 def _b64(data: bytes | None) -> str | None:

@@ -1,0 +1,1 @@
+"""Built-in exporters: the file formats of `kfmt export`."""
