@@ -87,18 +87,24 @@ EXPECTED = [
 ]
 
 
+def installed_distribution(site: Path, module: str, source: str, name: str, version: str,
+                           entry_point: str) -> Path:
+    """`site`, which put on PYTHONPATH holds `module` as an installed distribution whose `kfmt`
+    entry point `entry_point` names it."""
+    (site / f"{module}.py").write_text(source)
+    dist_info = site / f"{module}-{version}.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    (dist_info / "entry_points.txt").write_text(f"[kfmt]\n{entry_point} = {module}\n")
+    (dist_info / "RECORD").write_text("")
+    return site
+
+
 @pytest.fixture(scope="module")
 def toy_distribution(tmp_path_factory) -> Path:
     """A directory that, put on PYTHONPATH, holds the toy plugin as an installed distribution."""
-    site = tmp_path_factory.mktemp("site")
-    (site / "kfmt_toy_codec.py").write_text(TOY_MODULE)
-    dist_info = site / "kfmt_toy_codec-0.3.dist-info"
-    dist_info.mkdir()
-    (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: kfmt-toy-codec\nVersion: 0.3\n"
-                                        "Summary: a toy compression codec for kfmt's plugin tests\n")
-    (dist_info / "entry_points.txt").write_text(f"[kfmt]\n{ENTRY_POINT} = kfmt_toy_codec\n")
-    (dist_info / "RECORD").write_text("")
-    return site
+    return installed_distribution(tmp_path_factory.mktemp("site"), "kfmt_toy_codec", TOY_MODULE,
+                                  "kfmt-toy-codec", "0.3", ENTRY_POINT)
 
 
 def run(site: Path, *args: str, allow: str | None = None, script: str | None = None) -> subprocess.CompletedProcess:
@@ -273,14 +279,8 @@ def kfmt_register_exporters(register):
 
 @pytest.fixture(scope="module")
 def exporter_distribution(tmp_path_factory) -> Path:
-    site = tmp_path_factory.mktemp("site-exporter")
-    (site / "kfmt_toy_tsv.py").write_text(TOY_EXPORTER)
-    dist_info = site / "kfmt_toy_tsv-1.0.dist-info"
-    dist_info.mkdir()
-    (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: kfmt-toy-tsv\nVersion: 1.0\n")
-    (dist_info / "entry_points.txt").write_text("[kfmt]\ntoy-tsv = kfmt_toy_tsv\n")
-    (dist_info / "RECORD").write_text("")
-    return site
+    return installed_distribution(tmp_path_factory.mktemp("site-exporter"), "kfmt_toy_tsv", TOY_EXPORTER,
+                                  "kfmt-toy-tsv", "1.0", "toy-tsv")
 
 
 @pytest.mark.spark
