@@ -144,7 +144,7 @@ def write_offset_checkpoint(offsets: dict[tuple[str, int], int]) -> str:
 
 
 def read_partition_metadata(text: str, file: str) -> str:
-    """The topic id in partition.metadata, read as PartitionMetadataReadBuffer does (§10): line 1
+    r"""The topic id in partition.metadata, read as PartitionMetadataReadBuffer does (§10): line 1
     `version: <int32 >= 0>`, line 2 `topic_id: <Uuid>` (each split once on `:\s+`, key exact; later
     lines are not read); the Uuid is URL-safe base64 of 16 bytes, not all zero. Returns its
     canonical 22-character form."""

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import REALKAFKA, real_dir_params, run_kfmt
+from conftest import REAL_DIRS, REALKAFKA, real_dir_params, run_kfmt
 from kfmt.dump.javatext import java_absolute_path, java_file_string, java_string
 from kfmt.dump.scalamap import ScalaHashMap
 from kfmt.layout import find_partitions
@@ -37,7 +37,7 @@ STDERR_LINE = re.compile(r"^(Mismatches in :|  Index |Found timestamp mismatch|F
 
 def with_files(suffix: str) -> list:
     """Corpus directories that hold files with this suffix (all of them, for most suffixes)."""
-    return real_dir_params([d for d in real_dir_params() if d and any((REALKAFKA / d).glob(f"*{suffix}"))])
+    return real_dir_params([d for d in REAL_DIRS if any((REALKAFKA / d).glob(f"*{suffix}"))])
 
 
 def files_of(name: str, suffix: str) -> list[str]:
