@@ -21,7 +21,7 @@ import crc32c
 import pytest
 import zstandard
 
-from conftest import REALKAFKA, needs_realkafka, run_kfmt
+from conftest import REALKAFKA, needs_realkafka, require_corpus, run_kfmt
 from corpus_truth import ListedEntry as Entry, kafka_listing
 from test_codecs import legacy_message
 from kfmt import registry
@@ -32,6 +32,7 @@ pytestmark = needs_realkafka
 
 
 def copy_partition(name: str, tmp_path: Path) -> Path:
+    require_corpus()
     dst = tmp_path / name
     shutil.copytree(REALKAFKA / name, dst, copy_function=shutil.copyfile)  # writable copies
     return dst
