@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 import contextlib
-import importlib
+import functools
 import os
 import random
 import struct
@@ -26,8 +26,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import REALKAFKA, real_dir_params
-from kfmt import batch_runs, direct_io, legacy_runs, registry, segment, speedups
-from kfmt.errors import DataError, UsageError
+from kfmt import batch_runs, direct_io, legacy_runs, registry, segment
+from kfmt.errors import UsageError
 from kfmt.formats import LENIENT, STRICT
 from kfmt.frames import header_of, rows_of
 from kfmt.model import BatchHeader, TimestampType, make_records
@@ -36,38 +36,16 @@ from kfmt.staging import StagedOutput
 from kfmt.storage import open_storage
 from kfmt.wire import crc32c
 from kfmt.writer import RollPolicy, SegmentPlanner, SegmentRunWriter
-from test_speedups import SETTINGS, NATIVE_USERS, legacy_runs_of_messages, record_columns, segments
+import test_speedups as speedups_tests
+from test_speedups import (NATIVE_USERS, SETTINGS, both, legacy_runs_of_messages, needs_native, outcome,
+                           record_columns, segments)
 
 NATIVE_ALSO = NATIVE_USERS + ["kfmt.batch_runs", "kfmt.writer"]
-needs_native = pytest.mark.skipif(speedups.native is None, reason=f"nothing to compare: kfmt runs "
-                                  f"{speedups.description}")
-
-
-@contextlib.contextmanager
-def reference_code():
-    modules = [importlib.import_module(name) for name in NATIVE_ALSO]
-    users = [m for m in modules if hasattr(m, "native")]
-    saved = [m.native for m in users]
-    for m in users:
-        m.native = None
-    try:
-        yield
-    finally:
-        for m, native in zip(users, saved):
-            m.native = native
-
-
-def outcome(fn):
-    try:
-        return "value", fn()
-    except DataError as err:
-        return "error", type(err).__name__, err.message, err.file, err.position, err.offset
+reference_code = functools.partial(speedups_tests.reference_code, NATIVE_ALSO)
 
 
 def same_both_ways(fn):
-    fast = outcome(fn)
-    with reference_code():
-        reference = outcome(fn)
+    fast, reference = both(fn, NATIVE_ALSO)
     assert fast == reference
     return fast
 

@@ -44,17 +44,16 @@ needs_native = pytest.mark.skipif(speedups.native is None, reason=f"nothing to c
 
 
 @contextlib.contextmanager
-def reference_code():
-    """Run the pure-Python reference: the kernels off in every module that uses them."""
-    modules = [importlib.import_module(name) for name in NATIVE_USERS]
-    saved = [m.native for m in modules if hasattr(m, "native")]
-    for m in modules:
-        if hasattr(m, "native"):
-            m.native = None
+def reference_code(names: list[str] = NATIVE_USERS):
+    """Run the pure-Python reference: the kernels off in every module (of `names`) that uses them."""
+    users = [m for m in map(importlib.import_module, names) if hasattr(m, "native")]
+    saved = [m.native for m in users]
+    for m in users:
+        m.native = None
     try:
         yield
     finally:
-        for m, native in zip([m for m in modules if hasattr(m, "native")], saved):
+        for m, native in zip(users, saved):
             m.native = native
 
 
@@ -66,9 +65,9 @@ def outcome(fn):
         return "error", type(err).__name__, err.message, err.file, err.position, err.offset
 
 
-def both(fn):
+def both(fn, names: list[str] = NATIVE_USERS):
     fast = outcome(fn)
-    with reference_code():
+    with reference_code(names):
         reference = outcome(fn)
     return fast, reference
 
