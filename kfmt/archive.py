@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 from kfmt import segment
 from kfmt.errors import DataError, UsageError
 from kfmt.manifest import MANIFEST, PENDING_DIR, FileRecord, Manifest, encode_manifest, load_manifest
-from kfmt.report import REPORT_NAME, ContentDigest, PartitionSummary, PartitionTally
+from kfmt.report import REPORT_NAME, ContentDigest, PartitionSummary, PartitionTally, merge_tallies
 from kfmt.staging import CLAIM_NAME, StagedFiles, another_run, new_run_id, owner_alive
 from kfmt.storage import FileInfo, Storage, StorageSpec
 
@@ -68,6 +68,12 @@ class SegmentFacts:
 
     def to_json(self) -> dict:
         return asdict(self)
+
+    def tally(self) -> PartitionTally:
+        """This segment as a part of its partition's summary."""
+        return PartitionTally(PartitionSummary("", None, None, 1, self.batches, self.records,
+                                               self.control_records, self.bytes, self.first_offset,
+                                               self.next_offset), ContentDigest.parse(self.content_digest))
 
     @classmethod
     def from_json(cls, doc: dict) -> "SegmentFacts":
@@ -108,21 +114,7 @@ class ArchivedPartition:
 
     def summary(self, path: str) -> PartitionSummary:
         """The partition's summary (as kfmt.report counts it), added up from its segments."""
-        s = PartitionSummary(path, self.topic, self.partition)
-        digest = ContentDigest()
-        for seg in self.segments:
-            s.segments += 1
-            s.log_bytes += seg.bytes
-            s.batches += seg.batches
-            s.records += seg.records
-            s.control_records += seg.control_records
-            if s.first_offset is None:
-                s.first_offset = seg.first_offset
-            if seg.next_offset is not None:
-                s.next_offset = seg.next_offset
-            digest.merge(ContentDigest.parse(seg.content_digest))
-        s.content_digest = digest.hexdigest()
-        return s
+        return merge_tallies((seg.tally() for seg in self.segments), path, self.topic, self.partition)
 
     def to_json(self) -> dict:
         summary = self.summary("").to_json()

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import struct
 from dataclasses import asdict, dataclass, field
+from typing import Iterable
 
 import pyarrow as pa
 import xxhash
@@ -146,6 +147,26 @@ class PartitionTally:
     def finish(self) -> PartitionSummary:
         self.summary.content_digest = self.digest.hexdigest()
         return self.summary
+
+
+def merge_tallies(tallies: Iterable[PartitionTally], path: str, topic, partition) -> PartitionSummary:
+    """The summary of a partition from the tallies of its parts, given in offset order."""
+    out = PartitionSummary(path, topic, partition)
+    digest = ContentDigest()
+    for t in tallies:
+        s = t.summary
+        out.segments += s.segments
+        out.batches += s.batches
+        out.records += s.records
+        out.control_records += s.control_records
+        out.log_bytes += s.log_bytes
+        if out.first_offset is None:
+            out.first_offset = s.first_offset
+        if s.next_offset is not None:
+            out.next_offset = s.next_offset
+        digest.merge(t.digest)
+    out.content_digest = digest.hexdigest()
+    return out
 
 
 def make_report(command: str, source: str, destination: str, options: dict,

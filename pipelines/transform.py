@@ -37,7 +37,7 @@ from kfmt.manifest import FileRecord
 from kfmt.model import INT32_MAX, Batch, BatchHeader
 from kfmt.pipelines.runner import run_tasks
 from kfmt.reindex import PartitionPlan, Plan, write_log_dir_files, plan_reindex
-from kfmt.report import (REPORT_NAME, ContentDigest, PartitionSummary, PartitionTally, make_report,
+from kfmt.report import (REPORT_NAME, PartitionSummary, PartitionTally, make_report, merge_tallies,
                          report_bytes)
 from kfmt.staging import StagedOutput, StagingTarget
 from kfmt.storage import Storage, StorageSpec, open_storage
@@ -113,26 +113,6 @@ def task_groups(items: Sequence, size=lambda item: item.size, budget: int = TASK
 def new_tally() -> PartitionTally:
     """Counts and content digest of a part of a partition (merged on the driver)."""
     return PartitionTally(PartitionSummary("", None, None))
-
-
-def merge_tallies(tallies: Sequence[PartitionTally], path: str, topic, partition) -> PartitionSummary:
-    """The summary of a partition from the tallies of its parts, given in offset order."""
-    out = PartitionSummary(path, topic, partition)
-    digest = ContentDigest()
-    for t in tallies:
-        s = t.summary
-        out.segments += s.segments
-        out.batches += s.batches
-        out.records += s.records
-        out.control_records += s.control_records
-        out.log_bytes += s.log_bytes
-        if out.first_offset is None:
-            out.first_offset = s.first_offset
-        if s.next_offset is not None:
-            out.next_offset = s.next_offset
-        digest.merge(t.digest)
-    out.content_digest = digest.hexdigest()
-    return out
 
 
 @dataclass
