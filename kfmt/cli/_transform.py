@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Callable
 
 from kfmt.cli._common import add_format_argument, add_progress_argument, add_storage_arguments, dumps
 from kfmt.companions import DEFAULT_INDEX_INTERVAL_BYTES
@@ -69,6 +70,19 @@ def companion_options(args):
     return CompanionOptions(args.index_interval_bytes, args.now_ms, args.producer_expiration_ms)
 
 
+def print_outcome(plan, report: dict | None, as_json: bool, summary: Callable[[dict], str]) -> int:
+    """Print what a transform did: for a dry run (no report) the plan, else the report as JSON or
+    `summary(report)` as one line of text. Returns the exit code (0)."""
+    out = sys.stdout
+    if report is None:
+        out.write(dumps(plan.to_json()) + "\n" if as_json else "\n".join(plan.lines()) + "\n")
+    elif as_json:
+        out.write(dumps(report) + "\n")
+    else:
+        out.write(summary(report) + "\n")
+    return 0
+
+
 def run_transform_command(args, transform, **options) -> int:
     """Run a Spark transform (kfmt.pipelines.transform) for the arguments add_transform_arguments and
     add_companion_arguments defined; print the plan (--dry-run) or what was written."""
@@ -76,11 +90,5 @@ def run_transform_command(args, transform, **options) -> int:
 
     plan, report = transform(args.src, args.dst, companions=companion_options(args), **run_arguments(args),
                              **options)
-    out = sys.stdout
-    if report is None:  # dry run
-        out.write(dumps(plan.to_json()) + "\n" if args.format == "json" else "\n".join(plan.lines()) + "\n")
-    elif args.format == "json":
-        out.write(dumps(report) + "\n")
-    else:
-        out.write(summary_line(report, plan.layout.destination) + "\n")
-    return 0
+    return print_outcome(plan, report, args.format == "json",
+                         lambda r: summary_line(r, plan.layout.destination))

@@ -2,10 +2,8 @@
 ones, in Hive-style topic=/partition=/ directories (kfmt.pipelines.export, docs/export.md)."""
 from __future__ import annotations
 
-import sys
-
-from kfmt.cli._common import add_progress_argument, add_storage_arguments, dumps
-from kfmt.cli._transform import run_arguments
+from kfmt.cli._common import add_progress_argument, add_storage_arguments
+from kfmt.cli._transform import print_outcome, run_arguments
 from kfmt.errors import UsageError
 
 NAME = "export"
@@ -56,16 +54,11 @@ def run(args) -> int:
     options = ExportOptions(args.format, partition_by, args.include_control, args.isolation,
                             args.max_bytes_per_task)
     plan, report = export(args.src, args.dst, options=options, **run_arguments(args))
-    out = sys.stdout
-    if report is None:  # dry run
-        out.write(dumps(plan.to_json()) + "\n" if args.output == "json" else "\n".join(plan.lines()) + "\n")
-        return 0
-    if args.output == "json":
-        out.write(dumps(report) + "\n")
-    else:
-        t = report["totals"]
-        files = sum(p["files"] for p in report["outputs"])
-        out.write(f"exported {t['output_records']} records of {t['partitions']} partition(s) into "
-                  f"{files} {args.format} file(s) in {plan.destination} "
-                  f"({report['duration_ms'] / 1000:.1f} s)\n")
+
+    def summary(r: dict) -> str:
+        files = sum(p["files"] for p in r["outputs"])
+        return (f"exported {r['totals']['output_records']} records of {r['totals']['partitions']} "
+                f"partition(s) into {files} {args.format} file(s) in {plan.destination} "
+                f"({r['duration_ms'] / 1000:.1f} s)")
+    return print_outcome(plan, report, args.output == "json", summary)
     return 0

@@ -2,10 +2,9 @@
 as Kafka's log recovery builds them (kfmt.reindex)."""
 from __future__ import annotations
 
-import sys
-
-from kfmt.cli._common import dumps, progress
-from kfmt.cli._transform import add_companion_arguments, add_transform_arguments, companion_options, run_arguments
+from kfmt.cli._common import progress
+from kfmt.cli._transform import (add_companion_arguments, add_transform_arguments, companion_options,
+                                 print_outcome, run_arguments)
 from kfmt.reindex import reindex
 
 NAME = "reindex"
@@ -22,14 +21,7 @@ def run(args) -> int:
     with progress(args, unit="B", unit_scale=True, desc="reindex") as bar:
         plan, report = reindex(args.src, args.dst, options=companion_options(args),
                                **run_arguments(args, spark=False), on_progress=bar.update)
-    out = sys.stdout
-    if report is None:  # dry run
-        out.write(dumps(plan.to_json()) + "\n" if args.format == "json" else "\n".join(plan.lines()) + "\n")
-        return 0
-    if args.format == "json":
-        out.write(dumps(report) + "\n")
-    else:
-        t = report["totals"]
-        out.write(f"reindexed {t['partitions']} partition(s): {t['input_batches']} batches, "
-                  f"{t['input_records']} records, into {plan.destination}\n")
-    return 0
+    return print_outcome(plan, report, args.format == "json",
+                         lambda r: f"reindexed {r['totals']['partitions']} partition(s): "
+                                   f"{r['totals']['input_batches']} batches, {r['totals']['input_records']} "
+                                   f"records, into {plan.destination}")

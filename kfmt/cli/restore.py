@@ -2,10 +2,8 @@
 Kafka's log recovery builds them (kfmt.pipelines.restore, docs/archive.md)."""
 from __future__ import annotations
 
-import sys
-
-from kfmt.cli._common import dumps
-from kfmt.cli._transform import add_companion_arguments, add_transform_arguments, companion_options, run_arguments
+from kfmt.cli._transform import (add_companion_arguments, add_transform_arguments, companion_options,
+                                 print_outcome, run_arguments)
 
 NAME = "restore"
 HELP = ("restore an archive (kfmt archive) to a broker-ready partition or log directory, checksums "
@@ -21,16 +19,8 @@ def run(args) -> int:
     from kfmt.pipelines.restore import restore
 
     result = restore(args.src, args.dst, options=companion_options(args), **run_arguments(args))
-    out = sys.stdout
-    if result.report is None:  # dry run
-        out.write(dumps(result.to_json()) + "\n" if args.format == "json"
-                  else "\n".join(result.lines()) + "\n")
-        return 0
-    if args.format == "json":
-        out.write(dumps(result.report) + "\n")
-        return 0
-    t = result.report["totals"]
-    out.write(f"restored {t['partitions']} partition(s): {t['output_batches']} batches, "
-              f"{t['output_records']} records, content digests equal to the archive's, into "
-              f"{result.plan.destination}\n")
-    return 0
+    return print_outcome(result, result.report, args.format == "json",
+                         lambda r: f"restored {r['totals']['partitions']} partition(s): "
+                                   f"{r['totals']['output_batches']} batches, {r['totals']['output_records']} "
+                                   f"records, content digests equal to the archive's, into "
+                                   f"{result.plan.destination}")
