@@ -45,8 +45,7 @@ def real_partition_dirs() -> list[str]:
 
 
 REAL_DIRS = real_partition_dirs()
-needs_realkafka = pytest.mark.skipif(not REAL_DIRS, reason="the realkafka corpus (../shared/realkafka) "
-                                                           "is not on this machine")
+needs_realkafka = pytest.mark.skipif(not REAL_DIRS, reason=CORPUS_MISSING)
 
 
 def real_dir_params(names=None):
@@ -59,8 +58,7 @@ def real_dir_params(names=None):
 
 @pytest.fixture
 def realkafka() -> Path:
-    if not REALKAFKA.is_dir():
-        pytest.skip("the realkafka corpus (../shared/realkafka) is not on this machine")
+    require_corpus()
     return REALKAFKA
 
 

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import REALKAFKA, real_dir_params, run_kfmt
+from conftest import REALKAFKA, real_dir_params, require_corpus, run_kfmt
 from kfmt import segment
 from kfmt.checkpoints import read_offset_checkpoint
 from kfmt.indexes import read_offset_index, read_time_index
@@ -205,8 +205,7 @@ def test_log_start_offset_checkpoint_shapes_epochs_and_snapshots(tmp_path, realk
 
 def test_fsspec_memory_source_and_destination(tmp_path):
     name = "txn-v2-none-0"
-    if not (REALKAFKA / name).is_dir():
-        pytest.skip("the realkafka corpus (../shared/realkafka) is not on this machine")
+    require_corpus()
     fs = fsspec.filesystem("memory")
     root = f"/kfmt-test-{os.getpid()}"
     try:

@@ -20,7 +20,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 import pytest
 
-from conftest import REALKAFKA, needs_realkafka
+from conftest import REALKAFKA, needs_realkafka, require_corpus
 from test_storage_conformance import consumer_truth, records_of
 
 from kfmt.errors import KfmtError, UsageError
@@ -96,8 +96,7 @@ def tree_state(root) -> dict:
 @pytest.fixture
 def source_copy(tmp_path):
     """A private copy of a corpus partition with distinct .log mtimes (the corpus stays untouched)."""
-    if not (REALKAFKA / "v2-none-0").is_dir():
-        pytest.skip("the realkafka corpus (../shared/realkafka) is not on this machine")
+    require_corpus()
     src = tmp_path / "src" / "v2-none-0"
     shutil.copytree(REALKAFKA / "v2-none-0", src)
     for i, name in enumerate(sorted(os.listdir(src))):
