@@ -24,18 +24,6 @@ def require_corpus() -> None:
         pytest.skip(CORPUS_MISSING)
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    """Without the corpus, a test that failed reaching into it is skipped, not failed: most tests
-    that need it say so (needs_realkafka, real_dir_params, the corpus_truth helpers); this catches
-    the rest, and only them (the failure must name the corpus's path)."""
-    outcome = yield
-    report = outcome.get_result()
-    if report.failed and not REALKAFKA.is_dir() and str(REALKAFKA) in str(report.longrepr):
-        report.outcome = "skipped"
-        report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {CORPUS_MISSING}")
-
-
 def real_partition_dirs() -> list[str]:
     """Names of the partition directories in the corpus (empty if the corpus is missing)."""
     if not REALKAFKA.is_dir():

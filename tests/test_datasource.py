@@ -13,7 +13,7 @@ import shutil
 import pyarrow as pa
 import pytest
 
-from conftest import REALKAFKA, needs_realkafka, real_dir_params
+from conftest import REALKAFKA, needs_realkafka, real_dir_params, require_corpus
 from corpus_truth import control_records
 from s3server import s3_server  # noqa: F401  (fixture)
 from test_export import (TXN, as_consumer_records, corrupted_copy, export, listing,
@@ -118,6 +118,7 @@ def test_include_control_without_read_committed():
 
 @pytest.fixture(scope="module")
 def logdir(tmp_path_factory):
+    require_corpus()
     root = tmp_path_factory.mktemp("logdir")
     for name in ("v2-none-0", "v2-lz4-0", "v1-gzip-0"):
         shutil.copytree(REALKAFKA / name, root / name)

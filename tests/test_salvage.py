@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REALKAFKA, real_dir_params, run_kfmt
+from conftest import REALKAFKA, needs_realkafka, real_dir_params, run_kfmt
 from corpus_truth import consumer_records, kafka_listing
 from test_bad_input import copy_partition
 
@@ -511,6 +511,7 @@ def test_a_damaged_offset_field_between_damaged_entries_is_caught_by_producer_se
     assert dropped[before.position]["kind"] == dropped[after.position]["kind"] == "corrupt"
 
 
+@needs_realkafka
 def test_a_copy_taken_from_a_running_broker(tmp_path):
     """The corpus's copy of v2-zstd-0 taken while the broker ran: preallocated (zero-filled) indexes,
     no snapshot at the log end. Everything is intact: nothing is dropped or reported missing."""
