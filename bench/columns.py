@@ -3,7 +3,7 @@
 Each contender does what a user of it would script, on the same bytes:
 * decode: every record's offset, timestamp, key, value and headers gathered into columns, CRCs
   checked (as Kafka's consumers do by default, check.crcs=true; aiokafka's consumer calls
-  validate_crc() likewise). kfmt: `kfmt.legacy_runs.record_blocks` over the log (Arrow columns, one
+  validate_crc() likewise). kfmt: `kfmt.format.legacy_runs.record_blocks` over the log (Arrow columns, one
   block per batch or per run of uncompressed legacy messages). Peers: MemoryRecords over the log,
   `validate_crc()` per batch, then their record objects appended to five lists. "aiokafka-c
   iterate" is aiokafka's bare decode speed (fields read, nothing kept, no CRC check), the strictest
@@ -24,8 +24,9 @@ import zstandard
 
 from data import BATCH_RECORDS, CODEC_IDS, CodecInput
 
-from kfmt import legacy_runs, registry
-from kfmt.model import BatchHeader, TimestampType, make_records
+from kfmt.format import legacy_runs
+from kfmt.plugin import registry
+from kfmt.format.model import BatchHeader, TimestampType, make_records
 
 try:
     from aiokafka.record._crecords.default_records import \

@@ -73,7 +73,7 @@ class RecordSource:
 def build_batch(magic: int, codec: str, src: RecordSource, first: int, n: int, offset: int) -> bytes:
     """Entries for records first..first+n-1 at offsets offset.., by kafka-python's builders, with
     the offsets a broker assigns (producers write relative ones): a v2 batch's base offset, a v1
-    wrapper's offset (its last inner offset; inner offsets stay relative, reference §3.4)."""
+    wrapper's offset (its last inner offset; inner offsets stay relative, docs/format.md §3.4)."""
     compressed = codec != "none"
     relative = magic == 2 or (magic == 1 and compressed)
     if magic == 2:
@@ -88,7 +88,7 @@ def build_batch(magic: int, codec: str, src: RecordSource, first: int, n: int, o
         else:
             builder.append(at, src.timestamp(i) if magic else None, src.key(i), src.value(i))
     entry = bytes(builder.build())
-    if magic == 2:  # baseOffset is not under the CRC (reference §4.1)
+    if magic == 2:  # baseOffset is not under the CRC (docs/format.md §4.1)
         return struct.pack(">q", offset) + entry[8:]
     if compressed:  # nor is a wrapper's offset (it precedes the CRC, §3.1)
         return struct.pack(">q", offset + n - 1) + entry[8:]

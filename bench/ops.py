@@ -7,7 +7,7 @@ of the operation itself (measured around it, after the imports), and what it pro
 * scan LOGDIR TOPIC: the frames of every segment as arrays (FrameScanner.chunks(), no record decoding);
 * scan-headers: the same as BatchHeader objects (FrameScanner iteration), the per-object API;
 * upgrade-kernels LOGDIR TOPIC [DST]: v0/v1 to v2 with the array kernels
-  (kfmt.legacy_runs.upgrade_pieces) straight into .log files, with their .index/.timeindex
+  (kfmt.format.legacy_runs.upgrade_pieces) straight into .log files, with their .index/.timeindex
   (SegmentIndexer.add_frames): what the upgrade pipeline can reach when it calls them
   (docs/performance.md). Without DST the output is made and indexed but not written.
 """
@@ -21,10 +21,11 @@ import time
 
 import numpy as np
 
-from kfmt import legacy_runs, segment
-from kfmt.companions import SegmentIndexer
-from kfmt.layout import find_partitions
-from kfmt.storage import open_storage
+from kfmt.format import legacy_runs
+from kfmt.partition import segment
+from kfmt.partition.companions import SegmentIndexer
+from kfmt.partition.layout import find_partitions
+from kfmt.storage.store import open_storage
 
 
 def partitions(logdir: str, topic: str):
@@ -140,7 +141,7 @@ if __name__ == "__main__":
     if args[:1] == ["--"]:
         args = args[1:]
     import kfmt.cli  # noqa: F401  (imports and plugin loading are not the operation)
-    from kfmt import registry
+    from kfmt.plugin import registry
     registry.get()
     sampler = AnonymousPeak()
     sampler.start()

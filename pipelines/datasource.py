@@ -1,6 +1,6 @@
 """`spark.read.format("kafka-log").load(PATH)`: partition directories as a DataFrame.
 
-A Python Data Source (Spark 4) with kfmt.export's schema: Spark's Kafka source columns, then the
+A Python Data Source (Spark 4) with kfmt.rows.columns's schema: Spark's Kafka source columns, then the
 on-disk ones. PATH is a partition directory or a log directory, local or any fsspec URL (Spark here
 has no s3a: tasks read through kfmt's storage layer). Planning (on the driver side) lists segments
 and plans the units of pipelines/log_ranges.py: one task per segment, big segments cut into byte
@@ -11,7 +11,7 @@ Options (case-insensitive, as all Spark options; Spark's Kafka source names wher
 * `subscribe` (comma-separated topics), `subscribePattern` (a regular expression the whole topic
   name must match) or `assign` (JSON `{"topicA":[0,1]}`): which partitions; at most one; default all.
 * `kafka.isolation.level`: `read_uncommitted` (default) or `read_committed` (records of aborted
-  transactions and everything from the last stable offset on are left out; kfmt.transactions).
+  transactions and everything from the last stable offset on are left out; kfmt.partition.transactions).
 * `includeControl`: `true` to include control records (transaction markers); default `false`.
 * `maxBytesPerSplit`: bytes of log per task (default 128 MiB).
 * `storage.<key>`: an fsspec storage option, e.g. `storage.endpoint_url`, `storage.key`.
@@ -26,7 +26,7 @@ import re
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from kfmt.export import EXPORT_DDL
+from kfmt.rows.columns import EXPORT_DDL
 
 NAME = "kafka-log"
 STORAGE_PREFIX = "storage."
@@ -68,8 +68,8 @@ class ReadOptions:
 
     @classmethod
     def parse(cls, options) -> "ReadOptions":
-        from kfmt.pipelines.log_ranges import DEFAULT_SPLIT_BYTES
-        from kfmt.storage import parse_storage_options
+        from kfmt.rows.ranges import DEFAULT_SPLIT_BYTES
+        from kfmt.storage.store import parse_storage_options
 
         opts = {k.lower(): v for k, v in dict(options).items()}
         unknown = sorted(k for k in opts if k not in OPTIONS and not k.startswith(STORAGE_PREFIX))
@@ -162,11 +162,11 @@ class KafkaLogReader(DataSourceReader):
         self.options = options
 
     def partitions(self):
-        from kfmt.layout import find_partitions
-        from kfmt.partition import PartitionReader
-        from kfmt.pipelines.log_ranges import Selection, pack_ranges, plan_ranges
-        from kfmt.storage import open_storage
-        from kfmt.transactions import partition_outcomes
+        from kfmt.partition.layout import find_partitions
+        from kfmt.partition.reader import PartitionReader
+        from kfmt.rows.ranges import Selection, pack_ranges, plan_ranges
+        from kfmt.storage.store import open_storage
+        from kfmt.partition.transactions import partition_outcomes
 
         o = self.options
         storage, path = open_storage(o.path, o.storage)
@@ -183,7 +183,7 @@ class KafkaLogReader(DataSourceReader):
         return units or [LogUnit((), selection, None)]
 
     def read(self, unit: LogUnit):
-        from kfmt.pipelines.log_ranges import read_range
+        from kfmt.rows.ranges import read_range
 
         for rng in unit.ranges:
             yield from read_range(rng, unit.selection, unit.outcomes)

@@ -76,5 +76,5 @@ def run_kfmt(*args: str) -> CliResult:
 
 def pytest_report_header(config):
     """Which code the run tests: the compiled kernels or the pure-Python fallback (KFMT_PURE_PYTHON=1)."""
-    from kfmt import speedups
+    from kfmt.format import kernels as speedups
     return f"kfmt runs {speedups.description}"

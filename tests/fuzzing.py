@@ -164,7 +164,7 @@ def bomb(codec: int, magic: int) -> bytes:
     framing, so that nothing but the size stops the reader)."""
     key = (codec, magic)
     if key not in _BOMBS:
-        from kfmt import registry
+        from kfmt.plugin import registry
 
         zeros = bytes(BOMB_SIZE)
         if codec == 1:  # one gzip member at level 9: about 1000 to 1
@@ -529,12 +529,12 @@ def _where(exc: BaseException) -> str:
 
 def run_readers(case: Case, findings: Findings) -> None:
     """The file readers on the damaged file, in-process."""
-    from kfmt import checkpoints, indexes, segment, snapshots, txnindex
-    from kfmt.formats import LENIENT, STRICT
-    from kfmt.manifest import Manifest
-    from kfmt.layout import find_partitions
-    from kfmt.salvage import scan_segment, segment_ranges
-    from kfmt.storage import open_storage
+    from kfmt.partition import checkpoints, indexes, segment, snapshots, txnindex
+    from kfmt.format.message_formats import LENIENT, STRICT
+    from kfmt.storage.manifest import Manifest
+    from kfmt.partition.layout import find_partitions
+    from kfmt.transforms.salvage import scan_segment, segment_ranges
+    from kfmt.storage.store import open_storage
 
     if case.file is None:
         return
@@ -590,7 +590,7 @@ def run_readers(case: Case, findings: Findings) -> None:
 
 
 def _header_at(data: bytes, position: int):
-    from kfmt import registry
+    from kfmt.plugin import registry
 
     entry = memoryview(data)[position:]
     size = struct.unpack_from(">i", data, position + 8)[0] + 12
@@ -691,10 +691,10 @@ def run_commands(case: Case, findings: Findings, scratch: Path) -> None:
 
 def _salvage_oracle(case: Case, findings: Findings, command, dst: Path, truth: dict) -> None:
     from kfmt.errors import KfmtError
-    from kfmt.layout import find_partitions
-    from kfmt.partition import PartitionReader
-    from kfmt.storage import open_storage
-    from kfmt.verify import verify
+    from kfmt.partition.layout import find_partitions
+    from kfmt.partition.reader import PartitionReader
+    from kfmt.storage.store import open_storage
+    from kfmt.inspect.verify import verify
 
     result = command("salvage", case.root, dst, "--format", "json", codes={0})
     if result.code != 0:
@@ -742,8 +742,8 @@ def _salvage_oracle(case: Case, findings: Findings, command, dst: Path, truth: d
 def worker_main(seed: int, start: int, count: int, tier: str) -> None:
     """Run cases [start, start + count), one JSON line out before and after each."""
     import kfmt.cli  # noqa: F401 - imported before the ceiling is set
-    import kfmt.salvage  # noqa: F401
-    import kfmt.verify  # noqa: F401
+    import kfmt.transforms.salvage  # noqa: F401
+    import kfmt.inspect.verify  # noqa: F401
 
     _set_memory_ceiling()
     out = sys.stdout
@@ -797,7 +797,7 @@ def worker_env(path: str) -> dict:
 
 def native_available() -> bool:
     probe = subprocess.run([sys.executable, "-c",
-                            "from kfmt.speedups import native; print(native is not None)"],
+                            "from kfmt.format.kernels import native; print(native is not None)"],
                            capture_output=True, text=True, env=worker_env("native"), timeout=120)
     return probe.stdout.strip() == "True"
 

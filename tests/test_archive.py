@@ -23,11 +23,11 @@ from s3server import s3_server, s3_url  # noqa: F401  (fixtures)
 from test_reindex import companions, index_interval, rebuild_now_ms, truth_digest
 from test_storage_conformance import consumer_truth, records_of
 
-from kfmt.archive import STATE_DIR, UPLOADS_DIR
-from kfmt.layout import find_partitions
-from kfmt.manifest import MANIFEST, PENDING_DIR, load_manifest
-from kfmt.report import REPORT_NAME
-from kfmt.storage import open_storage
+from kfmt.transforms.archive.archive_format import STATE_DIR, UPLOADS_DIR
+from kfmt.partition.layout import find_partitions
+from kfmt.storage.manifest import MANIFEST, PENDING_DIR, load_manifest
+from kfmt.transforms.report import REPORT_NAME
+from kfmt.storage.store import open_storage
 
 pytestmark = needs_realkafka
 # Topics whose index.interval.bytes is not the default (topic-configs.txt): restored apart.
@@ -407,7 +407,7 @@ def test_what_is_not_a_published_archive_is_refused(archive_url, tmp_path, realk
 
 
 def test_a_live_archive_run_is_not_disturbed(archive_url, tmp_path):
-    from kfmt.archive import ArchiveDestination
+    from kfmt.transforms.archive.archive_format import ArchiveDestination
 
     src = make_log_dir(tmp_path / "logs", ["v0-gzip-0"])
     storage, path = open_storage(archive_url)

@@ -24,9 +24,9 @@ import zstandard
 from conftest import REALKAFKA, needs_realkafka, require_corpus, run_kfmt
 from corpus_truth import ListedEntry as Entry, kafka_listing
 from test_codecs import legacy_message
-from kfmt import registry
-from kfmt.control import end_txn_marker_value
-from kfmt.model import BatchHeader, make_records
+from kfmt.plugin import registry
+from kfmt.format.control import end_txn_marker_value
+from kfmt.format.model import BatchHeader, make_records
 
 pytestmark = needs_realkafka
 
@@ -265,7 +265,7 @@ def test_unknown_magic(tmp_path, name, magic):
 
 def replace_payload(data: bytearray, e: Entry, edit) -> None:
     """Give an entry a new compressed payload edit(old) with lengths and CRC recomputed, so that
-    only the payload itself is wrong. Legacy wrappers have a null key (§3.4)."""
+    only the payload itself is wrong. Legacy wrappers have a null key (docs/format.md §3.4)."""
     if e.magic == 2:
         payload = edit(bytes(data[e.position + 61:e.position + e.size]))
         data[e.position + 61:e.position + e.size] = payload
@@ -323,7 +323,7 @@ def v2(base: int, keys, values, **fields) -> bytes:
 def test_malformed_control_record(tmp_path, isolation):
     data = v2(0, [b"k"], [b"v"], producer_id=5, producer_epoch=0, base_sequence=0, is_transactional=True)
     marker = v2(1, [b"\x00\x00"], [end_txn_marker_value(0)], producer_id=5, producer_epoch=0,
-                is_transactional=True, is_control=True)  # a 2-byte key: shorter than 4 (§4.6)
+                is_transactional=True, is_control=True)  # a 2-byte key: shorter than 4 (docs/format.md §4.6)
     part = encoded_partition(tmp_path, [data, marker])
     line = cat_error(part, "--include-control", "--isolation", isolation)
     assert_located(line, part / "00000000000000000000.log", len(data), 1)

@@ -1,9 +1,9 @@
-"""The compression codecs against Kafka's framing (reference §5) and against decompression bombs.
+"""The compression codecs against Kafka's framing (docs/format.md §5) and against decompression bombs.
 
-Expected bytes come from the reference's worked examples (§5.3, §5.4), which were computed from
+Expected bytes come from the reference's worked examples (docs/format.md §5.3, §5.4), which were computed from
 Kafka's own writers; foreign payloads are made with independent libraries (python's gzip, cramjam,
 python-lz4's frame writer, zstandard, kafka-python's old-Kafka LZ4 writer), the way producers other
-than Java's write them and the broker then stores them verbatim (§5.1).
+than Java's write them and the broker then stores them verbatim (docs/format.md §5.1).
 """
 from __future__ import annotations
 
@@ -23,10 +23,10 @@ import pytest
 import xxhash
 import zstandard
 
-from kfmt import registry
+from kfmt.plugin import registry
 from kfmt.errors import CompressionError, DataError, DecompressionLimitExceeded
-from kfmt.formats import ReadOptions
-from kfmt.model import BatchHeader, make_records
+from kfmt.format.message_formats import ReadOptions
+from kfmt.format.model import BatchHeader, make_records
 
 TEXT = b"".join(b"record %d: the quick brown fox jumps over the lazy dog\n" % i for i in range(4000))
 SUPER = b"Super"
@@ -40,7 +40,7 @@ def roundtrip_magics(name: str):
     return sorted(codec(name).magics)
 
 
-# --- snappy (§5.3) ---------------------------------------------------------------------------
+# --- snappy (docs/format.md §5.3) ---------------------------------------------------------------------------
 
 XERIAL_SUPER = bytes.fromhex("82534e415050590000000001000000010000000705105375706572")
 
@@ -100,7 +100,7 @@ def test_snappy_rejects_a_bad_chunk_length():
         codec("snappy").decompress(bytes(framed), magic=2)
 
 
-# --- lz4 (§5.4) ------------------------------------------------------------------------------
+# --- lz4 (docs/format.md §5.4) ------------------------------------------------------------------------------
 
 LZ4_SUPER = bytes.fromhex("04224d18604082050000805375706572" "00000000")
 
@@ -176,7 +176,7 @@ def test_lz4_rejects_dependent_blocks():
 
 
 def test_lz4_decodes_only_the_first_frame():
-    # Lz4BlockInputStream reports EOF at the first end mark (§5.4).
+    # Lz4BlockInputStream reports EOF at the first end mark (docs/format.md §5.4).
     first = lz4.frame.compress(TEXT[:1000], block_linked=False)
     second = lz4.frame.compress(TEXT[1000:], block_linked=False)
     assert codec("lz4").decompress(first + second, magic=2) == TEXT[:1000]
@@ -195,7 +195,7 @@ def test_lz4_rejects_damaged_frames(damage):
         codec("lz4").decompress(bytes(frame), magic=2)
 
 
-# --- gzip (§5.2) -----------------------------------------------------------------------------
+# --- gzip (docs/format.md §5.2) -----------------------------------------------------------------------------
 
 def test_gzip_writes_one_member_with_javas_header():
     out = codec("gzip").compress(TEXT, magic=2)
@@ -231,7 +231,7 @@ def test_gzip_rejects_truncated_members(cut):
         codec("gzip").decompress(gzip.compress(TEXT)[:cut], magic=2)
 
 
-# --- zstd (§5.5) -----------------------------------------------------------------------------
+# --- zstd (docs/format.md §5.5) -----------------------------------------------------------------------------
 
 def test_zstd_writes_one_frame_without_content_size():
     out = codec("zstd").compress(TEXT, magic=2)

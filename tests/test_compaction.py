@@ -1,4 +1,4 @@
-"""kfmt compact (kfmt.compaction) against Kafka's own log cleaner.
+"""kfmt compact (kfmt.transforms.cleanup.compaction) against Kafka's own log cleaner.
 
 Independent truth:
 * the realkafka corpus's compaction oracle: the uncompacted twins of the two compacted topics,
@@ -9,10 +9,10 @@ Independent truth:
   written, `_cleaner-stats.txt`) must match;
 * the broker's consumers: a compacted transactional topic keeps what a read_committed consumer saw
   (the latest record of each key) and nothing of the aborted transactions;
-* the reference's worked example of an empty batch header (§4.7), kafka-python as a peer decoder of
+* the reference's worked example of an empty batch header (docs/format.md §4.7), kafka-python as a peer decoder of
   rewritten compressed batches, and a dict as the model of the bounded offset map.
 Expectations for the rules' edges (map full, tombstone and marker horizons, legacy tombstones, empty
-batches kept for active producers) are derived from reference §14 / Kafka's cleaner by hand.
+batches kept for active producers) are derived from docs/format.md §14 / Kafka's cleaner by hand.
 """
 from __future__ import annotations
 
@@ -36,16 +36,16 @@ from kafka.record.memory_records import MemoryRecords
 from conftest import REALKAFKA, run_kfmt
 from corpus_truth import consumer_records
 
-from kfmt import registry
-from kfmt.compaction.offset_map import BYTES_PER_ENTRY, OffsetMap, key_hashes
-from kfmt.compaction.rewrite import empty_batch
-from kfmt.layout import find_partitions
-from kfmt.model import Batch, BatchHeader, TimestampType, make_records
-from kfmt.partition import PartitionReader
-from kfmt.staging import StagedOutput
-from kfmt.storage import open_storage
-from kfmt.wire import crc32c
-from kfmt.writer import PartitionWriter, RollPolicy
+from kfmt.plugin import registry
+from kfmt.transforms.cleanup.compaction.offset_map import BYTES_PER_ENTRY, OffsetMap, key_hashes
+from kfmt.transforms.cleanup.compaction.rewrite import empty_batch
+from kfmt.partition.layout import find_partitions
+from kfmt.format.model import Batch, BatchHeader, TimestampType, make_records
+from kfmt.partition.reader import PartitionReader
+from kfmt.storage.staging import StagedOutput
+from kfmt.storage.store import open_storage
+from kfmt.format.wire import crc32c
+from kfmt.write.writer import PartitionWriter, RollPolicy
 
 DAY = 86_400_000
 COMPACTED = ["compact-v2-none", "compact-v1-gzip"]
@@ -662,8 +662,8 @@ def test_random_partitions_compact_to_the_latest_record_of_each_key(tmp_path_fac
     below it the latest record of each key stays (tombstones too, on a first cleaning), keyless ones
     go; every output batch keeps the offsets of an input batch; the map never holds more keys than
     it admits."""
-    from kfmt.cleanup import plan_cleanup
-    from kfmt.compaction import CompactOptions, compact_partition
+    from kfmt.transforms.cleanup.plan import plan_cleanup
+    from kfmt.transforms.cleanup.compaction import CompactOptions, compact_partition
 
     tmp = tmp_path_factory.mktemp("random")
     src, dst = tmp / "t-0", tmp / "out"

@@ -1,4 +1,4 @@
-"""CompanionBuilder (kfmt.companions) against independent truth.
+"""CompanionBuilder (kfmt.partition.companions) against independent truth.
 
 * The broker that wrote the corpus ran for minutes, so it never expired a producer: with expiry out of
   the picture the builder must reproduce the snapshots it wrote, byte for byte, for every topic the
@@ -6,7 +6,7 @@
   tests/test_reindex.py).
 * Producers appear in a snapshot in the iteration order of Java's HashMap: checked against a real
   JVM when one is installed.
-* The transaction index's last stable offsets, worked out by hand from reference §7 for two
+* The transaction index's last stable offsets, worked out by hand from docs/format.md §7 for two
   producers with interleaved transactions, one of them spanning segments.
 * The builder fed batches encoded in memory (the partition writer's way) gives the same files as
   `kfmt reindex` of the log those batches make.
@@ -25,17 +25,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import REALKAFKA, real_dir_params, run_kfmt
-from kfmt import registry
-from kfmt.companions import CompanionBuilder, build_for_partition
-from kfmt.control import ControlType, control_key, end_txn_marker_value
+from kfmt.plugin import registry
+from kfmt.partition.companions import CompanionBuilder, build_for_partition
+from kfmt.format.control import ControlType, control_key, end_txn_marker_value
 from kfmt.errors import DataError
-from kfmt.layout import find_partitions, segment_file_name
-from kfmt.model import BatchHeader, TimestampType, make_records
-from kfmt.partition import PartitionReader
-from kfmt.producer_state import JavaHashMapOrder
-from kfmt.snapshots import read_snapshot
-from kfmt.storage import open_storage
-from kfmt.txnindex import AbortedTxn, read_txn_index
+from kfmt.partition.layout import find_partitions, segment_file_name
+from kfmt.format.model import BatchHeader, TimestampType, make_records
+from kfmt.partition.reader import PartitionReader
+from kfmt.partition.producer_state import JavaHashMapOrder
+from kfmt.partition.snapshots import read_snapshot
+from kfmt.storage.store import open_storage
+from kfmt.partition.txnindex import AbortedTxn, read_txn_index
 
 
 def never_compacted(name: str) -> bool:

@@ -4,7 +4,7 @@ afterwards the destination is absent or complete (never half-written), the sourc
 (every byte and modification time), a re-run succeeds and removes what the killed runs left, and a
 second run into the published destination refuses clearly.
 
-Builds on tests/test_staging.py, whose kill tests drive kfmt.staging directly through a writer
+Builds on tests/test_staging.py, whose kill tests drive kfmt.storage.staging directly through a writer
 script; here the commands themselves are killed, transforms with `--master inprocess` (the same work
 without a JVM). "Complete" means file for file what an uninterrupted run of the same command writes
 (the run's own report and manifest aside, which name the run); an archive that is not complete is
@@ -27,11 +27,11 @@ from test_archive import make_log_dir
 from test_staging import tree_state
 
 from kfmt.errors import UsageError
-from kfmt.layout import find_partitions
-from kfmt.manifest import MANIFEST, PENDING_DIR
-from kfmt.report import REPORT_NAME
-from kfmt.staging import OWNER
-from kfmt.storage import open_storage
+from kfmt.partition.layout import find_partitions
+from kfmt.storage.manifest import MANIFEST, PENDING_DIR
+from kfmt.transforms.report import REPORT_NAME
+from kfmt.storage.staging import OWNER
+from kfmt.storage.store import open_storage
 
 pytestmark = [needs_realkafka, pytest.mark.timeout(600)]
 
@@ -162,7 +162,7 @@ def test_a_killed_run_leaves_the_destination_absent_or_complete(command, log_dir
         assert result.code == 0, result.err
         assert assert_absent_or_complete(command, dst, reference)
         # What killed runs left is gone, except a staging directory a kill caught while publishing (its
-        # owner file already removed): kfmt.staging reclaims an owner-less one only once it is older
+        # owner file already removed): kfmt.storage.staging reclaims an owner-less one only once it is older
         # than OWNERLESS_GRACE_MS, since it may be a run just starting; readers and brokers skip it.
         for name in os.listdir(parent):
             assert name == "out" or (re.fullmatch(r"out\.[0-9a-f]{32}-delete", name)

@@ -20,11 +20,11 @@ from test_export import (TXN, as_consumer_records, corrupted_copy, export, listi
                          open_transaction_partition, read_dataset, truth)
 
 from kfmt.errors import DataError, UsageError
-from kfmt.export import EXPORT_SCHEMA
-from kfmt.layout import find_partitions
+from kfmt.rows.columns import EXPORT_SCHEMA
+from kfmt.partition.layout import find_partitions
 from kfmt.pipelines.datasource import KafkaLogDataSource, KafkaLogReader, ReadOptions
-from kfmt.pipelines.log_ranges import Selection, plan_ranges, read_range
-from kfmt.storage import open_storage
+from kfmt.rows.ranges import Selection, plan_ranges, read_range
+from kfmt.storage.store import open_storage
 
 
 def reader(path, **options) -> KafkaLogReader:
@@ -250,7 +250,7 @@ def test_spark_shows_the_data_error(spark, tmp_path):
 @pytest.mark.s3
 @needs_realkafka
 def test_spark_reads_s3_through_storage_options(spark, s3_server):
-    from kfmt.storage import open_storage
+    from kfmt.storage.store import open_storage
 
     storage, root = open_storage(s3_server.url("datasource", TXN), s3_server.storage_options)
     for f in (REALKAFKA / TXN).iterdir():

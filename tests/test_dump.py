@@ -22,12 +22,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import REAL_DIRS, REALKAFKA, real_dir_params, run_kfmt
-from kfmt.dump.javatext import java_absolute_path, java_file_string, java_string
-from kfmt.dump.scalamap import ScalaHashMap
-from kfmt.layout import find_partitions
-from kfmt.partition import PartitionReader
-from kfmt.storage import open_storage
-from kfmt.wire import crc32c
+from kfmt.inspect.dump.javatext import java_absolute_path, java_file_string, java_string
+from kfmt.inspect.dump.scalamap import ScalaHashMap
+from kfmt.partition.layout import find_partitions
+from kfmt.partition.reader import PartitionReader
+from kfmt.storage.store import open_storage
+from kfmt.format.wire import crc32c
 
 STDERR_HEADERS = ("Mismatches in :", "Found timestamp mismatch in :", "Found out of order timestamp in :",
                   "The following indexed offsets are not found in the log.", "Non-consecutive offsets in ")
@@ -630,7 +630,7 @@ def test_java_file_names():
     assert java_absolute_path("x.log", "/") == "/x.log"
 
 
-# --- the reference's worked examples (reference §3.3, §4.5, §4.6, §15.2) -----------------------
+# --- the reference's worked examples (docs/format.md §3.3, §4.5, §4.6, §15.2) -----------------------
 
 V2_BATCH = bytes.fromhex(  # §4.5: offset 0, key "test", value "Super", CreateTime 1700000000000
     "0000000000000000 00000041 00000000 02 38cb2fd7 0000 00000000 0000018bcfe56800 0000018bcfe56800"
@@ -677,8 +677,8 @@ def test_reference_examples(tmp_path, monkeypatch):
 def test_kraft_snapshot_and_control_types(tmp_path, monkeypatch):
     """A KRaft snapshot (.checkpoint) dumps as a log under its end offset and epoch; control records
     print as Kafka 3.6 names them (types it does not know as UNKNOWN)."""
-    from kfmt import registry
-    from kfmt.model import BatchHeader, make_records
+    from kfmt.plugin import registry
+    from kfmt.format.model import BatchHeader, make_records
 
     v2 = registry.get().format_for(2)
 

@@ -31,14 +31,14 @@ from conftest import REAL_DIRS, REALKAFKA, needs_realkafka, real_dir_params, run
 from corpus_truth import consumer_records, control_records
 from s3server import s3_server  # noqa: F401  (fixture)
 
-from kfmt.control import ControlType, control_key
-from kfmt.export import DATE_FIELD, EXPORT_DDL, EXPORT_SCHEMA
-from kfmt.javatext import java_string
-from kfmt.layout import find_partitions
-from kfmt.partition import PartitionReader
-from kfmt.report import REPORT_NAME, ContentDigest
-from kfmt.storage import open_storage
-from kfmt.transactions import AbortedTransaction, partition_outcomes
+from kfmt.format.control import ControlType, control_key
+from kfmt.rows.columns import DATE_FIELD, EXPORT_DDL, EXPORT_SCHEMA
+from kfmt.format.javatext import java_string
+from kfmt.partition.layout import find_partitions
+from kfmt.partition.reader import PartitionReader
+from kfmt.transforms.report import REPORT_NAME, ContentDigest
+from kfmt.storage.store import open_storage
+from kfmt.partition.transactions import AbortedTransaction, partition_outcomes
 
 TXN = "txn-v2-none-0"
 TS_TYPES = {-1: "NoTimestampType", 0: "CreateTime", 1: "LogAppendTime"}
@@ -88,7 +88,7 @@ def truth(name: str, committed: bool = False) -> list[dict]:
 
 
 def truth_digest(records: list[dict]) -> str:
-    from kfmt.model import make_records
+    from kfmt.format.model import make_records
 
     digest = ContentDigest()
     unb64 = lambda v: None if v is None else base64.b64decode(v)  # noqa: E731
@@ -376,9 +376,9 @@ def test_a_timestamp_spark_cannot_hold_is_bad_data(tmp_path):
 
 def v2_entry(base: int, n: int, pid: int, *, transactional: bool = False, control: ControlType | None = None):
     """A v2 batch of n records at offsets base.. (a one-record marker when `control` is given)."""
-    from kfmt import registry
-    from kfmt.control import end_txn_marker_value
-    from kfmt.model import BatchHeader, make_records
+    from kfmt.plugin import registry
+    from kfmt.format.control import end_txn_marker_value
+    from kfmt.format.model import BatchHeader, make_records
 
     keys = [control_key(control)] if control is not None else [b"k%d" % (base + i) for i in range(n)]
     values = [end_txn_marker_value(0)] if control is not None else [b"v"] * n
@@ -450,8 +450,8 @@ RECORD = st.tuples(
 
 def made_partition(root: Path, batches: list[list[tuple]]) -> Path:
     """A partition of v2 batches (kfmt's encoder) holding these records, offsets from 0."""
-    from kfmt import registry
-    from kfmt.model import BatchHeader, make_records
+    from kfmt.plugin import registry
+    from kfmt.format.model import BatchHeader, make_records
 
     entries, offset = [], 0
     for records in batches:
@@ -473,7 +473,7 @@ def made_partition(root: Path, batches: list[list[tuple]]) -> Path:
 @given(batches=st.lists(st.lists(RECORD, min_size=1, max_size=6), min_size=1, max_size=3),
        fmt=st.sampled_from(["parquet", "jsonl"]))
 def test_any_record_exports_byte_exact(tmp_path_factory, batches, fmt):
-    from kfmt.pipelines.export import ExportOptions, export as run_export
+    from kfmt.transforms.export import ExportOptions, export as run_export
 
     root = tmp_path_factory.mktemp("made")
     src = made_partition(root, batches)

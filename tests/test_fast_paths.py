@@ -1,14 +1,14 @@
 """The pipelines' fast paths give what the one-batch-at-a-time definitions give.
 
-* kfmt.batch_runs: runs of uncompressed v2 data batches checked and digested where they lie (the
+* kfmt.format.batch_runs: runs of uncompressed v2 data batches checked and digested where they lie (the
   compiled digest_v2_batches) against decoding every batch and digesting its columns (the
   reference), on the corpus, on hypothesis-made segments, and on batches whose records are damaged
   under a valid CRC (so that only the record parser can tell);
-* kfmt.writer: frames placed and appended many at a time (SegmentPlanner.place_frames,
+* kfmt.write.writer: frames placed and appended many at a time (SegmentPlanner.place_frames,
   SegmentRunWriter.append_frames) against place/append one by one: same segments, same files;
-* kfmt.legacy_runs.RunUpgrader: a run converted in parts (--rebatch groups carried over) against
+* kfmt.format.legacy_runs.RunUpgrader: a run converted in parts (--rebatch groups carried over) against
   the run converted whole;
-* kfmt.direct_io: files written past the page cache hold exactly the bytes written, whatever the
+* kfmt.storage.direct_io: files written past the page cache hold exactly the bytes written, whatever the
   sizes and alignments of the writes, and where O_DIRECT is refused;
 * the transforms themselves: the output does not depend on where the frame scan cuts its chunks.
 """
@@ -26,21 +26,24 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import REALKAFKA, real_dir_params
-from kfmt import batch_runs, direct_io, legacy_runs, registry, segment
+from kfmt.format import batch_runs, legacy_runs
+from kfmt.storage import direct_io
+from kfmt.plugin import registry
+from kfmt.partition import segment
 from kfmt.errors import UsageError
-from kfmt.formats import LENIENT, STRICT
-from kfmt.frames import header_of, rows_of
-from kfmt.model import BatchHeader, TimestampType, make_records
-from kfmt.report import ContentDigest
-from kfmt.staging import StagedOutput
-from kfmt.storage import open_storage
-from kfmt.wire import crc32c
-from kfmt.writer import RollPolicy, SegmentPlanner, SegmentRunWriter
+from kfmt.format.message_formats import LENIENT, STRICT
+from kfmt.format.frames import header_of, rows_of
+from kfmt.format.model import BatchHeader, TimestampType, make_records
+from kfmt.transforms.report import ContentDigest
+from kfmt.storage.staging import StagedOutput
+from kfmt.storage.store import open_storage
+from kfmt.format.wire import crc32c
+from kfmt.write.writer import RollPolicy, SegmentPlanner, SegmentRunWriter
 import test_speedups as speedups_tests
 from test_speedups import (NATIVE_USERS, SETTINGS, both, legacy_runs_of_messages, needs_native, outcome,
                            record_columns, segments)
 
-NATIVE_ALSO = NATIVE_USERS + ["kfmt.batch_runs", "kfmt.writer"]
+NATIVE_ALSO = NATIVE_USERS + ["kfmt.format.batch_runs", "kfmt.write.writer"]
 reference_code = functools.partial(speedups_tests.reference_code, NATIVE_ALSO)
 
 
@@ -50,7 +53,7 @@ def same_both_ways(fn):
     return fast
 
 
-# --- kfmt.batch_runs ---
+# --- kfmt.format.batch_runs ---
 
 def checked_summary(data, options=STRICT, base=0):
     """What batch_runs.checked gives for every chunk of a segment, reduced to comparable facts: per
@@ -137,7 +140,7 @@ def test_a_row_that_does_not_describe_its_batch_is_not_vouched_for():
         assert batch_runs.digest_run(entry, wrong, 0, 1)[0] == 0, field
 
 
-# --- kfmt.writer: many at a time ---
+# --- kfmt.write.writer: many at a time ---
 
 @st.composite
 def frame_rows(draw):
@@ -246,7 +249,7 @@ def test_rows_that_do_not_describe_the_bytes_are_refused(tmp_path):
             out.abort()
 
 
-# --- kfmt.legacy_runs.RunUpgrader ---
+# --- kfmt.format.legacy_runs.RunUpgrader ---
 
 @SETTINGS
 @given(legacy_runs_of_messages(), st.booleans(), st.integers(100, 3000), st.lists(st.integers(1, 9), max_size=6))
@@ -281,7 +284,7 @@ def test_a_run_converted_in_parts_is_the_run_converted_whole(run, rebatch, max_b
             assert got == expected
 
 
-# --- kfmt.direct_io ---
+# --- kfmt.storage.direct_io ---
 
 @pytest.mark.parametrize("sizes", [
     [10], [direct_io.CHUNK - 1, 1], [direct_io.CHUNK + 4096 * 3, 7, 5000],
@@ -327,8 +330,8 @@ def test_an_aligned_mapping_is_written_without_a_copy(tmp_path):
 @pytest.mark.parametrize("name", real_dir_params(["v0-none-0", "v1-none-0", "v1-gzip-0", "v2-none-0"]))
 @pytest.mark.parametrize("rebatch", [False, True])
 def test_upgrade_output_does_not_depend_on_where_chunks_are_cut(tmp_path, monkeypatch, name, rebatch):
-    from kfmt.companions import CompanionOptions
-    from kfmt.pipelines.upgrade import upgrade
+    from kfmt.partition.companions import CompanionOptions
+    from kfmt.transforms.upgrade import upgrade
 
     def run(dst):
         upgrade(str(REALKAFKA / name), str(dst), rebatch=rebatch, master="inprocess", progress=False,

@@ -33,8 +33,8 @@ def log_dir_with(tmp_path: Path, name: str, checkpoint: str, content: bytes) -> 
 
 # Found by the commands tier, case 2:19 (v2-zstd-0/recovery-point-offset-checkpoint, invalid UTF-8):
 # `kfmt reindex` died with UnicodeDecodeError (exit 1). Kafka reads checkpoints with a UTF-8
-# BufferedReader that fails on malformed input: bad data. Fixed in kfmt.checkpoints
-# (checkpoint_text, one rule) used by kfmt.reindex and kfmt.cleanup (retain, compact).
+# BufferedReader that fails on malformed input: bad data. Fixed in kfmt.partition.checkpoints
+# (checkpoint_text, one rule) used by kfmt.transforms.reindex and kfmt.transforms.cleanup.plan (retain, compact).
 @needs_realkafka
 @pytest.mark.parametrize("command", [["reindex"], ["retain", "--retention-bytes", "1", "--master", "inprocess"],
                                      ["compact", "--master", "inprocess"]])
@@ -60,8 +60,8 @@ def test_salvage_leaves_a_checkpoint_that_is_not_utf8_out_and_says_so(tmp_path):
 # the time range. A timestamp is any int64 (Kafka does not check it); beyond what a date can show, the
 # number alone is printed. Fixed in kfmt/cli/info.py.
 def test_info_shows_timestamps_no_date_can_hold(tmp_path):
-    from kfmt import registry
-    from kfmt.model import BatchHeader, make_records
+    from kfmt.plugin import registry
+    from kfmt.format.model import BatchHeader, make_records
 
     v2 = registry.get().format_for(2)
     part = tmp_path / "t-0"
@@ -109,8 +109,8 @@ def test_an_entry_below_its_segment_base_is_bad_data_for_every_transform(tmp_pat
 # kfmt/verify/txn.py.
 @pytest.mark.parametrize("command", ["reindex", "salvage"])
 def test_a_negative_producer_id_is_no_producer(tmp_path, command):
-    from kfmt import registry
-    from kfmt.model import BatchHeader, make_records
+    from kfmt.plugin import registry
+    from kfmt.format.model import BatchHeader, make_records
 
     v2 = registry.get().format_for(2)
     part = tmp_path / "p-0"
@@ -124,7 +124,7 @@ def test_a_negative_producer_id_is_no_producer(tmp_path, command):
     (part / "00000000000000000000.log").write_bytes(entries)
     assert run_kfmt(command, part, tmp_path / "out", "--now", "2000").code == 0
     assert run_kfmt("verify", tmp_path / "out").code == 0
-    from kfmt.snapshots import read_snapshot
+    from kfmt.partition.snapshots import read_snapshot
 
     [snapshot] = (tmp_path / "out").glob("*.snapshot")
     assert [e.producer_id for e in read_snapshot(snapshot.read_bytes())] == [5]
@@ -158,10 +158,10 @@ def test_verify_a_time_index_entry_with_a_negative_timestamp(tmp_path):
 DECOMPRESSED = 64 << 20
 MEASURE = textwrap.dedent(f"""
     import resource, struct, crc32c, zstandard
-    from kfmt import registry
+    from kfmt.plugin import registry
     from kfmt.errors import DataError
-    from kfmt.formats import ReadOptions
-    from kfmt.model import BatchHeader, make_records
+    from kfmt.format.message_formats import ReadOptions
+    from kfmt.format.model import BatchHeader, make_records
     v2 = registry.get().format_for(2)
     header = BatchHeader(magic=2, base_offset=0, last_offset=0, compression=4, max_timestamp=0, base_timestamp=0)
     entry = bytearray(v2.encode(header, make_records([0], [0], [b"k"], [b"v"]))[:61])

@@ -25,15 +25,16 @@ from hypothesis import strategies as st
 from fuzzing import entries_of, fix_crc
 from test_roundtrip_properties import encode, segments
 
-from kfmt import checkpoints, indexes, registry, segment, snapshots, txnindex
+from kfmt.partition import checkpoints, indexes, segment, snapshots, txnindex
+from kfmt.plugin import registry
 from kfmt.errors import DataError
-from kfmt.formats import LENIENT, ReadOptions
-from kfmt.layout import find_partitions, segment_file_name
-from kfmt.manifest import Manifest
-from kfmt.partition import PartitionReader
-from kfmt.salvage import SalvageOptions, salvage
-from kfmt.storage import open_storage
-from kfmt.verify import verify
+from kfmt.format.message_formats import LENIENT, ReadOptions
+from kfmt.partition.layout import find_partitions, segment_file_name
+from kfmt.storage.manifest import Manifest
+from kfmt.partition.reader import PartitionReader
+from kfmt.transforms.salvage import SalvageOptions, salvage
+from kfmt.storage.store import open_storage
+from kfmt.inspect.verify import verify
 
 LIMIT = 1 << 20  # the decompression limit of these tests
 STRICT_CAPPED = ReadOptions(max_decompressed=LIMIT)

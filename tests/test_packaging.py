@@ -25,7 +25,7 @@ def test_the_wheel_holds_only_the_kfmt_namespace(wheel):
     top = {n.split("/", 1)[0] for n in names}
     assert {t for t in top if not t.endswith(".dist-info")} == {"kfmt"}
     for expected in ("kfmt/default_plugins/formats/v2.py", "kfmt/default_plugins/compression/lz4.py",
-                     "kfmt/pipelines/upgrade.py", "kfmt/pipelines/log4j2.properties", "kfmt/cli/cat.py"):
+                     "kfmt/transforms/upgrade.py", "kfmt/pipelines/runner.py", "kfmt/pipelines/log4j2.properties", "kfmt/cli/cat.py"):
         assert expected in names
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()

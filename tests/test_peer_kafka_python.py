@@ -6,13 +6,13 @@ What kafka-python (3.0.x, `kafka.record`) can and cannot do, and how the tests c
   v2 batches are always written with baseOffset 0 and partitionLeaderEpoch 0, legacy compressed
   wrappers with offset 0 and timestamp 0. The tests assign them afterwards the way a broker does
   (bytes 0-7 and 12-15 are outside both CRCs) and also read the wrappers as built (a v1 wrapper
-  with offset 0 is the librdkafka quirk of reference §3.4).
+  with offset 0 is the librdkafka quirk of docs/format.md §3.4).
 * It cannot build LogAppendTime data (the broker sets it): the tests apply the broker's in-place
-  rewrite (§3.5, §4.3: attributes, timestamp, CRC recomputed with kafka-python's own CRC code).
+  rewrite (docs/format.md §3.5, §4.3: attributes, timestamp, CRC recomputed with kafka-python's own CRC code).
 * It cannot build control batches, empty batches or delete-horizon batches, and has no notion of
   the delete-horizon attribute (bit 6) when reading: record timestamps still come out right since
-  they are baseTimestamp + delta (§4.3), which the test checks. Control batches are compared with
-  the reference's computed bytes instead (§4.6, §4.7).
+  they are baseTimestamp + delta (docs/format.md §4.3), which the test checks. Control batches are compared with
+  the reference's computed bytes instead (docs/format.md §4.6, §4.7).
 * Its v2 reader decodes header keys as UTF-8 `str`, so only UTF-8 header keys are compared here
   (binary header keys are covered by test_roundtrip_properties).
 * Its v2 builder silently drops compression when it does not shrink the data: the values here
@@ -35,8 +35,9 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 
-from kfmt import registry, segment
-from kfmt.model import BatchHeader, TimestampType, make_records
+from kfmt.plugin import registry
+from kfmt.partition import segment
+from kfmt.format.model import BatchHeader, TimestampType, make_records
 
 NONE, GZIP, SNAPPY, LZ4, ZSTD = range(5)
 CODEC_NAMES = {NONE: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
@@ -129,7 +130,7 @@ def assign_wrapper_offset(entry: bytes, offset: int) -> bytes:
 @pytest.mark.parametrize("codec", [GZIP, SNAPPY, LZ4], ids=CODEC_NAMES.get)
 @pytest.mark.parametrize("magic", [0, 1])
 def test_kfmt_reads_kafka_python_wrappers_after_broker_offset_assignment(magic, codec):
-    # v1 inner offsets are relative (0..n-1), v0 inner offsets absolute (§3.4).
+    # v1 inner offsets are relative (0..n-1), v0 inner offsets absolute (docs/format.md §3.4).
     first = 5000
     absolute = list(range(first, first + len(RECORDS)))
     inner = [o - first for o in absolute] if magic == 1 else absolute
@@ -141,7 +142,7 @@ def test_kfmt_reads_kafka_python_wrappers_after_broker_offset_assignment(magic, 
 
 
 def broker_log_append_time_legacy(entry: bytes, append_time: int) -> bytes:
-    """The broker's in-place LogAppendTime path for a v1 wrapper (§3.5): the wrapper's attributes
+    """The broker's in-place LogAppendTime path for a v1 wrapper (docs/format.md §3.5): the wrapper's attributes
     get bit 3, its timestamp becomes the append time, its CRC is recomputed; inner bytes untouched."""
     body = bytearray(entry[16:])
     body[1] |= 0x08
@@ -177,7 +178,7 @@ def peer_v2_batch(codec: int, deltas: list[int], *, producer=(-1, -1, -1), trans
 
 
 def broker_assign(entry: bytes, base_offset: int, leader_epoch: int) -> bytes:
-    """baseOffset and partitionLeaderEpoch, which the broker sets; neither is under the CRC (§4.1)."""
+    """baseOffset and partitionLeaderEpoch, which the broker sets; neither is under the CRC (docs/format.md §4.1)."""
     return struct.pack(">q", base_offset) + entry[8:12] + struct.pack(">i", leader_epoch) + entry[16:]
 
 
@@ -200,7 +201,7 @@ def test_kfmt_reads_kafka_python_v2_batches(codec, producer):
     assert h.base_timestamp == RECORDS[0][0]
     assert h.max_timestamp == max(r[0] for r in RECORDS)
     if producer == "transactional":
-        assert h.last_sequence == 7  # 2147483646 + 9 wraps past INT32_MAX to 0 (§4.3)
+        assert h.last_sequence == 7  # 2147483646 + 9 wraps past INT32_MAX to 0 (docs/format.md §4.3)
     assert batch.crc_valid
 
 
@@ -338,7 +339,7 @@ def test_kafka_python_reads_kfmt_log_append_time_batches(codec):
 
 @pytest.mark.parametrize("codec", PEER_V2_CODECS, ids=CODEC_NAMES.get)
 def test_kafka_python_reads_kfmt_delete_horizon_batches(codec):
-    # attribute bit 6: baseTimestamp holds the horizon, record timestamps stay base + delta (§4.7)
+    # attribute bit 6: baseTimestamp holds the horizon, record timestamps stay base + delta (docs/format.md §4.7)
     offsets = [70, 72, 73, 74, 75, 79]
     timestamps = [r[0] for r in RECORDS]
     entry = kfmt_v2(codec, offsets, timestamps, has_delete_horizon=True, base_timestamp=1795419986455)
@@ -349,7 +350,7 @@ def test_kafka_python_reads_kfmt_delete_horizon_batches(codec):
 
 
 def test_kafka_python_reads_kfmt_control_batches():
-    from kfmt.control import ControlType, control_key, end_txn_marker_value
+    from kfmt.format.control import ControlType, control_key, end_txn_marker_value
 
     rows = make_records([88], [1700000000000], [control_key(ControlType.ABORT)], [end_txn_marker_value(5)])
     header = BatchHeader(magic=2, base_offset=88, last_offset=88, max_timestamp=1700000000000,
@@ -364,7 +365,7 @@ def test_kafka_python_reads_kfmt_control_batches():
 
 
 def test_kafka_python_reads_an_empty_kfmt_batch():
-    # what the cleaner leaves for a producer's last batch (§4.7): header only, 61 bytes
+    # what the cleaner leaves for a producer's last batch (docs/format.md §4.7): header only, 61 bytes
     header = BatchHeader(magic=2, base_offset=20, last_offset=24, max_timestamp=1700000000000,
                          base_timestamp=-1, producer_id=1000, producer_epoch=0, base_sequence=5)
     entry = registry.get().format_for(2).encode(header, make_records([], [], [], []))
@@ -391,7 +392,7 @@ def test_uncompressed_v2_bytes_are_identical():
     assert ours == theirs
 
 
-# --- the reference's computed examples (§3.3, §4.5, §4.6, §4.7) --------------------------------
+# --- the reference's computed examples (docs/format.md §3.3, §4.5, §4.6, §4.7) --------------------------------
 
 V0_TEST_SUPER = bytes.fromhex("0000000000000000 00000017 1095c9ca 00 00 00000004 74657374 00000005 5375706572")
 V1_TEST_SUPER = bytes.fromhex("0000000000000000 0000001f 831fac85 01 00 000000000098967f "
@@ -427,7 +428,7 @@ def test_v2_reference_examples():
     (batch,) = kfmt_read(V2_TEST_SUPER)
     assert batch.header.crc == 952840151 and batch.crc_valid
 
-    from kfmt.control import ControlType, control_key, end_txn_marker_value
+    from kfmt.format.control import ControlType, control_key, end_txn_marker_value
     marker_header = BatchHeader(magic=2, base_offset=10, last_offset=10, base_timestamp=1700000000000,
                                 max_timestamp=1700000000000, producer_id=1000, producer_epoch=0,
                                 is_transactional=True, is_control=True, partition_leader_epoch=0)

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from kfmt import plugins, registry
+from kfmt.plugin import manager as plugins, registry
 from kfmt.errors import CompressionError
-from kfmt.model import BatchHeader, make_records
+from kfmt.format.model import BatchHeader, make_records
 
 TOY_ID = 7
 ENTRY_POINT = "toy-codec"
@@ -25,8 +25,8 @@ ENTRY_POINT = "toy-codec"
 # kfmt's public plugin API (Compression, hookimpl, the limit error).
 TOY_MODULE = '''
 """A toy compression codec for kfmt: reversed bytes XOR 0x5A (reversible, obviously not compression)."""
-from kfmt.compression import DEFAULT_MAX_DECOMPRESSED, Compression, too_large
-from kfmt.hookspecs import hookimpl
+from kfmt.format.codecs import DEFAULT_MAX_DECOMPRESSED, Compression, too_large
+from kfmt.plugin.hookspecs import hookimpl
 
 
 def _transform(data):
@@ -55,8 +55,8 @@ def kfmt_register_compressions(register):
 # where the plugin is loaded from its entry point: v2 batches and a v1 compressed wrapper.
 WRITER = '''
 import sys
-from kfmt import registry
-from kfmt.model import BatchHeader, TimestampType, make_records
+from kfmt.plugin import registry
+from kfmt.format.model import BatchHeader, TimestampType, make_records
 
 reg = registry.get()
 assert reg.compressions[7].name == "toy", sorted(reg.compressions)
@@ -233,8 +233,8 @@ TOY_EXPORTER = '''
 """A toy export format for kfmt: one line per record, "offset<TAB>value as hex"."""
 import pyarrow as pa
 from kfmt.errors import KfmtError
-from kfmt.export import rows_to_records  # noqa: F401  (what a real exporter might use)
-from kfmt.hookspecs import hookimpl
+from kfmt.rows.columns import rows_to_records  # noqa: F401  (what a real exporter might use)
+from kfmt.plugin.hookspecs import hookimpl
 
 
 class Writer:

@@ -1,5 +1,5 @@
 """kfmt resegment: the same batches in segments cut by other configs, and the parallel writer's split
-of companion-file work between tasks and driver (kfmt.companions.SegmentFactsBuilder).
+of companion-file work between tasks and driver (kfmt.partition.companions.SegmentFactsBuilder).
 
 Truth: the corpus (records as the Java consumer read them; the broker's segment bytes for the limit
 restated from the output files themselves), `kfmt reindex` for the companion files, and for the
@@ -20,12 +20,12 @@ from conftest import REALKAFKA, needs_realkafka, real_dir_params, run_kfmt
 from test_upgrade import (SPARK, assert_companions_are_reindexs, cat_json, kfmt_ok, log_dir_of, transform,
                           write_mixed)
 
-from kfmt import segment
-from kfmt.companions import CompanionBuilder, SegmentFactsBuilder
-from kfmt.control import ControlType
+from kfmt.partition import segment
+from kfmt.partition.companions import CompanionBuilder, SegmentFactsBuilder
+from kfmt.format.control import ControlType
 from kfmt.errors import DataError
-from kfmt.model import BatchHeader
-from kfmt.txnindex import write_txn_index
+from kfmt.format.model import BatchHeader
+from kfmt.partition.txnindex import write_txn_index
 
 # --- the facts path equals sequential recovery (property) ---
 
@@ -153,7 +153,7 @@ def segment_sizes(path: Path) -> list[int]:
 
 
 def assert_rolls_justified(path: Path, segment_bytes: int, segment_ms: int) -> None:
-    """Restated from the output alone (§12.2): no segment exceeds segment.bytes unless it holds a
+    """Restated from the output alone (docs/format.md §12.2): no segment exceeds segment.bytes unless it holds a
     single batch, and each segment boundary had a reason: the next batch did not fit, or came more
     than segment.ms (record time) after the segment's first batch."""
     logs = sorted(path.glob("*.log"))

@@ -1,4 +1,4 @@
-"""kfmt retain (kfmt.retention) against Kafka's own retention.
+"""kfmt retain (kfmt.transforms.cleanup.retention) against Kafka's own retention.
 
 Independent truth: the realkafka corpus's retention cases (`_retention/CASE/`): a Kafka 3.6 broker
 loaded `input/`, applied one retention setting (or DeleteRecords) at `now_ms`, and left `remaining/`.
@@ -6,7 +6,7 @@ kfmt given the same input, configs and clock must leave exactly the broker's seg
 and the same log start offset (and log-start-offset-checkpoint entry). The rules' edges (mtimes of
 timestamp-less segments, out-of-order timestamps, retention.bytes at a segment boundary, a log start
 offset inside a segment, the high watermark, the active segment) are checked on crafted directories
-against expectations worked out by hand from reference §13, and as properties over random segment
+against expectations worked out by hand from docs/format.md §13, and as properties over random segment
 lists (hypothesis). Outputs must verify clean, read back as the broker's consumer read the records
 that remain, and reindex to the same companion files.
 """
@@ -24,13 +24,13 @@ from hypothesis import strategies as st
 from conftest import REALKAFKA, run_kfmt
 from corpus_truth import consumer_records
 
-from kfmt.checkpoints import read_offset_checkpoint
+from kfmt.partition.checkpoints import read_offset_checkpoint
 from kfmt.errors import UsageError
-from kfmt.model import Batch, BatchHeader, TimestampType, make_records
-from kfmt.retention import RetentionOptions, SegmentFacts, decide_retention
-from kfmt.staging import StagedOutput
-from kfmt.storage import open_storage
-from kfmt.writer import PartitionWriter, RollPolicy
+from kfmt.format.model import Batch, BatchHeader, TimestampType, make_records
+from kfmt.transforms.cleanup.retention import RetentionOptions, SegmentFacts, decide_retention
+from kfmt.storage.staging import StagedOutput
+from kfmt.storage.store import open_storage
+from kfmt.write.writer import PartitionWriter, RollPolicy
 
 RETENTION = REALKAFKA / "_retention"
 CASES = sorted(p.name for p in RETENTION.iterdir()) if RETENTION.is_dir() else []

@@ -2,7 +2,7 @@
 encode -> decode unchanged, in every message format and every codec valid for it, and whole
 segments (concatenated batches of mixed formats) survive encode -> scan -> decode.
 
-"Unchanged" means as a Kafka consumer reports them (reference §3.5, §4.3): v0 records have no
+"Unchanged" means as a Kafka consumer reports them (docs/format.md §3.5, §4.3): v0 records have no
 timestamp (-1), LogAppendTime batches give every record the batch's append time (the header's
 max_timestamp), and everything else comes back exactly: offsets with their gaps, out-of-order and
 -1 timestamps, null / empty / binary keys and values, headers with null and binary values,
@@ -15,9 +15,10 @@ import itertools
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kfmt import registry, segment
-from kfmt.control import ControlType, control_key, control_type, end_txn_marker, end_txn_marker_value
-from kfmt.model import BatchHeader, TimestampType, make_records
+from kfmt.plugin import registry
+from kfmt.partition import segment
+from kfmt.format.control import ControlType, control_key, control_type, end_txn_marker, end_txn_marker_value
+from kfmt.format.model import BatchHeader, TimestampType, make_records
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -60,7 +61,7 @@ def batches(draw, magic: int, codec: str, base: int):
     legacy_single = magic < 2 and not compressed  # an uncompressed legacy entry is one message
     gaps, ts, keys, values, hs = draw(record_lists(
         max_size=1 if legacy_single else 12, with_headers=magic == 2))
-    # a v2 batch's first record may lie after its base offset once compaction removed some (§4.7)
+    # a v2 batch's first record may lie after its base offset once compaction removed some (docs/format.md §4.7)
     first = base + (draw(st.integers(0, 5)) if magic == 2 else 0)
     offsets = list(itertools.accumulate([first] + gaps[1:]))
     if magic == 2:
@@ -99,7 +100,7 @@ def batches(draw, magic: int, codec: str, base: int):
         if kind == "horizon":
             header.update(has_delete_horizon=True, base_timestamp=draw(st.integers(0, MAX_TS)))
         if kind == "empty":
-            header["compression"] = 0  # the cleaner writes empty batches uncompressed (§4.7)
+            header["compression"] = 0  # the cleaner writes empty batches uncompressed (docs/format.md §4.7)
     expected_ts = [append_time if lat else -1 if magic == 0 else t for t in ts]
     expected = make_records(offsets, expected_ts, keys, values, hs)
     return BatchHeader(**header), records, expected

@@ -16,12 +16,12 @@ from test_staging import run_writer, tree_state
 from test_storage_conformance import consumer_truth, records_of
 
 from kfmt.errors import UsageError
-from kfmt.layout import find_partitions
-from kfmt.manifest import MANIFEST, PENDING_DIR, load_manifest
-from kfmt.partition import PartitionReader
-from kfmt.staging import StagedOutput
-from kfmt.storage import open_storage
-from kfmt.writer import PartitionWriter, RollPolicy, source_entries
+from kfmt.partition.layout import find_partitions
+from kfmt.storage.manifest import MANIFEST, PENDING_DIR, load_manifest
+from kfmt.partition.reader import PartitionReader
+from kfmt.storage.staging import StagedOutput
+from kfmt.storage.store import open_storage
+from kfmt.write.writer import PartitionWriter, RollPolicy, source_entries
 
 pytestmark = [pytest.mark.s3, needs_realkafka]
 NAME = "txn-v2-none-0"  # transactional: .txnindex, control batches, snapshots, leader epochs

@@ -20,15 +20,15 @@ from conftest import REALKAFKA, needs_realkafka, real_dir_params, run_kfmt
 from corpus_truth import consumer_records, kafka_listing
 from test_bad_input import copy_partition
 
-from kfmt.control import ControlType, control_key, end_txn_marker_value
+from kfmt.format.control import ControlType, control_key, end_txn_marker_value
 from kfmt.errors import KfmtWarning
-from kfmt.formats import ReadOptions
-from kfmt.model import BatchHeader, make_records
-from kfmt import registry
-from kfmt.salvage import SalvageOptions, salvage
-from kfmt.staging import StagedOutput
-from kfmt.storage import open_storage
-from kfmt.writer import PartitionWriter
+from kfmt.format.message_formats import ReadOptions
+from kfmt.format.model import BatchHeader, make_records
+from kfmt.plugin import registry
+from kfmt.transforms.salvage import SalvageOptions, salvage
+from kfmt.storage.staging import StagedOutput
+from kfmt.storage.store import open_storage
+from kfmt.write.writer import PartitionWriter
 
 
 # --- what the output holds, and what it should ---

@@ -21,11 +21,11 @@ import pytest
 from conftest import REALKAFKA, REAL_DIRS, needs_realkafka, real_dir_params, run_kfmt
 from corpus_truth import consumer_records, control_records, first_offset_at_or_after, kafka_listing
 from kfmt.default_plugins.storage.local import LocalStorage
-from kfmt.layout import find_partitions
-from kfmt.partition import PartitionReader
-from kfmt.staging import StagedOutput
-from kfmt.storage import open_storage
-from kfmt.writer import PartitionWriter, RollPolicy, source_entries
+from kfmt.partition.layout import find_partitions
+from kfmt.partition.reader import PartitionReader
+from kfmt.storage.staging import StagedOutput
+from kfmt.storage.store import open_storage
+from kfmt.write.writer import PartitionWriter, RollPolicy, source_entries
 
 pytestmark = needs_realkafka
 WINDOW = 25  # records compared after most seeks (--max-records); some seeks compare everything
@@ -198,7 +198,7 @@ def logs_before(path: Path, offset: int) -> list[Path]:
 
 
 def index_position(path: Path, segment_base: int, target: int) -> int:
-    """Kafka's offset-index lookup (§6.5) done independently: the largest entry <= target."""
+    """Kafka's offset-index lookup (docs/format.md §6.5) done independently: the largest entry <= target."""
     index = path / f"{segment_base:020d}.index"
     data = index.read_bytes() if index.exists() else b""
     best = 0
@@ -359,7 +359,7 @@ def running_copy(tmp_path_factory) -> Path:
 
 def test_running_copy_active_segment_is_searched_past_its_last_index_entry(running_copy):
     # The active segment's .index/.timeindex are preallocated (zero-filled) and its time index has
-    # no final entry yet: records newer than its last entry must still be found (§6.3, §6.4).
+    # no final entry yet: records newer than its last entry must still be found (docs/format.md §6.3, §6.4).
     name = "v2-zstd-0"
     records = consumer_records(name)
     for r in records[-12:] + records[::50]:

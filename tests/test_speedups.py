@@ -27,15 +27,17 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
 from conftest import REALKAFKA, needs_realkafka, real_dir_params
-from kfmt import legacy_runs, registry, segment, speedups
+from kfmt.format import legacy_runs, kernels as speedups
+from kfmt.plugin import registry
+from kfmt.partition import segment
 from kfmt.errors import DataError
-from kfmt.formats import LENIENT, STRICT
-from kfmt.frames import headers_of, rows_of
-from kfmt.model import BatchHeader, TimestampType, make_records
-from kfmt.report import ContentDigest, record_hashes_sum
+from kfmt.format.message_formats import LENIENT, STRICT
+from kfmt.format.frames import headers_of, rows_of
+from kfmt.format.model import BatchHeader, TimestampType, make_records
+from kfmt.transforms.report import ContentDigest, record_hashes_sum
 
-# The modules that look at kfmt.speedups.native when called.
-NATIVE_USERS = ["kfmt.segment", "kfmt.report", "kfmt.legacy_runs", "kfmt.companions",
+# The modules that look at kfmt.format.kernels.native when called.
+NATIVE_USERS = ["kfmt.partition.segment", "kfmt.transforms.report", "kfmt.format.legacy_runs", "kfmt.partition.companions",
                 "kfmt.default_plugins.formats.v2_records", "kfmt.default_plugins.formats.legacy"]
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -161,7 +163,7 @@ def test_corpus_legacy_runs(name):
 def companions_by_rows(part_dir, by_rows: bool) -> dict:
     """A partition's companion files from CompanionBuilder: fed header by header (add_batch), or
     with runs of data batches as frame rows (add_frames) and control batches decoded."""
-    from kfmt.companions import CompanionBuilder, SegmentFactsBuilder
+    from kfmt.partition.companions import CompanionBuilder, SegmentFactsBuilder
     builder = CompanionBuilder(now_ms=1_800_000_000_000)
     out, facts = {}, []
     for log in sorted(part_dir.glob("*.log")):
@@ -184,7 +186,7 @@ def companions_by_rows(part_dir, by_rows: bool) -> dict:
                     h = headers_of(rows[b:b + 1])[0]
                     batch = segment.decode(data, h, log.name)
                     builder.add_decoded_batch(batch)
-                    from kfmt.companions import control_facts
+                    from kfmt.partition.companions import control_facts
                     kind, epoch, ts = control_facts(batch)
                     writer_side.add(h, kind, epoch, ts)
         out.update(builder.end_segment().files())

@@ -1,4 +1,4 @@
-"""Staged, atomic output (kfmt.staging) and readers honouring manifests (kfmt.manifest, kfmt.layout),
+"""Staged, atomic output (kfmt.storage.staging) and readers honouring manifests (kfmt.storage.manifest, kfmt.partition.layout),
 on local disk and memory://; the same against a real S3 server is in test_s3.py.
 
 The kill tests run a real writer in a subprocess, SIGKILL it part-way and check what is left: nothing
@@ -24,19 +24,19 @@ from conftest import REALKAFKA, needs_realkafka, require_corpus
 from test_storage_conformance import consumer_truth, records_of
 
 from kfmt.errors import KfmtError, UsageError
-from kfmt.layout import find_partitions
-from kfmt.manifest import MANIFEST, PENDING_DIR, check_tree, load_manifest
-from kfmt.staging import StagedOutput, StagingTarget, new_run_id
-from kfmt.storage import open_storage
+from kfmt.partition.layout import find_partitions
+from kfmt.storage.manifest import MANIFEST, PENDING_DIR, check_tree, load_manifest
+from kfmt.storage.staging import StagedOutput, StagingTarget, new_run_id
+from kfmt.storage.store import open_storage
 
 # Writes partition directory DST with PartitionWriter, pausing (to be killed) after `pause_after` batches.
 WRITE_SCRIPT = textwrap.dedent("""
     import json, sys, time
-    from kfmt.layout import find_partitions
-    from kfmt.partition import PartitionReader
-    from kfmt.staging import StagedOutput
-    from kfmt.storage import open_storage
-    from kfmt.writer import PartitionWriter, RollPolicy, source_entries
+    from kfmt.partition.layout import find_partitions
+    from kfmt.partition.reader import PartitionReader
+    from kfmt.storage.staging import StagedOutput
+    from kfmt.storage.store import open_storage
+    from kfmt.write.writer import PartitionWriter, RollPolicy, source_entries
 
     from kfmt.errors import KfmtError
 

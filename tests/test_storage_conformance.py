@@ -20,11 +20,11 @@ from conftest import REALKAFKA, real_dir_params
 from s3server import s3_server, s3_url  # noqa: F401  (fixtures)
 
 from kfmt.errors import UsageError
-from kfmt.layout import find_partitions
-from kfmt.partition import PartitionReader
-from kfmt.staging import StagedOutput
-from kfmt.storage import open_storage
-from kfmt.writer import PartitionWriter, RollPolicy, source_entries
+from kfmt.partition.layout import find_partitions
+from kfmt.partition.reader import PartitionReader
+from kfmt.storage.staging import StagedOutput
+from kfmt.storage.store import open_storage
+from kfmt.write.writer import PartitionWriter, RollPolicy, source_entries
 
 MIB = 1024 * 1024
 

@@ -1,4 +1,4 @@
-"""kfmt upgrade: v0/v1 to v2 by Kafka 4.0's rules (reference §16.3), checked against independent truth.
+"""kfmt upgrade: v0/v1 to v2 by Kafka 4.0's rules (docs/format.md §16.3), checked against independent truth.
 
 * The realkafka corpus: every v0/v1 partition upgraded as one log directory (on Spark, as the issue
   asks) must read back as the Java consumer read the originals (v0's NoTimestampType becoming
@@ -34,13 +34,14 @@ from conftest import REAL_DIRS, REALKAFKA, needs_realkafka, real_dir_params, run
 from corpus_truth import consumer_records
 from s3server import s3_server, s3_url  # noqa: F401  (fixtures)
 
-from kfmt import registry, segment
-from kfmt.control import ControlType, control_key, end_txn_marker_value
-from kfmt.layout import find_partitions
-from kfmt.model import BatchHeader, TimestampType, make_records
-from kfmt.partition import PartitionReader
-from kfmt.report import REPORT_NAME
-from kfmt.storage import open_storage
+from kfmt.plugin import registry
+from kfmt.partition import segment
+from kfmt.format.control import ControlType, control_key, end_txn_marker_value
+from kfmt.partition.layout import find_partitions
+from kfmt.format.model import BatchHeader, TimestampType, make_records
+from kfmt.partition.reader import PartitionReader
+from kfmt.transforms.report import REPORT_NAME
+from kfmt.storage.store import open_storage
 
 SPARK = os.environ.get("KFMT_SPARK_MASTER", "local[*]")  # the Spark tests' master: local mode
 NOW_MS = 1_795_000_000_000  # the clock producer expiry is judged against, for upgrade and reindex alike
@@ -137,7 +138,7 @@ INNER = re.compile(r"^\| offset: (\d+) (\w+): (-?\d+) keySize:")
 @cache
 def expected_v2_batches(name: str) -> list[tuple]:
     """Per source entry of kafka-dump-log's deep listing: (first offset, last offset, records,
-    codec, timestamp type, max timestamp) of the v2 batch Kafka 4.0 converts it to (§16.3)."""
+    codec, timestamp type, max timestamp) of the v2 batch Kafka 4.0 converts it to (docs/format.md §16.3)."""
     entries = []
     with gzip.open(REALKAFKA / f"{name}.truth" / "dump-log.deep.txt.gz", "rt", errors="replace") as f:
         for line in f:
@@ -203,7 +204,7 @@ def test_lz4_frames_are_reencoded_with_the_correct_header_checksum(tmp_path, nam
     transform("upgrade", REALKAFKA / name, tmp_path / "out")
     out = [bytes(segment.entry_bytes(d, h))[61:] for d, h in _entries(tmp_path / "out")]
     assert len(out) == len(src_frames) == len(expected_v2_batches(name))
-    # Kafka's LZ4 frame: FLG 0x60, BD 0x40, then HC = (xxh32(FLG BD) >> 8) & 0xff = 0x82 (§5.4)
+    # Kafka's LZ4 frame: FLG 0x60, BD 0x40, then HC = (xxh32(FLG BD) >> 8) & 0xff = 0x82 (docs/format.md §5.4)
     assert {p[:7] for p in out} == {LZ4_MAGIC + b"\x60\x40\x82"}
     for payload in out:
         lz4.frame.decompress(payload)  # python-lz4 checks the header checksum
@@ -280,7 +281,7 @@ def peer_legacy(magic: int, codec: int, first: int, count: int, *,
     if not codec:
         return data
     data = struct.pack(">q", first + count - 1) + data[8:]  # the wrapper carries the last offset
-    if log_append_time is not None:  # the broker's in-place LogAppendTime path (§3.5)
+    if log_append_time is not None:  # the broker's in-place LogAppendTime path (docs/format.md §3.5)
         body = bytearray(data[16:])
         body[1] |= 0x08
         struct.pack_into(">q", body, 2, log_append_time)
@@ -411,7 +412,7 @@ def test_bad_data_exits_65_naming_file_position_and_offset_and_publishes_nothing
 
 
 def test_a_content_digest_mismatch_fails_the_run_and_publishes_nothing(tmp_path, monkeypatch):
-    from kfmt.pipelines import upgrade as upgrade_module
+    from kfmt.transforms import upgrade as upgrade_module
 
     real = upgrade_module.convert_batch
 
@@ -488,11 +489,11 @@ def test_what_a_task_sends_back_does_not_grow_with_its_batches(tmp_path):
     (file records, counts, digests, segment facts) must not hold anything per batch."""
     import pickle
 
-    from kfmt.pipelines.transform import RewriteSegmentsTask, SourceSegment
-    from kfmt.pipelines.upgrade import UpgradeRewriter
-    from kfmt.staging import StagedOutput
-    from kfmt.storage import StorageSpec
-    from kfmt.writer import RollPolicy
+    from kfmt.transforms.rewrite import RewriteSegmentsTask, SourceSegment
+    from kfmt.transforms.upgrade import UpgradeRewriter
+    from kfmt.storage.staging import StagedOutput
+    from kfmt.storage.store import StorageSpec
+    from kfmt.write.writer import RollPolicy
 
     def result_size(messages: int) -> int:
         src = tmp_path / f"legacy{messages}-0"

@@ -195,7 +195,7 @@ def test_bit_flips_in_two_batches_of_a_segment_are_both_reported(name, tmp_path)
 @pytest.mark.parametrize("name", ["v1-gzip-0", "v0-gzip-0"])
 def test_a_corrupt_message_inside_a_compressed_wrapper_is_reported(name, tmp_path):
     """The wrapper's CRC is intact (recomputed after the inner message was damaged): only the inner
-    message's own CRC tells (§3.4)."""
+    message's own CRC tells (docs/format.md §3.4)."""
     part = copy_partition(name, tmp_path / name)
     log = "00000000000000000000.log"
     wrapper = truth_batches(name)[log][-1]  # the last entry: rewriting it moves nothing after it
@@ -580,7 +580,7 @@ def test_files_disagreeing_with_a_kfmt_manifest(tmp_path):
     does not list is ignored by readers (a note)."""
     import hashlib
 
-    from kfmt.manifest import MANIFEST, FileRecord, encode_manifest
+    from kfmt.storage.manifest import MANIFEST, FileRecord, encode_manifest
 
     out = tmp_path / "out"
     part = copy_partition("txn-v2-none-0", out / "txn-v2-none-0")

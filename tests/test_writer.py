@@ -1,5 +1,5 @@
-"""The partition writer (kfmt.writer): segments rolled by the broker's rules (reference §12.2), batches
-copied or encoded, companion files from kfmt.companions, the separable plan/write steps.
+"""The partition writer (kfmt.write.writer): segments rolled by the broker's rules (docs/format.md §12.2), batches
+copied or encoded, companion files from kfmt.partition.companions, the separable plan/write steps.
 
 Independent truth: the realkafka corpus. Where the broker appended one batch at a time (everything but
 uncompressed v0/v1 and the compacted logs), writing the same batches with the topic's segment.bytes
@@ -25,14 +25,14 @@ from hypothesis import strategies as st
 from conftest import REALKAFKA, real_dir_params
 from test_storage_conformance import consumer_truth, records_of
 
-from kfmt import registry
+from kfmt.plugin import registry
 from kfmt.errors import DataError, UsageError
-from kfmt.layout import find_partitions
-from kfmt.model import INT32_MAX, BatchHeader, make_records
-from kfmt.partition import PartitionReader
-from kfmt.staging import StagedOutput
-from kfmt.storage import open_storage
-from kfmt.writer import (FIRST, INDEX_FULL, OFFSET_OVERFLOW, REQUESTED, SEGMENT_BYTES, SEGMENT_MS,
+from kfmt.partition.layout import find_partitions
+from kfmt.format.model import INT32_MAX, BatchHeader, make_records
+from kfmt.partition.reader import PartitionReader
+from kfmt.storage.staging import StagedOutput
+from kfmt.storage.store import open_storage
+from kfmt.write.writer import (FIRST, INDEX_FULL, OFFSET_OVERFLOW, REQUESTED, SEGMENT_BYTES, SEGMENT_MS,
                          PartitionWriter, RollPolicy, SegmentPlanner, plan_segments, source_entries,
                          write_companions, write_segment)
 
@@ -210,7 +210,7 @@ def test_offsets_that_overflow_the_int32_relative_offset_start_a_segment(tmp_pat
 
 @pytest.mark.parametrize("max_index_bytes, stamps, per_segment", [
     # 24 bytes: 3 offset entries, 2 time entries (full at 1: the last slot is the closing entry).
-    # With index.interval.bytes 0 every batch after the first is indexed (§6.3), so with rising
+    # With index.interval.bytes 0 every batch after the first is indexed (docs/format.md §6.3), so with rising
     # timestamps the second batch fills the time index.
     (24, "rising", 2),
     (24, "equal", 2),  # the first time entry needs only a timestamp above -1
@@ -253,7 +253,7 @@ def batch_sequences(draw):
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(headers=batch_sequences(), segment_bytes=st.integers(14, 8000), segment_ms=st.integers(1, 10 ** 6))
 def test_plans_obey_the_roll_rules(headers, segment_bytes, segment_ms):
-    """Kafka's conditions restated per segment (§12.2, the index never full at the default size):
+    """Kafka's conditions restated per segment (docs/format.md §12.2, the index never full at the default size):
     within a segment no batch met a roll condition, and every segment boundary had one."""
     policy = RollPolicy(segment_bytes=segment_bytes, segment_ms=segment_ms)
     plans = plan_segments(iter(headers), policy)
@@ -309,7 +309,7 @@ def test_a_partition_without_batches_gets_one_empty_segment(tmp_path):
 # --- boundaries a transform asks for ---
 
 def test_requested_rolls_keep_given_boundaries_and_empty_segments(tmp_path):
-    """As the log cleaner writes (reference §14, corpus compact-*): a group's segment keeps the base
+    """As the log cleaner writes (docs/format.md §14, corpus compact-*): a group's segment keeps the base
     offset of its first input segment, below its first record, and may stay empty."""
     storage, path, out = publish(tmp_path)
     size = v2_entry(0)[0].size

@@ -12,7 +12,8 @@ import sys
 import traceback
 import warnings
 
-from kfmt import __version__, registry
+from kfmt import __version__
+from kfmt.plugin import registry
 from kfmt.errors import EXIT_DATA, EXIT_FAILURE, EXIT_USAGE, DataError, KfmtError, KfmtWarning, UsageError
 
 

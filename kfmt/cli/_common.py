@@ -6,8 +6,8 @@ import base64
 import json
 import sys
 
-from kfmt.layout import PartitionDir, find_partitions
-from kfmt.storage import open_storage, parse_storage_options
+from kfmt.partition.layout import PartitionDir, find_partitions
+from kfmt.storage.store import open_storage, parse_storage_options
 
 
 def add_path_arguments(p: argparse.ArgumentParser, name: str = "PATH", help: str | None = None) -> None:
@@ -46,8 +46,8 @@ def b64(data: bytes | None) -> str | None:
 
 def java_utf8(data: bytes) -> str:
     """Bytes decoded as Java's `new String(bytes, UTF_8)` does (malformed input -> U+FFFD, by Java's
-    rules, which differ from Python's "replace": kfmt.javatext)."""
-    from kfmt.javatext import java_string
+    rules, which differ from Python's "replace": kfmt.format.javatext)."""
+    from kfmt.format.javatext import java_string
 
     return java_string(data)
 

@@ -6,9 +6,9 @@ import sys
 from typing import Callable
 
 from kfmt.cli._common import add_format_argument, add_progress_argument, add_storage_arguments, dumps
-from kfmt.companions import DEFAULT_INDEX_INTERVAL_BYTES
-from kfmt.producer_state import DEFAULT_PRODUCER_EXPIRATION_MS
-from kfmt.storage import parse_storage_options
+from kfmt.partition.companions import DEFAULT_INDEX_INTERVAL_BYTES
+from kfmt.partition.producer_state import DEFAULT_PRODUCER_EXPIRATION_MS
+from kfmt.storage.store import parse_storage_options
 
 
 def add_transform_arguments(p, *, spark: bool = True, src: tuple[str, str] | None = None,
@@ -51,7 +51,7 @@ NOW_HELP = ("the wall clock, in epoch milliseconds, that producer expiry is judg
 
 
 def add_companion_arguments(p, *, now: bool = True) -> None:
-    """How regenerated companion files are built (kfmt.companions). Commands whose --now also means
+    """How regenerated companion files are built (kfmt.partition.companions). Commands whose --now also means
     something else (retain, compact) define --now themselves and pass now=False."""
     p.add_argument("--index-interval-bytes", type=int, default=DEFAULT_INDEX_INTERVAL_BYTES, metavar="N",
                    help="the topic's index.interval.bytes: bytes of log between index entries "
@@ -65,7 +65,7 @@ def add_companion_arguments(p, *, now: bool = True) -> None:
 
 def companion_options(args):
     """The CompanionOptions add_companion_arguments' arguments ask for."""
-    from kfmt.companions import CompanionOptions
+    from kfmt.partition.companions import CompanionOptions
 
     return CompanionOptions(args.index_interval_bytes, args.now_ms, args.producer_expiration_ms)
 
@@ -84,9 +84,9 @@ def print_outcome(plan, report: dict | None, as_json: bool, summary: Callable[[d
 
 
 def run_transform_command(args, transform, **options) -> int:
-    """Run a Spark transform (kfmt.pipelines.transform) for the arguments add_transform_arguments and
+    """Run a Spark transform (kfmt.transforms.rewrite) for the arguments add_transform_arguments and
     add_companion_arguments defined; print the plan (--dry-run) or what was written."""
-    from kfmt.pipelines.transform import summary_line
+    from kfmt.transforms.rewrite import summary_line
 
     plan, report = transform(args.src, args.dst, companions=companion_options(args), **run_arguments(args),
                              **options)

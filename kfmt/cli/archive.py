@@ -1,5 +1,5 @@
 """kfmt archive SRC URL: partition directories to object storage with a manifest written last;
-re-running resumes (kfmt.pipelines.archive, docs/archive.md)."""
+re-running resumes (kfmt.transforms.archive.upload, docs/archive.md)."""
 from __future__ import annotations
 
 import sys
@@ -20,7 +20,7 @@ def add_arguments(p):
 
 
 def run(args) -> int:
-    from kfmt.pipelines.archive import archive
+    from kfmt.transforms.archive.upload import archive
 
     result = archive(args.src, args.dst, **run_arguments(args))
     plan, out = result.plan, sys.stdout

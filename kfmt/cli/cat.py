@@ -4,10 +4,10 @@ from __future__ import annotations
 import sys
 
 from kfmt.cli._common import add_format_argument, add_path_arguments, b64, dumps, java_utf8, open_partitions
-from kfmt.control import control_type
+from kfmt.format.control import control_type
 from kfmt.errors import DataError, UsageError
-from kfmt.partition import PartitionReader
-from kfmt.transactions import ABORTED, OPEN, TransactionStatus, transaction_batches
+from kfmt.partition.reader import PartitionReader
+from kfmt.partition.transactions import ABORTED, OPEN, TransactionStatus, transaction_batches
 
 NAME = "cat"
 HELP = "print records in offset order (JSON lines with --format json)"

@@ -1,15 +1,15 @@
-"""kfmt compact: Kafka's compact cleanup policy applied to a copy of SRC (kfmt.compaction, run by
-kfmt.pipelines.compact)."""
+"""kfmt compact: Kafka's compact cleanup policy applied to a copy of SRC (kfmt.transforms.cleanup.compaction, run by
+kfmt.transforms.cleanup.compact)."""
 from __future__ import annotations
 
 import sys
 
 from kfmt.cli._common import dumps
 from kfmt.cli._transform import add_companion_arguments, add_transform_arguments, run_arguments
-from kfmt.compaction import CompactOptions
-from kfmt.compaction.cleaner import DEFAULT_DELETE_RETENTION_MS
-from kfmt.compaction.offset_map import DEFAULT_LOAD_FACTOR, DEFAULT_MEMORY
-from kfmt.writer import DEFAULT_MAX_INDEX_BYTES, DEFAULT_SEGMENT_BYTES
+from kfmt.transforms.cleanup.compaction import CompactOptions
+from kfmt.transforms.cleanup.compaction.cleaner import DEFAULT_DELETE_RETENTION_MS
+from kfmt.transforms.cleanup.compaction.offset_map import DEFAULT_LOAD_FACTOR, DEFAULT_MEMORY
+from kfmt.write.writer import DEFAULT_MAX_INDEX_BYTES, DEFAULT_SEGMENT_BYTES
 
 NAME = "compact"
 HELP = ("keep the latest record of each key as Kafka's log cleaner does (tombstones and transaction "
@@ -52,7 +52,7 @@ def add_arguments(p):
 
 
 def run(args) -> int:
-    from kfmt.pipelines.compact import compact
+    from kfmt.transforms.cleanup.compact import compact
 
     options = CompactOptions(
         now_ms=args.now_ms or 0, delete_retention_ms=args.delete_retention_ms,

@@ -5,12 +5,12 @@ import io
 import sys
 
 from kfmt.cli._common import add_format_argument, add_storage_arguments
-from kfmt.dump import DumpOptions, dump_files
-from kfmt.dump.common import DEFAULT_MAX_MESSAGE_SIZE
-from kfmt.dump.json_form import JsonSink
-from kfmt.dump.text import TextSink
+from kfmt.inspect.dump import DumpOptions, dump_files
+from kfmt.inspect.dump.common import DEFAULT_MAX_MESSAGE_SIZE
+from kfmt.inspect.dump.json_form import JsonSink
+from kfmt.inspect.dump.text import TextSink
 from kfmt.errors import EXIT_DATA, KfmtError, UsageError
-from kfmt.model import INT32_MAX
+from kfmt.format.model import INT32_MAX
 
 NAME = "dump"
 HELP = ("print .log, .index, .timeindex, .snapshot and .txnindex files exactly as kafka-dump-log.sh "
@@ -41,7 +41,7 @@ def add_arguments(p):
 
 
 def run(args) -> int:
-    from kfmt.storage import parse_storage_options
+    from kfmt.storage.store import parse_storage_options
 
     files = list(args.file_args) + [f for csv in args.files for f in csv.split(",") if f]
     if not files:

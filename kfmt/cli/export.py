@@ -1,5 +1,5 @@
 """kfmt export: partitions to Parquet or JSON Lines with Spark's Kafka source columns plus the on-disk
-ones, in Hive-style topic=/partition=/ directories (kfmt.pipelines.export, docs/export.md)."""
+ones, in Hive-style topic=/partition=/ directories (kfmt.transforms.export, docs/export.md)."""
 from __future__ import annotations
 
 from kfmt.cli._common import add_progress_argument, add_storage_arguments
@@ -12,7 +12,7 @@ HELP = ("export records to Parquet or JSON Lines (Spark's Kafka source columns p
 
 
 def add_arguments(p):
-    from kfmt.pipelines.log_ranges import DEFAULT_SPLIT_BYTES
+    from kfmt.rows.ranges import DEFAULT_SPLIT_BYTES
 
     p.add_argument("src", metavar="SRC", help="a partition directory or a log directory (local path or "
                                               "fsspec URL); only read")
@@ -46,7 +46,7 @@ def add_arguments(p):
 
 
 def run(args) -> int:
-    from kfmt.pipelines.export import ExportOptions, export
+    from kfmt.transforms.export import ExportOptions, export
 
     partition_by = tuple(c.strip() for c in args.partition_by.split(","))
     if args.max_bytes_per_task <= 0:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import datetime
 
 from kfmt.cli._common import add_format_argument, add_path_arguments, dumps, open_partitions
-from kfmt.info import partition_info
+from kfmt.inspect.info import partition_info
 
 NAME = "info"
 HELP = "summarise partitions: segments, offsets, times, bytes, batches, records, (magic, codec) census"

@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 
 from kfmt.cli._common import add_format_argument, dumps
-from kfmt.plugins import describe_plugins, pm
+from kfmt.plugin.manager import describe_plugins, pm
 
 NAME = "plugins"
 HELP = "list the loaded plugins and what each registers"

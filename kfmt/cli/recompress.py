@@ -1,5 +1,5 @@
 """kfmt recompress: every data batch in v2 with another codec or level, on Spark
-(kfmt.pipelines.recompress)."""
+(kfmt.transforms.recompress)."""
 from __future__ import annotations
 
 from kfmt.cli._transform import add_companion_arguments, add_transform_arguments, run_transform_command
@@ -20,6 +20,6 @@ def add_arguments(p):
 
 
 def run(args) -> int:
-    from kfmt.pipelines.recompress import recompress
+    from kfmt.transforms.recompress import recompress
 
     return run_transform_command(args, recompress, compression=args.compression, level=args.level)

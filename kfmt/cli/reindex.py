@@ -1,11 +1,11 @@
 """kfmt reindex: copy partitions with their index, snapshot and checkpoint files regenerated exactly
-as Kafka's log recovery builds them (kfmt.reindex)."""
+as Kafka's log recovery builds them (kfmt.transforms.reindex)."""
 from __future__ import annotations
 
 from kfmt.cli._common import progress
 from kfmt.cli._transform import (add_companion_arguments, add_transform_arguments, companion_options,
                                  print_outcome, run_arguments)
-from kfmt.reindex import reindex
+from kfmt.transforms.reindex import reindex
 
 NAME = "reindex"
 HELP = ("copy partitions with .index, .timeindex, .txnindex, producer snapshots and "

@@ -1,9 +1,9 @@
 """kfmt resegment: the same batches, byte for byte, in segments cut by other topic configs, on Spark
-(kfmt.pipelines.resegment)."""
+(kfmt.transforms.resegment)."""
 from __future__ import annotations
 
 from kfmt.cli._transform import add_companion_arguments, add_transform_arguments, run_transform_command
-from kfmt.writer import DEFAULT_MAX_INDEX_BYTES, DEFAULT_SEGMENT_MS
+from kfmt.write.writer import DEFAULT_MAX_INDEX_BYTES, DEFAULT_SEGMENT_MS
 
 NAME = "resegment"
 HELP = ("copy partitions byte for byte into segments cut by the broker's roll rules for the given "
@@ -25,7 +25,7 @@ def add_arguments(p):
 
 
 def run(args) -> int:
-    from kfmt.pipelines.resegment import resegment
+    from kfmt.transforms.resegment import resegment
 
     return run_transform_command(args, resegment, segment_bytes=args.segment_bytes,
                                  segment_ms=args.segment_ms, segment_index_bytes=args.segment_index_bytes)

@@ -1,5 +1,5 @@
 """kfmt restore URL DST: an archive back to a broker-ready directory, companion files regenerated as
-Kafka's log recovery builds them (kfmt.pipelines.restore, docs/archive.md)."""
+Kafka's log recovery builds them (kfmt.transforms.archive.restore, docs/archive.md)."""
 from __future__ import annotations
 
 from kfmt.cli._transform import (add_companion_arguments, add_transform_arguments, companion_options,
@@ -16,7 +16,7 @@ def add_arguments(p):
 
 
 def run(args) -> int:
-    from kfmt.pipelines.restore import restore
+    from kfmt.transforms.archive.restore import restore
 
     result = restore(args.src, args.dst, options=companion_options(args), **run_arguments(args))
     return print_outcome(result, result.report, args.format == "json",

@@ -1,12 +1,12 @@
 """kfmt retain: Kafka's delete cleanup policy (retention.ms, retention.bytes, the log start offset)
-applied to a copy of SRC (kfmt.retention, run by kfmt.pipelines.retain)."""
+applied to a copy of SRC (kfmt.transforms.cleanup.retention, run by kfmt.transforms.cleanup.retain)."""
 from __future__ import annotations
 
 import sys
 
 from kfmt.cli._common import dumps
 from kfmt.cli._transform import add_companion_arguments, add_transform_arguments, run_arguments
-from kfmt.retention import RetentionOptions
+from kfmt.transforms.cleanup.retention import RetentionOptions
 
 NAME = "retain"
 HELP = ("delete the segments Kafka's retention would (retention.ms, retention.bytes, log start "
@@ -34,7 +34,7 @@ def add_arguments(p):
 
 
 def run(args) -> int:
-    from kfmt.pipelines.retain import retain
+    from kfmt.transforms.cleanup.retain import retain
 
     options = RetentionOptions(args.retention_ms, args.retention_bytes, args.log_start_offset,
                                args.now_ms or 0, args.include_active, args.index_interval_bytes,

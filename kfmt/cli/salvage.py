@@ -1,14 +1,14 @@
 """kfmt salvage: every intact batch of a damaged partition (or log) directory, written into a
 broker-ready one, with a report of every byte range dropped and the offsets it may have held
-(kfmt.salvage). Exit 0 when DST was written, whatever was dropped: the report says what."""
+(kfmt.transforms.salvage). Exit 0 when DST was written, whatever was dropped: the report says what."""
 from __future__ import annotations
 
 import sys
 
 from kfmt.cli._common import dumps, progress
 from kfmt.cli._transform import add_companion_arguments, add_transform_arguments, companion_options, run_arguments
-from kfmt.report import REPORT_NAME
-from kfmt.salvage import SalvageOptions, salvage
+from kfmt.transforms.report import REPORT_NAME
+from kfmt.transforms.salvage import SalvageOptions, salvage
 
 NAME = "salvage"
 HELP = ("recover every intact batch of a damaged partition directory into a broker-ready one, "

@@ -1,5 +1,5 @@
 """kfmt upgrade: message formats v0/v1 to v2 by Kafka 4.0's own conversion rules, on Spark
-(kfmt.pipelines.upgrade)."""
+(kfmt.transforms.upgrade)."""
 from __future__ import annotations
 
 from kfmt.cli._transform import add_companion_arguments, add_transform_arguments, run_transform_command
@@ -21,7 +21,7 @@ def add_arguments(p):
 
 
 def run(args) -> int:
-    from kfmt.pipelines.upgrade import DEFAULT_MAX_BATCH_BYTES, upgrade
+    from kfmt.transforms.upgrade import DEFAULT_MAX_BATCH_BYTES, upgrade
     from kfmt.errors import UsageError
 
     if args.max_batch_bytes is not None and not args.rebatch:

@@ -6,8 +6,8 @@ import sys
 
 from kfmt.cli._common import add_format_argument, add_path_arguments, add_progress_argument, progress
 from kfmt.errors import EXIT_DATA, EXIT_OK
-from kfmt.storage import open_storage, parse_storage_options
-from kfmt.verify import verify
+from kfmt.storage.store import open_storage, parse_storage_options
+from kfmt.inspect.verify import verify
 
 NAME = "verify"
 HELP = ("check framing, CRCs, offsets, records, indexes, txn index, snapshots and checkpoints; "

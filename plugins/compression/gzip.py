@@ -1,4 +1,4 @@
-"""Codec 1: gzip (reference §5.2).
+"""Codec 1: gzip (docs/format.md §5.2).
 
 Kafka writes one gzip member through java.util.zip.GZIPOutputStream at level 6 (mtime 0, no file
 name); it reads anything GZIPInputStream accepts, including header flags and concatenated members,
@@ -6,8 +6,8 @@ since payloads are often stored exactly as a non-Java producer compressed them.
 """
 import zlib
 
-from kfmt.compression import DEFAULT_MAX_DECOMPRESSED, Compression, corrupt, too_large
-from kfmt.hookspecs import hookimpl
+from kfmt.format.codecs import DEFAULT_MAX_DECOMPRESSED, Compression, corrupt, too_large
+from kfmt.plugin.hookspecs import hookimpl
 
 DEFAULT_LEVEL = 6  # Deflater.DEFAULT_COMPRESSION
 # The 10-byte header GZIPOutputStream writes (JDK >= 16 sets OS = 0xff).

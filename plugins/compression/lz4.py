@@ -1,4 +1,4 @@
-"""Codec 3: lz4, in Kafka's LZ4 frame (reference §5.4).
+"""Codec 3: lz4, in Kafka's LZ4 frame (docs/format.md §5.4).
 
     magic: 04 22 4D 18 (0x184D2204 little-endian)
     FLG: 0x60 (version 01, independent blocks); BD: 0x40 (64 KiB blocks)
@@ -15,8 +15,8 @@ import struct
 import lz4.block
 import xxhash
 
-from kfmt.compression import DEFAULT_MAX_DECOMPRESSED, Compression, corrupt, too_large
-from kfmt.hookspecs import hookimpl
+from kfmt.format.codecs import DEFAULT_MAX_DECOMPRESSED, Compression, corrupt, too_large
+from kfmt.plugin.hookspecs import hookimpl
 
 MAGIC = b"\x04\x22\x4d\x18"
 FLG_WRITTEN = 0x60

@@ -1,6 +1,6 @@
 """Codec 0: no compression."""
-from kfmt.compression import DEFAULT_MAX_DECOMPRESSED, Compression, too_large
-from kfmt.hookspecs import hookimpl
+from kfmt.format.codecs import DEFAULT_MAX_DECOMPRESSED, Compression, too_large
+from kfmt.plugin.hookspecs import hookimpl
 
 
 class NoCompression(Compression):

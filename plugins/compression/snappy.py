@@ -1,4 +1,4 @@
-"""Codec 2: snappy (reference §5.3).
+"""Codec 2: snappy (docs/format.md §5.3).
 
 Kafka writes snappy-java's SnappyOutputStream ("xerial") framing for every magic, v2 included:
 
@@ -11,8 +11,8 @@ The official snappy *framing format* is not Kafka's and is not accepted.
 """
 import cramjam
 
-from kfmt.compression import DEFAULT_MAX_DECOMPRESSED, Compression, corrupt, too_large
-from kfmt.hookspecs import hookimpl
+from kfmt.format.codecs import DEFAULT_MAX_DECOMPRESSED, Compression, corrupt, too_large
+from kfmt.plugin.hookspecs import hookimpl
 
 XERIAL_MAGIC = b"\x82SNAPPY\x00"
 XERIAL_HEADER = XERIAL_MAGIC + b"\x00\x00\x00\x01\x00\x00\x00\x01"

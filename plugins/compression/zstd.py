@@ -1,4 +1,4 @@
-"""Codec 4: zstd, message format v2 only (KIP-110, reference §5.5).
+"""Codec 4: zstd, message format v2 only (KIP-110, docs/format.md §5.5).
 
 Kafka writes one standard zstd frame (zstd-jni streaming, level 3) without a content size, which is
 why one-shot decoders that need the size fail on it; this reads with a streaming decoder, capped.
@@ -6,8 +6,8 @@ A legacy (v0/v1) message that declares zstd is invalid: the registry refuses it 
 """
 import zstandard
 
-from kfmt.compression import DEFAULT_MAX_DECOMPRESSED, Compression, corrupt, too_large
-from kfmt.hookspecs import hookimpl
+from kfmt.format.codecs import DEFAULT_MAX_DECOMPRESSED, Compression, corrupt, too_large
+from kfmt.plugin.hookspecs import hookimpl
 
 DEFAULT_LEVEL = 3
 # The most output one byte of input can yield: an RLE block is 4 bytes (3-byte header, 1 byte) and

@@ -1,7 +1,7 @@
-"""The built-in export formats (kfmt.exporters): Parquet and JSON Lines, streamed through a staged
+"""The built-in export formats (kfmt.rows.exporters): Parquet and JSON Lines, streamed through a staged
 output, and read back to check what was written.
 
-Parquet: one row group per chunk of rows (kfmt.pipelines.log_ranges), so a writer holds one chunk
+Parquet: one row group per chunk of rows (kfmt.rows.ranges), so a writer holds one chunk
 at a time; pyarrow stores the Arrow schema too, so pyarrow reads back the exact types (int8 magic,
 int16 producer epoch, UTC timestamps) and Spark maps them to its Kafka source's types.
 
@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from kfmt.errors import KfmtError
-from kfmt.hookspecs import hookimpl
+from kfmt.plugin.hookspecs import hookimpl
 
 _BINARY_COLUMNS = ("key", "value")
 READ_BACK_ROWS = 65536

@@ -1,4 +1,4 @@
-"""Message formats v0 (Kafka 0.8-0.9) and v1 (0.10, KIP-31/32): legacy messages (reference §3).
+"""Message formats v0 (Kafka 0.8-0.9) and v1 (0.10, KIP-31/32): legacy messages (docs/format.md §3).
 
     Message (one log entry) =>
       offset: int64         absolute; a compressed wrapper carries its LAST inner offset
@@ -14,13 +14,13 @@
 
 Uncompressed legacy data is not batched: every message is its own entry. A compressed wrapper holds
 inner messages framed the same way; their offsets are absolute in v0 and relative in v1 (possibly
-with gaps after compaction): absolute = wrapper offset - last inner offset + inner offset (§3.4).
+with gaps after compaction): absolute = wrapper offset - last inner offset + inner offset (docs/format.md §3.4).
 
-Decoding runs the compiled kernel of kfmt.speedups when it is built (kfmt/csrc/legacy.c: the messages
+Decoding runs the compiled kernel of kfmt.format.kernels when it is built (kfmt/csrc/legacy.c: the messages
 of an entry or of a wrapper's inner set straight into columns, their per-message facts as numpy rows,
 `LegacyInfos`); whatever it is not sure of it leaves to the Python code here, the reference, which
 raises every error. Runs of uncompressed messages are decoded many entries at a time by
-kfmt.legacy_runs.
+kfmt.format.legacy_runs.
 """
 from __future__ import annotations
 
@@ -32,14 +32,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kfmt import registry
+from kfmt.plugin import registry
 from kfmt.errors import DataError
-from kfmt.formats import STRICT, MessageFormat, ReadOptions
-from kfmt.hookspecs import hookimpl
-from kfmt.model import (LOG_OVERHEAD, NO_TIMESTAMP, Batch, BatchHeader, LegacyMessageInfo,
+from kfmt.format.message_formats import STRICT, MessageFormat, ReadOptions
+from kfmt.plugin.hookspecs import hookimpl
+from kfmt.format.model import (LOG_OVERHEAD, NO_TIMESTAMP, Batch, BatchHeader, LegacyMessageInfo,
                         TimestampType, make_records)
-from kfmt.speedups import native
-from kfmt.wire import INT32, OFFSET_AND_SIZE, crc32, int64
+from kfmt.format.kernels import native
+from kfmt.format.wire import INT32, OFFSET_AND_SIZE, crc32, int64
 
 PREFIX = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
 V1_TIMESTAMP = struct.Struct(">q")
@@ -160,7 +160,7 @@ def _sized_bytes(buf, pos: int, end: int, what: str, start: int):
 class LegacyFormat(MessageFormat):
     name = "legacy"
     magics = (0, 1)
-    native_frames = True  # kfmt.segment may frame these entries with the compiled scanner
+    native_frames = True  # kfmt.partition.segment may frame these entries with the compiled scanner
 
     def read_header(self, entry: memoryview, position: int) -> BatchHeader:
         magic = entry[16]
@@ -182,7 +182,7 @@ class LegacyFormat(MessageFormat):
             position=position, size=len(entry), crc=crc)
 
     def crc_valid(self, entry: memoryview, header: BatchHeader) -> bool:
-        # the CRC covers magic .. end of value (§3.1), as LegacyMessage checks it when decoding
+        # the CRC covers magic .. end of value (docs/format.md §3.1), as LegacyMessage checks it when decoding
         return crc32(entry[16:]) == header.crc
 
     def decode(self, entry: memoryview, header: BatchHeader, options: ReadOptions = STRICT) -> Batch:
@@ -295,7 +295,7 @@ class LegacyFormat(MessageFormat):
     def encode(self, header: BatchHeader, records: pa.RecordBatch, *, level: int | None = None) -> bytes:
         magic = header.magic
         # Under LogAppendTime the header's max_timestamp is the append time, which every message
-        # reports (§3.5), as it is for v2 batches (§4.3).
+        # reports (docs/format.md §3.5), as it is for v2 batches (docs/format.md §4.3).
         lat = magic == 1 and header.timestamp_type == TimestampType.LOG_APPEND_TIME
         if native is not None and type(records) is pa.RecordBatch and (
                 records.num_rows == 1 or header.compression and records.num_rows):

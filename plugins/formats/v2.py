@@ -1,4 +1,4 @@
-"""Message format v2: record batches (Kafka 0.11+, reference §4).
+"""Message format v2: record batches (Kafka 0.11+, docs/format.md §4).
 
     RecordBatch =>
       baseOffset: int64
@@ -23,12 +23,12 @@ import struct
 
 import pyarrow as pa
 
-from kfmt import registry
+from kfmt.plugin import registry
 from kfmt.errors import DataError
-from kfmt.formats import STRICT, MessageFormat, ReadOptions
-from kfmt.hookspecs import hookimpl
-from kfmt.model import EMPTY_RECORDS, LOG_OVERHEAD, Batch, BatchHeader, TimestampType
-from kfmt.wire import crc32c, int64
+from kfmt.format.message_formats import STRICT, MessageFormat, ReadOptions
+from kfmt.plugin.hookspecs import hookimpl
+from kfmt.format.model import EMPTY_RECORDS, LOG_OVERHEAD, Batch, BatchHeader, TimestampType
+from kfmt.format.wire import crc32c, int64
 
 from .v2_records import decode_records, encode_records
 
@@ -54,7 +54,7 @@ def attributes_of(header: BatchHeader) -> int:
 class RecordBatchV2(MessageFormat):
     name = "v2"
     magics = (2,)
-    native_frames = True  # kfmt.segment may frame these entries with the compiled scanner
+    native_frames = True  # kfmt.partition.segment may frame these entries with the compiled scanner
 
     def read_header(self, entry: memoryview, position: int) -> BatchHeader:
         if len(entry) < BATCH_OVERHEAD:
@@ -87,7 +87,7 @@ class RecordBatchV2(MessageFormat):
                             offset=header.base_offset)
         if count == 0:
             # DefaultRecordBatch.iterator() returns nothing for an empty batch without looking at
-            # (or decompressing) what follows the header (§4.7).
+            # (or decompressing) what follows the header (docs/format.md §4.7).
             return Batch(header=header, records=EMPTY_RECORDS, crc_valid=crc_valid)
         payload = entry[BATCH_OVERHEAD:]
         compressed = bool(header.compression)

@@ -1,4 +1,4 @@
-"""The records inside a v2 batch (reference §4.4), decoded into and encoded from columns.
+"""The records inside a v2 batch (docs/format.md §4.4), decoded into and encoded from columns.
 
     Record =>
       length: varint            size of the rest of the record
@@ -16,7 +16,7 @@
 Strictness is Kafka's (DefaultRecord.readFrom): the bytes a record uses must equal its length, and no
 bytes may follow the last declared record.
 
-`decode_records` and `encode_records` run the compiled kernels of kfmt.speedups when they are
+`decode_records` and `encode_records` run the compiled kernels of kfmt.format.kernels when they are
 built (kfmt/csrc/records_v2.c: columns filled and read in C, handed to pyarrow without per-record
 objects); the `*_reference` functions below are the pure-Python definition both must match.
 """
@@ -25,9 +25,9 @@ from __future__ import annotations
 import pyarrow as pa
 
 from kfmt.errors import DataError
-from kfmt.model import make_records
-from kfmt.speedups import native
-from kfmt.wire import int64, read_varint, read_varlong, varint
+from kfmt.format.model import make_records
+from kfmt.format.kernels import native
+from kfmt.format.wire import int64, read_varint, read_varlong, varint
 
 # The smallest record: length, attributes, timestampDelta, offsetDelta, keyLength, valueLength and
 # headerCount of one byte each.

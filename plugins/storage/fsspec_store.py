@@ -1,7 +1,7 @@
 """Storage through fsspec: s3://, memory://, gcs://, ... Anything with a scheme that fsspec knows.
 
 Object stores have no atomic rename and (mostly) no settable mtimes; writers publish there with a
-manifest written last (kfmt.staging), and mtimes travel in that manifest.
+manifest written last (kfmt.storage.staging), and mtimes travel in that manifest.
 
 Listings are not cached unless the caller asks for it (`use_listings_cache`): kfmt lists rarely, and
 a stale cached listing would hide files another process (an executor, an earlier killed run) wrote.
@@ -13,8 +13,8 @@ import errno
 
 from fsspec.spec import AbstractBufferedFile
 
-from kfmt.hookspecs import hookimpl
-from kfmt.storage import FileInfo, Storage, StorageBackend, WriteStream
+from kfmt.plugin.hookspecs import hookimpl
+from kfmt.storage.store import FileInfo, Storage, StorageBackend, WriteStream
 
 
 def _mtime_ms(entry: dict) -> int | None:

@@ -1,8 +1,8 @@
 """Storage on local disk: plain paths and file:// URLs. Segments are memory-mapped, not read.
 
 Writes are durable before they count: a streamed file is fsynced when it is closed, and `sync()`
-fsyncs the directories of a tree, so that a staged output renamed into place (kfmt.staging) survives
-a crash of the machine, not only of the process. Modification times are kept (reference §17 item 10).
+fsyncs the directories of a tree, so that a staged output renamed into place (kfmt.storage.staging) survives
+a crash of the machine, not only of the process. Modification times are kept (docs/format.md §17 item 10).
 """
 from __future__ import annotations
 
@@ -13,16 +13,16 @@ import shutil
 import stat
 import warnings
 
-from kfmt.direct_io import DirectFile
+from kfmt.storage.direct_io import DirectFile
 from kfmt.errors import KfmtWarning
-from kfmt.hookspecs import hookimpl
-from kfmt.storage import FileInfo, Storage, StorageBackend, WriteStream
+from kfmt.plugin.hookspecs import hookimpl
+from kfmt.storage.store import FileInfo, Storage, StorageBackend, WriteStream
 
 
 class LocalWriteStream(WriteStream):
     def __init__(self, path: str):
         self.path = path
-        self._file = DirectFile(path)  # the bulk of a large file past the page cache (kfmt.direct_io)
+        self._file = DirectFile(path)  # the bulk of a large file past the page cache (kfmt.storage.direct_io)
 
     def write(self, data) -> int:
         return self._file.write(data)

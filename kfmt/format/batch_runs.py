@@ -1,0 +1,118 @@
+"""Uncompressed v2 data batches checked and digested where they lie, many at a time.
+
+A transform that copies batches byte for byte (reindex, resegment, the v2 batches of upgrade) must
+still check every batch it copies (CRC, record structure) and report the content digest of their
+records (kfmt.transforms.report), but it needs no record as a column. `checked(data, rows, ...)` gives the
+entries of a chunk of frames (kfmt.format.frames) in order, as
+* `CheckedRun`s: consecutive uncompressed v2 data batches, each checked as the v2 format plugin's
+  decode checks it (CRC-32C, record count, every record as decode_records parses it) and its records
+  hashed into the content digest straight from their bytes, in one compiled call
+  (kfmt/csrc/digest.c, digest_v2_batches);
+* decoded `Batch`es (segment.decode) for every other entry: compressed, control, legacy, and any
+  batch the kernel does not vouch for, which the decode then rejects with the reader's error.
+
+`digest_run_reference` defines what a run gives (decode each batch, digest its columns); the kernel
+gives the same (tests/test_fast_paths.py), and without it (KFMT_PURE_PYTHON=1) the reference runs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+
+from kfmt.partition import segment
+from kfmt.errors import DataError
+from kfmt.format.message_formats import STRICT, ReadOptions
+from kfmt.format.frames import ATTR_CONTROL, FRAME_DTYPE, header_of
+from kfmt.format.model import Batch
+from kfmt.transforms.report import ContentDigest, PartitionTally
+from kfmt.format.kernels import native
+
+
+@dataclass
+class CheckedRun:
+    """Consecutive uncompressed v2 data batches, checked; their records were not decoded."""
+
+    rows: np.ndarray  # their frames (FRAME_DTYPE)
+    digest: ContentDigest  # of their records
+    first_offset: int | None  # of their first record (None: they hold none)
+
+    @property
+    def next_offset(self) -> int:
+        return int(self.rows["last_offset"][-1]) + 1
+
+    def span(self, base: int = 0) -> tuple[int, int]:
+        """Where their bytes lie in the data (whose first byte is at file position `base`)."""
+        start = int(self.rows["position"][0]) - base
+        last = self.rows[-1]
+        return start, int(last["position"]) - base + int(last["size"])
+
+
+def checked(data, rows: np.ndarray, file: str, options: ReadOptions = STRICT,
+            base: int = 0) -> Iterator[CheckedRun | Batch]:
+    """The entries of `rows` (frames of `data`, the file from position `base` on), in order: runs of
+    uncompressed v2 data batches checked and digested in place, every other entry decoded."""
+    rows = _frame_rows(rows)
+    start = 0
+    while start < len(rows):
+        stop, digest, first = _digest_run(data, rows, start, len(rows), base, options)
+        if stop > start:
+            yield CheckedRun(rows[start:stop], digest, first)
+        if stop < len(rows):
+            yield segment.decode(data, header_of(rows[stop].item()), file, options, base)
+            stop += 1
+        start = stop
+
+
+def digest_run(data, rows: np.ndarray, start: int, stop: int, base: int = 0,
+               options: ReadOptions = STRICT) -> tuple[int, ContentDigest, int | None]:
+    """(where it stopped, the content digest, the first record's offset) of the uncompressed v2
+    data batches of rows[start:stop], up to the first row that is not one or that decode would
+    refuse."""
+    return _digest_run(data, _frame_rows(rows), start, stop, base, options)
+
+
+def _digest_run(data, rows, start, stop, base, options):
+    if native is None:
+        return digest_run_reference(data, rows, start, stop, base, options)
+    at, records, high, low, first = native.digest_v2_batches(data, rows, start, stop, base,
+                                                             options.check_crc)
+    return at, ContentDigest(records, high << 64 | low), first
+
+
+def digest_run_reference(data, rows: np.ndarray, start: int, stop: int, base: int = 0,
+                         options: ReadOptions = STRICT) -> tuple[int, ContentDigest, int | None]:
+    digest, first = ContentDigest(), None
+    for i in range(start, stop):
+        row = rows[i]
+        if row["magic"] != 2 or row["compression"] or row["attributes"] & ATTR_CONTROL:
+            return i, digest, first
+        try:
+            batch = segment.decode(data, header_of(row.item()), "", options, base)
+        except DataError:  # the caller's decode of this row reports it
+            return i, digest, first
+        if first is None and len(batch):
+            first = batch.records.column(0)[0].as_py()
+        digest.update(batch.records)
+    return stop, digest, first
+
+
+def add_to_tally(tally: PartitionTally, item: CheckedRun | Batch) -> None:
+    """PartitionTally.add_batch for a checked run too (its batches are data batches)."""
+    if isinstance(item, Batch):
+        tally.add_batch(item)
+        return
+    s = tally.summary
+    s.batches += len(item.rows)
+    s.next_offset = item.next_offset
+    s.records += item.digest.records
+    if s.first_offset is None:
+        s.first_offset = item.first_offset
+    tally.digest.merge(item.digest)
+
+
+def _frame_rows(rows: np.ndarray) -> np.ndarray:
+    if rows.dtype != FRAME_DTYPE:
+        rows = rows.astype(FRAME_DTYPE)
+    return np.ascontiguousarray(rows)

@@ -1,0 +1,81 @@
+"""Frames as arrays: one row per log entry holding its header facts (those of BatchHeader) as numbers.
+
+A frame scan that makes one BatchHeader per entry costs microseconds an entry: fine for v2 batches
+of hundreds of records, too slow for the millions of single-message entries of an uncompressed v0/v1
+segment. `FrameScanner.chunks()` (kfmt.partition.segment) yields the same facts as numpy structured arrays of
+FRAME_DTYPE, a bounded number of rows at a time, for array-at-a-time callers: index building
+(CompanionBuilder.add_frames), runs of legacy messages (kfmt.format.legacy_runs), plans and statistics.
+
+Row conventions where BatchHeader says None: a legacy compressed wrapper's base_offset is its own
+offset field (its LAST inner offset) and its records_count is -1; the first offset and the count are
+known only after decompression (docs/format.md §3.4). Legacy rows have base_timestamp, producer fields and
+partition_leader_epoch -1, as BatchHeader's defaults; timestamp_type is TimestampType's value.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from kfmt.format.model import BatchHeader, TimestampType
+from kfmt.format.kernels import native
+
+FIELDS = [
+    ("position", np.int64), ("base_offset", np.int64), ("last_offset", np.int64),
+    ("max_timestamp", np.int64), ("base_timestamp", np.int64), ("producer_id", np.int64),
+    ("size", np.int32), ("partition_leader_epoch", np.int32), ("base_sequence", np.int32),
+    ("records_count", np.int32), ("crc", np.uint32), ("attributes", np.int16),
+    ("producer_epoch", np.int16), ("magic", np.int8), ("compression", np.int8),
+    ("timestamp_type", np.int8),
+]
+ATTR_TRANSACTIONAL = 0x10  # v2 attribute bits (docs/format.md §4.1)
+ATTR_CONTROL = 0x20
+ATTR_DELETE_HORIZON = 0x40
+
+
+def _dtype() -> np.dtype:
+    if native is None:
+        return np.dtype(FIELDS, align=True)
+    # The compiled scanner writes C structs: take their layout from it (same names and types).
+    itemsize, layout = native.frame_layout()
+    if [name for name, _ in layout] != [name for name, _ in FIELDS]:
+        raise ImportError("kfmt._speedups was built from other sources than this kfmt: rebuild it")
+    return np.dtype({"names": [n for n, _ in FIELDS], "formats": [t for _, t in FIELDS],
+                     "offsets": [offset for _, offset in layout], "itemsize": itemsize}, align=True)
+
+
+FRAME_DTYPE = _dtype()
+_TIMESTAMP_TYPES = {t.value: t for t in TimestampType}
+
+
+def header_of(row: tuple) -> BatchHeader:
+    """The BatchHeader of one row (a tuple in FIELDS order, as `rows.tolist()` gives)."""
+    (position, base_offset, last_offset, max_ts, base_ts, producer_id, size, leader_epoch, base_seq,
+     count, crc, attrs, producer_epoch, magic, codec, ts_type) = row
+    if magic < 2:
+        wrapper = codec != 0
+        return BatchHeader(magic, None if wrapper else base_offset, last_offset, codec,
+                           _TIMESTAMP_TYPES[ts_type], max_ts, records_count=None if wrapper else count,
+                           attributes=attrs, position=position, size=size, crc=crc)
+    return BatchHeader(magic, base_offset, last_offset, codec, _TIMESTAMP_TYPES[ts_type], max_ts,
+                       base_ts, leader_epoch, producer_id, producer_epoch, base_seq, count,
+                       bool(attrs & ATTR_TRANSACTIONAL), bool(attrs & ATTR_CONTROL),
+                       bool(attrs & ATTR_DELETE_HORIZON), attrs, position, size, crc)
+
+
+def headers_of(rows: np.ndarray) -> list[BatchHeader]:
+    return [header_of(row) for row in rows.tolist()]
+
+
+def rows_of(headers: list[BatchHeader]) -> np.ndarray:
+    """Rows for headers (those of a scan: position and size set)."""
+    return np.array([_row(h) for h in headers], dtype=FRAME_DTYPE)
+
+
+def _row(h: BatchHeader) -> tuple:
+    wrapper = h.magic < 2 and h.compression != 0
+    return (h.position, h.last_offset if wrapper else h.base_offset, h.last_offset, h.max_timestamp,
+            h.base_timestamp, h.producer_id, h.size, h.partition_leader_epoch, h.base_sequence,
+            -1 if wrapper else h.records_count, h.crc, h.attributes, h.producer_epoch, h.magic,
+            h.compression, int(h.timestamp_type))
+
+
+EMPTY_ROWS = np.zeros(0, dtype=FRAME_DTYPE)

@@ -1,0 +1,162 @@
+"""The data model: a batch is its header facts plus its records as columns.
+
+Records are never one Python object each: they are a `pyarrow.RecordBatch` with RECORD_SCHEMA
+(offset, timestamp, key, value, headers), the shape Parquet, Spark and compaction want anyway.
+Timestamps in the record columns are already resolved the way a Kafka consumer reports them
+(docs/format.md §3.5, §4.3): LogAppendTime batches give every record the batch's time, v0 gives -1.
+
+Header keys are kept as raw bytes (lossless); they are decoded as UTF-8 only for display.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field, replace
+
+import pyarrow as pa
+
+LOG_OVERHEAD = 12  # offset (8) + size (4) in front of every entry (docs/format.md §2)
+HEADER_SIZE_UP_TO_MAGIC = 17
+NO_TIMESTAMP = -1
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+NO_PARTITION_LEADER_EPOCH = -1
+INT32_MAX = 2**31 - 1
+
+
+class TimestampType(enum.IntEnum):
+    NO_TIMESTAMP_TYPE = -1
+    CREATE_TIME = 0
+    LOG_APPEND_TIME = 1
+
+    @property
+    def java_name(self) -> str:
+        """The name Kafka's Java classes print (kafka-dump-log, the consumer's TimestampType)."""
+        return _JAVA_NAMES[self]
+
+    @classmethod
+    def from_java_name(cls, name: str) -> "TimestampType":
+        return {v: k for k, v in _JAVA_NAMES.items()}[name]
+
+
+_JAVA_NAMES = {
+    TimestampType.NO_TIMESTAMP_TYPE: "NoTimestampType",
+    TimestampType.CREATE_TIME: "CreateTime",
+    TimestampType.LOG_APPEND_TIME: "LogAppendTime",
+}
+
+HEADER_TYPE = pa.list_(pa.struct([pa.field("key", pa.binary(), nullable=False),
+                                  pa.field("value", pa.binary())]))
+RECORD_SCHEMA = pa.schema([
+    pa.field("offset", pa.int64(), nullable=False),
+    pa.field("timestamp", pa.int64(), nullable=False),
+    pa.field("key", pa.binary()),
+    pa.field("value", pa.binary()),
+    pa.field("headers", HEADER_TYPE, nullable=False),
+])
+
+
+def make_records(offsets, timestamps, keys, values, headers=None) -> pa.RecordBatch:
+    """Build record columns from Python sequences (headers: lists of (key bytes, value bytes|None))."""
+    n = len(offsets)
+    if headers is None:
+        headers = [[] for _ in range(n)]
+    return pa.RecordBatch.from_arrays([
+        pa.array(offsets, pa.int64()),
+        pa.array(timestamps, pa.int64()),
+        pa.array(keys, pa.binary()),
+        pa.array(values, pa.binary()),
+        pa.array(headers, HEADER_TYPE),
+    ], schema=RECORD_SCHEMA)
+
+
+EMPTY_RECORDS = make_records([], [], [], [])
+
+
+@dataclass(slots=True)
+class BatchHeader:
+    """What a batch's header says; for legacy data, what the (wrapper) message says.
+
+    A scan of a segment yields these from the header bytes alone (no decompression). A legacy
+    compressed wrapper's base offset and record count are only known after decompression
+    (docs/format.md §3.4): they stay None until the batch is decoded.
+    """
+
+    magic: int
+    base_offset: int | None
+    last_offset: int
+    compression: int = 0
+    timestamp_type: TimestampType = TimestampType.CREATE_TIME
+    max_timestamp: int = NO_TIMESTAMP
+    base_timestamp: int = NO_TIMESTAMP  # v2 only; holds the delete horizon when that flag is set
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+    base_sequence: int = NO_SEQUENCE
+    records_count: int | None = None
+    is_transactional: bool = False
+    is_control: bool = False
+    has_delete_horizon: bool = False
+    attributes: int = 0  # as stored (the bits above are decoded from it)
+    # Where the batch sits in its file; None for batches built in memory.
+    position: int | None = None
+    size: int | None = None  # whole entry, including the 12-byte log overhead
+    crc: int | None = None  # as stored
+
+    @property
+    def next_offset(self) -> int:
+        # Never base + count: compaction leaves gaps and empty batches (docs/format.md §4.7).
+        return self.last_offset + 1
+
+    @property
+    def last_sequence(self) -> int:
+        if self.base_sequence == NO_SEQUENCE:
+            return NO_SEQUENCE
+        return increment_sequence(self.base_sequence, self.last_offset - (self.base_offset or 0))
+
+    @property
+    def delete_horizon_ms(self) -> int | None:
+        return self.base_timestamp if self.has_delete_horizon else None
+
+    @property
+    def has_producer_id(self) -> bool:
+        # AbstractRecordBatch.hasProducerId: NO_PRODUCER_ID < producerId (a negative id is none)
+        return self.producer_id > NO_PRODUCER_ID
+
+    def replace(self, **changes) -> "BatchHeader":
+        return replace(self, **changes)
+
+
+def increment_sequence(sequence: int, increment: int) -> int:
+    """Sequence numbers wrap from INT32_MAX to 0 (DefaultRecordBatch.incrementSequence)."""
+    if sequence > INT32_MAX - increment:
+        return increment - (INT32_MAX - sequence) - 1
+    return sequence + increment
+
+
+@dataclass(slots=True, frozen=True)
+class LegacyMessageInfo:
+    """Per-message facts of a v0/v1 message that the record columns do not carry.
+
+    kafka-dump-log prints them (`isValid`, `crc`) and verify checks them; inner messages of a
+    compressed wrapper have their own magic (KAFKA-4298 mixed magic), attributes and CRC.
+    """
+
+    magic: int
+    attributes: int
+    crc: int
+    crc_valid: bool
+    stored_timestamp: int  # as stored in the message (before any wrapper override); -1 for v0
+
+
+@dataclass(slots=True)
+class Batch:
+    """A decoded batch: header facts plus record columns (plus legacy per-message facts)."""
+
+    header: BatchHeader
+    records: pa.RecordBatch = field(default_factory=lambda: EMPTY_RECORDS)
+    legacy: list[LegacyMessageInfo] | None = None
+    crc_valid: bool = True
+
+    def __len__(self) -> int:
+        return self.records.num_rows

@@ -1,0 +1,152 @@
+"""Dumping a `.log` segment (or a KRaft snapshot `.checkpoint`) as kafka-dump-log does (docs/format.md §15.2).
+
+Batches are framed the way Kafka's file reader frames them (FileLogInputStream, docs/format.md §2): it stops
+quietly when 17 or fewer bytes remain or when an entry runs past the end (the dump then reports
+"Found N invalid bytes"), and throws on an entry size below 14 — which includes a zero-filled tail of
+18 bytes or more. kfmt's FrameScanner tells these cases apart; `kafka_frames` maps them onto Kafka's
+behaviour. Deep iteration decodes each batch leniently (a bad CRC is printed as `isvalid: false`, as
+Kafka prints it, not refused).
+"""
+from __future__ import annotations
+
+import re
+import struct
+from typing import Iterator
+
+from kfmt.plugin import registry
+from kfmt.partition import segment
+from kfmt.format.control import ControlType, control_type, control_type_id, end_txn_marker
+from kfmt.inspect.dump.common import BatchView, ControlInfo, DumpOptions, DumpRecord, DumpTarget, Sink
+from kfmt.errors import DataError
+from kfmt.format.message_formats import LENIENT
+from kfmt.format.model import HEADER_SIZE_UP_TO_MAGIC, INT32_MAX, NO_SEQUENCE, Batch, BatchHeader, increment_sequence
+from kfmt.partition.segment import MIN_ENTRY_SIZE, FrameScanner
+
+# The control record types Kafka 3.6 knows (ControlRecordType); later types print as UNKNOWN.
+KAFKA_36_CONTROL_TYPES = {ControlType.ABORT, ControlType.COMMIT, ControlType.LEADER_CHANGE,
+                          ControlType.SNAPSHOT_HEADER, ControlType.SNAPSHOT_FOOTER}
+KRAFT_SNAPSHOT_NAME = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
+BOOTSTRAP_SNAPSHOT_NAME = "bootstrap.checkpoint"
+
+
+def kafka_frames(data, target: DumpTarget, start: int, end: int) -> Iterator[BatchHeader]:
+    """The entries of data[start:end] as Kafka's file reader sees them; raises where it throws."""
+    scanner = FrameScanner(data, target.display, start, end)
+    yield from scanner
+    tail = scanner.tail
+    if tail.kind == "zeros" and tail.length > HEADER_SIZE_UP_TO_MAGIC:
+        raise DataError(f"Found record size 0 smaller than minimum record overhead ({MIN_ENTRY_SIZE}): "
+                        f"the remaining {tail.length} bytes are zeros", file=target.display,
+                        position=tail.position)
+    if tail.kind == "corrupt":
+        raise tail.error(target.display)
+
+
+def codec_name(header: BatchHeader) -> str:
+    """`compressionType.name`: Kafka looks the id up without regard to the magic (ids 5-7 throw)."""
+    codec = registry.get().compressions.get(header.compression)
+    if codec is None:
+        raise DataError(f"Unknown compression type id: {header.compression}", position=header.position,
+                        offset=header.last_offset)
+    return codec.name
+
+
+def crc_valid(data, header: BatchHeader) -> bool:
+    fmt = registry.get().format_for(header.magic)
+    return fmt.crc_valid(segment.entry_bytes(data, header), header)
+
+
+def dump_log(target: DumpTarget, options: DumpOptions, sink: Sink) -> None:
+    _describe(target, sink)
+    target.require()
+    size = target.size()
+    end = min(size, options.max_bytes)  # FileRecords.slice(0, maxBytes)
+    data = target.read_all() if end == size else target.read(0, end)
+    valid_bytes = 0
+    last_offset = -1  # per file, across batches (the non-consecutive check)
+    for header in kafka_frames(data, target, 0, end):
+        try:
+            view = BatchView(header, valid_bytes, crc_valid(data, header), codec_name(header))
+        except DataError as err:
+            raise err.located(file=target.display)
+        sink.batch_start(target, view)
+        decoded = None
+        if options.deep:
+            batch = segment.decode(data, header, target.display, LENIENT)
+            decoded = batch.header
+            for record in dump_records(batch, target, options):
+                # Scala's check: the first record of the file sets lastOffset without a comparison
+                if last_offset == -1:
+                    last_offset = record.offset
+                elif record.offset != last_offset + 1:
+                    sink.non_consecutive(target, last_offset, record.offset)
+                last_offset = record.offset
+                sink.record(target, view, record)
+        sink.batch_end(target, view, decoded)
+        valid_bytes += header.size
+    trailing = end - valid_bytes
+    if trailing > 0 and options.max_bytes == INT32_MAX:  # --max-bytes given: Kafka stays silent
+        sink.invalid_bytes(target, valid_bytes, trailing)
+
+
+def _describe(target: DumpTarget, sink: Sink) -> None:
+    name = target.name
+    if name.endswith(".log"):
+        sink.describe_file(target, "log", baseOffset=target.base_offset())
+    elif name == BOOTSTRAP_SNAPSHOT_NAME:
+        sink.describe_file(target, "kraftBootstrapSnapshot")
+    else:
+        m = KRAFT_SNAPSHOT_NAME.match(name)
+        if m is None:
+            raise DataError("not a KRaft snapshot name (<20-digit end offset>-<10-digit epoch>"
+                            ".checkpoint)", file=target.display)
+        sink.describe_file(target, "kraftSnapshot", endOffset=int(m[1]), epoch=int(m[2]))
+
+
+def dump_records(batch: Batch, target: DumpTarget, options: DumpOptions) -> Iterator[DumpRecord]:
+    """The records of a decoded batch with the facts kafka-dump-log prints about each."""
+    h = batch.header
+    cols = batch.records.to_pydict()
+    for i, (offset, timestamp, key, value, headers) in enumerate(zip(
+            cols["offset"], cols["timestamp"], cols["key"], cols["value"], cols["headers"])):
+        record = DumpRecord(offset, timestamp, key, value,
+                            -1 if key is None else len(key), -1 if value is None else len(value))
+        if h.magic >= 2:
+            record.headers = [(x["key"], x["value"]) for x in headers]
+            # DefaultRecord: the sequence is only defined when the batch has a base sequence
+            record.sequence = (increment_sequence(h.base_sequence, offset - h.base_offset)
+                               if h.base_sequence >= 0 else NO_SEQUENCE)
+        elif batch.legacy is not None:
+            record.legacy = batch.legacy[i]
+        # Kafka parses the control record only to print its metadata
+        if h.is_control and not options.skip_record_metadata:
+            try:
+                record.control = control_info(key, value)
+            except DataError as err:
+                raise err.located(file=target.display, base_position=h.position, offset=offset)
+        yield record
+
+
+def control_info(key: bytes | None, value: bytes | None) -> ControlInfo:
+    kind = control_type(key)
+    type_id = control_type_id(key)
+    name = kind.name if kind in KAFKA_36_CONTROL_TYPES else "UNKNOWN"
+    if kind in (ControlType.ABORT, ControlType.COMMIT):
+        _version, coordinator_epoch = end_txn_marker(value)
+        return ControlInfo(type_id, name, coordinator_epoch=coordinator_epoch)
+    if kind == ControlType.SNAPSHOT_HEADER:
+        version, timestamp = _unpack(">hq", value, "snapshot header")
+        return ControlInfo(type_id, name,
+                           json=f'{{"version":{version},"lastContainedLogTimestamp":{timestamp}}}')
+    if kind == ControlType.SNAPSHOT_FOOTER:
+        (version,) = _unpack(">h", value, "snapshot footer")
+        return ControlInfo(type_id, name, json=f'{{"version":{version}}}')
+    return ControlInfo(type_id, name)
+
+
+def _unpack(fmt: str, value: bytes | None, what: str) -> tuple:
+    layout = struct.Struct(fmt)
+    if value is None or len(value) < layout.size:
+        raise DataError(f"{what} record value of {0 if value is None else len(value)} bytes is "
+                        f"shorter than {layout.size}")
+    return layout.unpack_from(value)

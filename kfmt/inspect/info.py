@@ -1,0 +1,91 @@
+"""Per-partition summaries: segments, offset and time ranges, bytes, batches, records, and a census of
+(magic, compression) -- the answer to "how much old-format data is still here?"."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pyarrow.compute as pc
+
+from kfmt.plugin import registry
+from kfmt.partition.layout import PartitionDir
+from kfmt.format.model import NO_TIMESTAMP
+from kfmt.partition.reader import PartitionReader
+
+
+@dataclass
+class FormatCount:
+    batches: int = 0
+    records: int = 0
+    bytes: int = 0
+
+
+@dataclass
+class PartitionInfo:
+    topic: str | None
+    partition: int | None
+    path: str
+    segments: int = 0
+    bytes: int = 0  # of .log files
+    batches: int = 0
+    records: int = 0  # data records (control records counted apart)
+    control_records: int = 0
+    first_offset: int | None = None  # of the first record
+    last_offset: int | None = None  # of the last record
+    log_start_offset: int | None = None  # the first segment's base offset
+    log_end_offset: int | None = None  # next offset after the last batch
+    min_timestamp: int | None = None  # over records that carry one
+    max_timestamp: int | None = None
+    census: dict = field(default_factory=dict)  # (magic, codec name) -> FormatCount
+
+    def to_json(self) -> dict:
+        out = {k: v for k, v in self.__dict__.items() if k != "census"}
+        out["formats"] = [{"magic": m, "compression": c, **vars(n)}
+                          for (m, c), n in sorted(self.census.items())]
+        return out
+
+
+def partition_info(part: PartitionDir) -> PartitionInfo:
+    reader = PartitionReader(part)
+    reg = registry.get()
+    info = PartitionInfo(part.topic, part.partition, part.storage.url_of(part.path),
+                         segments=len(part.segments))
+    if part.segments:
+        info.log_start_offset = part.segments[0].base_offset
+    census: dict = {}
+    for seg in part.segments:
+        info.bytes += seg.size
+        for header in reader.frames(seg):
+            batch = reader.decode(seg, header)
+            h, n = batch.header, len(batch)
+            info.batches += 1
+            info.log_end_offset = h.next_offset
+            count = census.setdefault((h.magic, reg.codec_name(h.compression)), FormatCount())
+            count.batches += 1
+            count.records += n
+            count.bytes += h.size
+            if not n:
+                continue
+            if h.is_control:
+                info.control_records += n
+                continue
+            info.records += n
+            offsets = batch.records.column(0)
+            if info.first_offset is None:
+                info.first_offset = offsets[0].as_py()
+            info.last_offset = offsets[n - 1].as_py()
+            timestamps = pc.filter(batch.records.column(1),
+                                   pc.not_equal(batch.records.column(1), NO_TIMESTAMP))
+            if len(timestamps):
+                lo, hi = pc.min_max(timestamps).values()
+                info.min_timestamp = _min(info.min_timestamp, lo.as_py())
+                info.max_timestamp = _max(info.max_timestamp, hi.as_py())
+    info.census = census
+    return info
+
+
+def _min(a, b):
+    return b if a is None else min(a, b)
+
+
+def _max(a, b):
+    return b if a is None else max(a, b)

@@ -1,0 +1,35 @@
+"""kfmt verify: find every problem in a partition directory or a whole log directory.
+
+One module per file kind: `log` (segments: framing, CRCs, offsets, records, control records),
+`indexes` (.index/.timeindex against the log), `txn` (.txnindex and transactional state),
+`snapshots` (producer snapshots), `checkpoints` (leader-epoch-checkpoint, partition.metadata and the
+log directory's checkpoint files), `partition` (putting them together), `problems` (the findings).
+
+Problems make verification fail; notes record genuine broker behaviour (a copy taken from a running
+broker, files Kafka would delete at startup) and never do. Genuine broker-written directories verify
+clean, including the quirks listed in realkafka/README.md.
+"""
+from __future__ import annotations
+
+from kfmt.partition.layout import find_partitions, is_log_dir
+from kfmt.storage.store import Storage
+
+from .checkpoints import check_log_dir
+from .partition import verify_partition
+from .problems import Problem, Report, Severity
+
+__all__ = ["Problem", "Report", "Severity", "verify", "verify_partition"]
+
+
+def verify(storage: Storage, path: str, topic: str | None = None, partition: int | None = None,
+           progress=None) -> Report:
+    """Verify the partition or log directory at `path`; `progress(total_segments)` may return a
+    callable invoked after each segment."""
+    report = Report()
+    parts = find_partitions(storage, path, topic, partition)
+    tick = progress(sum(len(p.segments) for p in parts)) if progress is not None else None
+    ranges = [verify_partition(part, report, tick) for part in parts]
+    if is_log_dir(parts, storage, path):
+        complete = topic is None and partition is None
+        check_log_dir(storage, path, [r for r in ranges if r.topic is not None], report, complete)
+    return report

@@ -1,0 +1,240 @@
+"""Checks of the checkpoint files (docs/format.md §9-§11): strict parsing as Kafka does (the readers in
+kfmt.partition.checkpoints follow CheckpointFile.CheckpointReadBuffer and PartitionMetadataReadBuffer), then
+consistency with the logs they describe.
+
+Partition level:
+* `leader-epoch-checkpoint` (docs/format.md §9): entries strictly increase in epoch and start offset (the cache drops
+  entries that do not when it assigns later ones); no start offset beyond the log end offset; and it
+  agrees with the batches: recovery assigns `(batch.partitionLeaderEpoch, batch.baseOffset)` whenever a
+  v2 batch carries a larger epoch (LogSegment.recover), so the entry covering a batch's base offset
+  names the batch's epoch (batches before the first entry were truncated away with the log start);
+* `partition.metadata` (docs/format.md §10).
+
+Log-directory level (docs/format.md §11): `recovery-point-offset-checkpoint`, `log-start-offset-checkpoint`,
+`replication-offset-checkpoint` (high watermarks) and `cleaner-offset-checkpoint` must parse (a
+malformed one can take the whole log directory offline), and name offsets within the logs: a log start
+offset beyond the log end deletes every segment of the partition on load (docs/format.md §11.2), a recovery point or
+high watermark beyond it claims data the log does not hold, a cleaner offset beyond it is reset by the
+cleaner as invalid. `meta.properties` (docs/format.md §11.4) must name its version and broker/node id.
+"""
+from __future__ import annotations
+
+from bisect import bisect_right
+from dataclasses import dataclass
+
+from kfmt.partition.checkpoints import (EpochEntry, checkpoint_entries, java_lines, java_parse_int,
+                              read_leader_epochs, read_offset_checkpoint, read_partition_metadata)
+from kfmt.errors import DataError
+from kfmt.partition.layout import LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA, PartitionDir
+from kfmt.storage.store import Storage
+
+from .log import BatchFacts
+from .problems import Report
+
+RECOVERY_POINT = "recovery-point-offset-checkpoint"
+LOG_START = "log-start-offset-checkpoint"
+REPLICATION = "replication-offset-checkpoint"
+CLEANER = "cleaner-offset-checkpoint"
+META_PROPERTIES = "meta.properties"
+
+
+def _read_text(storage: Storage, info, report: Report) -> str:
+    report.counts.files += 1
+    return bytes(storage.read(info.path)).decode("utf-8", "replace")
+
+
+class LeaderEpochs:
+    """The partition's leader-epoch-checkpoint, checked on its own and against the batches."""
+
+    def __init__(self, part: PartitionDir, report: Report):
+        self.report = report
+        self.entries: list[EpochEntry] | None = None
+        self.positions: list[int] = []
+        self.file = part.display(LEADER_EPOCH_CHECKPOINT)
+        self._reported: set = set()
+        self._missing_reported = False
+        info = part.file(LEADER_EPOCH_CHECKPOINT)
+        if info is None:
+            return
+        text = _read_text(part.storage, info, report)
+        try:
+            self.entries = read_leader_epochs(text, self.file)
+        except DataError as err:
+            report.data_error("leader-epoch-checkpoint", err, self.file)
+            return
+        self.positions = [p for p, _ in checkpoint_entries(text, self.file, 0, 2)]
+        self._starts = [e.start_offset for e in self.entries]
+        for i in range(1, len(self.entries)):
+            prev, entry = self.entries[i - 1], self.entries[i]
+            if entry.epoch <= prev.epoch or entry.start_offset <= prev.start_offset:
+                report.error("leader-epoch-checkpoint", f"entry '{entry.epoch} {entry.start_offset}' does "
+                             f"not follow '{prev.epoch} {prev.start_offset}': expected strictly increasing "
+                             f"epochs and start offsets (the cache drops the entries that do not)",
+                             self.file, self.positions[i], entry.start_offset)
+
+    def on_batch(self, facts: BatchFacts, file: str, report: Report) -> None:
+        epoch = facts.partition_leader_epoch
+        if facts.magic < 2 or epoch < 0:
+            return
+        if not self.entries:
+            if not self._missing_reported:
+                self._missing_reported = True
+                what = "an empty" if self.entries == [] else "no readable"
+                report.note("leader-epoch-checkpoint", f"{what} leader-epoch-checkpoint although batches "
+                            f"carry leader epochs (first: epoch {epoch} at offset {facts.base_offset}): the "
+                            f"broker starts with an empty leader epoch cache", self.file)
+            return
+        covering = bisect_right(self._starts, facts.base_offset) - 1
+        if covering < 0:
+            return  # before the first entry: truncated from the start with the log start offset (docs/format.md §9)
+        entry = self.entries[covering]
+        if entry.epoch != epoch and (covering, epoch) not in self._reported:
+            self._reported.add((covering, epoch))
+            report.error("leader-epoch", f"batch at offset {facts.base_offset} carries leader epoch {epoch}, "
+                         f"but {LEADER_EPOCH_CHECKPOINT} assigns offsets from {entry.start_offset} to epoch "
+                         f"{entry.epoch} (expected an entry '{epoch} <first offset of epoch {epoch}>')",
+                         file, facts.position, facts.base_offset)
+
+    def finish(self, log_end: int | None) -> None:
+        if not self.entries or log_end is None:
+            return
+        for entry, position in zip(self.entries, self.positions):
+            if entry.start_offset > log_end:
+                self.report.error("leader-epoch-checkpoint", f"entry '{entry.epoch} {entry.start_offset}' "
+                                  f"starts beyond the log end offset {log_end} (expected start offsets <= "
+                                  f"{log_end})", self.file, position, entry.start_offset)
+
+
+def check_partition_metadata(part: PartitionDir, report: Report) -> None:
+    file = part.display(PARTITION_METADATA)
+    info = part.file(PARTITION_METADATA)
+    if info is None:
+        report.note("partition-metadata", "no partition.metadata: a KRaft broker treats the log as stray "
+                    "(3.8+) or refuses it (3.4-3.7) until it carries the topic id", file)
+        return
+    try:
+        read_partition_metadata(_read_text(part.storage, info, report), file)
+    except DataError as err:
+        report.data_error("partition-metadata", err, file)
+
+
+# --- log directory ---
+@dataclass(frozen=True)
+class PartitionRange:
+    """What the log-directory checks need to know of a partition that was verified."""
+
+    topic: str | None
+    partition: int | None
+    first_segment_base: int | None
+    log_end: int | None
+
+
+def check_log_dir(storage: Storage, path: str, ranges: list[PartitionRange], report: Report,
+                  complete: bool) -> None:
+    """`complete`: every partition of the directory was verified (no --topic/--partition filter), so
+    checkpoint entries naming other partitions can be noted."""
+    files = {i.name: i for i in storage.listdir(path) if not i.is_dir}
+    by_tp = {(r.topic, r.partition): r for r in ranges}
+    offsets = {}
+    for name in (RECOVERY_POINT, LOG_START, REPLICATION, CLEANER):
+        info = files.get(name)
+        if info is None:
+            continue
+        file = storage.url_of(info.path)
+        text = _read_text(storage, info, report)
+        try:
+            offsets[name] = read_offset_checkpoint(text, file)
+        except DataError as err:
+            report.data_error("offset-checkpoint", err, file)
+            continue
+        positions = {}
+        for position, fields in checkpoint_entries(text, file, 0, 3):
+            positions.setdefault((fields[0], int(fields[1])), position)
+        for tp, offset in offsets[name].items():
+            _check_offset(name, file, positions[tp], tp, offset, by_tp.get(tp), report, complete)
+    starts = offsets.get(LOG_START, {})
+    for tp, offset in offsets.get(CLEANER, {}).items():
+        part = by_tp.get(tp)
+        if part is not None and part.first_segment_base is not None:
+            log_start = max(part.first_segment_base, starts.get(tp, part.first_segment_base))
+            if offset < log_start:
+                report.note("offset-checkpoint", f"cleaner offset {offset} of {tp[0]}-{tp[1]} is below its "
+                            f"log start offset {log_start}: the cleaner restarts from the log start",
+                            storage.url_of(files[CLEANER].path), None, offset)
+    if META_PROPERTIES in files:
+        info = files[META_PROPERTIES]
+        check_meta_properties(_read_text(storage, info, report), storage.url_of(info.path), report)
+
+
+_MEANINGS = {
+    RECOVERY_POINT: ("recovery point", "it claims flushed data the log does not hold"),
+    LOG_START: ("log start offset", "the broker deletes every segment of the partition on load (docs/format.md §11.2)"),
+    REPLICATION: ("high watermark", "it claims replicated data the log does not hold"),
+    CLEANER: ("first dirty offset", "the cleaner resets it as invalid"),
+}
+
+
+def _check_offset(name: str, file: str, position: int, tp, offset: int, part: PartitionRange | None,
+                  report: Report, complete: bool) -> None:
+    what, consequence = _MEANINGS[name]
+    label = f"{tp[0]}-{tp[1]}"
+    if part is None:
+        if complete:
+            report.note("offset-checkpoint", f"{label} has no partition directory here (its {what} is "
+                        f"{offset})", file, position, offset)
+        return
+    if part.log_end is not None and offset > part.log_end:
+        report.error("offset-checkpoint", f"{what} {offset} of {label} is beyond its log end offset "
+                     f"{part.log_end}: {consequence} (expected at most {part.log_end})", file, position,
+                     offset)
+
+
+def check_meta_properties(text: str, file: str, report: Report) -> None:
+    """meta.properties (docs/format.md §11.4): `version=0` with an int `broker.id` (ZooKeeper mode), or `version=1` with
+    an int `node.id` and a `cluster.id` (KRaft)."""
+    props, positions = _java_properties(text)
+
+    def fail(message, key=None):
+        report.error("meta-properties", message, file, positions.get(key))
+
+    version = java_parse_int(props.get("version", ""))
+    if version not in (0, 1):
+        fail(f"version {props.get('version')!r}, expected 0 or 1", "version")
+        return
+    required = ("broker.id",) if version == 0 else ("node.id", "cluster.id")
+    for key in required:
+        if key not in props:
+            fail(f"no {key} (required by version {version})")
+        elif key.endswith(".id") and key != "cluster.id" and java_parse_int(props[key]) is None:
+            fail(f"{key} {props[key]!r} is not an integer", key)
+    if "cluster.id" in props and not props["cluster.id"]:
+        fail("cluster.id is empty", "cluster.id")
+
+
+def _java_properties(text: str) -> tuple[dict[str, str], dict[str, int]]:
+    """The key=value pairs of a Java properties file as Properties.store writes them (comments `#`/`!`,
+    separators `=`, `:` or blanks, backslash line continuations); positions of each key's line."""
+    props, positions = {}, {}
+    lines = java_lines(text)
+    i = 0
+    while i < len(lines):
+        position, line = lines[i]
+        i += 1
+        stripped = line.lstrip(" \t\f")
+        if not stripped or stripped[0] in "#!":
+            continue
+        while stripped.endswith("\\") and not stripped.endswith("\\\\") and i < len(lines):
+            stripped = stripped[:-1] + lines[i][1].lstrip(" \t\f")
+            i += 1
+        key, value = stripped, ""
+        for j, ch in enumerate(stripped):
+            if ch in "=: \t\f" and (j == 0 or stripped[j - 1] != "\\"):
+                key, value = stripped[:j], stripped[j:].lstrip(" \t\f")
+                if value[:1] in ("=", ":") and ch in " \t\f":
+                    value = value[1:].lstrip(" \t\f")
+                elif ch in "=:":
+                    value = stripped[j + 1:].lstrip(" \t\f")
+                break
+        props[key.replace("\\", "")] = value
+        positions[key.replace("\\", "")] = position
+    return props, positions

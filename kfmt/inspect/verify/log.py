@@ -1,0 +1,327 @@
+"""Checks of the `.log` segments: framing, CRCs, offsets and record structure (docs/format.md §2-§4, §12.1).
+
+Every entry is decoded by its format plugin in lenient mode (a CRC mismatch is recorded, not raised),
+so that one corrupt batch whose framing is intact is reported and the rest of the segment is still
+checked; where the framing itself is broken (an impossible size, a truncated entry, garbage) the
+scanner's `tail` says so and the rest of that file cannot be read.
+
+What a segment's batches are (positions, offsets, timestamps, producers) is kept as `SegmentFacts`
+for the index, transaction and checkpoint checks that compare other files against the log.
+
+Checks Kafka's broker recovery does not make (it validates only framing and CRCs, §12.5) but that its
+consumers and lookups rely on are made here too: record offsets inside their batch and increasing,
+record timestamps not above the batch's maxTimestamp, control records that parse.
+"""
+from __future__ import annotations
+
+import bisect
+from array import array
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow.compute as pc
+
+from kfmt.partition import segment as segment_io
+from kfmt.format.control import ControlType, control_type, end_txn_marker
+from kfmt.errors import DataError
+from kfmt.format.message_formats import LENIENT, STRICT
+from kfmt.partition.layout import PartitionDir, Segment
+from kfmt.format.model import (INT32_MAX, NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_ID, Batch, BatchHeader,
+                        TimestampType)
+
+from .problems import Report
+
+MAX_SEGMENT_BYTES = INT32_MAX  # FileRecords: a segment may not exceed Integer.MAX_VALUE bytes (docs/format.md §2)
+
+
+@dataclass(slots=True)
+class BatchFacts:
+    """What the other checks need to know about one batch (or legacy entry) of a segment."""
+
+    position: int
+    size: int
+    #: first offset; for a legacy compressed wrapper only known after decoding (its last offset if
+    #: the wrapper could not be decoded)
+    base_offset: int
+    last_offset: int
+    max_timestamp: int
+    magic: int
+    producer_id: int = NO_PRODUCER_ID
+    is_transactional: bool = False
+    is_control: bool = False
+    partition_leader_epoch: int = -1
+    #: the type of a control batch's record; None for data batches and empty/undecodable ones
+    control: ControlType | None = None
+
+    def describe(self) -> str:
+        """How a message names this batch: "a data batch (offsets 5..9) of producer 7", ..."""
+        owner = f" of producer {self.producer_id}" if self.producer_id != NO_PRODUCER_ID else ""
+        if self.is_control:
+            kind = self.control.name if self.control is not None else "empty or unreadable"
+            return f"a control batch ({kind}) at offset {self.base_offset}{owner}"
+        return f"a data batch (offsets {self.base_offset}..{self.last_offset}){owner}"
+
+
+@dataclass(frozen=True, slots=True)
+class BatchSpan:
+    """Where a batch of a checked segment lies: what the index checks compare entries with."""
+
+    position: int
+    size: int
+    base_offset: int
+    last_offset: int
+    max_timestamp: int
+
+
+class SegmentFacts:
+    """The batches of one segment as columns (a segment of small legacy messages holds millions)."""
+
+    def __init__(self, segment: Segment, file: str):
+        self.segment = segment
+        self.file = file
+        self.positions, self.sizes = array("q"), array("q")
+        self.base_offsets, self.last_offsets, self.max_timestamps = array("q"), array("q"), array("q")
+        #: where the readable entries end: the file size when the framing is intact
+        self.readable_end = 0
+
+    def add(self, facts: BatchFacts) -> None:
+        self.positions.append(facts.position)
+        self.sizes.append(facts.size)
+        self.base_offsets.append(facts.base_offset)
+        self.last_offsets.append(facts.last_offset)
+        self.max_timestamps.append(facts.max_timestamp)
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+    def __getitem__(self, i: int) -> BatchSpan:
+        return BatchSpan(self.positions[i], self.sizes[i], self.base_offsets[i], self.last_offsets[i],
+                         self.max_timestamps[i])
+
+    @property
+    def first_offset(self) -> int | None:
+        return self.base_offsets[0] if self.positions else None
+
+    @property
+    def last_offset(self) -> int | None:
+        return self.last_offsets[-1] if self.positions else None
+
+    @property
+    def max_timestamp(self) -> int:
+        return max(self.max_timestamps, default=-1)
+
+    def index_at(self, position: int) -> int | None:
+        """The index of the batch starting exactly at `position`."""
+        i = bisect.bisect_left(self.positions, position)
+        return i if i < len(self) and self.positions[i] == position else None
+
+    def index_before(self, position: int) -> int:
+        """The index of the last batch starting before `position` (-1 if none)."""
+        return bisect.bisect_left(self.positions, position) - 1
+
+    def index_holding(self, offset: int) -> int | None:
+        """The index of the batch whose offsets [base, last] include `offset`."""
+        i = bisect.bisect_left(self.last_offsets, offset)
+        return i if i < len(self) and self.base_offsets[i] <= offset else None
+
+
+class LogChecker:
+    """Walks a partition's segments in order; `observers` (the transaction and leader-epoch checks)
+    see every batch as it goes, so nothing but the current segment's facts is kept."""
+
+    def __init__(self, part: PartitionDir, report: Report, observers=()):
+        self.part = part
+        self.report = report
+        self.observers = list(observers)
+        self.prev_last: int | None = None  # last offset of the previous batch of the partition
+        self.prev_file: str | None = None
+
+    def check_segment(self, seg: Segment, is_last: bool) -> SegmentFacts:
+        report = self.report
+        file = self.part.display(seg.log)
+        buf = self.part.storage.map(seg.log.path)
+        facts = SegmentFacts(seg, file)
+        report.counts.segments += 1
+        report.counts.files += 1
+        if seg.log.size > MAX_SEGMENT_BYTES:
+            report.error("segment-size", f"segment of {seg.log.size} bytes exceeds {MAX_SEGMENT_BYTES}: "
+                         f"Kafka cannot address it (index positions are int32)", file)
+        if self.prev_last is not None and seg.base_offset <= self.prev_last:
+            report.error("segment-base", f"segment base offset {seg.base_offset} (the file name) is not "
+                         f"above the last offset {self.prev_last} of the previous segment: offsets "
+                         f"would be looked up in the wrong segment (expected a base offset > "
+                         f"{self.prev_last})", file, 0, seg.base_offset)
+        scanner = segment_io.FrameScanner(buf, file)
+        for header in scanner:
+            batch_facts = self._check_batch(buf, header, seg, file, first=not len(facts))
+            facts.add(batch_facts)
+            for observer in self.observers:
+                observer.on_batch(batch_facts, file, report)
+        self._check_tail(scanner.tail, file, is_last)
+        facts.readable_end = scanner.tail.position
+        return facts
+
+    # --- one batch ---
+    def _check_batch(self, buf, header: BatchHeader, seg: Segment, file: str, first: bool) -> BatchFacts:
+        report = self.report
+        report.counts.batches += 1
+        batch, structure_error = None, None
+        try:
+            batch = segment_io.decode(buf, header, file, LENIENT)
+        except DataError as err:
+            structure_error = err
+        if batch is None or not batch.crc_valid:
+            crc_error = _crc_error(buf, header, file, structure_error)
+            if crc_error is not None:
+                report.data_error("crc", crc_error, file, header.position, header.last_offset)
+        if structure_error is not None:
+            structure_error.message += f" ({_declared(header)})"
+            report.data_error("record-structure", structure_error, file, header.position,
+                              header.last_offset)
+        h = batch.header if batch is not None else header
+        facts = BatchFacts(
+            position=header.position, size=header.size,
+            base_offset=h.base_offset if h.base_offset is not None else h.last_offset,
+            last_offset=h.last_offset, max_timestamp=h.max_timestamp, magic=h.magic,
+            producer_id=h.producer_id, is_transactional=h.is_transactional, is_control=h.is_control,
+            partition_leader_epoch=h.partition_leader_epoch)
+        self._check_offsets(facts, seg, file, first)
+        if batch is not None:
+            report.counts.records += len(batch)
+            self._check_records(batch, facts, file)
+            if batch.legacy is not None and h.compression:
+                self._check_inner_messages(batch, facts, file)
+            if h.is_control:
+                facts.control = self._check_control_records(batch, facts, file)
+        return facts
+
+    def _check_offsets(self, facts: BatchFacts, seg: Segment, file: str, first: bool) -> None:
+        report = self.report
+        where = (file, facts.position, facts.base_offset)
+        if facts.last_offset < facts.base_offset:
+            report.error("batch-offsets", f"batch ends at offset {facts.last_offset}, before its base "
+                         f"offset {facts.base_offset} (lastOffsetDelta is negative; expected "
+                         f"lastOffset >= baseOffset)", *where)
+        if self.prev_last is not None and facts.base_offset <= self.prev_last:
+            previous = "" if self.prev_file == file else f" (in {self.prev_file})"
+            report.error("offset-order", f"batch offsets {facts.base_offset}..{facts.last_offset} do not "
+                         f"follow the previous batch{previous}, which ends at {self.prev_last} "
+                         f"(expected a first offset > {self.prev_last})", *where)
+        if first and facts.base_offset < seg.base_offset:
+            report.error("segment-base", f"first offset {facts.base_offset} is below the segment's base "
+                         f"offset {seg.base_offset} (its file name): expected base offset <= first "
+                         f"offset (docs/format.md §12.1)", *where)
+        if facts.magic >= 2 and facts.partition_leader_epoch < NO_PARTITION_LEADER_EPOCH:
+            # Not covered by the CRC (docs/format.md §4.1); Kafka writes -1 (none) or the leader's epoch (>= 0).
+            report.error("leader-epoch", f"partition leader epoch {facts.partition_leader_epoch} "
+                         f"(expected -1 for none, or an epoch >= 0)", *where)
+        relative = facts.last_offset - seg.base_offset
+        if relative > INT32_MAX:
+            report.error("offset-range", f"offset {facts.last_offset} is {relative} above the segment "
+                         f"base {seg.base_offset}: index entries hold int32 relative offsets (expected "
+                         f"at most {INT32_MAX})", *where)
+        self.prev_last, self.prev_file = facts.last_offset, file
+
+    def _check_records(self, batch: Batch, facts: BatchFacts, file: str) -> None:
+        """Semantic checks Kafka's consumer does not make: record offsets inside the batch and
+        increasing (docs/format.md §4.4), a legacy wrapper carrying its last inner offset (docs/format.md §3.4), record timestamps
+        not above the batch's maxTimestamp (time lookups skip batches by it, §6.5)."""
+        report, h = self.report, batch.header
+        if not len(batch) or (h.magic < 2 and not h.compression):
+            return  # an uncompressed legacy entry is its one record: its offset and timestamp are the entry's
+        offsets = batch.records.column(0).to_numpy()
+        decreasing = np.flatnonzero(np.diff(offsets) <= 0)
+        if decreasing.size:
+            i = int(decreasing[0]) + 1
+            report.error("record-offsets", f"record {i} has offset {offsets[i]} after offset "
+                         f"{offsets[i - 1]}: record offsets must increase (offset deltas are strictly "
+                         f"increasing)", file, facts.position, int(offsets[i]))
+        first, last = int(offsets[0]), int(offsets[-1])
+        if first < h.base_offset or last > h.last_offset:
+            report.error("record-offsets", f"record offsets {first}..{last} fall outside the batch's "
+                         f"offsets {h.base_offset}..{h.last_offset}", file, facts.position, facts.base_offset)
+        elif h.magic < 2 and h.compression and last != h.last_offset:
+            report.error("record-offsets", f"wrapper offset {h.last_offset} is not the offset {last} of "
+                         f"its last inner message (a legacy wrapper carries its last inner offset, §3.4)",
+                         file, facts.position, h.last_offset)
+        if h.magic >= 1 and h.timestamp_type == TimestampType.CREATE_TIME:
+            largest = pc.max(batch.records.column(1)).as_py()
+            if largest > h.max_timestamp:
+                report.error("record-timestamp", f"a record has timestamp {largest}, above the batch's "
+                             f"maxTimestamp {h.max_timestamp}: time lookups and retention would skip it "
+                             f"(expected record timestamps <= maxTimestamp)", file, facts.position,
+                             facts.base_offset)
+
+    def _check_inner_messages(self, batch: Batch, facts: BatchFacts, file: str) -> None:
+        """Inner messages of a legacy wrapper have their own CRCs (docs/format.md §3.4): the broker checks them on
+        produce and kafka-dump-log --deep-iteration prints them; recovery checks only the wrapper's."""
+        offsets = batch.records.column(0).to_pylist()
+        for i, (info, offset) in enumerate(zip(batch.legacy, offsets)):
+            if not info.crc_valid:
+                self.report.error("crc", f"inner message {i} of the wrapper is corrupt: its stored crc "
+                                  f"{info.crc} does not match its contents", file, facts.position, offset)
+        other_magic = [i for i, info in enumerate(batch.legacy) if info.magic != facts.magic]
+        if other_magic:
+            self.report.note("inner-magic", f"{len(other_magic)} inner message(s) (first: {other_magic[0]}) "
+                             f"have another magic than their magic {facts.magic} wrapper (written by a "
+                             f"0.10.0 cleaner, KAFKA-4298; readers cope)", file, facts.position,
+                             offsets[other_magic[0]])
+
+    def _check_control_records(self, batch: Batch, facts: BatchFacts, file: str) -> ControlType | None:
+        """Control records must parse (docs/format.md §4.6): key >= 4 bytes with version >= 0, and ABORT/COMMIT
+        markers a value >= 6 bytes with version >= 0 (ControlRecordType, EndTransactionMarker)."""
+        kinds = []
+        cols = batch.records.select(["offset", "key", "value"]).to_pydict()
+        for offset, key, value in zip(cols["offset"], cols["key"], cols["value"]):
+            try:
+                kind = control_type(key)
+                if kind in (ControlType.ABORT, ControlType.COMMIT):
+                    end_txn_marker(value)
+                kinds.append(kind)
+            except DataError as err:
+                self.report.error("control-record", f"{err.message} (a control record needs a key of "
+                                  f"at least 4 bytes and a marker a value of at least 6)", file,
+                                  facts.position, offset)
+                kinds.append(None)
+        return kinds[0] if kinds else None
+
+    # --- the end of a segment ---
+    def _check_tail(self, tail, file: str, is_last: bool) -> None:
+        if tail.kind == "clean":
+            return
+        if tail.kind == "zeros":
+            message = f"{tail.length} zero bytes end the segment"
+            if is_last:
+                self.report.note("log-tail", f"{message}: a preallocated active segment (copied from a "
+                                 f"running broker); its reader stops there", file, tail.position)
+            else:
+                self.report.error("framing", f"{message}: only the active segment is preallocated, an "
+                                  f"inactive one is trimmed on roll (Kafka's reader rejects an entry size "
+                                  f"below 14 there)", file, tail.position)
+            return
+        self.report.error("framing", f"{tail.message}; the remaining {tail.length} bytes of the file "
+                          f"cannot be read (expected a complete entry or the end of the file)", file,
+                          tail.position, tail.offset)
+
+
+def _declared(header: BatchHeader) -> str:
+    """What the entry's header promises, to say what decoding expected."""
+    if header.magic >= 2:
+        return (f"the batch at position {header.position} declares {header.records_count} records, "
+                f"offsets {header.base_offset}..{header.last_offset}")
+    kind = "wrapper" if header.compression else "message"
+    return f"in the {kind} at position {header.position}, offset {header.last_offset}"
+
+
+def _crc_error(buf, header: BatchHeader, file: str, structure_error: DataError | None) -> DataError | None:
+    """The format plugin's own CRC complaint about this entry (stored and computed values), if any.
+
+    A strict decode checks the CRC before anything else, so when it fails with a different complaint
+    than the lenient decode did, that complaint is the CRC's.
+    """
+    try:
+        segment_io.decode(buf, header, file, STRICT)
+    except DataError as err:
+        if structure_error is None or err.message != structure_error.message:
+            return err
+    return None

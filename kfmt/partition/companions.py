@@ -1,0 +1,701 @@
+"""A partition's companion files, computed from its batches exactly as Kafka 3.6's log recovery does.
+
+Every kfmt-written partition directory gets its `.index`, `.timeindex`, `.txnindex`, producer
+`.snapshot` files and `leader-epoch-checkpoint` from `CompanionBuilder`, fed the batches of the
+partition in log order, segment by segment. What it models (Kafka's classes and methods named):
+
+* Per segment, `LogSegment.recover` (docs/format.md §6.3): per batch, first the running maximum timestamp
+  (and the last offset of the first batch that reached it), then, when more than
+  `index.interval.bytes` lie between this batch's position and the last indexed one, an offset entry
+  (batch last offset, batch position) and a time entry (running maximum) if its timestamp is new;
+  finally the running maximum once more. Uncompressed v0/v1 messages are batches of their own.
+  v2 batches also feed the leader-epoch cache (docs/format.md §9) and the producer state, which yields the
+  `.txnindex` entries of aborted transactions (docs/format.md §7).
+* Across segments, the order in which recovery runs (`LogLoader.loadSegmentFiles` / `recoverLog`,
+  `recoverSegment`, `UnifiedLog.rebuildProducerState`, §8): each segment is recovered by a fresh
+  ProducerStateManager that reloads the latest snapshot at or below the segment's base (dropping
+  producers idle for `producer.id.expiration.ms` against the wall clock: the reason a snapshot
+  depends on `now_ms`), writes one at the base if none is there, replays the segment and writes one
+  at the offset after its last v2 batch. After the last segment, stray snapshots are removed, the
+  log's own ProducerStateManager reloads the latest one and writes one at the log end offset if
+  missing (a clean shutdown writes nothing more), and snapshots at or below the log start offset go.
+  So the files are: one snapshot at every segment base but the first, and one at the log end offset.
+
+Assumed, as in a broker that loads a directory with no index or snapshot files and no clean-shutdown
+marker: the whole log is recovered (recovery point 0), the topic's message format is 0.11 or later
+(always so with inter.broker.protocol.version >= 3.0; for logs holding only v0/v1 data the files are
+the same either way: empty snapshots), and the log start offset is `log_start_offset` (0, as for a
+partition missing from `log-start-offset-checkpoint`).
+
+Array-at-a-time: `add_frames` (SegmentIndexer, SegmentFactsBuilder, CompanionBuilder) takes rows of
+frames (kfmt.format.frames) of data batches; the index walk runs in one compiled call (kfmt.format.kernels) and
+only v2 rows with a producer id or a new leader epoch are looked at one by one. Same results as
+`add` per row, which remains the definition (and handles every row the kernel refuses).
+"""
+from __future__ import annotations
+
+import gc
+import struct
+import time
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from kfmt.partition import indexes, txnindex
+from kfmt.partition.checkpoints import EpochEntry, read_leader_epochs, write_leader_epochs
+from kfmt.format.control import ControlType, control_type, end_txn_marker
+from kfmt.errors import DataError, UsageError
+from kfmt.format.frames import ATTR_CONTROL, FRAME_DTYPE, header_of
+from kfmt.partition.indexes import OffsetEntry, TimeEntry
+from kfmt.partition.layout import LEADER_EPOCH_CHECKPOINT, PartitionDir, segment_file_name
+from kfmt.format.model import INT32_MAX, NO_PRODUCER_ID, NO_TIMESTAMP, Batch, BatchHeader
+from kfmt.partition.producer_state import DEFAULT_PRODUCER_EXPIRATION_MS, ProducerStateManager, SnapshotFiles
+from kfmt.partition.snapshots import write_snapshot
+from kfmt.format.kernels import native
+from kfmt.partition.txnindex import AbortedTxn
+
+DEFAULT_INDEX_INTERVAL_BYTES = 4096  # index.interval.bytes
+
+
+@dataclass(frozen=True)
+class CompanionOptions:
+    """How companion files are built (CompanionBuilder): the broker settings and the wall clock Kafka's
+    log recovery would use. Every command that regenerates companions takes these."""
+
+    index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES
+    now_ms: int | None = None  # the wall clock producer expiry is judged against (None: now)
+    producer_expiration_ms: int = DEFAULT_PRODUCER_EXPIRATION_MS
+
+    def __post_init__(self):
+        if self.index_interval_bytes < 0:
+            raise UsageError(f"--index-interval-bytes must be >= 0, got {self.index_interval_bytes}")
+        if self.producer_expiration_ms < 1:
+            raise UsageError(f"--producer-expiration-ms must be >= 1, got {self.producer_expiration_ms}")
+
+    def with_clock(self):
+        """These options with `now_ms` fixed: one clock for a whole run, recorded in its report."""
+        return self if self.now_ms is not None else replace(self, now_ms=int(time.time() * 1000))
+
+    def builder_options(self) -> dict:
+        """CompanionBuilder's keyword arguments (also how reports record the options)."""
+        return {"index_interval_bytes": self.index_interval_bytes, "now_ms": self.now_ms,
+                "producer_expiration_ms": self.producer_expiration_ms}
+
+    to_json = builder_options
+
+
+@dataclass
+class SegmentCompanions:
+    """The index files of one segment. The entries are kept as pairs of native int64 (offset and
+    position; timestamp and offset), as the index walk makes them: a segment of small batches has
+    hundreds of thousands, too many to hold one object each."""
+
+    base_offset: int
+    offset_pairs: bytes
+    time_pairs: bytes
+    aborted: list[AbortedTxn]
+    next_offset: int  # the offset after the segment's last batch; its base offset if it has none
+    batches: int
+
+    @property
+    def offset_entries(self) -> list[OffsetEntry]:
+        return _entries(OffsetEntry, self.offset_pairs)
+
+    @property
+    def time_entries(self) -> list[TimeEntry]:
+        return _entries(TimeEntry, self.time_pairs)
+
+    @property
+    def index(self) -> bytes:
+        pairs = _pairs(self.offset_pairs)
+        relative = pairs[:, 0] - self.base_offset
+        if not _fit_int32(relative, pairs[:, 1]):
+            return indexes.write_offset_index(self.offset_entries, self.base_offset)  # (refuses them)
+        out = np.empty(len(pairs), dtype=[("relative", ">i4"), ("position", ">i4")])
+        out["relative"], out["position"] = relative, pairs[:, 1]
+        return out.tobytes()
+
+    @property
+    def timeindex(self) -> bytes:
+        pairs = _pairs(self.time_pairs)
+        relative = pairs[:, 1] - self.base_offset
+        if not _fit_int32(relative):
+            return indexes.write_time_index(self.time_entries, self.base_offset)  # (refuses them)
+        out = np.empty(len(pairs), dtype=[("timestamp", ">i8"), ("relative", ">i4")])
+        out["timestamp"], out["relative"] = pairs[:, 0], relative
+        return out.tobytes()
+
+    @property
+    def txnindex(self) -> bytes | None:
+        """None when the segment has no aborted transaction: Kafka creates the file lazily (docs/format.md §7)."""
+        return txnindex.write_txn_index(self.aborted) if self.aborted else None
+
+    def files(self) -> dict[str, bytes]:
+        out = {segment_file_name(self.base_offset, "index"): self.index,
+               segment_file_name(self.base_offset, "timeindex"): self.timeindex}
+        if self.aborted:
+            out[segment_file_name(self.base_offset, "txnindex")] = self.txnindex
+        return out
+
+
+@dataclass
+class PartitionCompanions:
+    """The partition-level files: producer snapshots (offset -> bytes) and the leader epochs."""
+
+    snapshots: dict[int, bytes]
+    leader_epochs: list[EpochEntry]
+    log_end_offset: int
+
+    @property
+    def leader_epoch_checkpoint(self) -> str | None:
+        """None when there is no leader epoch (no batch carries one: v0/v1 data, for which Kafka
+        keeps no file)."""
+        return write_leader_epochs(self.leader_epochs) if self.leader_epochs else None
+
+    def files(self) -> dict[str, bytes]:
+        out = {segment_file_name(offset, "snapshot"): data for offset, data in sorted(self.snapshots.items())}
+        if self.leader_epochs:
+            out[LEADER_EPOCH_CHECKPOINT] = self.leader_epoch_checkpoint.encode("ascii")
+        return out
+
+
+class _LeaderEpochCache:
+    """LeaderEpochFileCache (docs/format.md §9): loaded from the partition's existing checkpoint, if any, then fed by
+    recovery the (epoch, base offset) of every v2 batch whose leader epoch is above the latest."""
+
+    def __init__(self, initial: list[EpochEntry] | None = None):
+        self.entries: list[EpochEntry] = []
+        for entry in initial or []:
+            self.assign(entry.epoch, entry.start_offset)
+
+    def observe(self, header: BatchHeader) -> None:
+        self.observe_epoch(header.partition_leader_epoch, header.base_offset)
+
+    def observe_epoch(self, epoch: int, base_offset: int) -> None:
+        if epoch >= 0 and (not self.entries or epoch > self.entries[-1].epoch):
+            self.assign(epoch, base_offset)
+
+    def assign(self, epoch: int, start_offset: int) -> None:
+        if epoch < 0 or start_offset < 0:
+            raise DataError(f"invalid leader epoch entry {epoch} {start_offset}")
+        latest = self.entries[-1] if self.entries else None
+        if latest is not None and epoch == latest.epoch and start_offset >= latest.start_offset:
+            return  # not an update
+        # entries that would not stay strictly increasing in epoch and offset are truncated away
+        while self.entries and (self.entries[-1].epoch >= epoch
+                                or self.entries[-1].start_offset >= start_offset):
+            self.entries.pop()
+        self.entries.append(EpochEntry(epoch, start_offset))
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        self.entries = [e for e in self.entries if e.start_offset < end_offset]
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        """The entries starting at or below the log start offset collapse into the last of them,
+        moved to the log start offset."""
+        before = [e for e in self.entries if e.start_offset <= start_offset]
+        if before:
+            self.entries = ([EpochEntry(before[-1].epoch, start_offset)]
+                            + [e for e in self.entries if e.start_offset > start_offset])
+
+
+class SegmentIndexer:
+    """The segment-local half of LogSegment.recover (docs/format.md §6.3): the `.index` and `.timeindex` entries of
+    one segment from its batches' headers, in file order. It needs nothing from other segments, so a
+    parallel writer runs it in the task that writes the segment (SegmentFactsBuilder)."""
+
+    def __init__(self, base_offset: int, index_interval_bytes: int):
+        self.base_offset = base_offset
+        self.interval = index_interval_bytes
+        self.position = 0  # Kafka's validBytes
+        self.last_indexed_position = 0
+        self.max_timestamp, self.offset_of_max = NO_TIMESTAMP, base_offset
+        self.offset_pairs = bytearray()  # (offset, position) as native int64 pairs
+        self.time_pairs = bytearray()  # (timestamp, offset)
+        self.last_time_entry = NO_TIMESTAMP  # the timestamp of the last time entry
+        self.last_offset: int | None = None
+        self.batches = 0
+
+    @property
+    def offset_entries(self) -> list[OffsetEntry]:
+        return _entries(OffsetEntry, self.offset_pairs)
+
+    @property
+    def time_entries(self) -> list[TimeEntry]:
+        return _entries(TimeEntry, self.time_pairs)
+
+    def _maybe_append_time_entry(self) -> None:
+        # TimeIndex.maybeAppend: only a timestamp above the last entry's (initially -1) is added
+        if self.max_timestamp > self.last_time_entry:
+            self.time_pairs += _PAIR.pack(self.max_timestamp, self.offset_of_max)
+            self.last_time_entry = self.max_timestamp
+
+    def add(self, header: BatchHeader) -> None:
+        self._check(header)
+        if header.max_timestamp > self.max_timestamp:
+            self.max_timestamp, self.offset_of_max = header.max_timestamp, header.last_offset
+        if self.position - self.last_indexed_position > self.interval:
+            self.offset_pairs += _PAIR.pack(header.last_offset, self.position)
+            self._maybe_append_time_entry()
+            self.last_indexed_position = self.position
+        self.position += header.size
+        self.last_offset = header.last_offset
+        self.batches += 1
+
+    def add_frames(self, rows: np.ndarray) -> None:
+        """add() for rows of frames, in file order: the walk in one compiled call
+        (kfmt/csrc/frames.c) when it is built; a row it refuses goes through add(), which raises."""
+        start = 0
+        if native is not None and rows.dtype == FRAME_DTYPE:
+            rows = np.ascontiguousarray(rows)
+            while start < len(rows):
+                stop, state, offsets, times = native.index_frames(rows, start, len(rows), (
+                    self.base_offset, self.interval, self.position, self.last_indexed_position,
+                    self.max_timestamp, self.offset_of_max, self.last_offset, self.last_time_entry))
+                (_, _, self.position, self.last_indexed_position, self.max_timestamp,
+                 self.offset_of_max, self.last_offset, self.last_time_entry) = state
+                self.offset_pairs += offsets
+                self.time_pairs += times
+                self.batches += stop - start
+                if stop < len(rows):
+                    self.add(header_of(rows[stop].item()))
+                    stop += 1
+                start = stop
+            return
+        for row in rows.tolist():
+            self.add(header_of(row))
+
+    def _check(self, header: BatchHeader) -> None:
+        if header.position is None or header.size is None:
+            raise UsageError("CompanionBuilder.add_batch needs the batch's position and size")
+        if header.position != self.position:
+            raise UsageError(f"batch at position {header.position} given where the segment's next "
+                             f"batch starts ({self.position}): batches must come in file order")
+        relative = header.last_offset - self.base_offset
+        if not 0 <= relative <= INT32_MAX:
+            raise DataError(f"last offset {header.last_offset} does not fit the index of the segment "
+                            f"with base offset {self.base_offset} (relative offset {relative})",
+                            offset=header.last_offset)
+        if self.last_offset is not None and header.last_offset <= self.last_offset:
+            raise DataError(f"last offset {header.last_offset} does not follow the previous batch's "
+                            f"{self.last_offset}: offsets must increase", offset=header.last_offset)
+
+    @property
+    def next_offset(self) -> int:
+        """The offset after the segment's last batch; its base offset if it has none."""
+        return self.base_offset if self.last_offset is None else self.last_offset + 1
+
+    def finish(self, aborted: list[AbortedTxn] | None = None) -> SegmentCompanions:
+        # "A normally closed segment always appends the biggest timestamp ever seen"
+        self._maybe_append_time_entry()
+        return SegmentCompanions(self.base_offset, bytes(self.offset_pairs), bytes(self.time_pairs),
+                                 aborted or [], self.next_offset, self.batches)
+
+
+class _SegmentRecovery:
+    """LogSegment.recover over one segment's batches: its indexes (SegmentIndexer) and, for v2
+    batches, the leader-epoch cache and the producer state, which carry over between segments."""
+
+    def __init__(self, base_offset: int, index_interval_bytes: int, producers: ProducerStateManager,
+                 epochs: _LeaderEpochCache):
+        self.indexer = SegmentIndexer(base_offset, index_interval_bytes)
+        self.producers = producers
+        self.epochs = epochs
+        self.aborted: list[AbortedTxn] = []
+
+    @property
+    def last_offset(self) -> int | None:
+        return self.indexer.last_offset
+
+    def add(self, header: BatchHeader, control: ControlType | None, coordinator_epoch: int,
+            marker_timestamp: int) -> None:
+        self.indexer.add(header)
+        if header.magic >= 2:
+            self.epochs.observe(header)
+            self.update_producer_state(header, control, coordinator_epoch, marker_timestamp)
+            self.producers.map_end_offset = header.last_offset + 1
+
+    def add_frames(self, rows: np.ndarray) -> None:
+        """add() for rows of data batches (no control batch): the epoch cache and the producer state
+        are independent of the indexes, so each is brought up to date over all the rows at once."""
+        self.indexer.add_frames(rows)
+        v2 = _v2_rows(rows)
+        if len(v2):
+            latest = self.epochs.entries[-1].epoch if self.epochs.entries else -1
+            for epoch, base_offset in _rising_epochs(v2, latest):
+                self.epochs.observe_epoch(epoch, base_offset)
+            for row in v2[v2["producer_id"] > NO_PRODUCER_ID].tolist():
+                header = header_of(row)
+                self.update_producer_state(header, None, -1, header.max_timestamp)
+            self.producers.map_end_offset = int(v2["last_offset"][-1]) + 1
+
+    def update_producer_state(self, header: BatchHeader, control: ControlType | None,
+                              coordinator_epoch: int, marker_timestamp: int) -> None:
+        if header.has_producer_id:
+            completed = self.producers.append(header, control, coordinator_epoch, marker_timestamp)
+            if completed is not None:
+                if completed.is_aborted:
+                    self.aborted.append(AbortedTxn(completed.producer_id, completed.first_offset,
+                                                   completed.last_offset,
+                                                   self.producers.last_stable_offset(completed)))
+                self.producers.complete_txn(completed)
+
+    def replay(self, facts: "SegmentFacts") -> None:
+        """What `add` does to the partition-level state, from the facts of a segment whose indexes
+        were built elsewhere (SegmentFactsBuilder says why the reduced batches give the same state)."""
+        for epoch, base_offset in facts.leader_epochs:
+            self.epochs.observe_epoch(epoch, base_offset)
+        for b in facts.producer_batches:
+            self.update_producer_state(b.header, b.control, b.coordinator_epoch, b.marker_timestamp)
+        if facts.v2_next_offset is not None:
+            self.producers.map_end_offset = facts.v2_next_offset
+
+    def finish(self) -> SegmentCompanions:
+        return self.indexer.finish(self.aborted)
+
+
+@dataclass(frozen=True)
+class ProducerBatch:
+    """A v2 batch as producer-state replay sees it (a control batch with its marker's facts)."""
+
+    header: BatchHeader
+    control: ControlType | None = None
+    coordinator_epoch: int = -1
+    marker_timestamp: int = NO_TIMESTAMP
+
+
+@dataclass
+class SegmentFacts:
+    """What one segment hands on to the partition-level files (docs/format.md §7, §8, §9) and to the segments after
+    it -- the part of recovery a parallel writer cannot do in the segment's own task. Small: a few
+    numbers, the leader-epoch changes, and the producer batches reduced as SegmentFactsBuilder
+    explains (never one entry per batch of the segment)."""
+
+    base_offset: int
+    batches: int
+    last_offset: int | None  # of the last batch; None for an empty segment
+    v2_next_offset: int | None  # after the last v2 batch: where recovery's snapshot of the segment goes
+    leader_epochs: list[tuple[int, int]]  # (epoch, base offset) where the segment's running maximum rises
+    producer_batches: list[ProducerBatch]
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset if self.last_offset is None else self.last_offset + 1
+
+
+class SegmentFactsBuilder:
+    """Built where a segment is written (a Spark task): its `.index` and `.timeindex` (SegmentIndexer)
+    and its SegmentFacts for CompanionBuilder.add_segment on the driver.
+
+    The producer batches are reduced without changing what recovery makes of them. Per producer,
+    between its control batches, consecutive data batches with the same transactional flag form a run;
+    only a run's first batch and its last one are kept, in log order (the last one takes the place of
+    the run's second). Why that is exact (ProducerStateManager, kfmt.partition.producer_state):
+    * a data batch overwrites its producer's epoch, last sequence, last offset, offset delta and
+      timestamp, so within a run only the last batch decides them;
+    * a run's first batch is where the producer first appears (the snapshot's HashMap order), where a
+      transactional run opens a transaction (the first offset the `.txnindex` and other producers'
+      last stable offsets name), and where a non-transactional batch meets an open transaction (the
+      error Kafka's loader raises) -- all in their original place;
+    * other producers only see a producer through its open transaction, which only a run's first
+      batch and a control batch change, so moving a run's later batches earlier, never past the
+      producer's next kept batch, changes nothing they see.
+    Leader epochs: only batches that raise the segment's running maximum epoch can raise the cache's
+    latest one (which is at least every epoch seen before), so only they are kept.
+    """
+
+    def __init__(self, base_offset: int, index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES):
+        self.indexer = SegmentIndexer(base_offset, index_interval_bytes)
+        self._epochs: list[tuple[int, int]] = []
+        self._producer_batches: list[ProducerBatch] = []
+        self._runs: dict[int, list] = {}  # producer id -> [transactional, slot of the run's last batch]
+        self._v2_next_offset: int | None = None
+
+    def add(self, header: BatchHeader, control: ControlType | None = None, coordinator_epoch: int = -1,
+            marker_timestamp: int | None = None) -> None:
+        self.indexer.add(header)
+        if header.magic < 2:
+            return
+        self._v2_next_offset = header.last_offset + 1
+        epoch = header.partition_leader_epoch
+        if epoch >= 0 and (not self._epochs or epoch > self._epochs[-1][0]):
+            self._epochs.append((epoch, header.base_offset))
+        if header.has_producer_id:
+            self._add_producer_batch(header, control, coordinator_epoch, marker_timestamp)
+
+    def _add_producer_batch(self, header: BatchHeader, control: ControlType | None,
+                            coordinator_epoch: int, marker_timestamp: int | None) -> None:
+        batch = ProducerBatch(header, control, coordinator_epoch,
+                              header.max_timestamp if marker_timestamp is None else marker_timestamp)
+        pid, kept = header.producer_id, self._producer_batches
+        run = self._runs.get(pid)
+        if header.is_control:
+            self._runs.pop(pid, None)
+            kept.append(batch)
+        elif run is None or run[0] != header.is_transactional:
+            self._runs[pid] = [header.is_transactional, None]
+            kept.append(batch)
+        elif run[1] is None:
+            run[1] = len(kept)
+            kept.append(batch)
+        else:
+            kept[run[1]] = batch
+
+    def add_frames(self, rows: np.ndarray) -> None:
+        """add() for rows of data batches (no control batch), many at a time."""
+        _no_control(rows)
+        self.indexer.add_frames(rows)
+        v2 = _v2_rows(rows)
+        if not len(v2):
+            return
+        self._v2_next_offset = int(v2["last_offset"][-1]) + 1
+        self._epochs += _rising_epochs(v2, self._epochs[-1][0] if self._epochs else -1)
+        for row in v2[v2["producer_id"] > NO_PRODUCER_ID].tolist():
+            self._add_producer_batch(header_of(row), None, -1, None)
+
+    def finish(self) -> tuple[SegmentCompanions, SegmentFacts]:
+        """The segment's index files (no `.txnindex`: which transactions abort is known only on the
+        driver) and its facts."""
+        indexer = self.indexer
+        facts = SegmentFacts(indexer.base_offset, indexer.batches, indexer.last_offset,
+                             self._v2_next_offset, self._epochs, self._producer_batches)
+        return indexer.finish(), facts
+
+
+class CompanionBuilder:
+    """Builds a partition's companion files the way Kafka's log recovery does (docs/format.md §6.3, §7, §8,
+    §9), fed the batches of the partition in log order, segment by segment."""
+
+    def __init__(self, *, index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
+                 now_ms: int | None = None,
+                 producer_expiration_ms: int = DEFAULT_PRODUCER_EXPIRATION_MS,
+                 log_start_offset: int = 0, leader_epochs: list[EpochEntry] | None = None):
+        """`log_start_offset`: the partition's entry in log-start-offset-checkpoint (0 when it has
+        none). `leader_epochs`: the entries of the partition's existing leader-epoch-checkpoint, which
+        Kafka's recovery starts from (batches only add epochs above its latest one)."""
+        if index_interval_bytes < 0:
+            raise UsageError(f"index.interval.bytes must be >= 0, got {index_interval_bytes}")
+        if producer_expiration_ms < 1:
+            raise UsageError(f"producer.id.expiration.ms must be >= 1, got {producer_expiration_ms}")
+        self.index_interval_bytes = index_interval_bytes
+        self.now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        self.producer_expiration_ms = producer_expiration_ms
+        self.log_start_offset = log_start_offset  # Kafka's logStartOffsetCheckpoint
+        self._snapshots = SnapshotFiles()
+        self._epochs = _LeaderEpochCache(leader_epochs)
+        self._bases: list[int] = []
+        self._next_offset: int | None = None  # after the last batch seen
+        self._last_segment_next_offset: int | None = None
+        self._segment: _SegmentRecovery | None = None
+        self._finished = False
+
+    def begin_segment(self, base_offset: int) -> None:
+        if self._segment is not None or self._finished:
+            raise UsageError("begin_segment: the previous segment was not ended, or finish() was called")
+        if self._bases and base_offset <= self._bases[-1]:
+            raise DataError(f"segment base offset {base_offset} does not follow the previous "
+                            f"segment's {self._bases[-1]}", offset=base_offset)
+        if self._next_offset is not None and base_offset < self._next_offset:
+            raise DataError(f"segment base offset {base_offset} lies below the previous segment's "
+                            f"last offset {self._next_offset - 1}", offset=base_offset)
+        # LogLoader.recoverSegment: a fresh ProducerStateManager rebuilt up to the segment's base.
+        producers = self._new_producer_state()
+        self._rebuild(producers, base_offset, self.log_start_offset)
+        self._segment = _SegmentRecovery(base_offset, self.index_interval_bytes, producers,
+                                         self._epochs)
+
+    def add_batch(self, header: BatchHeader, control: ControlType | None = None,
+                  coordinator_epoch: int = -1, *, marker_timestamp: int | None = None) -> None:
+        """One batch of the current segment, in order. header.position (its position in the segment
+        file) and header.size must be set; for a control batch pass the type of its record (ABORT,
+        COMMIT, ...; None for an empty control batch) and the marker's coordinator epoch.
+        `marker_timestamp` is the marker record's timestamp (a marker batch holds one record, so
+        it defaults to the batch's max timestamp)."""
+        if self._segment is None:
+            raise UsageError("add_batch before begin_segment")
+        self._segment.add(header, control, coordinator_epoch,
+                          header.max_timestamp if marker_timestamp is None else marker_timestamp)
+
+    def add_frames(self, rows: np.ndarray) -> None:
+        """add_batch() for rows of frames (kfmt.format.frames) of the current segment's data batches, in
+        order, many at a time; control batches come through add_decoded_batch (their marker's facts
+        are in their records)."""
+        if self._segment is None:
+            raise UsageError("add_frames before begin_segment")
+        _no_control(rows)
+        self._segment.add_frames(rows)
+
+    def add_decoded_batch(self, batch: Batch) -> None:
+        """add_batch for a decoded batch: the control facts are read from its records."""
+        kind, coordinator_epoch, timestamp = control_facts(batch)
+        self.add_batch(batch.header, kind, coordinator_epoch, marker_timestamp=timestamp)
+
+    def end_segment(self) -> SegmentCompanions:
+        """Finish the current segment: .index, .timeindex bytes and .txnindex bytes (None when the
+        segment has no aborted transaction, as Kafka creates the file lazily)."""
+        if self._segment is None:
+            raise UsageError("end_segment before begin_segment")
+        segment, self._segment = self._segment, None
+        result = segment.finish()
+        self._segment_done(segment, result.base_offset, segment.last_offset)
+        return result
+
+    def add_segment(self, facts: SegmentFacts) -> list[AbortedTxn]:
+        """A whole segment whose `.index` and `.timeindex` were built where it was written
+        (SegmentFactsBuilder): replays its facts like begin_segment/add_batch/end_segment and
+        returns the aborted transactions of its `.txnindex` (none: Kafka writes no file)."""
+        self.begin_segment(facts.base_offset)
+        segment, self._segment = self._segment, None
+        segment.replay(facts)
+        self._segment_done(segment, facts.base_offset, facts.last_offset)
+        return segment.aborted
+
+    def _segment_done(self, segment: _SegmentRecovery, base_offset: int, last_offset: int | None) -> None:
+        # "take a snapshot to ensure that we won't need to reload the same segment again"
+        segment.producers.take_snapshot(self._snapshots)
+        self._bases.append(base_offset)
+        self._last_segment_next_offset = base_offset if last_offset is None else last_offset + 1
+        if last_offset is not None:
+            self._next_offset = last_offset + 1
+
+    def finish(self) -> PartitionCompanions:
+        """After the last segment: the producer snapshots Kafka would have (offset -> bytes) and the
+        leader-epoch-checkpoint text (None when no batch carries a leader epoch)."""
+        if self._segment is not None:
+            raise UsageError("finish before end_segment")
+        self._finished = True
+        # LogLoader.load after recoverLog: the log end offset is the last segment's next offset (a
+        # log without segments gets an empty one at the log start offset).
+        log_end_offset = self._last_segment_next_offset if self._bases else self.log_start_offset
+        self._epochs.truncate_from_end(log_end_offset)
+        self._epochs.truncate_from_start(self.log_start_offset)
+        if not self._bases:
+            return PartitionCompanions({}, list(self._epochs.entries), log_end_offset)
+        log_start_offset = max(self.log_start_offset, self._bases[0])
+        self._snapshots.remove_strays(self._bases)
+        self._rebuild(self._new_producer_state(), log_end_offset, log_start_offset)
+        snapshots = {offset: write_snapshot(entries, keep_order=True)
+                     for offset, entries in sorted(self._snapshots.items())}
+        return PartitionCompanions(snapshots, list(self._epochs.entries), log_end_offset)
+
+    def _new_producer_state(self) -> ProducerStateManager:
+        return ProducerStateManager(self.producer_expiration_ms)
+
+    def _rebuild(self, producers: ProducerStateManager, last_offset: int, log_start_offset: int) -> None:
+        """UnifiedLog.rebuildProducerState up to `last_offset` (message format 0.11+).
+
+        Kafka then replays the batches between the reloaded snapshot and `last_offset`. In this walk
+        there are none that carry a producer id: a snapshot is taken after every segment at the
+        offset following its last v2 batch, so what lies beyond is v0/v1 data at most.
+        """
+        producers.truncate_and_reload(self._snapshots, log_start_offset, last_offset, self.now_ms)
+        producers.map_end_offset = last_offset
+        producers.take_snapshot(self._snapshots)
+
+
+_PAIR = struct.Struct("=qq")  # an index entry as the index walk makes it (native int64 pairs)
+
+
+def _pairs(data) -> np.ndarray:
+    return np.frombuffer(data, np.int64).reshape(-1, 2)
+
+
+def _fit_int32(*columns: np.ndarray) -> bool:
+    return all(not len(c) or (c.min() >= -(1 << 31) and c.max() <= INT32_MAX) for c in columns)
+
+
+def _entries(kind, data: bytes) -> list:
+    """Index entries, kind(a, b) for each int64 pair. Thousands of small objects at once: made with
+    the cyclic GC paused (they hold no cycles; otherwise each burst of allocations has it rescan
+    every live object, tripling the cost)."""
+    pairs = _pairs(data)
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return list(map(kind, pairs[:, 0].tolist(), pairs[:, 1].tolist()))
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _v2_rows(rows: np.ndarray) -> np.ndarray:
+    v2 = rows["magic"] >= 2
+    return rows if v2.all() else rows[v2]
+
+
+def _rising_epochs(v2_rows: np.ndarray, latest: int) -> list[tuple[int, int]]:
+    """(epoch, base offset) of the rows where the running maximum leader epoch, starting from
+    `latest`, rises: the only rows that can add a leader-epoch entry (docs/format.md §9)."""
+    epochs = v2_rows["partition_leader_epoch"].astype(np.int64)
+    before = np.maximum.accumulate(np.concatenate(([latest], epochs)))[:-1]
+    rising = np.flatnonzero((epochs >= 0) & (epochs > before))
+    return [(int(epochs[i]), int(v2_rows["base_offset"][i])) for i in rising]
+
+
+def _no_control(rows: np.ndarray) -> None:
+    if ((rows["magic"] >= 2) & (rows["attributes"] & ATTR_CONTROL != 0)).any():
+        raise UsageError("control batches are added with their marker's facts (add_batch / "
+                         "add_decoded_batch), not as frames")
+
+
+def control_facts(batch: Batch) -> tuple[ControlType | None, int, int | None]:
+    """(record type, coordinator epoch, record timestamp) of a control batch's record; (None, -1,
+    None) for a data batch or an empty control batch (the cleaner removed its transaction)."""
+    if not batch.header.is_control or not len(batch):
+        return None, -1, None
+    key, value = batch.records.column(2)[0].as_py(), batch.records.column(3)[0].as_py()
+    timestamp = batch.records.column(1)[0].as_py()
+    try:
+        kind = control_type(key)
+        coordinator_epoch = (end_txn_marker(value)[1]
+                             if kind in (ControlType.ABORT, ControlType.COMMIT) else -1)
+    except DataError as err:
+        raise err.located(offset=batch.header.base_offset)
+    return kind, coordinator_epoch, timestamp
+
+
+@dataclass
+class Companions:
+    segments: list[SegmentCompanions] = field(default_factory=list)
+    partition: PartitionCompanions | None = None
+
+    def files(self) -> dict[str, bytes]:
+        out = {}
+        for seg in self.segments:
+            out.update(seg.files())
+        if self.partition is not None:
+            out.update(self.partition.files())
+        return out
+
+
+def existing_leader_epochs(part: PartitionDir) -> list[EpochEntry] | None:
+    """The entries of a partition directory's leader-epoch-checkpoint, None if it has none."""
+    info = part.file(LEADER_EPOCH_CHECKPOINT)
+    if info is None:
+        return None
+    text = bytes(part.storage.read(info.path)).decode("utf-8", "replace")
+    return read_leader_epochs(text, part.display(info))
+
+
+def build_for_partition(reader, **options) -> Companions:
+    """The companion files of an existing partition directory (a PartitionReader), decoding only its
+    control batches. Options are CompanionBuilder's; `leader_epochs` defaults to the directory's own
+    leader-epoch-checkpoint, as in a broker's recovery of the directory."""
+    if "leader_epochs" not in options:
+        options["leader_epochs"] = existing_leader_epochs(reader.part)
+    builder = CompanionBuilder(**options)
+    result = Companions()
+    for seg in reader.part.segments:
+        builder.begin_segment(seg.base_offset)
+        for header in reader.frames(seg):
+            try:
+                if header.is_control:
+                    builder.add_decoded_batch(reader.decode(seg, header))
+                else:
+                    builder.add_batch(header)
+            except DataError as err:
+                raise err.located(file=reader.part.display(seg.log), base_position=header.position,
+                                  offset=header.last_offset)
+        result.segments.append(builder.end_segment())
+    result.partition = builder.finish()
+    return result

@@ -1,0 +1,201 @@
+"""Reading a partition: batches in offset order, with seeks through the indexes as Kafka does them.
+
+Offset seek (docs/format.md §6.5): the segment is the one with the largest base offset <= target; its
+sparse `.index` gives the largest indexed offset <= target and a position; batches are scanned from
+there, skipping (without decoding) those whose last offset is below the target.
+Timestamp seek (LogSegment.findOffsetByTimestamp): the first segment whose largest timestamp (its last
+`.timeindex` entry) is >= target; its `.timeindex` then `.index` give a start position; the answer
+is the first record with timestamp >= target, and reading continues from there.
+
+Segments before the target are never read; a missing or implausible index costs a scan of its one
+segment, never of the partition. Only the byte range from the start position is read.
+"""
+from __future__ import annotations
+
+import bisect
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Iterator
+
+from kfmt.partition import indexes, segment
+from kfmt.plugin import registry
+from kfmt.format.message_formats import STRICT, ReadOptions
+from kfmt.partition.layout import PartitionDir, Segment
+from kfmt.format.model import HEADER_SIZE_UP_TO_MAGIC, INT32_MAX, LOG_OVERHEAD, NO_TIMESTAMP, Batch, BatchHeader
+from kfmt.format.wire import OFFSET_AND_SIZE
+
+
+@dataclass
+class SegmentData:
+    """Bytes of a segment from file position `base` to its end."""
+
+    segment: Segment
+    buf: object
+    base: int
+    file: str
+
+
+class PartitionReader:
+    def __init__(self, part: PartitionDir, options: ReadOptions = STRICT, cache_segments: int = 3):
+        self.part = part
+        self.storage = part.storage
+        self.options = options
+        self._cache: OrderedDict = OrderedDict()
+        self._cache_size = cache_segments
+        self._base_offsets = [seg.base_offset for seg in part.segments]
+
+    # --- bytes ---
+    def data(self, seg: Segment, start: int = 0) -> SegmentData:
+        """The bytes of `seg` from `start` on (cached: look-ahead readers share them)."""
+        key = seg.base_offset
+        hit = self._cache.get(key)
+        if hit is not None and hit.base <= start:
+            self._cache.move_to_end(key)
+            return hit
+        if start == 0:
+            buf = self.storage.map(seg.log.path)
+        else:
+            buf = self.storage.read(seg.log.path, start, seg.log.size)
+        data = SegmentData(seg, buf, start, self.part.display(seg.log))
+        self._cache[key] = data
+        while len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
+        return data
+
+    def frames(self, seg: Segment, start: int = 0) -> Iterator[BatchHeader]:
+        d = self.data(seg, start)
+        return segment.scan(d.buf, d.file, start, None, d.base)
+
+    def decode(self, seg: Segment, header: BatchHeader) -> Batch:
+        d = self.data(seg, header.position)
+        return segment.decode(d.buf, header, d.file, self.options, d.base)
+
+    # --- batches ---
+    def start_point(self, from_offset: int | None = None, from_timestamp: int | None = None
+                    ) -> tuple[int, int, int | None] | None:
+        """(segment index, file position, first offset wanted) of a seek; None if nothing qualifies."""
+        if from_timestamp is not None:
+            return self._seek_timestamp(from_timestamp)
+        if from_offset is not None:
+            return (*self._seek_offset(from_offset), from_offset)
+        return 0, 0, None
+
+    def batches(self, from_offset: int | None = None, from_timestamp: int | None = None
+                ) -> Iterator[tuple[Segment, Batch, int]]:
+        """(segment, batch, index of its first record wanted) in offset order from the seek point."""
+        start = self.start_point(from_offset, from_timestamp)
+        if start is not None:
+            yield from self.batches_from(*start)
+
+    def batches_from(self, seg_index: int, position: int, from_offset: int | None
+                     ) -> Iterator[tuple[Segment, Batch, int]]:
+        segs = self.part.segments
+        for i in range(seg_index, len(segs)):
+            seg = segs[i]
+            for header in self.frames(seg, position if i == seg_index else 0):
+                if from_offset is not None and header.last_offset < from_offset:
+                    continue  # before the target: skipped on its header alone
+                batch = self.decode(seg, header)
+                skip = 0
+                if from_offset is not None and batch.header.base_offset < from_offset:
+                    offsets = batch.records.column(0).to_pylist()
+                    while skip < len(offsets) and offsets[skip] < from_offset:
+                        skip += 1
+                yield seg, batch, skip
+
+    def _segment_for_offset(self, target: int) -> int:
+        """The last segment whose base offset is <= target (the first one for earlier targets)."""
+        return max(bisect.bisect_right(self._base_offsets, target) - 1, 0)
+
+    def _seek_offset(self, target: int) -> tuple[int, int]:
+        i = self._segment_for_offset(target)
+        if not self.part.segments:
+            return 0, 0
+        return i, self._index_position(self.part.segments[i], target)
+
+    def offset_index(self, seg: Segment) -> list[indexes.OffsetEntry]:
+        if seg.index is None or seg.index.size == 0:
+            return []
+        return indexes.read_offset_index(self.storage.read(seg.index.path), seg.base_offset)
+
+    def time_index(self, seg: Segment) -> list[indexes.TimeEntry] | None:
+        """The segment's time index; None if the file is missing or fails the checks below (the
+        caller must scan the segment instead)."""
+        if seg.timeindex is None:
+            return None
+        if seg.timeindex.size == 0:
+            return []
+        data = self.storage.read(seg.timeindex.path)
+        entries = indexes.read_time_index(data, seg.base_offset)
+        return entries if self._sane_time_index(seg, data, entries) else None
+
+    def _sane_time_index(self, seg: Segment, data, entries: list[indexes.TimeEntry]) -> bool:
+        """Kafka's TimeIndex.sanityCheck (whole entries, last entry not before the first or the
+        base offset) plus the invariants of §6.3: timestamps strictly increasing, offsets
+        non-decreasing and inside the segment. A file of zeros (a preallocated index with no entry
+        yet, or a wiped one) says nothing about the segment's timestamps."""
+        if len(data) % indexes.TIME_ENTRY.size or not any(data):
+            return False
+        following = self._next_base_offset(seg)
+        if not all(seg.base_offset <= e.offset < following for e in entries):
+            return False
+        return all(a.timestamp < b.timestamp and a.offset <= b.offset
+                   for a, b in zip(entries, entries[1:]))
+
+    def _next_base_offset(self, seg: Segment) -> int:
+        """Where the next segment starts (the last segment may hold int32 offsets, §18.16)."""
+        i = bisect.bisect_right(self._base_offsets, seg.base_offset)
+        return self._base_offsets[i] if i < len(self._base_offsets) else seg.base_offset + INT32_MAX + 1
+
+    def _index_position(self, seg: Segment, target: int) -> int:
+        """Where to start scanning for `target` in `seg`: the index's answer if it is plausible."""
+        entry = indexes.lookup_offset(self.offset_index(seg), target, seg.base_offset)
+        if entry.position == 0:
+            return 0
+        if self.plausible_entry(seg, entry):
+            return entry.position
+        return 0  # a stale or corrupt index: scan this one segment instead
+
+    def plausible_entry(self, seg: Segment, entry: indexes.OffsetEntry) -> bool:
+        """An index entry must point at an entry boundary holding offsets up to the indexed one.
+
+        Bytes 0-7 of every entry hold the v2 base offset or the legacy (last) offset: either way at
+        most the indexed offset, which is the last offset of the batch (or append) there.
+        """
+        if not 0 < entry.position < seg.log.size or entry.offset < seg.base_offset:
+            return False
+        head = self.storage.read(seg.log.path, entry.position, entry.position + HEADER_SIZE_UP_TO_MAGIC)
+        if len(head) < HEADER_SIZE_UP_TO_MAGIC:
+            return False
+        offset, size = OFFSET_AND_SIZE.unpack_from(head)
+        return (head[16] in registry.get().formats and size >= segment.MIN_ENTRY_SIZE
+                and entry.position + LOG_OVERHEAD + size <= seg.log.size
+                and seg.base_offset <= offset <= entry.offset)
+
+    def largest_timestamp(self, seg: Segment) -> int:
+        """The segment's largest timestamp: its last time-index entry (docs/format.md §6.3), or a frame scan of
+        the segment when the index cannot say. The last segment is always scanned: while it is
+        active its time index lacks the final entry Kafka adds at roll or close, so the copy of a
+        running broker's partition holds records newer than the index's last entry."""
+        entries = self.time_index(seg)
+        if entries and seg is not self.part.segments[-1]:
+            return entries[-1].timestamp
+        return max((h.max_timestamp for h in self.frames(seg)), default=NO_TIMESTAMP)
+
+    def _seek_timestamp(self, target: int) -> tuple[int, int, int] | None:
+        for i, seg in enumerate(self.part.segments):
+            if self.largest_timestamp(seg) < target:
+                continue
+            entries = self.time_index(seg) or []
+            hint = indexes.lookup_time(entries, target, seg.base_offset)
+            start = self._index_position(seg, max(hint.offset, seg.base_offset))
+            for header in self.frames(seg, start):
+                if header.max_timestamp < target:
+                    continue
+                batch = self.decode(seg, header)
+                for offset, ts in zip(batch.records.column(0).to_pylist(),
+                                      batch.records.column(1).to_pylist()):
+                    if ts >= target:
+                        return i, header.position, offset
+            # The index promised a timestamp the data does not hold: keep looking in later segments.
+        return None

@@ -1,0 +1,317 @@
+"""Segments as units of parallel work, and reading one into export rows (kfmt.rows.columns's schema).
+
+Shared by `kfmt export` (pipelines/export.py) and the `kafka-log` Spark data source
+(pipelines/datasource.py), so both select and shape records the same way.
+
+A unit is the byte range [start, end) of one segment (docs/format.md §2: a segment is a sequence of
+entries; each `.log` starts on an entry boundary). Segments bigger than the split size are cut at
+positions their `.index` gives: index entries point at entry starts (docs/format.md §6.5; for uncompressed v0/v1 the
+start of an append, still an entry start). Each cut is checked the way a seek checks an index entry
+(kfmt.partition.reader), and an implausible one is not used, so a stale index can cost parallelism but never
+correctness. Units carry a StorageSpec, never an open handle (executors open storage themselves).
+
+Which records a reader gets (`selection`): control records only when asked; with read_committed, no
+record of an aborted transaction and nothing at or beyond the last stable offset, by the rule of
+kfmt.partition.transactions, whose outcomes for the whole partition each unit is given.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from kfmt.format import legacy_runs
+from kfmt.partition import segment
+from kfmt.errors import DataError, UsageError
+from kfmt.rows.columns import export_batch, export_frames
+from kfmt.format.frames import header_of
+from kfmt.partition.layout import PartitionDir
+from kfmt.partition.reader import PartitionReader
+from kfmt.transforms.report import ContentDigest
+from kfmt.storage.store import Storage, StorageSpec
+from kfmt.partition.transactions import ABORTED, OPEN, TransactionOutcomes
+
+DEFAULT_SPLIT_BYTES = 128 << 20
+ROWS_PER_CHUNK = 65536  # export rows built (and written as one Parquet row group) at a time
+BYTES_PER_CHUNK = 64 << 20  # ... or fewer, when the records are big
+
+LEFT_OUT_CONTROL = "control"
+LEFT_OUT_ABORTED = "aborted"
+LEFT_OUT_UNSTABLE = "beyond_last_stable_offset"
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which records a reader gets."""
+
+    include_control: bool = False
+    read_committed: bool = False
+
+    def left_out(self, header, outcomes: TransactionOutcomes | None) -> str | None:
+        """Why a batch's records are left out (LEFT_OUT_*), or None if they are read."""
+        if self.read_committed:
+            status = outcomes.status(header)
+            if status == OPEN:
+                return LEFT_OUT_UNSTABLE
+            if status == ABORTED:
+                return LEFT_OUT_ABORTED
+        if header.is_control and not self.include_control:
+            return LEFT_OUT_CONTROL
+        return None
+
+
+@dataclass(frozen=True)
+class SegmentRange:
+    """One unit of work: bytes [start, end) of one segment, starting on an entry boundary."""
+
+    source: StorageSpec  # opens the storage holding the segment
+    log_path: str  # the .log inside that storage
+    file: str  # how messages name the file
+    topic: str
+    partition: int
+    segment_base: int
+    index: int  # its number among the ranges of its segment (0 when the segment is not cut)
+    start: int
+    end: int
+
+
+def partition_identity(part: PartitionDir) -> tuple[str, int]:
+    """(topic, partition) of a partition directory, from its `<topic>-<partition>` name."""
+    if part.topic is None or part.partition is None:
+        raise UsageError(f"{part.storage.url_of(part.path)}: cannot tell the topic and partition from "
+                         f"the directory name {part.name!r} (a partition directory is named "
+                         f"<topic>-<partition>)")
+    return part.topic, part.partition
+
+
+def plan_ranges(part: PartitionDir, split_bytes: int = DEFAULT_SPLIT_BYTES) -> list[SegmentRange]:
+    """The units of a partition, in offset order; empty segments give none."""
+    if split_bytes <= 0:
+        raise UsageError(f"the split size must be positive, not {split_bytes}")
+    topic, partition = partition_identity(part)
+    reader = PartitionReader(part)
+    spec = part.storage.spec
+    if spec is None:
+        raise UsageError("units of work need storage opened with open_storage()")
+    out = []
+    for seg in part.segments:
+        if seg.size == 0:
+            continue
+        entries = reader.offset_index(seg) if seg.size > split_bytes else []
+        by_position = {e.position: e for e in entries}
+        cuts = split_points(seg.size, list(by_position), split_bytes,
+                            lambda position: reader.plausible_entry(seg, by_position[position]))
+        for i, (start, end) in enumerate(zip(cuts, cuts[1:])):
+            out.append(SegmentRange(spec, seg.log.path, part.display(seg.log), topic, partition,
+                                    seg.base_offset, i, start, end))
+    return out
+
+
+def split_points(size: int, entry_starts: list[int], split_bytes: int,
+                 usable: Callable[[int], bool] = lambda position: True) -> list[int]:
+    """Range boundaries [0, ..., size] cutting a segment about every `split_bytes`, only at known
+    entry starts that are `usable` (asked only of the candidates), so that each range begins on an
+    entry boundary."""
+    cuts = [0]
+    for position in sorted(set(entry_starts)):
+        if position - cuts[-1] >= split_bytes and position < size and usable(position):
+            cuts.append(position)
+    cuts.append(size)
+    return cuts
+
+
+def pack_ranges(ranges: list[SegmentRange], target_bytes: int = DEFAULT_SPLIT_BYTES
+                ) -> list[tuple[SegmentRange, ...]]:
+    """Consecutive ranges of one partition grouped into units of about `target_bytes` at most.
+
+    A Spark task costs tens of milliseconds however little it reads, so segments much smaller than
+    a task's worth (time-rolled segments of a quiet topic, compacted ones) share one; a range of a
+    cut segment is about `target_bytes` already and stays alone.
+    """
+    units: list[list[SegmentRange]] = []
+    size = 0
+    for rng in ranges:
+        length = rng.end - rng.start
+        last = units[-1][-1] if units else None
+        if (last is None or (last.topic, last.partition) != (rng.topic, rng.partition)
+                or size + length > target_bytes):
+            units.append([])
+            size = 0
+        units[-1].append(rng)
+        size += length
+    return [tuple(unit) for unit in units]
+
+
+@dataclass
+class RangeTally:
+    """What reading a range found (small and picklable: it travels back to the driver)."""
+
+    batches: int = 0
+    records: int = 0  # data records read (not control, not left out)
+    control_records: int = 0  # control records read (not left out)
+    control_seen: int = 0  # control records in the batches read, left out or not
+    left_out: dict = field(default_factory=dict)  # reason -> records left out
+    first_offset: int | None = None  # of the first data record read
+    next_offset: int | None = None  # after the last batch of the range
+    digest: ContentDigest = field(default_factory=ContentDigest)  # of the data records read
+
+    @property
+    def rows(self) -> int:
+        return self.records + self.control_records
+
+    def merge(self, other: "RangeTally") -> "RangeTally":
+        """Add a later range of the same partition."""
+        self.batches += other.batches
+        self.records += other.records
+        self.control_records += other.control_records
+        self.control_seen += other.control_seen
+        for reason, n in other.left_out.items():
+            self.left_out[reason] = self.left_out.get(reason, 0) + n
+        if self.first_offset is None:
+            self.first_offset = other.first_offset
+        if other.next_offset is not None:
+            self.next_offset = other.next_offset
+        self.digest.merge(other.digest)
+        return self
+
+
+def read_range(rng: SegmentRange, selection: Selection, outcomes: TransactionOutcomes | None = None,
+               tally: RangeTally | None = None, rows_per_chunk: int = ROWS_PER_CHUNK,
+               bytes_per_chunk: int = BYTES_PER_CHUNK) -> Iterator[pa.RecordBatch]:
+    """Export rows of the selected records of a range, in offset order, in chunks of at most
+    `rows_per_chunk` rows (or about `bytes_per_chunk` bytes of records), each made as soon as its
+    batches are read: memory holds one chunk, whatever the size of the range. Every batch of the
+    range is decoded and checked (CRCs, record structure): bad data raises DataError naming file,
+    position and offset. Runs of uncompressed v0/v1 messages are decoded a run at a time
+    (kfmt.format.legacy_runs), every other batch on its own. `tally` (if given) is filled in as the range
+    is read."""
+    if selection.read_committed and outcomes is None:
+        raise UsageError("read_committed needs the partition's transaction outcomes")
+    tally = tally if tally is not None else RangeTally()
+    data, base = range_view(rng.source, rng.log_path, rng.start, rng.end)
+    if base + len(data) < rng.end:
+        raise DataError(f"the file ends at {base + len(data)} bytes, before the planned end of "
+                        f"the range at {rng.end} (did it change while being read?)",
+                        file=rng.file, position=base + len(data))
+    chunk = _Chunk(rng, rows_per_chunk, bytes_per_chunk)
+    scanner = segment.FrameScanner(data, rng.file, rng.start, rng.end, base)
+    for rows in scanner.chunks():
+        done = 0
+        for start, stop in legacy_runs.message_runs(rows) + [(len(rows), len(rows))]:
+            for row in rows[done:start].tolist():
+                batch = segment.decode(data, header_of(row), rng.file, base=base)
+                yield from chunk.add_batch(batch, _selected(batch, selection, outcomes, tally))
+            if stop > start:
+                yield from _read_messages(data, base, rows[start:stop], rng, selection, outcomes,
+                                          tally, chunk)
+            done = stop
+    if scanner.tail.is_error:
+        raise scanner.tail.error(rng.file)
+    yield from chunk.flush()
+
+
+def range_view(source: StorageSpec, path: str, start: int, end: int) -> tuple[object, int]:
+    """(bytes holding [start, end) of a file, the file position of their first byte): the whole file
+    where the store memory-maps files (a view costs no memory of the process), else the range read."""
+    storage, _ = source.open()
+    if type(storage)._map is not Storage._map:
+        return storage.map(path), 0
+    return storage.read(path, start, end), start
+
+
+def _selected(batch, selection: Selection, outcomes, tally: RangeTally) -> bool:
+    """Count a decoded batch in the tally; whether its records are exported."""
+    header = batch.header
+    tally.batches += 1
+    tally.next_offset = header.next_offset
+    n = len(batch)
+    if header.is_control:
+        tally.control_seen += n
+    reason = selection.left_out(header, outcomes)
+    if reason is not None:
+        if n:
+            tally.left_out[reason] = tally.left_out.get(reason, 0) + n
+        return False
+    if not n:
+        return False  # an empty batch (compaction leaves them): no rows
+    if header.is_control:
+        tally.control_records += n
+    else:
+        if tally.first_offset is None:
+            tally.first_offset = batch.records.column(0)[0].as_py()
+        tally.records += n
+        tally.digest.update(batch.records)
+    return True
+
+
+def _read_messages(data, base: int, rows, rng: SegmentRange, selection: Selection, outcomes,
+                   tally: RangeTally, chunk: "_Chunk") -> Iterator[pa.RecordBatch]:
+    """A run of uncompressed legacy messages: decoded (and checked) as one column block; each message
+    is its own batch, selected as Selection.left_out selects it: a legacy message is neither control
+    nor transactional, so only a read_committed reader's last stable offset can leave it out."""
+    records = legacy_runs.decode_run(data, rows, rng.file, base=base).records
+    n = len(rows)
+    tally.batches += n
+    tally.next_offset = int(rows["last_offset"][-1]) + 1
+    kept = n
+    if selection.read_committed and outcomes.last_stable_offset is not None:
+        kept = int(np.searchsorted(rows["last_offset"], outcomes.last_stable_offset))
+        if kept < n:
+            tally.left_out[LEFT_OUT_UNSTABLE] = tally.left_out.get(LEFT_OUT_UNSTABLE, 0) + n - kept
+    if not kept:
+        return
+    records = records.slice(0, kept)
+    if tally.first_offset is None:
+        tally.first_offset = int(rows["last_offset"][0])
+    tally.records += kept
+    tally.digest.update(records)
+    yield from chunk.add_run(records, rows[:kept])
+
+
+class _Chunk:
+    """Export rows being gathered: decoded batches, and runs of legacy messages (their records and
+    rows of frames), turned into one RecordBatch when a chunk's worth is there."""
+
+    def __init__(self, rng: SegmentRange, rows: int, size: int):
+        self.rng, self.max_rows, self.max_bytes = rng, rows, size
+        self.batches: list = []  # (Batch, segment base) pairs not yet in `parts`
+        self.parts: list[pa.RecordBatch] = []
+        self.rows = self.bytes = 0
+
+    def add_batch(self, batch, selected: bool) -> Iterator[pa.RecordBatch]:
+        if selected:
+            self.batches.append((batch, self.rng.segment_base))
+            yield from self._grown(len(batch), batch.records.nbytes)
+
+    def add_run(self, records: pa.RecordBatch, rows) -> Iterator[pa.RecordBatch]:
+        self._batches_done()
+        self.parts.append(self._made(lambda: export_frames(records, rows, self.rng.segment_base,
+                                                           self.rng.topic, self.rng.partition)))
+        yield from self._grown(records.num_rows, records.nbytes)
+
+    def flush(self) -> Iterator[pa.RecordBatch]:
+        self._batches_done()
+        if self.parts:
+            parts, self.parts, self.rows, self.bytes = self.parts, [], 0, 0
+            yield parts[0] if len(parts) == 1 else \
+                pa.Table.from_batches(parts).combine_chunks().to_batches()[0]
+
+    def _grown(self, rows: int, size: int) -> Iterator[pa.RecordBatch]:
+        self.rows += rows
+        self.bytes += size
+        if self.rows >= self.max_rows or self.bytes >= self.max_bytes:
+            yield from self.flush()
+
+    def _batches_done(self) -> None:
+        if self.batches:
+            batches, self.batches = self.batches, []
+            self.parts.append(self._made(lambda: export_batch(batches, self.rng.topic,
+                                                              self.rng.partition)))
+
+    def _made(self, make) -> pa.RecordBatch:
+        try:
+            return make()
+        except DataError as err:
+            raise err.located(file=self.rng.file) from None

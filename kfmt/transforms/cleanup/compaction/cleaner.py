@@ -1,0 +1,429 @@
+"""One cleaning of one partition, as Kafka's log cleaner does it (`Cleaner.doClean`), into DST.
+
+1. Facts (kfmt.transforms.cleanup.compaction.facts) and the cleanable range (kfmt.transforms.cleanup.compaction.plan).
+2. The offset map of the dirty section: from the first dirty offset (found through the offset
+   index, as the cleaner seeks) to the first uncleanable one, the latest offset of every key, data of
+   aborted transactions left out. If the map fills up, only the part mapped so far is cleaned.
+3. Every segment from the start of the log to the end of the mapped range is rewritten, group by
+   group (kfmt.transforms.cleanup.compaction.plan.group_segments), batch by batch through the filter
+   (kfmt.transforms.cleanup.compaction.filter); each group starts a new segment at its first segment's base offset, even
+   if it ends up empty, and gets the modification time of its last segment.
+4. The segments after the mapped range are copied byte for byte with their modification times.
+The partition writer (kfmt.write.writer) gives every segment its companion files and rolls a group that
+would outgrow segment.bytes (possible only when v0/v1 data grows into v2).
+
+Memory: the offset map (fixed size) plus one batch at a time; nothing grows with the partition.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kfmt.plugin import registry
+from kfmt.transforms.cleanup.plan import PartitionJob
+from kfmt.partition.companions import DEFAULT_INDEX_INTERVAL_BYTES, control_facts, existing_leader_epochs
+from kfmt.transforms.cleanup.compaction.facts import PartitionFacts, SegmentInfo, gather_facts
+from kfmt.transforms.cleanup.compaction.filter import Action, BatchRetention, CleanerFilter, Removed, is_present
+from kfmt.transforms.cleanup.compaction.offset_map import DEFAULT_LOAD_FACTOR, DEFAULT_MEMORY, OffsetMap, record_key_hashes
+from kfmt.transforms.cleanup.compaction.plan import (CleanableRange, cleanable_range, group_segments, legacy_delete_horizon,
+                                  segments_between)
+from kfmt.transforms.cleanup.compaction.rewrite import empty_batch, retained_batch
+from kfmt.transforms.cleanup.compaction.transactions import CleanedTransactions
+from kfmt.errors import DataError, KfmtError, UsageError
+from kfmt.partition.layout import PARTITION_METADATA, Segment, segment_file_name
+from kfmt.storage.manifest import FileRecord
+from kfmt.format.model import Batch, BatchHeader
+from kfmt.partition.reader import PartitionReader
+from kfmt.partition.producer_state import DEFAULT_PRODUCER_EXPIRATION_MS
+from kfmt.transforms.report import PartitionSummary, PartitionTally
+from kfmt.write.writer import (DEFAULT_MAX_INDEX_BYTES, DEFAULT_SEGMENT_BYTES, REQUESTED, PartitionWriter,
+                         RollPolicy, SegmentSummary, WriteSummary)
+
+DEFAULT_DELETE_RETENTION_MS = 86_400_000  # delete.retention.ms
+NEVER = 2**63 - 1  # a cleaned group is one segment: no time-based roll inside it
+
+
+@dataclass(frozen=True)
+class CompactOptions:
+    now_ms: int = 0  # the cleaner's clock: delete horizons and producer expiry
+    delete_retention_ms: int = DEFAULT_DELETE_RETENTION_MS
+    min_compaction_lag_ms: int = 0
+    clean_until: int | None = None  # an upper bound on the cleaned range (a segment base is used)
+    segment_bytes: int = DEFAULT_SEGMENT_BYTES
+    segment_index_bytes: int = DEFAULT_MAX_INDEX_BYTES
+    index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES
+    offset_map_bytes: int = DEFAULT_MEMORY
+    offset_map_load_factor: float = DEFAULT_LOAD_FACTOR
+    fail_when_map_full: bool = False
+    keep_format: bool = False  # Kafka 3.x: v0/v1 batches stay v0/v1 (else 4.0: they become v2)
+    producer_expiration_ms: int = DEFAULT_PRODUCER_EXPIRATION_MS
+
+    def __post_init__(self):
+        for name in ("delete_retention_ms", "min_compaction_lag_ms", "producer_expiration_ms"):
+            if getattr(self, name) < 0:
+                raise UsageError(f"{name.replace('_', '.')} must be >= 0, got {getattr(self, name)}")
+        if self.clean_until is not None and self.clean_until < 0:
+            raise UsageError(f"--clean-until must be >= 0, got {self.clean_until}")
+        self.roll_policy()  # checks segment.bytes and segment.index.bytes
+
+    def roll_policy(self) -> RollPolicy:
+        return RollPolicy(self.segment_bytes, NEVER, self.index_interval_bytes, self.segment_index_bytes)
+
+
+@dataclass
+class CleanStats:
+    records_read: int = 0
+    records_written: int = 0
+    batches_read: int = 0
+    batches: dict = field(default_factory=lambda: {a.value: 0 for a in Action})
+    converted_batches: int = 0  # v0/v1 batches written as v2
+    bytes_read: int = 0  # .log bytes of the segments rewritten
+    bytes_written: int = 0  # .log bytes of the segments they became
+
+    def to_json(self, removed: Removed) -> dict:
+        return {"records_read": self.records_read, "records_written": self.records_written,
+                "removed": removed.to_json(), "batches_read": self.batches_read,
+                "batches": dict(self.batches), "converted_batches": self.converted_batches,
+                "bytes_read": self.bytes_read, "bytes_written": self.bytes_written,
+                "bytes_removed": self.bytes_read - self.bytes_written}
+
+
+@dataclass
+class CompactResult:
+    """What one partition's cleaning returns to the driver (small and picklable)."""
+
+    label: str
+    rel: str
+    topic: str | None
+    partition: int | None
+    details: dict
+    input: PartitionSummary
+    output: PartitionSummary | None
+    files: list[FileRecord]
+    cleaner_offset: int | None  # DST's cleaner-offset-checkpoint entry
+
+    def report_entry(self) -> dict:
+        return {"partition": self.label, "destination": self.rel or ".", **self.details,
+                "cleaner_offset_checkpoint": self.cleaner_offset}
+
+
+class OffsetMapFull(KfmtError):
+    pass
+
+
+class _DrySink:
+    """Stands in for the partition writer in a dry run: encodes to count bytes, writes nothing."""
+
+    def __init__(self):
+        self.summary = WriteSummary()
+
+    def roll(self, base_offset: int) -> None:
+        self.summary.segments.append(SegmentSummary(base_offset, 0, 0, None, REQUESTED))
+
+    def append(self, header: BatchHeader, entry, *, mtime_ms=None) -> None:
+        seg = self.summary.segments[-1]
+        seg.size, seg.batches, seg.last_offset = seg.size + len(entry), seg.batches + 1, header.last_offset
+
+    def append_batch(self, batch: Batch, *, level=None, mtime_ms=None) -> None:
+        fmt = registry.get().format_for(batch.header.magic)
+        self.append(batch.header, fmt.encode(batch.header, batch.records, level=level))
+
+    def close(self) -> WriteSummary:
+        return self.summary
+
+    def abort(self) -> None:
+        pass
+
+
+def compact_partition(job: PartitionJob, files, options: CompactOptions,
+                      dry_run: bool = False) -> CompactResult:
+    """Clean one partition, writing the result through `files` (the StagedFiles of DST, or a
+    StagingTarget's on an executor) unless `dry_run`."""
+    part = job.open()
+    reader = PartitionReader(part)
+    if not part.segments:
+        return _without_segments(job, part, files, dry_run)
+    facts = gather_facts(reader, options.now_ms, options.producer_expiration_ms)
+    log_start = max(job.log_start_offset or 0, part.segments[0].base_offset)
+    stable = facts.log_end_offset
+    if facts.first_unstable_offset is not None:
+        stable = min(stable, facts.first_unstable_offset)
+    if job.high_watermark is not None:
+        stable = min(stable, job.high_watermark)
+    rng = cleanable_range(facts.segments, log_start_offset=log_start, log_end_offset=facts.log_end_offset,
+                          checkpoint=job.cleaner_offset, last_stable_offset=stable,
+                          clean_until=options.clean_until,
+                          min_compaction_lag_ms=options.min_compaction_lag_ms, now_ms=options.now_ms)
+    cleaner = _Cleaner(job, reader, facts, rng, options)
+    before = set(files.records) if not dry_run else set()
+    sink = _DrySink() if dry_run else PartitionWriter(
+        files, job.rel, options.roll_policy(), source=part, now_ms=options.now_ms,
+        producer_expiration_ms=options.producer_expiration_ms, log_start_offset=job.log_start_offset or 0,
+        leader_epochs=existing_leader_epochs(part))
+    try:
+        written = cleaner.run(sink)
+    except BaseException:
+        sink.abort()
+        raise
+    if not dry_run:
+        cleaner.restore_mtimes(files, written)
+    new_files = [] if dry_run else [r for rel, r in files.records.items() if rel not in before]
+    output = cleaner.output.finish()
+    output.segments, output.log_bytes = len(written.segments), sum(s.size for s in written.segments)
+    return CompactResult(job.label, job.rel, part.topic, part.partition, cleaner.details(written),
+                         cleaner.input.finish(), None if dry_run else output, new_files,
+                         cleaner.cleaner_offset)
+
+
+def _without_segments(job: PartitionJob, part, files, dry_run: bool) -> CompactResult:
+    """A partition directory without segments has nothing to clean; it stays an empty directory
+    (with its partition.metadata), as kfmt reindex keeps it."""
+    summary = PartitionSummary(part.storage.url_of(part.path), part.topic, part.partition)
+    written = []
+    if not dry_run:
+        before = set(files.records)
+        if job.rel:
+            files.makedirs(job.rel)
+        metadata = part.file(PARTITION_METADATA)
+        if metadata is not None:
+            files.write(job.rel_path(PARTITION_METADATA), bytes(part.storage.read(metadata.path)),
+                        metadata.mtime_ms)
+        written = [r for rel, r in files.records.items() if rel not in before]
+    details = {"cleanable": False, "first_dirty_offset": None, "first_uncleanable_offset": None,
+               "notes": ["the partition has no segments: nothing to clean"]}
+    return CompactResult(job.label, job.rel, part.topic, part.partition, details, summary,
+                         None if dry_run else summary, written, job.cleaner_offset)
+
+
+class _Cleaner:
+    def __init__(self, job: PartitionJob, reader: PartitionReader, facts: PartitionFacts,
+                 rng: CleanableRange, options: CompactOptions):
+        self.job, self.reader, self.part, self.facts, self.rng, self.options = \
+            job, reader, reader.part, facts, rng, options
+        self.map = OffsetMap(options.offset_map_bytes, options.offset_map_load_factor)
+        self.map_full = False
+        self.end_offset = rng.first_dirty_offset  # after the cleaning: the first dirty offset
+        label = self.part.storage.url_of(self.part.path)
+        self.input = PartitionTally(PartitionSummary(label, self.part.topic, self.part.partition))
+        self.output = PartitionTally(PartitionSummary(label, self.part.topic, self.part.partition))
+        for seg in self.part.segments:
+            self.input.add_segment(seg.size)
+        self.stats = CleanStats()
+        self.filter: CleanerFilter | None = None
+        self.segment_mtimes: dict[int, int] = {}  # output segment base -> its modification time
+        self.groups: list[list[SegmentInfo]] = []
+
+    @property
+    def cleaner_offset(self) -> int | None:
+        if not self.rng.cleanable:
+            return self.job.cleaner_offset
+        return self.end_offset
+
+    # --- the offset map ---
+    def build_offset_map(self) -> None:
+        """Cleaner.buildOffsetMap over [first dirty, first uncleanable)."""
+        start, end = self.rng.first_dirty_offset, self.rng.first_uncleanable_offset
+        txns = CleanedTransactions([t for t in self.facts.aborted
+                                    if t.last_offset >= start and t.first_offset < end])
+        dirty = segments_between(self.facts.segments, start, end)
+        by_base = {s.base_offset: s for s in self.part.segments}
+        seek = self.reader.start_point(from_offset=start)
+        for i, info in enumerate(dirty):
+            seg = by_base[info.base_offset]
+            next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
+            position = seek[1] if seg is self.part.segments[seek[0]] else 0
+            for header in self.reader.frames(seg, position):
+                if not self._map_batch(seg, header, txns, start):
+                    self.map_full = True
+                    self.end_offset = self.map.latest_offset + 1
+                    return
+                if header.last_offset >= start:
+                    self.map.update_latest_offset(header.last_offset)
+            # offset gaps: the mapped range reaches the next segment
+            self.map.update_latest_offset(next_start - 1)
+        self.end_offset = self.map.latest_offset + 1
+
+    def _map_batch(self, seg: Segment, header: BatchHeader, txns: CleanedTransactions, start: int) -> bool:
+        """Map one batch's keys; False if the map filled up before all were taken."""
+        if header.is_control:
+            txns.on_control_batch(header, control_facts(self.reader.decode(seg, header))[0])
+            return True
+        if txns.on_batch(header):
+            return True  # aborted data is never mapped
+        records = self.reader.decode(seg, header).records
+        keys = records.column(2)
+        offsets = records.column(0).to_numpy()
+        wanted = np.flatnonzero(is_present(keys) & (offsets >= start))
+        if not wanted.size:
+            return True
+        taken = self.map.put(record_key_hashes(records, wanted), offsets[wanted])
+        return taken == wanted.size
+
+    # --- the cleaning ---
+    def run(self, sink) -> WriteSummary:
+        o = self.options
+        horizon = 0
+        if self.rng.cleanable:
+            self.build_offset_map()
+            if self.map_full and o.fail_when_map_full:
+                raise OffsetMapFull(
+                    f"{self.job.label}: the offset map ({o.offset_map_bytes} bytes, room for "
+                    f"{self.map.max_entries} keys) filled up at offset {self.map.latest_offset} of the dirty "
+                    f"range [{self.rng.first_dirty_offset}, {self.rng.first_uncleanable_offset}); give a "
+                    f"larger --offset-map-bytes, or leave out --fail-when-map-full to clean the part "
+                    f"mapped (a later run on the output cleans on from there)")
+            self.groups = group_segments(segments_between(self.facts.segments, 0, self.end_offset),
+                                         o.segment_bytes, o.segment_index_bytes,
+                                         self.rng.first_uncleanable_offset)
+            self.filter = CleanerFilter(
+                self.map, CleanedTransactions(self.facts.aborted), self.facts.active_producers,
+                self.rng.first_uncleanable_offset, o.now_ms, o.delete_retention_ms,
+                convert_legacy=not o.keep_format)
+            horizon = legacy_delete_horizon(self.facts.segments, self.rng.first_dirty_offset,
+                                            o.delete_retention_ms)
+        cleaned = {s.base_offset for group in self.groups for s in group}
+        by_base = {s.base_offset: s for s in self.part.segments}
+        for group in self.groups:
+            mtime = group[-1].mtime_ms
+            sink.roll(group[0].base_offset)
+            self.segment_mtimes[group[0].base_offset] = mtime
+            for info in group:
+                self.filter.retain_legacy_deletes = info.mtime_ms > horizon
+                self.stats.bytes_read += info.size
+                self._clean_segment(by_base[info.base_offset], sink, mtime)
+        copied = 0
+        for info in self.facts.segments:
+            if info.base_offset not in cleaned:
+                sink.roll(info.base_offset)
+                self.segment_mtimes[info.base_offset] = info.mtime_ms
+                self._copy_segment(by_base[info.base_offset], sink)
+                copied += info.size
+        written = sink.close()
+        self.stats.bytes_written = sum(s.size for s in written.segments) - copied
+        return written
+
+    def _clean_segment(self, seg: Segment, sink, mtime: int) -> None:
+        f = self.filter
+        for header in self.reader.frames(seg):
+            self.stats.batches_read += 1
+            try:
+                batch = self.reader.decode(seg, header) if header.is_control else None
+                check = f.check_batch(header, control_facts(batch)[0] if batch is not None else None)
+                if check.retention == BatchRetention.DELETE:
+                    self._count_input(seg, header, batch)
+                    f.count_deleted(header)
+                    self.stats.batches[Action.DROP.value] += 1
+                    continue
+                if batch is None:
+                    batch = self.reader.decode(seg, header)
+                self._count_input(seg, header, batch)
+                decision = f.decide(batch, check)
+                self.stats.batches[decision.action.value] += 1
+                if decision.action == Action.COPY:
+                    sink.append(batch.header, self._entry(seg, header), mtime_ms=mtime)
+                    self._count_output(batch)
+                elif decision.action == Action.REWRITE:
+                    out = retained_batch(batch, decision.retained, decision.delete_horizon,
+                                         convert_legacy=not self.options.keep_format)
+                    if header.magic < 2 and out.header.magic >= 2:
+                        self.stats.converted_batches += 1
+                    sink.append_batch(out, mtime_ms=mtime)
+                    self._count_output(out)
+                elif decision.action == Action.EMPTY:
+                    out = empty_batch(header)
+                    sink.append_batch(out, mtime_ms=mtime)
+                    self._count_output(out)
+            except (DataError, UsageError) as err:
+                raise _located(err, self.part.display(seg.log), header)
+
+    def _copy_segment(self, seg: Segment, sink) -> None:
+        """A segment beyond the cleaned range, byte for byte (decoded only to check and count it)."""
+        for header in self.reader.frames(seg):
+            batch = self.reader.decode(seg, header)
+            self.input.add_batch(batch)
+            self.output.add_batch(batch)
+            try:
+                sink.append(batch.header, self._entry(seg, header), mtime_ms=seg.log.mtime_ms)
+            except (DataError, UsageError) as err:
+                raise _located(err, self.part.display(seg.log), header)
+
+    def _entry(self, seg: Segment, header: BatchHeader) -> memoryview:
+        data = self.reader.data(seg, header.position)
+        start = header.position - data.base
+        return memoryview(data.buf)[start:start + header.size]
+
+    def _count_input(self, seg: Segment, header: BatchHeader, batch: Batch | None) -> None:
+        batch = batch if batch is not None else self.reader.decode(seg, header)
+        self.input.add_batch(batch)
+        self.stats.records_read += len(batch)
+
+    def _count_output(self, batch: Batch) -> None:
+        self.output.add_batch(batch)
+        self.stats.records_written += len(batch)
+
+    def restore_mtimes(self, files, written: WriteSummary) -> None:
+        """A segment nothing was written into still gets the modification time Kafka gives it (the
+        last source segment's of its group), as do its index files: time retention and the legacy
+        tombstone horizon read it."""
+        for seg in written.segments:
+            mtime = self.segment_mtimes.get(seg.base_offset)
+            if seg.batches or mtime is None:
+                continue
+            for suffix in ("log", "index", "timeindex"):
+                rel = self.job.rel_path(segment_file_name(seg.base_offset, suffix))
+                if rel in files.records:
+                    files.set_mtime(rel, mtime)
+
+    # --- the report ---
+    def details(self, written: WriteSummary) -> dict:
+        rng, m = self.rng, self.map
+        after = _ratio_after(written, self.end_offset, rng.first_uncleanable_offset)
+        removed = self.filter.removed if self.filter is not None else Removed()
+        return {
+            "cleanable": rng.cleanable,
+            "first_dirty_offset": rng.first_dirty_offset,
+            "first_uncleanable_offset": rng.first_uncleanable_offset,
+            "first_uncleanable_is": rng.bounded_by,
+            "checkpoint_note": rng.checkpoint_note,
+            "cleaned_until": self.end_offset if rng.cleanable else None,
+            "dirty_ratio_before": rng.dirty_ratio,
+            "dirty_ratio_after": after,
+            "offset_map": {"bytes": m.memory, "slots": m.slots, "max_keys": m.max_entries,
+                           "keys": m.entries, "utilization": m.utilization, "full": self.map_full},
+            "groups": [[s.base_offset for s in g] for g in self.groups],
+            "output_segments": [{"base_offset": s.base_offset, "bytes": s.size, "batches": s.batches}
+                                for s in written.segments],
+            **self.stats.to_json(removed),
+            "notes": self._notes(removed),
+        }
+
+    def _notes(self, removed: Removed) -> list[str]:
+        notes = list(self.filter.notes) if self.filter is not None else []
+        rng = self.rng
+        if not rng.cleanable:
+            notes.append(f"nothing to clean: the dirty section starts at {rng.first_dirty_offset} and "
+                         f"{rng.bounded_by} is at {rng.first_uncleanable_offset}; copied unchanged")
+        if self.map_full:
+            notes.append(f"the offset map filled up: cleaned up to offset {self.end_offset} of the dirty "
+                         f"range [{rng.first_dirty_offset}, {rng.first_uncleanable_offset}); "
+                         f"{rng.first_uncleanable_offset - self.end_offset} offsets stay dirty (a "
+                         f"broker, or kfmt compact on the output, cleans on from there)")
+        return notes
+
+
+def _located(err: KfmtError, file: str, header: BatchHeader) -> DataError:
+    """An error about a source batch, located there. The writer refuses batches that break the
+    layout of a log (a batch below its segment's base offset, offsets that do not increase) as a
+    caller's mistake; here the caller passes the source's layout on, so the source holds bad data."""
+    if not isinstance(err, DataError):
+        err = DataError(str(err))
+    return err.located(file=file, base_position=header.position, offset=header.last_offset)
+
+
+def _ratio_after(written: WriteSummary, first_dirty: int, first_uncleanable: int) -> float:
+    segs = [SegmentInfo(s.base_offset, s.size, 0, 0, 0, 0) for s in written.segments]
+    clean = sum(s.size for s in segs if s.base_offset < first_dirty)
+    cleanable = segments_between(segs, min(first_dirty, first_uncleanable), first_uncleanable)
+    dirty = sum(s.size for s in cleanable)
+    return dirty / (clean + dirty) if clean + dirty else 0.0

@@ -1,0 +1,87 @@
+"""The Spark job both cleanup policies share (`kfmt compact`, `kfmt retain`): one task per partition.
+
+The driver plans (kfmt.transforms.cleanup.plan: the partitions and their log directory's checkpoints), runs the tasks
+through kfmt.pipelines.runner (each opens SRC from its StorageSpec and writes its partition directory
+through the staged output's picklable target), adopts the files they wrote, writes the log
+directory's files with the checkpoints the policy updates, writes the report, and publishes DST
+whole. A dry run runs the same cleaning and writes nothing. What differs between the policies is a
+CleanupPolicy: how one partition is cleaned and what the report says.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import Any, Callable
+
+from kfmt.transforms.cleanup.plan import CleanupPlan, PartitionJob, check_destination_empty, plan_cleanup
+from kfmt.transforms.reindex import write_log_dir_files
+from kfmt.transforms.report import REPORT_NAME, PartitionSummary, make_report, report_bytes
+from kfmt.storage.staging import StagedOutput, StagingTarget
+from kfmt.storage.store import open_storage
+
+from kfmt.pipelines.runner import run_tasks
+
+
+@dataclass(frozen=True)
+class CleanupPolicy:
+    command: str  # the report's "command" and the progress bar's label
+    # (job, files or None for a dry run, options, dry_run=) -> a result with .files, .output, .rel,
+    # .report_entry(); a module-level function, so that tasks pickle
+    clean_partition: Callable[..., Any]
+    checkpoint_updates: Callable[[list], dict]  # results -> {checkpoint name: {(topic, partition): offset}}
+    notes: Callable[[CleanupPlan, list], list[str]]  # (plan, results) -> the report's notes
+    input_summary: Callable[[Any], PartitionSummary]  # a result -> what the source partition held
+
+
+@dataclass(frozen=True)
+class CleanupTask:
+    policy: CleanupPolicy
+    job: PartitionJob
+    target: StagingTarget | None  # None: a dry run
+    options: Any
+
+
+def run_task(task: CleanupTask):
+    files = task.target.files() if task.target is not None else None
+    return task.policy.clean_partition(task.job, files, task.options, dry_run=task.target is None)
+
+
+def run_cleanup(policy: CleanupPolicy, src: str, dst: str, options, *, src_options: dict | None = None,
+                dst_options: dict | None = None, topic: str | None = None, partition: int | None = None,
+                dry_run: bool = False, master: str | None = None,
+                progress: bool = True) -> tuple[CleanupPlan, dict]:
+    """Clean SRC into DST by `policy`; returns the plan and the report (for a dry run, what would be
+    removed; nothing is written). `options` is the policy's options dataclass (with a now_ms field)."""
+    if not options.now_ms:  # one clock for the whole run, recorded in the report
+        options = replace(options, now_ms=int(time.time() * 1000))
+    src_storage, src_path = open_storage(src, src_options)
+    dst_storage, dst_path = open_storage(dst, dst_options if dst_options is not None else src_options)
+    plan = plan_cleanup(src_storage, src_path, dst_storage, dst_path, topic, partition)
+    layout = plan.layout
+    options_json = {**{k: getattr(options, k) for k in options.__dataclass_fields__}, "topic": topic,
+                    "partition": partition}
+
+    def tasks(target):
+        return run_tasks(run_task, [CleanupTask(policy, j, target, options) for j in plan.jobs], master=master,
+                         description=policy.command + (" (dry run)" if target is None else ""), progress=progress)
+
+    if dry_run:
+        check_destination_empty(dst_storage, dst_path)
+        results = tasks(None)
+        return plan, {"command": policy.command, "dry_run": True, "source": layout.source,
+                      "destination": layout.destination, "options": options_json,
+                      "partitions": [r.report_entry() for r in results], "notes": policy.notes(plan, results)}
+    with StagedOutput(dst_storage, dst_path) as out:
+        results = tasks(out.target())
+        for result in results:
+            out.adopt(result.files)
+        if plan.log_dir:
+            write_log_dir_files(plan.layout, src_storage, src_path, out, policy.checkpoint_updates(results))
+        outputs = [replace(r.output, path=dst_storage.url_of(dst_storage.join(dst_path, r.rel) if r.rel
+                                                              else dst_path)) for r in results]
+        report = make_report(policy.command, layout.source, layout.destination, options_json,
+                             [policy.input_summary(r) for r in results], outputs, out.files,
+                             policy.notes(plan, results))
+        report["partitions"] = [r.report_entry() for r in results]
+        out.write(REPORT_NAME, report_bytes(report))
+    return plan, report

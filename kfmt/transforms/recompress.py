@@ -1,0 +1,104 @@
+"""kfmt recompress: every data batch in v2 with another codec (or level), one Spark task per source
+segment.
+
+What happens to each entry:
+* a v2 data batch is re-encoded with the target codec and level: same offsets (gaps and
+  lastOffsetDelta kept), timestamps, base timestamp (a delete horizon included), producer id, epoch
+  and sequence, leader epoch, transactional flag, keys, values, headers. A batch already in the
+  target codec is copied byte for byte unless a level is given (a level cannot be read from the bytes,
+  so asking for one re-encodes everything);
+* a control batch (transaction marker) is copied byte for byte: Kafka always writes them
+  uncompressed (MemoryRecords.withEndTransactionMarker), and so does kfmt;
+* an empty v2 batch (compaction leaves them, docs/format.md §4.7) is copied: it has no records to compress;
+* a legacy (v0/v1) entry is first converted by Kafka 4.0's rules (kfmt.format.convert, docs/format.md §16.3:
+  one v2 batch per wrapper or message, offsets kept, v0 CreateTime -1) and then encoded with the
+  target codec: the output is v2 throughout.
+
+Output segments keep the source's base offsets, empty segments and `.log` modification times; one
+whose output Kafka could not hold in one segment continues in another (kfmt.write.writer's roll rules).
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+from kfmt.plugin import registry
+from kfmt.partition.companions import CompanionOptions
+from kfmt.format.convert import convert_batch
+from kfmt.errors import UsageError
+from kfmt.format.model import Batch, BatchHeader
+from kfmt.transforms.rewrite import Census, Output, Rewriter, RewriteTransform, RunPlan, run_transform
+from kfmt.transforms.upgrade import encode_v2
+
+# The levels Kafka accepts per codec (KIP-390, compression.<codec>.level; CompressionType): gzip is
+# java.util.zip's 1-9, lz4 lz4-java's 1-17, zstd zstd-jni's minimum to 22. none and snappy have none.
+LEVELS = {"gzip": (1, 9), "lz4": (1, 17), "zstd": (-131072, 22)}
+
+
+def codec_id(name: str) -> int:
+    for codec in registry.get().compressions.values():
+        if codec.name == name:
+            return codec.id
+    names = ", ".join(sorted(c.name for c in registry.get().compressions.values()))
+    raise UsageError(f"unknown compression {name!r} (one of {names})")
+
+
+class RecompressRewriter(Rewriter):
+    def __init__(self, compression: str, level: int | None = None):
+        self.codec = codec_id(compression)
+        self.codec_name = compression
+        if level is not None:
+            if compression not in LEVELS:
+                raise UsageError(f"--level: {compression} has no compression levels")
+            low, high = LEVELS[compression]
+            if not low <= level <= high:
+                raise UsageError(f"--level {level} is outside {compression}'s levels {low}..{high}")
+        self.level = level
+
+    def keeps(self, header: BatchHeader) -> bool:
+        """Whether a v2 batch is copied as it is."""
+        return (header.is_control or header.records_count == 0
+                or (header.compression == self.codec and self.level is None))
+
+    @property
+    def copies_uncompressed_v2(self) -> bool:
+        """Uncompressed v2 data batches stay as they are when the target is none with no level."""
+        return self.codec == 0 and self.level is None
+
+    def outputs(self, header: BatchHeader, entry, batch: Batch) -> Iterator[Output]:
+        if header.magic < 2:
+            v2_header, records = convert_batch(batch)
+            v2_header = v2_header.replace(compression=self.codec)
+            yield Output(encode_v2(v2_header, records, self.level), header)
+        elif self.keeps(header):
+            yield Output(entry, header, batch)
+        else:
+            yield Output(encode_v2(batch.header.replace(compression=self.codec), batch.records,
+                                   self.level), header)
+
+    def describe(self, census: Census) -> list[str]:
+        target = self.codec_name + (f" level {self.level}" if self.level is not None else "")
+
+        def verb(magic: int, codec: int, control: bool) -> str:
+            if control:
+                return "copied byte for byte (Kafka never compresses control batches)"
+            if magic < 2:
+                return f"converted by Kafka 4.0's rules, then {target}"
+            if codec == self.codec and self.level is None:
+                return "copied byte for byte (already " + self.codec_name + ")"
+            return f"re-encoded with {target} (empty batches copied)"
+        return census.lines(verb)
+
+
+def recompress(src: str, dst: str, *, compression: str, level: int | None = None,
+               companions: CompanionOptions = CompanionOptions(), **run) -> tuple[RunPlan, dict | None]:
+    """Recompress SRC (a partition or log directory) into DST. `run`: run_transform's arguments."""
+    rewriter = RecompressRewriter(compression, level)
+    notes = [f"v2 data batches re-encoded with {compression}"
+             + (f" at level {level}" if level is not None else " at Kafka's default level")
+             + "; control batches, empty batches"
+             + (f" and batches already in {compression}" if level is None else "")
+             + " copied byte for byte; legacy entries converted by Kafka 4.0's rules first; "
+               "source segments kept"]
+    transform = RewriteTransform("recompress", rewriter, companions,
+                                 options={"compression": compression, "level": level}, notes=notes)
+    return run_transform(transform, src, dst, **run)

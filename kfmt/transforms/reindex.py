@@ -1,0 +1,318 @@
+"""reindex: copy partitions with every companion file regenerated as Kafka 3.6's log recovery builds
+it (kfmt.partition.companions), the `.log` segments byte for byte with their modification times.
+
+SRC is a partition directory or a log directory; it is only read. DST gets the same layout (the
+partition itself, or one directory per partition) through kfmt.storage.staging: it is published whole or not
+at all. Every batch is decoded and checked (CRCs, record structure) on the way, so bad data stops the
+run (DataError, exit 65) before anything is published; the report (kfmt.transforms.report) records counts and
+the content digest of every partition.
+
+Log-directory files (docs/format.md §11), for a log-directory SRC:
+* `meta.properties` is copied: it ties the directory to its broker and cluster, and the segments
+  are unchanged.
+* The offset checkpoints (`recovery-point-`, `log-start-offset-`, `replication-offset-`,
+  `cleaner-offset-checkpoint`) are copied, keeping only the lines of the partitions written (copied
+  byte for byte when none is dropped). Offsets do not change, so their values stay valid; the log
+  start offsets must not be lost (a lost one re-exposes deleted records), and they also decide which
+  snapshots and leader epochs recovery keeps, so they are given to the companion builder.
+* `.kafka_cleanshutdown` is not copied: without it a broker recovers the directory on first load,
+  validating every batch and rebuilding these same files (docs/format.md §17 item 9) instead of trusting them.
+  `.lock` and anything else are left out too; the report lists what was skipped.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+from kfmt.format import batch_runs
+from kfmt.partition import segment
+from kfmt.format.batch_runs import CheckedRun
+from kfmt.partition.checkpoints import checkpoint_text, read_offset_checkpoint, write_offset_checkpoint
+from kfmt.partition.companions import CompanionBuilder, CompanionOptions, existing_leader_epochs
+from kfmt.errors import DataError, UsageError
+from kfmt.partition.layout import (LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA, SEGMENT_NAME, PartitionDir,
+                         find_partitions, is_log_dir)
+from kfmt.transforms.report import REPORT_NAME, PartitionSummary, PartitionTally, make_report, report_bytes
+from kfmt.storage.staging import StagedOutput
+from kfmt.storage.store import Storage, open_storage
+
+COPIED_LOG_DIR_FILES = ("meta.properties",)
+OFFSET_CHECKPOINTS = ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
+                      "replication-offset-checkpoint", "cleaner-offset-checkpoint")
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+REGENERATED_SUFFIXES = ("index", "timeindex", "txnindex", "snapshot")
+
+
+@dataclass
+class PartitionPlan:
+    part: PartitionDir
+    rel: str  # its directory inside DST ('' when SRC is the partition directory itself)
+    log_start_offset: int  # from SRC's log-start-offset-checkpoint; 0 when it has no entry
+    skipped: list[str] = field(default_factory=list)  # files neither copied nor regenerated
+
+    def rel_path(self, name: str) -> str:
+        return f"{self.rel}/{name}" if self.rel else name
+
+
+@dataclass
+class LogDirFile:
+    name: str
+    action: str  # "copy" | "filter" (an offset checkpoint whose other lines are dropped) | "skip"
+    reason: str
+
+
+@dataclass
+class Plan:
+    source: str
+    destination: str
+    log_dir: bool
+    partitions: list[PartitionPlan]
+    log_dir_files: list[LogDirFile]
+
+    def lines(self) -> list[str]:
+        """The plan as text (--dry-run)."""
+        out = [f"reindex {self.source} -> {self.destination} "
+               f"({'log directory' if self.log_dir else 'partition directory'}, "
+               f"{len(self.partitions)} partition(s))"]
+        for p in self.partitions:
+            log_bytes = sum(s.size for s in p.part.segments)
+            target = p.rel or "."
+            out.append(f"  {p.part.name} -> {target}/: {len(p.part.segments)} segment(s), "
+                       f"{log_bytes} bytes of .log copied byte for byte; .index, .timeindex, "
+                       f".txnindex, .snapshot and {LEADER_EPOCH_CHECKPOINT} regenerated"
+                       + (f"; {PARTITION_METADATA} copied" if p.part.file(PARTITION_METADATA) else ""))
+            if p.log_start_offset:
+                out.append(f"    log start offset {p.log_start_offset} (log-start-offset-checkpoint)")
+            for name in p.skipped:
+                out.append(f"    skip {name}")
+        for f in self.log_dir_files:
+            out.append(f"  {f.action} {f.name}: {f.reason}")
+        return out
+
+    def to_json(self) -> dict:
+        return {"source": self.source, "destination": self.destination, "log_dir": self.log_dir,
+                "partitions": [{"name": p.part.name, "destination": p.rel or ".",
+                                "segments": len(p.part.segments),
+                                "log_bytes": sum(s.size for s in p.part.segments),
+                                "log_start_offset": p.log_start_offset, "skipped": p.skipped}
+                               for p in self.partitions],
+                "log_dir_files": [vars(f) for f in self.log_dir_files]}
+
+
+def _skipped_files(part: PartitionDir) -> list[str]:
+    kept = {PARTITION_METADATA, LEADER_EPOCH_CHECKPOINT}
+    out = []
+    for name in sorted(part.files):
+        m = SEGMENT_NAME.match(name)
+        if name in kept or (m and m[2] in ("log", *REGENERATED_SUFFIXES)):
+            continue
+        out.append(name)
+    return out
+
+
+def _log_dir_files(storage: Storage, path: str, parts: list[PartitionDir]) -> list[LogDirFile]:
+    names = {p.name for p in parts}
+    out = []
+    for info in storage.listdir(path):
+        if info.is_dir:
+            if info.name not in names:
+                out.append(LogDirFile(info.name + "/", "skip", "not a selected partition directory"))
+        elif info.name in COPIED_LOG_DIR_FILES:
+            out.append(LogDirFile(info.name, "copy", "the broker and cluster identity of the log directory"))
+        elif info.name in OFFSET_CHECKPOINTS:
+            out.append(LogDirFile(info.name, "filter", "offsets are unchanged; lines of partitions "
+                                                       "not written are dropped"))
+        elif info.name == ".kafka_cleanshutdown":
+            out.append(LogDirFile(info.name, "skip", "without it a broker recovers DST, rebuilding "
+                                                     "these same files, rather than trusting them"))
+        else:
+            out.append(LogDirFile(info.name, "skip", "not a file a broker needs"))
+    return out
+
+
+def check_not_inside(src_url: str, dst_url: str) -> None:
+    if "://" not in src_url and "://" not in dst_url:
+        src_url, dst_url = os.path.realpath(src_url), os.path.realpath(dst_url)
+    src, dst = src_url.rstrip("/"), dst_url.rstrip("/")
+    if dst == src or dst.startswith(src + "/"):
+        raise UsageError(f"{dst_url}: the destination lies inside the source {src_url}")
+
+
+def source_partitions(src_storage: Storage, src_path: str, dst_storage: Storage, dst_path: str,
+                      topic: str | None, partition: int | None) -> tuple[list[PartitionDir], str, str, bool]:
+    """What a transform reads: (the partitions selected, SRC's URL, DST's URL, whether SRC is a log
+    directory). A usage error when nothing is selected or DST lies inside SRC."""
+    parts = find_partitions(src_storage, src_path, topic, partition)
+    source, destination = src_storage.url_of(src_path), dst_storage.url_of(dst_path)
+    if not parts:
+        raise UsageError(f"{source}: no partition directories"
+                         + (" match --topic/--partition" if topic or partition is not None else ""))
+    check_not_inside(source, destination)
+    return parts, source, destination, is_log_dir(parts, src_storage, src_path)
+
+
+def plan_reindex(src_storage: Storage, src_path: str, dst_storage: Storage, dst_path: str,
+                 topic: str | None = None, partition: int | None = None) -> Plan:
+    parts, source, destination, log_dir = source_partitions(src_storage, src_path, dst_storage, dst_path,
+                                                            topic, partition)
+    log_starts: dict = {}
+    log_dir_files: list[LogDirFile] = []
+    if log_dir:
+        log_dir_files = _log_dir_files(src_storage, src_path, parts)
+        checkpoint = src_storage.join(src_path, LOG_START_OFFSET_CHECKPOINT)
+        if src_storage.exists(checkpoint):
+            log_starts = read_offset_checkpoint(_text(src_storage, checkpoint),
+                                                src_storage.url_of(checkpoint))
+    plans = [PartitionPlan(p, p.name if log_dir else "", log_starts.get((p.topic, p.partition), 0),
+                           _skipped_files(p)) for p in parts]
+    return Plan(source, destination, log_dir, plans, log_dir_files)
+
+
+def _text(storage: Storage, path: str) -> str:
+    return checkpoint_text(storage.read(path), storage.url_of(path))
+
+
+def reindex_partition(plan: PartitionPlan, out: StagedOutput, options: CompanionOptions,
+                      on_progress: Callable[[int], None] | None = None) -> PartitionSummary:
+    """Copy one partition's segments into `out` and write its regenerated companion files."""
+    part, storage = plan.part, plan.part.storage
+    builder = CompanionBuilder(**options.builder_options(), log_start_offset=plan.log_start_offset,
+                               leader_epochs=existing_leader_epochs(part))
+    tally = PartitionTally(PartitionSummary(storage.url_of(part.path), part.topic, part.partition))
+    if plan.rel:
+        out.makedirs(plan.rel)  # an empty partition directory stays one
+    for seg in part.segments:
+        file = part.display(seg.log)
+        data = storage.map(seg.log.path)
+        try:
+            builder.begin_segment(seg.base_offset)
+        except DataError as err:
+            raise err.located(file=file)
+        tally.add_segment(len(data))
+        _check_segment(data, file, builder, tally)
+        companions = builder.end_segment()
+        out.write(plan.rel_path(seg.log.name), data, seg.log.mtime_ms)
+        for name, content in companions.files().items():
+            out.write(plan.rel_path(name), content)
+        if on_progress is not None:
+            on_progress(len(data))
+    for name, content in builder.finish().files().items():
+        out.write(plan.rel_path(name), content)
+    metadata = part.file(PARTITION_METADATA)
+    if metadata is not None:
+        out.write(plan.rel_path(PARTITION_METADATA), bytes(storage.read(metadata.path)),
+                  metadata.mtime_ms)
+    return tally.finish()
+
+
+def _check_segment(data, file: str, builder: CompanionBuilder, tally: PartitionTally) -> None:
+    """Every batch of a segment checked (CRCs, record structure) and counted, in file order, and fed
+    to the companion builder. Uncompressed v2 data batches are checked and digested where they lie,
+    many at a time, and reach the builder as frames (kfmt.format.batch_runs); every other entry is decoded
+    (segment.decode). Nothing of it is written before the whole segment passed."""
+    scanner = segment.FrameScanner(data, file)
+    for rows in scanner.chunks():
+        for item in batch_runs.checked(data, rows, file):
+            try:
+                if isinstance(item, CheckedRun):
+                    builder.add_frames(item.rows)
+                else:
+                    builder.add_decoded_batch(item)
+            except DataError as err:
+                raise _located(err, file, item)
+            batch_runs.add_to_tally(tally, item)
+    if scanner.tail.is_error:
+        raise scanner.tail.error(file)
+
+
+def _located(err: DataError, file: str, item) -> DataError:
+    """The error of the companion builder about a batch, located at that batch (a row of a run names
+    the offset the error names)."""
+    if isinstance(item, CheckedRun):
+        rows = item.rows[item.rows["last_offset"] == err.offset] if err.offset is not None else item.rows[:0]
+        row = rows[0] if len(rows) else item.rows[0]
+        return err.located(file=file, base_position=int(row["position"]), offset=int(row["last_offset"]))
+    return err.located(file=file, base_position=item.header.position, offset=item.header.last_offset)
+
+
+def write_log_dir_files(plan: Plan, storage: Storage, path: str, out,
+                        updates: dict[str, dict[tuple, int | None]] | None = None) -> None:
+    """The log directory's own files in DST: meta.properties copied, the offset checkpoints filtered to
+    the partitions written. `updates`: checkpoint name -> (topic, partition) -> new offset (None: no
+    entry); a checkpoint SRC lacks is created when an update gives it an entry, as a broker creates it."""
+    updates = updates or {}
+    written = {(p.part.topic, p.part.partition) for p in plan.partitions}
+    done = set()
+    for f in plan.log_dir_files:
+        if f.action == "skip":
+            continue
+        info = storage.info(storage.join(path, f.name))
+        data = bytes(storage.read(info.path))
+        if f.action == "filter":
+            offsets = read_offset_checkpoint(checkpoint_text(data, storage.url_of(info.path)),
+                                             storage.url_of(info.path))
+            kept = _updated({tp: o for tp, o in offsets.items() if tp in written}, updates.get(f.name))
+            if kept != offsets:
+                data = write_offset_checkpoint(kept).encode("utf-8")
+            done.add(f.name)
+        out.write(f.name, data, info.mtime_ms)
+    for name, changes in sorted(updates.items()):
+        if name in done or name not in OFFSET_CHECKPOINTS:
+            continue
+        kept = _updated({}, changes)
+        if kept:
+            out.write(name, write_offset_checkpoint(kept).encode("utf-8"))
+
+
+def _updated(offsets: dict, changes: dict | None) -> dict:
+    for tp, offset in (changes or {}).items():
+        if offset is None:
+            offsets.pop(tp, None)
+        else:
+            offsets[tp] = offset
+    return offsets
+
+
+def reindex(src: str, dst: str, *, src_options: dict | None = None, dst_options: dict | None = None,
+            topic: str | None = None, partition: int | None = None,
+            options: CompanionOptions | None = None, dry_run: bool = False,
+            on_progress: Callable[[int], None] | None = None) -> tuple[Plan, dict | None]:
+    """Reindex SRC into DST. Returns the plan and the report (None for a dry run, which writes
+    nothing)."""
+    options = (options or CompanionOptions()).with_clock()
+    src_storage, src_path = open_storage(src, src_options)
+    dst_storage, dst_path = open_storage(dst, dst_options if dst_options is not None else src_options)
+    plan = plan_reindex(src_storage, src_path, dst_storage, dst_path, topic, partition)
+    if dry_run:
+        if dst_storage.exists(dst_path) and (not dst_storage.isdir(dst_path)
+                                             or dst_storage.listdir(dst_path)):
+            raise UsageError(f"{plan.destination}: the destination exists and is not empty")
+        return plan, None
+    inputs, outputs = [], []
+    with StagedOutput(dst_storage, dst_path) as out:
+        for p in plan.partitions:
+            summary = reindex_partition(p, out, options, on_progress)
+            inputs.append(summary)
+            outputs.append(replace(summary, path=dst_storage.url_of(
+                dst_storage.join(dst_path, p.rel) if p.rel else dst_path)))
+        if plan.log_dir:
+            write_log_dir_files(plan, src_storage, src_path, out)
+        report = make_report(
+            "reindex", plan.source, plan.destination,
+            {"index_interval_bytes": options.index_interval_bytes, "now_ms": options.now_ms,
+             "producer_expiration_ms": options.producer_expiration_ms, "topic": topic,
+             "partition": partition},
+            inputs, outputs, out.files, _notes(plan))
+        out.write(REPORT_NAME, report_bytes(report))
+    return plan, report
+
+
+def _notes(plan: Plan) -> list[str]:
+    notes = [".log segments copied byte for byte with their modification times; .index, .timeindex, "
+             ".txnindex, producer .snapshot files and leader-epoch-checkpoint regenerated as Kafka "
+             "3.6's log recovery builds them; partition.metadata copied"]
+    for p in plan.partitions:
+        notes += [f"{p.part.name}: skipped {name}" for name in p.skipped]
+    notes += [f"log directory: {f.action} {f.name} ({f.reason})" for f in plan.log_dir_files]
+    return notes

@@ -1,0 +1,201 @@
+"""The machine-readable report every transform writes (`kfmt-report.json` in DST, CLI.md), and the
+content digest that lets a reader check that a transform kept the records it should.
+
+The content digest covers what a consumer sees of every data record: offset, timestamp (as a
+consumer reports it: LogAppendTime and v0 resolved, docs/format.md §3.5, §4.3), key, value and headers.
+It does not depend on how the records are batched, compressed, encoded (magic) or split into
+segments, so `reindex`, `upgrade`, `resegment` and `recompress` must leave it unchanged. Control
+records (transaction markers) are not content: they are counted apart.
+
+Digest definition (version 2), so that other tools can recompute it: each record is written
+canonically as offset (int64 big-endian), timestamp (int64 BE), key length (int32 BE, -1 for null),
+key, value length, value, header count (int32 BE), then per header key length, key, value length (-1
+for null), value; the record's hash is XXH3-128 of those bytes; the digest is the number of records
+and the sum of the record hashes modulo 2**128, written `<records>:<32 hex digits>`. A sum can be
+computed in parts and added up, so parallel tasks that each see a segment (or a part of one) give the
+digest of a partition however it is split; and since every record hash covers its offset, records
+cannot trade places unnoticed.
+"""
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import asdict, dataclass, field
+from typing import Iterable
+
+import pyarrow as pa
+import xxhash
+
+from kfmt import __version__
+from kfmt.format.model import Batch
+from kfmt.format.kernels import native
+
+REPORT_NAME = "kfmt-report.json"
+REPORT_VERSION = 1
+DIGEST_VERSION = 2
+_MOD = 1 << 128
+_OFFSET_AND_TIMESTAMP = struct.Struct(">qq")
+_INT32 = struct.Struct(">i")
+_NULL = _INT32.pack(-1)
+
+
+def _sized(data: bytes | None) -> bytes:
+    return _NULL if data is None else _INT32.pack(len(data)) + data
+
+
+def record_hashes_sum(records: pa.RecordBatch) -> int:
+    """The sum (mod 2**128) of the records' XXH3-128 hashes of their canonical form (computed in C
+    when kfmt.format.kernels has its kernels: kfmt/csrc/digest.c; same result)."""
+    if native is not None and type(records) is pa.RecordBatch:
+        total = native.record_hashes_sum(records)
+        if total is not NotImplemented:
+            high, low = total
+            return high << 64 | low
+    return record_hashes_sum_reference(records)
+
+
+def record_hashes_sum_reference(records: pa.RecordBatch) -> int:
+    hash128 = xxhash.xxh3_128_intdigest
+    total = 0
+    cols = [records.column(i).to_pylist() for i in range(5)]
+    for offset, timestamp, key, value, headers in zip(*cols):
+        parts = [_OFFSET_AND_TIMESTAMP.pack(offset, timestamp), _sized(key), _sized(value),
+                 _INT32.pack(len(headers))]
+        for header in headers:
+            parts.append(_sized(header["key"]))
+            parts.append(_sized(header["value"]))
+        total += hash128(b"".join(parts))
+    return total % _MOD
+
+
+class ContentDigest:
+    """The content digest of data records (see the module docstring); parts add up with `merge`."""
+
+    def __init__(self, records: int = 0, total: int = 0):
+        self.records = records
+        self.total = total
+
+    def update(self, records: pa.RecordBatch) -> None:
+        if records.num_rows:
+            self.total = (self.total + record_hashes_sum(records)) % _MOD
+            self.records += records.num_rows
+
+    def merge(self, other: "ContentDigest") -> "ContentDigest":
+        self.records += other.records
+        self.total = (self.total + other.total) % _MOD
+        return self
+
+    def hexdigest(self) -> str:
+        return f"{self.records}:{self.total:032x}"
+
+    @classmethod
+    def parse(cls, text: str) -> "ContentDigest":
+        records, _, total = text.partition(":")
+        return cls(int(records), int(total, 16))
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, ContentDigest) and (self.records, self.total) == (other.records, other.total)
+
+    def __repr__(self) -> str:
+        return f"ContentDigest({self.hexdigest()})"
+
+
+@dataclass
+class PartitionSummary:
+    """What one partition holds: counts, offsets and the content digest."""
+
+    path: str
+    topic: str | None
+    partition: int | None
+    segments: int = 0
+    batches: int = 0
+    records: int = 0
+    control_records: int = 0
+    log_bytes: int = 0
+    first_offset: int | None = None  # of the first data record
+    next_offset: int | None = None  # after the last batch
+    content_digest: str | None = None
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class PartitionTally:
+    """Accumulates a PartitionSummary from the batches of a partition, in offset order."""
+
+    summary: PartitionSummary
+    digest: ContentDigest = field(default_factory=ContentDigest)
+
+    def add_segment(self, log_bytes: int) -> None:
+        self.summary.segments += 1
+        self.summary.log_bytes += log_bytes
+
+    def add_batch(self, batch: Batch) -> None:
+        s = self.summary
+        s.batches += 1
+        s.next_offset = batch.header.next_offset
+        if batch.header.is_control:
+            s.control_records += len(batch)
+            return
+        if len(batch):
+            if s.first_offset is None:
+                s.first_offset = batch.records.column(0)[0].as_py()
+            s.records += len(batch)
+            self.digest.update(batch.records)
+
+    def finish(self) -> PartitionSummary:
+        self.summary.content_digest = self.digest.hexdigest()
+        return self.summary
+
+
+def merge_tallies(tallies: Iterable[PartitionTally], path: str, topic, partition) -> PartitionSummary:
+    """The summary of a partition from the tallies of its parts, given in offset order."""
+    out = PartitionSummary(path, topic, partition)
+    digest = ContentDigest()
+    for t in tallies:
+        s = t.summary
+        out.segments += s.segments
+        out.batches += s.batches
+        out.records += s.records
+        out.control_records += s.control_records
+        out.log_bytes += s.log_bytes
+        if out.first_offset is None:
+            out.first_offset = s.first_offset
+        if s.next_offset is not None:
+            out.next_offset = s.next_offset
+        digest.merge(t.digest)
+    out.content_digest = digest.hexdigest()
+    return out
+
+
+def make_report(command: str, source: str, destination: str, options: dict,
+                inputs: list[PartitionSummary], outputs: list[PartitionSummary],
+                files: dict[str, dict], notes: list[str] | None = None) -> dict:
+    """The report of one transform run. `files`: every file written (relative path -> size, sha256,
+    mtime_ms), the report itself excepted."""
+    return {
+        "kfmt_report_version": REPORT_VERSION,
+        "kfmt_version": __version__,
+        "command": command,
+        "source": source,
+        "destination": destination,
+        "options": options,
+        "totals": {
+            "partitions": len(inputs),
+            "input_records": sum(p.records for p in inputs),
+            "input_batches": sum(p.batches for p in inputs),
+            "output_records": sum(p.records for p in outputs),
+            "output_batches": sum(p.batches for p in outputs),
+            "content_unchanged": [p.content_digest for p in inputs]
+                                 == [p.content_digest for p in outputs],
+        },
+        "inputs": [p.to_json() for p in inputs],
+        "outputs": [p.to_json() for p in outputs],
+        "files": dict(sorted(files.items())),
+        "notes": list(notes or []),
+    }
+
+
+def report_bytes(report: dict) -> bytes:
+    return (json.dumps(report, indent=2, ensure_ascii=False) + "\n").encode("utf-8")

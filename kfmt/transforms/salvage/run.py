@@ -1,0 +1,128 @@
+"""A whole salvage run: the plan (a partition directory or a log directory), the staged output, the
+log directory's own files, and the report."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from kfmt.partition.checkpoints import checkpoint_text, read_offset_checkpoint, write_offset_checkpoint
+from kfmt.errors import DataError, UsageError
+from kfmt.partition.layout import PartitionDir
+from kfmt.transforms.reindex import COPIED_LOG_DIR_FILES, LOG_START_OFFSET_CHECKPOINT, OFFSET_CHECKPOINTS, source_partitions
+from kfmt.transforms.report import REPORT_NAME, make_report, report_bytes
+from kfmt.storage.staging import StagedOutput
+from kfmt.storage.store import Storage, open_storage
+
+from .partition import PartitionSalvage, SalvageOptions, salvage_partition
+
+
+@dataclass
+class Plan:
+    source: str
+    destination: str
+    log_dir: bool
+    partitions: list[tuple[PartitionDir, str, int]]  # (partition, its directory in DST, log start)
+    log_dir_files: list[str]  # names of log-directory files carried over
+    notes: list[str] = field(default_factory=list)
+
+
+def plan_salvage(src_storage: Storage, src_path: str, dst_storage: Storage, dst_path: str,
+                 topic: str | None = None, partition: int | None = None) -> Plan:
+    parts, source, destination, log_dir = source_partitions(src_storage, src_path, dst_storage, dst_path,
+                                                            topic, partition)
+    notes, log_starts, files = [], {}, []
+    if log_dir:
+        names = {info.name for info in src_storage.listdir(src_path) if not info.is_dir}
+        files = [n for n in (*COPIED_LOG_DIR_FILES, *OFFSET_CHECKPOINTS) if n in names]
+        if LOG_START_OFFSET_CHECKPOINT in names:
+            log_starts = _tolerant_checkpoint(src_storage, src_path, LOG_START_OFFSET_CHECKPOINT, notes)
+    plans = [(p, p.name if log_dir else "", log_starts.get((p.topic, p.partition), 0)) for p in parts]
+    return Plan(source, destination, log_dir, plans, files, notes)
+
+
+def _tolerant_checkpoint(storage: Storage, directory: str, name: str, notes: list[str]) -> dict:
+    """An offset checkpoint's entries, or {} (with a note) when it cannot be read."""
+    path = storage.join(directory, name)
+    try:
+        return read_offset_checkpoint(checkpoint_text(storage.read(path), storage.url_of(path)),
+                                      storage.url_of(path))
+    except (OSError, DataError) as err:
+        notes.append(f"{storage.url_of(path)} not used: {getattr(err, 'message', err)}")
+        return {}
+
+
+def write_log_dir_files(plan: Plan, storage: Storage, path: str, out: StagedOutput,
+                         log_ends: dict[tuple, int]) -> None:
+    """meta.properties is copied; the offset checkpoints keep the lines of the partitions written,
+    each offset at most the partition's new log end offset (docs/format.md §17 item 8: a log start offset above it
+    would delete the whole partition on load, a recovery point or high watermark above it claims
+    data the log no longer holds). An unreadable checkpoint is left out: the broker recovers."""
+    for name in plan.log_dir_files:
+        info = storage.info(storage.join(path, name))
+        if name in COPIED_LOG_DIR_FILES:
+            try:
+                out.write(name, bytes(storage.read(info.path)), info.mtime_ms)
+            except OSError as err:
+                plan.notes.append(f"{storage.url_of(info.path)} not carried over: {err.strerror or err}")
+            continue
+        offsets = _tolerant_checkpoint(storage, path, name, plan.notes)
+        kept = {tp: min(o, log_ends[tp]) for tp, o in offsets.items() if tp in log_ends}
+        for tp, o in sorted(offsets.items()):
+            if tp in kept and kept[tp] != o:
+                plan.notes.append(f"{name}: {tp[0]}-{tp[1]} {o} lowered to the new log end offset {kept[tp]}")
+        if offsets or kept:
+            out.write(name, write_offset_checkpoint(kept).encode("utf-8"), info.mtime_ms)
+
+
+def salvage(src: str, dst: str, *, src_options: dict | None = None, dst_options: dict | None = None,
+            topic: str | None = None, partition: int | None = None,
+            options: SalvageOptions | None = None, dry_run: bool = False,
+            on_progress: Callable[[int], None] | None = None) -> tuple[Plan, dict]:
+    """Salvage SRC into DST. Returns the plan and the report (a dry run writes nothing and returns
+    what the run would do, without a destination)."""
+    options = (options or SalvageOptions()).with_clock()
+    src_storage, src_path = open_storage(src, src_options)
+    dst_storage, dst_path = open_storage(dst, dst_options if dst_options is not None else src_options)
+    plan = plan_salvage(src_storage, src_path, dst_storage, dst_path, topic, partition)
+    run_options = {**options.builder_options(), "max_decompressed_bytes": options.read.max_decompressed,
+                   "topic": topic, "partition": partition, "dry_run": dry_run}
+    if dry_run:
+        if dst_storage.exists(dst_path) and (not dst_storage.isdir(dst_path)
+                                             or dst_storage.listdir(dst_path)):
+            raise UsageError(f"{plan.destination}: the destination exists and is not empty")
+        results = [salvage_partition(p, rel, None, options, start, _dst_url(dst_storage, dst_path, rel),
+                                     on_progress) for p, rel, start in plan.partitions]
+        return plan, _report(plan, run_options, results, {})
+    with StagedOutput(dst_storage, dst_path) as out:
+        results = [salvage_partition(p, rel, out, options, start, _dst_url(dst_storage, dst_path, rel),
+                                     on_progress) for p, rel, start in plan.partitions]
+        if plan.log_dir:
+            log_ends = {(p.topic, p.partition): r.log_end_offset
+                        for (p, _, _), r in zip(plan.partitions, results)}
+            write_log_dir_files(plan, src_storage, src_path, out, log_ends)
+        report = _report(plan, run_options, results, out.files)
+        out.write(REPORT_NAME, report_bytes(report))
+    return plan, report
+
+
+def _dst_url(storage: Storage, path: str, rel: str) -> str:
+    return storage.url_of(storage.join(path, rel) if rel else path)
+
+
+def _report(plan: Plan, run_options: dict, results: list[PartitionSalvage], files: dict) -> dict:
+    notes = [".log entries that are intact (framing, CRC, strict decoding, plausible offsets) copied byte "
+             "for byte in offset order; every other byte range dropped and listed under salvage.dropped "
+             "with the offsets it may have held; .index, .timeindex, .txnindex, producer .snapshot files "
+             "and leader-epoch-checkpoint regenerated from the entries kept; partition.metadata copied "
+             "when it parses"] + plan.notes
+    for r in results:
+        notes += [f"{r.name}: {n}" for n in r.notes]
+    report = make_report("salvage", plan.source, plan.destination, run_options,
+                         [r.input for r in results], [r.output for r in results], files, notes)
+    report["salvage"] = {
+        "partitions": [r.to_json() for r in results],
+        "dropped_ranges": sum(len(r.dropped) for r in results),
+        "dropped_bytes": sum(d.length for r in results for d in r.dropped),
+        "log_dir_files": plan.log_dir_files,
+    }
+    return report

@@ -1,0 +1,84 @@
+"""kfmt upgrade: message formats v0/v1 to v2 by Kafka 4.0's own conversion rules (docs/format.md §16.3,
+kfmt.format.convert), one Spark task per source segment.
+
+Every legacy entry becomes the v2 batch Kafka 4.0's log cleaner makes of it: a compressed wrapper one
+batch with all its records, an uncompressed message a single-record batch; offsets kept; the codec
+kept and re-encoded in v2 framing (LZ4 with the correct header checksum); v0 CreateTime with
+timestamp -1; a LogAppendTime wrapper a LogAppendTime batch; producer fields and leader epoch -1.
+Batches already in v2 are copied byte for byte. `rebatch=True` groups consecutive uncompressed legacy
+messages of one source segment into v2 batches of up to `max_batch_bytes` instead (smaller output,
+offsets still kept; not what a broker writes).
+
+Output segments keep the source's base offsets, empty segments and `.log` modification times; a
+source segment whose v2 form Kafka could not hold in one segment (more than 2^31-1 bytes, a full
+index) continues in another, rolled by the broker's rules (kfmt.write.writer). The companion files are
+regenerated for the v2 data (kfmt.partition.companions) and the log directory's files kept (as kfmt reindex).
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+from kfmt.plugin import registry
+from kfmt.partition.companions import CompanionOptions
+from kfmt.format.convert import convert_batch
+from kfmt.errors import UsageError
+from kfmt.format.legacy_runs import DEFAULT_MAX_BATCH_BYTES, V2_BATCH_OVERHEAD, RunUpgrader
+from kfmt.format.model import Batch, BatchHeader
+from kfmt.transforms.rewrite import Census, Output, Rewriter, RewriteTransform, RunPlan, run_transform
+
+
+def encode_v2(header: BatchHeader, records, level: int | None = None) -> bytes:
+    return registry.get().format_for(2).encode(header, records, level=level)
+
+
+class UpgradeRewriter(Rewriter):
+    """Runs of uncompressed legacy messages are converted many at a time by the array kernels
+    (kfmt.format.legacy_runs.RunUpgrader: Kafka 4.0's single-record batches, or the --rebatch groups of
+    legacy_runs.joins: consecutive CreateTime messages whose legacy entries fit max_batch_bytes with
+    a v2 batch header, the legacy entry being larger than the v2 record it becomes); uncompressed v2
+    batches are copied as runs; wrappers and other v2 batches one by one."""
+
+    copies_uncompressed_v2 = True
+
+    def __init__(self, rebatch: bool = False, max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES):
+        if max_batch_bytes < V2_BATCH_OVERHEAD:
+            raise UsageError(f"--max-batch-bytes must be at least {V2_BATCH_OVERHEAD}, got {max_batch_bytes}")
+        self.rebatch = rebatch
+        self.max_batch_bytes = max_batch_bytes
+
+    def run_upgrader(self, data, file: str) -> RunUpgrader:
+        return RunUpgrader(data, file, rebatch=self.rebatch, max_batch_bytes=self.max_batch_bytes)
+
+    def outputs(self, header: BatchHeader, entry, batch: Batch) -> Iterator[Output]:
+        if header.magic >= 2:
+            yield Output(entry, header, batch)  # already v2: byte for byte
+        else:  # a compressed wrapper (runs of messages go through run_upgrader)
+            v2_header, records = convert_batch(batch)
+            yield Output(encode_v2(v2_header, records), header)
+
+    def describe(self, census: Census) -> list[str]:
+        def verb(magic: int, codec: int, control: bool) -> str:
+            if magic >= 2:
+                return "copied byte for byte"
+            if codec:
+                return "one v2 batch each, same codec (Kafka 4.0)"
+            if self.rebatch:
+                return f"grouped into v2 batches of up to {self.max_batch_bytes} bytes (--rebatch)"
+            return "one single-record v2 batch each (Kafka 4.0)"
+        return census.lines(verb)
+
+
+def upgrade(src: str, dst: str, *, rebatch: bool = False,
+            max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+            companions: CompanionOptions = CompanionOptions(), **run) -> tuple[RunPlan, dict | None]:
+    """Upgrade SRC (a partition or log directory) into DST. `run`: run_transform's arguments
+    (src_options, dst_options, topic, partition, master, dry_run, progress)."""
+    notes = ["legacy (v0/v1) entries converted to v2 by Kafka 4.0's rules (docs/format.md §16.3): one batch "
+             "per compressed wrapper, one single-record batch per uncompressed message"
+             + (", except runs of uncompressed messages grouped into larger batches (--rebatch)"
+                if rebatch else "")
+             + "; v2 batches copied byte for byte; source segments kept"]
+    options = {"rebatch": rebatch, "max_batch_bytes": max_batch_bytes if rebatch else None}
+    transform = RewriteTransform("upgrade", UpgradeRewriter(rebatch, max_batch_bytes), companions,
+                                 options=options, notes=notes)
+    return run_transform(transform, src, dst, **run)
