@@ -17,6 +17,8 @@ import pytest
 from kfmt.plugin import manager as plugins, registry
 from kfmt.errors import CompressionError
 from kfmt.format.model import BatchHeader, make_records
+from kfmt.format.codecs import DEFAULT_MAX_DECOMPRESSED, Compression
+from kfmt.plugin.hookspecs import hookimpl
 
 TOY_ID = 7
 ENTRY_POINT = "toy-codec"
@@ -210,6 +212,50 @@ def test_a_plugin_can_be_registered_again_after_unregistering():
             plugins.unregister("toy-again")
         assert TOY_ID not in registry.get().compressions
 
+
+
+class _Reversed(Compression):
+    """A codec claiming gzip's id 1 (it only reverses bytes): a clash with the built-in gzip plugin."""
+    id, name, magics = 1, "reversed", (0, 1, 2)
+
+    def compress(self, data, *, magic, level=None):
+        return bytes(data)[::-1]
+
+    def decompress(self, data, *, magic, max_size=DEFAULT_MAX_DECOMPRESSED):
+        return bytes(data)[::-1]
+
+
+def _codec_plugin(name: str, replace: bool):
+    plugin = type(sys)(name)
+
+    @hookimpl
+    def kfmt_register_compressions(register):
+        register(_Reversed(), replace=replace) if replace else register(_Reversed())
+    plugin.kfmt_register_compressions = kfmt_register_compressions
+    return plugin
+
+
+def test_a_plugin_may_not_silently_take_over_a_codec_id():
+    from kfmt.errors import KfmtError
+    plugins.register(_codec_plugin("kfmt_clash", replace=False), name="clash")
+    try:
+        with pytest.raises(KfmtError) as failure:
+            registry.get()
+        message = str(failure.value)
+        assert "'clash'" in message and "compression id 1" in message and "compression-gzip" in message
+        assert "replace=True" in message
+    finally:
+        plugins.unregister("clash")
+    assert registry.get().compressions[1].name == "gzip"
+
+
+def test_a_plugin_that_asks_to_replace_a_codec_takes_it_over():
+    plugins.register(_codec_plugin("kfmt_takeover", replace=True), name="takeover")
+    try:
+        assert registry.get().compressions[1].name == "reversed"
+    finally:
+        plugins.unregister("takeover")
+    assert registry.get().compressions[1].name == "gzip"
 
 
 def test_a_plugin_that_fails_to_load_is_named_in_one_line(tmp_path):

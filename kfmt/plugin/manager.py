@@ -12,7 +12,7 @@ import os
 
 import pluggy
 
-from kfmt.plugin import hookspecs, registry
+from kfmt.plugin import hookspecs
 from kfmt.errors import KfmtError
 
 ENTRY_POINT_GROUP = "kfmt"
@@ -23,6 +23,9 @@ pm = pluggy.PluginManager("kfmt")
 pm.add_hookspecs(hookspecs)
 _distributions: dict[str, importlib.metadata.Distribution] = {}
 _loaded = False
+# Bumped by register()/unregister(): kfmt.plugin.registry rebuilds its lookups when it changes, so
+# this module needs nothing from the registry (the registry depends on the manager, not both ways).
+generation = 0
 
 
 def load_plugins() -> None:
@@ -59,14 +62,16 @@ def load_plugins() -> None:
 
 def register(plugin, name: str) -> None:
     """Add a plugin at run time (tests, embedding applications)."""
+    global generation
     load_plugins()
     pm.register(plugin, name=name)
-    registry.reset()
+    generation += 1
 
 
 def unregister(name: str) -> None:
+    global generation
     pm.unregister(name=name)
-    registry.reset()
+    generation += 1
 
 
 def describe_plugins() -> list[dict]:

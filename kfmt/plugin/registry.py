@@ -1,13 +1,19 @@
 """What the loaded plugins provide, looked up by key: formats by magic, codecs by id or name,
-storage backends by URL, exporters and CLI commands by name. Built lazily from the plugin manager;
-`reset()` after registering or unregistering a plugin at run time."""
+storage backends by URL, exporters and CLI commands by name. Built lazily from the plugin manager,
+and again whenever a plugin is registered or unregistered at run time.
+
+Two plugins may not provide the same key (a codec id, a magic, an exporter or command name, a
+storage backend name): the second is refused with an error naming both, unless it asks to take the
+key over with `register(thing, replace=True)` -- fsspec's `register_implementation(clobber=...)` habit.
+Silently replacing a codec would turn readable data into wrong data."""
 from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
 from typing import Callable
 
-from kfmt.errors import CompressionError, DataError, UsageError
+from kfmt.errors import CompressionError, DataError, KfmtError, UsageError
+from kfmt.plugin import manager
 
 
 @dataclass(frozen=True)
@@ -53,32 +59,60 @@ class Registry:
         return codec.name if codec else f"unknown({codec_id})"
 
 
-def _register_into(mapping_or_list, key=None, what=""):
-    def register(item, *args):
-        if key is None:
-            mapping_or_list.append(item)
-            return
-        for k in key(item):
-            mapping_or_list[k] = item
-    return register
+class _Keyed:
+    """The register callback of one hook: puts each thing under its keys, refusing a clash."""
+
+    def __init__(self, kind: str, table: dict, keys: Callable, describe: Callable = str):
+        self.kind, self.table, self.keys, self.describe = kind, table, keys, describe
+        self.owners: dict = {}  # key -> name of the plugin that provided it
+
+    def callback(self, plugin_name: str) -> Callable:
+        def register(item, *args, replace: bool = False, **kwargs):
+            for key in self.keys(item, *args, **kwargs):
+                owner = self.owners.get(key)
+                if owner is not None and owner != plugin_name and not replace:
+                    raise KfmtError(
+                        f"the kfmt plugin {plugin_name!r} registers {self.kind} {self.describe(key)}, "
+                        f"which the plugin {owner!r} already provides (a plugin that means to replace "
+                        f"it registers with replace=True)")
+                self.table[key] = self._value(item, *args, **kwargs)
+                self.owners[key] = plugin_name
+        return register
+
+    def _value(self, item, *args, **kwargs):
+        return item
 
 
-@functools.cache
+class _Commands(_Keyed):
+    def _value(self, name, add_arguments, run, help=""):
+        return Command(name, add_arguments, run, help)
+
+
+def _call_each(hook, keyed: _Keyed) -> None:
+    # One call per implementation, in the order the plugins were registered (built-ins first), so a
+    # later plugin can take a key over with replace=True and a clash can name both plugins.
+    for impl in hook.get_hookimpls():
+        impl.function(register=keyed.callback(impl.plugin_name))
+
+
+_cached: tuple[int, Registry] | None = None
+
+
 def get() -> Registry:
-    from kfmt.plugin.manager import load_plugins, pm
-
-    load_plugins()
+    global _cached
+    manager.load_plugins()
+    if _cached is not None and _cached[0] == manager.generation:
+        return _cached[1]
+    hook = manager.pm.hook
     reg = Registry()
-    pm.hook.kfmt_register_formats(register=_register_into(reg.formats, key=lambda f: f.magics))
-    pm.hook.kfmt_register_compressions(register=_register_into(reg.compressions, key=lambda c: (c.id,)))
-    pm.hook.kfmt_register_storage(register=_register_into(reg.storage))
-    pm.hook.kfmt_register_exporters(register=_register_into(reg.exporters, key=lambda e: (e.name,)))
-
-    def register_command(name, add_arguments, run, help=""):
-        reg.commands[name] = Command(name, add_arguments, run, help)
-    pm.hook.kfmt_register_commands(register=register_command)
+    _call_each(hook.kfmt_register_formats, _Keyed("message format magic", reg.formats, lambda f: f.magics))
+    _call_each(hook.kfmt_register_compressions,
+               _Keyed("compression id", reg.compressions, lambda c: (c.id,)))
+    backends: dict = {}
+    _call_each(hook.kfmt_register_storage, _Keyed("storage backend", backends, lambda b: (b.name,), repr))
+    reg.storage = list(reversed(backends.values()))  # the latest plugin is asked first
+    _call_each(hook.kfmt_register_exporters, _Keyed("exporter", reg.exporters, lambda e: (e.name,), repr))
+    _call_each(hook.kfmt_register_commands,
+               _Commands("command", reg.commands, lambda name, *a, **k: (name,), repr))
+    _cached = (manager.generation, reg)
     return reg
-
-
-def reset() -> None:
-    get.cache_clear()
