@@ -22,7 +22,7 @@ import time
 import numpy as np
 
 from kfmt.format import legacy_runs
-from kfmt.partition import segment
+from kfmt.format import segment
 from kfmt.partition.companions import SegmentIndexer
 from kfmt.partition.layout import find_partitions
 from kfmt.storage.store import open_storage

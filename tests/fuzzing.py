@@ -529,7 +529,8 @@ def _where(exc: BaseException) -> str:
 
 def run_readers(case: Case, findings: Findings) -> None:
     """The file readers on the damaged file, in-process."""
-    from kfmt.partition import checkpoints, indexes, segment, snapshots, txnindex
+    from kfmt.partition import checkpoints, indexes, snapshots, txnindex
+    from kfmt.format import segment
     from kfmt.format.message_formats import LENIENT, STRICT
     from kfmt.storage.manifest import Manifest
     from kfmt.partition.layout import find_partitions

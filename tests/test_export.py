@@ -36,7 +36,8 @@ from kfmt.rows.columns import DATE_FIELD, EXPORT_DDL, EXPORT_SCHEMA
 from kfmt.format.javatext import java_string
 from kfmt.partition.layout import find_partitions
 from kfmt.partition.reader import PartitionReader
-from kfmt.transforms.report import REPORT_NAME, ContentDigest
+from kfmt.transforms.report import REPORT_NAME
+from kfmt.format.digest import ContentDigest
 from kfmt.storage.store import open_storage
 from kfmt.partition.transactions import AbortedTransaction, partition_outcomes
 

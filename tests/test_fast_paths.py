@@ -29,12 +29,12 @@ from conftest import REALKAFKA, real_dir_params
 from kfmt.format import batch_runs, legacy_runs
 from kfmt.storage import direct_io
 from kfmt.plugin import registry
-from kfmt.partition import segment
+from kfmt.format import segment
 from kfmt.errors import UsageError
 from kfmt.format.message_formats import LENIENT, STRICT
 from kfmt.format.frames import header_of, rows_of
 from kfmt.format.model import BatchHeader, TimestampType, make_records
-from kfmt.transforms.report import ContentDigest
+from kfmt.format.digest import ContentDigest
 from kfmt.storage.staging import StagedOutput
 from kfmt.storage.store import open_storage
 from kfmt.format.wire import crc32c

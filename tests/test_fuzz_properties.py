@@ -25,7 +25,9 @@ from hypothesis import strategies as st
 from fuzzing import entries_of, fix_crc
 from test_roundtrip_properties import encode, segments
 
-from kfmt.partition import checkpoints, indexes, segment, snapshots, txnindex
+from kfmt.partition import checkpoints, indexes, snapshots, txnindex
+
+from kfmt.format import segment
 from kfmt.plugin import registry
 from kfmt.errors import DataError
 from kfmt.format.message_formats import LENIENT, ReadOptions

@@ -36,7 +36,7 @@ from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 
 from kfmt.plugin import registry
-from kfmt.partition import segment
+from kfmt.format import segment
 from kfmt.format.model import BatchHeader, TimestampType, make_records
 
 NONE, GZIP, SNAPPY, LZ4, ZSTD = range(5)

@@ -18,11 +18,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import REALKAFKA, real_dir_params, require_corpus, run_kfmt
-from kfmt.partition import segment
+from kfmt.format import segment
 from kfmt.partition.checkpoints import read_offset_checkpoint
 from kfmt.partition.indexes import read_offset_index, read_time_index
 from kfmt.format.model import make_records
-from kfmt.transforms.report import REPORT_NAME, ContentDigest
+from kfmt.transforms.report import REPORT_NAME
+from kfmt.format.digest import ContentDigest
 
 COMPANION = re.compile(r"\.(index|timeindex|txnindex|snapshot)$|^leader-epoch-checkpoint$")
 REBUILT = [d for d in real_dir_params() if d and (REALKAFKA / f"{d}.truth" / "rebuilt").is_dir()]

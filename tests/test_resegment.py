@@ -20,7 +20,7 @@ from conftest import REALKAFKA, needs_realkafka, real_dir_params, run_kfmt
 from test_upgrade import (SPARK, assert_companions_are_reindexs, cat_json, kfmt_ok, log_dir_of, transform,
                           write_mixed)
 
-from kfmt.partition import segment
+from kfmt.format import segment
 from kfmt.partition.companions import CompanionBuilder, SegmentFactsBuilder
 from kfmt.format.control import ControlType
 from kfmt.errors import DataError

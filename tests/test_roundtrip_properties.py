@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kfmt.plugin import registry
-from kfmt.partition import segment
+from kfmt.format import segment
 from kfmt.format.control import ControlType, control_key, control_type, end_txn_marker, end_txn_marker_value
 from kfmt.format.model import BatchHeader, TimestampType, make_records
 

@@ -29,15 +29,15 @@ from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from conftest import REALKAFKA, needs_realkafka, real_dir_params
 from kfmt.format import legacy_runs, kernels as speedups
 from kfmt.plugin import registry
-from kfmt.partition import segment
+from kfmt.format import segment
 from kfmt.errors import DataError
 from kfmt.format.message_formats import LENIENT, STRICT
 from kfmt.format.frames import headers_of, rows_of
 from kfmt.format.model import BatchHeader, TimestampType, make_records
-from kfmt.transforms.report import ContentDigest, record_hashes_sum
+from kfmt.format.digest import ContentDigest, record_hashes_sum
 
 # The modules that look at kfmt.format.kernels.native when called.
-NATIVE_USERS = ["kfmt.partition.segment", "kfmt.transforms.report", "kfmt.format.legacy_runs", "kfmt.partition.companions",
+NATIVE_USERS = ["kfmt.format.segment", "kfmt.transforms.report", "kfmt.format.legacy_runs", "kfmt.partition.companions",
                 "kfmt.default_plugins.formats.v2_records", "kfmt.default_plugins.formats.legacy"]
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -35,7 +35,7 @@ from corpus_truth import consumer_records
 from s3server import s3_server, s3_url  # noqa: F401  (fixtures)
 
 from kfmt.plugin import registry
-from kfmt.partition import segment
+from kfmt.format import segment
 from kfmt.format.control import ControlType, control_key, end_txn_marker_value
 from kfmt.partition.layout import find_partitions
 from kfmt.format.model import BatchHeader, TimestampType, make_records

@@ -21,12 +21,12 @@ from typing import Iterator
 
 import numpy as np
 
-from kfmt.partition import segment
+from kfmt.format import segment
 from kfmt.errors import DataError
 from kfmt.format.message_formats import STRICT, ReadOptions
 from kfmt.format.frames import ATTR_CONTROL, FRAME_DTYPE, header_of
 from kfmt.format.model import Batch
-from kfmt.transforms.report import ContentDigest, PartitionTally
+from kfmt.format.digest import ContentDigest
 from kfmt.format.kernels import native
 
 
@@ -96,20 +96,6 @@ def digest_run_reference(data, rows: np.ndarray, start: int, stop: int, base: in
             first = batch.records.column(0)[0].as_py()
         digest.update(batch.records)
     return stop, digest, first
-
-
-def add_to_tally(tally: PartitionTally, item: CheckedRun | Batch) -> None:
-    """PartitionTally.add_batch for a checked run too (its batches are data batches)."""
-    if isinstance(item, Batch):
-        tally.add_batch(item)
-        return
-    s = tally.summary
-    s.batches += len(item.rows)
-    s.next_offset = item.next_offset
-    s.records += item.digest.records
-    if s.first_offset is None:
-        s.first_offset = item.first_offset
-    tally.digest.merge(item.digest)
 
 
 def _frame_rows(rows: np.ndarray) -> np.ndarray:

@@ -2,7 +2,7 @@
 
 A frame scan that makes one BatchHeader per entry costs microseconds an entry: fine for v2 batches
 of hundreds of records, too slow for the millions of single-message entries of an uncompressed v0/v1
-segment. `FrameScanner.chunks()` (kfmt.partition.segment) yields the same facts as numpy structured arrays of
+segment. `FrameScanner.chunks()` (kfmt.format.segment) yields the same facts as numpy structured arrays of
 FRAME_DTYPE, a bounded number of rows at a time, for array-at-a-time callers: index building
 (CompanionBuilder.add_frames), runs of legacy messages (kfmt.format.legacy_runs), plans and statistics.
 

@@ -17,7 +17,9 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Iterator
 
-from kfmt.partition import indexes, segment
+from kfmt.partition import indexes
+
+from kfmt.format import segment
 from kfmt.plugin import registry
 from kfmt.format.message_formats import STRICT, ReadOptions
 from kfmt.partition.layout import PartitionDir, Segment

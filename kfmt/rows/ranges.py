@@ -23,13 +23,13 @@ import numpy as np
 import pyarrow as pa
 
 from kfmt.format import legacy_runs
-from kfmt.partition import segment
+from kfmt.format import segment
 from kfmt.errors import DataError, UsageError
 from kfmt.rows.columns import export_batch, export_frames
 from kfmt.format.frames import header_of
 from kfmt.partition.layout import PartitionDir
 from kfmt.partition.reader import PartitionReader
-from kfmt.transforms.report import ContentDigest
+from kfmt.format.digest import ContentDigest
 from kfmt.storage.store import Storage, StorageSpec
 from kfmt.partition.transactions import ABORTED, OPEN, TransactionOutcomes
 

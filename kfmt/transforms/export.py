@@ -38,7 +38,8 @@ from kfmt.rows.ranges import (DEFAULT_SPLIT_BYTES, RangeTally, SegmentRange, Sel
                                        pack_ranges, partition_identity, plan_ranges, read_range)
 from kfmt.pipelines.runner import run_tasks
 from kfmt.transforms.reindex import check_not_inside
-from kfmt.transforms.report import REPORT_NAME, PartitionSummary, make_report, report_bytes
+from kfmt.transforms.report import REPORT_NAME, make_report, report_bytes
+from kfmt.partition.summary import PartitionSummary
 from kfmt.storage.staging import StagedOutput, StagingTarget
 from kfmt.storage.store import Storage, StorageSpec, open_storage
 from kfmt.partition.transactions import TransactionOutcomes, partition_outcomes

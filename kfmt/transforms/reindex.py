@@ -26,14 +26,15 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from kfmt.format import batch_runs
-from kfmt.partition import segment
+from kfmt.format import segment
 from kfmt.format.batch_runs import CheckedRun
 from kfmt.partition.checkpoints import checkpoint_text, read_offset_checkpoint, write_offset_checkpoint
 from kfmt.partition.companions import CompanionBuilder, CompanionOptions, existing_leader_epochs
 from kfmt.errors import DataError, UsageError
 from kfmt.partition.layout import (LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA, SEGMENT_NAME, PartitionDir,
                          find_partitions, is_log_dir)
-from kfmt.transforms.report import REPORT_NAME, PartitionSummary, PartitionTally, make_report, report_bytes
+from kfmt.transforms.report import REPORT_NAME, make_report, report_bytes
+from kfmt.partition.summary import PartitionSummary, PartitionTally
 from kfmt.storage.staging import StagedOutput
 from kfmt.storage.store import Storage, open_storage
 
@@ -221,7 +222,7 @@ def _check_segment(data, file: str, builder: CompanionBuilder, tally: PartitionT
                     builder.add_decoded_batch(item)
             except DataError as err:
                 raise _located(err, file, item)
-            batch_runs.add_to_tally(tally, item)
+            tally.add(item)
     if scanner.tail.is_error:
         raise scanner.tail.error(file)
 

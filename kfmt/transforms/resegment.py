@@ -33,14 +33,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from kfmt.format import batch_runs
-from kfmt.partition import segment
+from kfmt.format import segment
 from kfmt.format.batch_runs import CheckedRun
 from kfmt.partition.companions import CompanionOptions
 from kfmt.errors import DataError
 from kfmt.format.frames import header_of
 from kfmt.transforms.rewrite import (PartitionWork, RunPlan, SourceSegment,
                                       TaskResult, Transform, new_tally, run_transform, task_groups)
-from kfmt.transforms.report import PartitionSummary, PartitionTally
+from kfmt.partition.summary import PartitionSummary, PartitionTally
 from kfmt.storage.staging import StagingTarget
 from kfmt.write.writer import (DEFAULT_MAX_INDEX_BYTES, DEFAULT_SEGMENT_MS, FIRST, RollPolicy,
                          SegmentPlan, SegmentPlanner, write_segment)
@@ -176,8 +176,8 @@ class WriteSegmentsTask:
             scanner = segment.FrameScanner(data, src.file, start, end, base)
             for rows in scanner.chunks():
                 for item in batch_runs.checked(data, rows, src.file, base=base):
-                    batch_runs.add_to_tally(result.before, item)
-                    batch_runs.add_to_tally(result.after, item)
+                    result.before.add(item)
+                    result.after.add(item)
                     if isinstance(item, CheckedRun):
                         first, last = item.span(base)
                         yield item.rows, data[first:last]

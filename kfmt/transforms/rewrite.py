@@ -28,7 +28,7 @@ import numpy as np
 
 from kfmt.format import batch_runs, legacy_runs
 from kfmt.plugin import registry
-from kfmt.partition import segment
+from kfmt.format import segment
 from kfmt.format.batch_runs import CheckedRun
 from kfmt.partition.companions import CompanionOptions, control_facts, existing_leader_epochs
 from kfmt.errors import DataError, KfmtError, UsageError
@@ -39,8 +39,8 @@ from kfmt.storage.manifest import FileRecord
 from kfmt.format.model import INT32_MAX, Batch, BatchHeader
 from kfmt.pipelines.runner import run_tasks
 from kfmt.transforms.reindex import PartitionPlan, Plan, write_log_dir_files, plan_reindex
-from kfmt.transforms.report import (REPORT_NAME, PartitionSummary, PartitionTally, make_report, merge_tallies,
-                         report_bytes)
+from kfmt.transforms.report import REPORT_NAME, make_report, report_bytes
+from kfmt.partition.summary import PartitionSummary, PartitionTally, merge_tallies
 from kfmt.storage.staging import StagedOutput, StagingTarget
 from kfmt.storage.store import Storage, StorageSpec, open_storage
 from kfmt.write.writer import RollPolicy, SegmentRunWriter, WrittenSegment, write_companions
@@ -469,8 +469,8 @@ class _SegmentRewrite:
             if isinstance(item, CheckedRun):
                 first, last = item.span()
                 self._append_frames(item.rows, self.data[first:last], item.rows)
-                batch_runs.add_to_tally(self.before, item)
-                batch_runs.add_to_tally(self.after, item)
+                self.before.add(item)
+                self.after.add(item)
             else:
                 self._one(item)
 
@@ -500,7 +500,7 @@ class _SegmentRewrite:
                 s.first_offset = int(piece.rows["base_offset"][0])
             s.next_offset = int(piece.rows["last_offset"][-1]) + 1
             self.before.digest.merge(piece.digest)
-            batch_runs.add_to_tally(self.after, _walked(piece))
+            self.after.add(_walked(piece))
 
     def _append_frames(self, rows: np.ndarray, entries, source_rows: np.ndarray | None) -> None:
         try:

@@ -160,7 +160,7 @@ def _sized_bytes(buf, pos: int, end: int, what: str, start: int):
 class LegacyFormat(MessageFormat):
     name = "legacy"
     magics = (0, 1)
-    native_frames = True  # kfmt.partition.segment may frame these entries with the compiled scanner
+    native_frames = True  # kfmt.format.segment may frame these entries with the compiled scanner
 
     def read_header(self, entry: memoryview, position: int) -> BatchHeader:
         magic = entry[16]

@@ -54,7 +54,7 @@ def attributes_of(header: BatchHeader) -> int:
 class RecordBatchV2(MessageFormat):
     name = "v2"
     magics = (2,)
-    native_frames = True  # kfmt.partition.segment may frame these entries with the compiled scanner
+    native_frames = True  # kfmt.format.segment may frame these entries with the compiled scanner
 
     def read_header(self, entry: memoryview, position: int) -> BatchHeader:
         if len(entry) < BATCH_OVERHEAD:

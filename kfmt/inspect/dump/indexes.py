@@ -17,7 +17,7 @@ exception is in Kafka's tool).
 """
 from __future__ import annotations
 
-from kfmt.partition import segment
+from kfmt.format import segment
 from kfmt.inspect.dump.common import DumpOptions, DumpTarget, Sink
 from kfmt.inspect.dump.log import kafka_frames
 from kfmt.errors import DataError

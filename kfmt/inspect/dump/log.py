@@ -14,13 +14,13 @@ import struct
 from typing import Iterator
 
 from kfmt.plugin import registry
-from kfmt.partition import segment
+from kfmt.format import segment
 from kfmt.format.control import ControlType, control_type, control_type_id, end_txn_marker
 from kfmt.inspect.dump.common import BatchView, ControlInfo, DumpOptions, DumpRecord, DumpTarget, Sink
 from kfmt.errors import DataError
 from kfmt.format.message_formats import LENIENT
 from kfmt.format.model import HEADER_SIZE_UP_TO_MAGIC, INT32_MAX, NO_SEQUENCE, Batch, BatchHeader, increment_sequence
-from kfmt.partition.segment import MIN_ENTRY_SIZE, FrameScanner
+from kfmt.format.segment import MIN_ENTRY_SIZE, FrameScanner
 
 # The control record types Kafka 3.6 knows (ControlRecordType); later types print as UNKNOWN.
 KAFKA_36_CONTROL_TYPES = {ControlType.ABORT, ControlType.COMMIT, ControlType.LEADER_CHANGE,

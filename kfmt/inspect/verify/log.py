@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow.compute as pc
 
-from kfmt.partition import segment as segment_io
+from kfmt.format import segment as segment_io
 from kfmt.format.control import ControlType, control_type, end_txn_marker
 from kfmt.errors import DataError
 from kfmt.format.message_formats import LENIENT, STRICT

@@ -30,10 +30,12 @@ from dataclasses import asdict, dataclass, field
 
 import pyarrow.compute as pc
 
-from kfmt.partition import segment
+from kfmt.format import segment
 from kfmt.errors import DataError, UsageError
 from kfmt.storage.manifest import MANIFEST, PENDING_DIR, FileRecord, Manifest, encode_manifest, load_manifest
-from kfmt.transforms.report import REPORT_NAME, ContentDigest, PartitionSummary, PartitionTally, merge_tallies
+from kfmt.transforms.report import REPORT_NAME
+from kfmt.format.digest import ContentDigest
+from kfmt.partition.summary import PartitionSummary, PartitionTally, merge_tallies
 from kfmt.storage.staging import CLAIM_NAME, StagedFiles, another_run, new_run_id, owner_alive
 from kfmt.storage.store import FileInfo, Storage, StorageSpec
 

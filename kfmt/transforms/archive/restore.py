@@ -21,7 +21,8 @@ from kfmt.storage.manifest import FileRecord, Manifest
 from kfmt.pipelines.runner import run_tasks
 from kfmt.partition.companions import CompanionOptions
 from kfmt.transforms.reindex import PartitionPlan, Plan, plan_reindex, reindex_partition, write_log_dir_files
-from kfmt.transforms.report import REPORT_NAME, PartitionSummary, make_report, report_bytes
+from kfmt.transforms.report import REPORT_NAME, make_report, report_bytes
+from kfmt.partition.summary import PartitionSummary
 from kfmt.storage.staging import StagedOutput, StagingTarget
 from kfmt.storage.store import StorageSpec, open_storage
 

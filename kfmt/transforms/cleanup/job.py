@@ -15,7 +15,8 @@ from typing import Any, Callable
 
 from kfmt.transforms.cleanup.plan import CleanupPlan, PartitionJob, check_destination_empty, plan_cleanup
 from kfmt.transforms.reindex import write_log_dir_files
-from kfmt.transforms.report import REPORT_NAME, PartitionSummary, make_report, report_bytes
+from kfmt.transforms.report import REPORT_NAME, make_report, report_bytes
+from kfmt.partition.summary import PartitionSummary
 from kfmt.storage.staging import StagedOutput, StagingTarget
 from kfmt.storage.store import open_storage
 

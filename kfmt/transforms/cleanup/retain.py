@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kfmt.transforms.cleanup.plan import LOG_START_OFFSET_CHECKPOINT, CleanupPlan
-from kfmt.transforms.report import PartitionSummary
+from kfmt.partition.summary import PartitionSummary
 from kfmt.transforms.cleanup.retention import RetainResult, RetentionOptions, checkpoint_updates, retain_partition
 
 from kfmt.transforms.cleanup.job import CleanupPolicy, run_cleanup

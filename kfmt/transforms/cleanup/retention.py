@@ -39,7 +39,7 @@ from kfmt.format.model import NO_TIMESTAMP
 from kfmt.partition.reader import PartitionReader
 from kfmt.partition.producer_state import DEFAULT_PRODUCER_EXPIRATION_MS
 from kfmt.transforms.reindex import PartitionPlan, reindex_partition
-from kfmt.transforms.report import PartitionSummary
+from kfmt.partition.summary import PartitionSummary
 
 LOG_START_OFFSET = "log start offset"
 RETENTION_BYTES = "retention.bytes"

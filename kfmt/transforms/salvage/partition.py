@@ -15,7 +15,7 @@ from kfmt.format.message_formats import STRICT, ReadOptions
 from kfmt.partition.layout import (LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA, SEGMENT_NAME, PartitionDir,
                          Segment)
 from kfmt.format.model import INT32_MAX, Batch
-from kfmt.transforms.report import PartitionSummary, PartitionTally
+from kfmt.partition.summary import PartitionSummary, PartitionTally
 from kfmt.storage.staging import StagedOutput
 from kfmt.write.writer import PartitionWriter, RollPolicy
 

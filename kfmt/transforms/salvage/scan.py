@@ -11,7 +11,7 @@ from kfmt.partition.companions import control_facts
 from kfmt.errors import DataError
 from kfmt.format.message_formats import STRICT, ReadOptions
 from kfmt.format.model import LOG_OVERHEAD, NO_PARTITION_LEADER_EPOCH, Batch
-from kfmt.partition.segment import MIN_ENTRY_SIZE
+from kfmt.format.segment import MIN_ENTRY_SIZE
 from kfmt.format.wire import OFFSET_AND_SIZE
 
 from .facts import (CORRUPT, MISSING, TRUNCATED, ZEROS, Dropped, Found, SegmentRange, SegmentScan,

@@ -36,7 +36,7 @@ from kfmt.storage.manifest import FileRecord
 from kfmt.format.model import Batch, BatchHeader
 from kfmt.partition.reader import PartitionReader
 from kfmt.partition.producer_state import DEFAULT_PRODUCER_EXPIRATION_MS
-from kfmt.transforms.report import PartitionSummary, PartitionTally
+from kfmt.partition.summary import PartitionSummary, PartitionTally
 from kfmt.write.writer import (DEFAULT_MAX_INDEX_BYTES, DEFAULT_SEGMENT_BYTES, REQUESTED, PartitionWriter,
                          RollPolicy, SegmentSummary, WriteSummary)
 
