@@ -45,7 +45,8 @@ from kfmt.partition.reader import PartitionReader
 from kfmt.storage.staging import StagedOutput
 from kfmt.storage.store import open_storage
 from kfmt.format.wire import crc32c
-from kfmt.write.writer import PartitionWriter, RollPolicy
+from kfmt.write.writer import PartitionWriter
+from kfmt.write.planner import RollPolicy
 
 DAY = 86_400_000
 COMPACTED = ["compact-v2-none", "compact-v1-gzip"]

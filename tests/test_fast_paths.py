@@ -38,7 +38,8 @@ from kfmt.format.digest import ContentDigest
 from kfmt.storage.staging import StagedOutput
 from kfmt.storage.store import open_storage
 from kfmt.format.wire import crc32c
-from kfmt.write.writer import RollPolicy, SegmentPlanner, SegmentRunWriter
+from kfmt.write.segment_writer import SegmentRunWriter
+from kfmt.write.planner import RollPolicy, SegmentPlanner
 import test_speedups as speedups_tests
 from test_speedups import (NATIVE_USERS, SETTINGS, both, legacy_runs_of_messages, needs_native, outcome,
                            record_columns, segments)

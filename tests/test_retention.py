@@ -30,7 +30,8 @@ from kfmt.format.model import Batch, BatchHeader, TimestampType, make_records
 from kfmt.transforms.cleanup.retention import RetentionOptions, SegmentFacts, decide_retention
 from kfmt.storage.staging import StagedOutput
 from kfmt.storage.store import open_storage
-from kfmt.write.writer import PartitionWriter, RollPolicy
+from kfmt.write.writer import PartitionWriter
+from kfmt.write.planner import RollPolicy
 
 RETENTION = REALKAFKA / "_retention"
 CASES = sorted(p.name for p in RETENTION.iterdir()) if RETENTION.is_dir() else []

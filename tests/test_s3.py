@@ -21,7 +21,9 @@ from kfmt.storage.manifest import MANIFEST, PENDING_DIR, load_manifest
 from kfmt.partition.reader import PartitionReader
 from kfmt.storage.staging import StagedOutput
 from kfmt.storage.store import open_storage
-from kfmt.write.writer import PartitionWriter, RollPolicy, source_entries
+from kfmt.write.writer import PartitionWriter
+from kfmt.write.segment_writer import source_entries
+from kfmt.write.planner import RollPolicy
 
 pytestmark = [pytest.mark.s3, needs_realkafka]
 NAME = "txn-v2-none-0"  # transactional: .txnindex, control batches, snapshots, leader epochs

@@ -25,7 +25,9 @@ from kfmt.partition.layout import find_partitions
 from kfmt.partition.reader import PartitionReader
 from kfmt.storage.staging import StagedOutput
 from kfmt.storage.store import open_storage
-from kfmt.write.writer import PartitionWriter, RollPolicy, source_entries
+from kfmt.write.writer import PartitionWriter
+from kfmt.write.segment_writer import source_entries
+from kfmt.write.planner import RollPolicy
 
 pytestmark = needs_realkafka
 WINDOW = 25  # records compared after most seeks (--max-records); some seeks compare everything

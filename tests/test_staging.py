@@ -36,7 +36,9 @@ WRITE_SCRIPT = textwrap.dedent("""
     from kfmt.partition.reader import PartitionReader
     from kfmt.storage.staging import StagedOutput
     from kfmt.storage.store import open_storage
-    from kfmt.write.writer import PartitionWriter, RollPolicy, source_entries
+    from kfmt.write.writer import PartitionWriter
+    from kfmt.write.segment_writer import source_entries
+    from kfmt.write.planner import RollPolicy
 
     from kfmt.errors import KfmtError
 

@@ -24,7 +24,9 @@ from kfmt.partition.layout import find_partitions
 from kfmt.partition.reader import PartitionReader
 from kfmt.storage.staging import StagedOutput
 from kfmt.storage.store import open_storage
-from kfmt.write.writer import PartitionWriter, RollPolicy, source_entries
+from kfmt.write.writer import PartitionWriter
+from kfmt.write.segment_writer import source_entries
+from kfmt.write.planner import RollPolicy
 
 MIB = 1024 * 1024
 

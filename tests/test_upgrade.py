@@ -489,11 +489,13 @@ def test_what_a_task_sends_back_does_not_grow_with_its_batches(tmp_path):
     (file records, counts, digests, segment facts) must not hold anything per batch."""
     import pickle
 
-    from kfmt.transforms.rewrite import RewriteSegmentsTask, SourceSegment
+    from kfmt.transforms.rewrite import RewriteSegmentsTask
+
+    from kfmt.transforms.run import SourceSegment
     from kfmt.transforms.upgrade import UpgradeRewriter
     from kfmt.storage.staging import StagedOutput
     from kfmt.storage.store import StorageSpec
-    from kfmt.write.writer import RollPolicy
+    from kfmt.write.planner import RollPolicy
 
     def result_size(messages: int) -> int:
         src = tmp_path / f"legacy{messages}-0"

@@ -32,9 +32,9 @@ from kfmt.format.model import INT32_MAX, BatchHeader, make_records
 from kfmt.partition.reader import PartitionReader
 from kfmt.storage.staging import StagedOutput
 from kfmt.storage.store import open_storage
-from kfmt.write.writer import (FIRST, INDEX_FULL, OFFSET_OVERFLOW, REQUESTED, SEGMENT_BYTES, SEGMENT_MS,
-                         PartitionWriter, RollPolicy, SegmentPlanner, plan_segments, source_entries,
-                         write_companions, write_segment)
+from kfmt.write.writer import PartitionWriter
+from kfmt.write.segment_writer import source_entries, write_companions, write_segment
+from kfmt.write.planner import FIRST, INDEX_FULL, OFFSET_OVERFLOW, REQUESTED, SEGMENT_BYTES, SEGMENT_MS, RollPolicy, SegmentPlanner, plan_segments
 
 NOW_MS = 1_795_000_000_000
 T0 = 1_700_000_000_000

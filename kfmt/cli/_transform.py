@@ -86,7 +86,7 @@ def print_outcome(plan, report: dict | None, as_json: bool, summary: Callable[[d
 def run_transform_command(args, transform, **options) -> int:
     """Run a Spark transform (kfmt.transforms.rewrite) for the arguments add_transform_arguments and
     add_companion_arguments defined; print the plan (--dry-run) or what was written."""
-    from kfmt.transforms.rewrite import summary_line
+    from kfmt.transforms.run import summary_line
 
     plan, report = transform(args.src, args.dst, companions=companion_options(args), **run_arguments(args),
                              **options)

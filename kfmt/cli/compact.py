@@ -9,7 +9,7 @@ from kfmt.cli._transform import add_companion_arguments, add_transform_arguments
 from kfmt.transforms.cleanup.compaction import CompactOptions
 from kfmt.transforms.cleanup.compaction.cleaner import DEFAULT_DELETE_RETENTION_MS
 from kfmt.transforms.cleanup.compaction.offset_map import DEFAULT_LOAD_FACTOR, DEFAULT_MEMORY
-from kfmt.write.writer import DEFAULT_MAX_INDEX_BYTES, DEFAULT_SEGMENT_BYTES
+from kfmt.write.planner import DEFAULT_MAX_INDEX_BYTES, DEFAULT_SEGMENT_BYTES
 
 NAME = "compact"
 HELP = ("keep the latest record of each key as Kafka's log cleaner does (tombstones and transaction "

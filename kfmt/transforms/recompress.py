@@ -26,7 +26,8 @@ from kfmt.partition.companions import CompanionOptions
 from kfmt.format.convert import convert_batch
 from kfmt.errors import UsageError
 from kfmt.format.model import Batch, BatchHeader
-from kfmt.transforms.rewrite import Census, Output, Rewriter, RewriteTransform, RunPlan, run_transform
+from kfmt.transforms.rewrite import Census, Output, Rewriter, RewriteTransform
+from kfmt.transforms.run import RunPlan, run_transform
 from kfmt.transforms.upgrade import encode_v2
 
 # The levels Kafka accepts per codec (KIP-390, compression.<codec>.level; CompressionType): gzip is

@@ -24,7 +24,8 @@ from kfmt.format.convert import convert_batch
 from kfmt.errors import UsageError
 from kfmt.format.legacy_runs import DEFAULT_MAX_BATCH_BYTES, V2_BATCH_OVERHEAD, RunUpgrader
 from kfmt.format.model import Batch, BatchHeader
-from kfmt.transforms.rewrite import Census, Output, Rewriter, RewriteTransform, RunPlan, run_transform
+from kfmt.transforms.rewrite import Census, Output, Rewriter, RewriteTransform
+from kfmt.transforms.run import RunPlan, run_transform
 
 
 def encode_v2(header: BatchHeader, records, level: int | None = None) -> bytes:

@@ -17,7 +17,8 @@ from kfmt.partition.layout import (LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA, 
 from kfmt.format.model import INT32_MAX, Batch
 from kfmt.partition.summary import PartitionSummary, PartitionTally
 from kfmt.storage.staging import StagedOutput
-from kfmt.write.writer import PartitionWriter, RollPolicy
+from kfmt.write.writer import PartitionWriter
+from kfmt.write.planner import RollPolicy
 
 from .facts import EPOCH, TXN_STATE, UNREADABLE, Dropped, Offsets, SegmentRange, merge_ranges
 from .scan import scan_segment

@@ -37,8 +37,8 @@ from kfmt.format.model import Batch, BatchHeader
 from kfmt.partition.reader import PartitionReader
 from kfmt.partition.producer_state import DEFAULT_PRODUCER_EXPIRATION_MS
 from kfmt.partition.summary import PartitionSummary, PartitionTally
-from kfmt.write.writer import (DEFAULT_MAX_INDEX_BYTES, DEFAULT_SEGMENT_BYTES, REQUESTED, PartitionWriter,
-                         RollPolicy, SegmentSummary, WriteSummary)
+from kfmt.write.writer import PartitionWriter, SegmentSummary, WriteSummary
+from kfmt.write.planner import DEFAULT_MAX_INDEX_BYTES, DEFAULT_SEGMENT_BYTES, REQUESTED, RollPolicy
 
 DEFAULT_DELETE_RETENTION_MS = 86_400_000  # delete.retention.ms
 NEVER = 2**63 - 1  # a cleaned group is one segment: no time-based roll inside it

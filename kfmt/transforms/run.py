@@ -1,0 +1,292 @@
+"""A transform run, as upgrade, resegment and recompress share it: plan, dry run, staged output,
+parallel tasks, content digests, report, publication.
+
+A run (`run_transform`):
+1. finds SRC's partitions and DST's layout as `kfmt reindex` does (kfmt.transforms.reindex.plan_reindex: a
+   partition directory or a log directory, its log-directory files and their treatment);
+2. lets the transform plan its work, running preparation tasks if it needs them (resegment plans its
+   cut points in one task per partition); `--dry-run` stops here and prints the plan;
+3. runs the write tasks in parallel (kfmt.pipelines.runner): each writes segments through the staged
+   output's picklable target and returns small things only -- file records, facts about each written
+   segment (kfmt.partition.companions), record tallies with content digests of what it read
+   ("before") and of what it wrote ("after");
+4. on the driver, per partition in offset order: the partition-level companion files
+   (kfmt.write.segment_writer.write_companions: `.txnindex`, producer snapshots, leader-epoch-checkpoint,
+   partition.metadata), then the check that the content digest after equals the digest before (the
+   digest adds up across tasks however a partition was split); a mismatch fails the run and nothing
+   is published;
+5. the log directory's own files (as reindex: offsets are unchanged, so its checkpoints stay valid),
+   `kfmt-report.json`, and publication of DST at once (kfmt.storage.staging).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from kfmt.partition.companions import CompanionOptions, existing_leader_epochs
+from kfmt.errors import KfmtError, UsageError
+from kfmt.partition.layout import Segment
+from kfmt.storage.manifest import FileRecord
+from kfmt.pipelines.runner import run_tasks
+from kfmt.transforms.reindex import PartitionPlan, Plan, write_log_dir_files, plan_reindex
+from kfmt.transforms.report import REPORT_NAME, make_report, report_bytes
+from kfmt.partition.summary import PartitionSummary, PartitionTally, merge_tallies
+from kfmt.storage.staging import StagedOutput, StagingTarget
+from kfmt.storage.store import Storage, StorageSpec, open_storage
+from kfmt.write.writer import RollPolicy, WrittenSegment, write_companions
+
+
+@dataclass(frozen=True)
+class SourceSegment:
+    """One source `.log`, as a task opens it (picklable)."""
+
+    spec: StorageSpec
+    path: str
+    file: str  # how errors name it
+    base_offset: int
+    size: int
+    mtime_ms: int | None
+
+    @classmethod
+    def of(cls, plan: PartitionPlan, seg: Segment) -> "SourceSegment":
+        part = plan.part
+        return cls(part.storage.spec, seg.log.path, part.display(seg.log), seg.base_offset, seg.size,
+                   seg.log.mtime_ms)
+
+    def read(self, start: int = 0, end: int | None = None):
+        """The segment's bytes from `start` (the whole file is mapped where the store allows)."""
+        storage, _ = self.spec.open()
+        if start == 0 and end is None:
+            return storage.map(self.path)
+        return storage.read(self.path, start, self.size if end is None else end)
+
+    def read_range(self, start: int, end: int) -> tuple[object, int]:
+        """(bytes holding [start, end), the file position of their first byte): the whole file
+        where the store maps files (a view costs nothing), else just the range."""
+        storage, _ = self.spec.open()
+        if type(storage)._map is not Storage._map or (start == 0 and end >= self.size):
+            return storage.map(self.path), 0
+        return storage.read(self.path, start, end), start
+
+
+@dataclass
+class TaskResult:
+    """What one task returns: all small, whatever the size of its segments."""
+
+    partition: int  # index of the partition in the plan
+    segments: list[WrittenSegment] = field(default_factory=list)  # written, in offset order
+    files: list[FileRecord] = field(default_factory=list)
+    before: PartitionTally | None = None  # what it read
+    after: PartitionTally | None = None  # what it wrote
+    detail: object = None  # anything else a transform's tasks hand back (resegment: a plan)
+
+
+# A task takes consecutive segments of one partition up to this many bytes: a segment of its own when
+# segments are large (the usual 1 GiB), a few together when they are small, so that the fixed cost
+# of a Spark task does not dominate small logs.
+TASK_BYTES = 64 << 20
+
+
+def task_groups(items: Sequence, size=lambda item: item.size, budget: int = TASK_BYTES) -> list[tuple]:
+    """`items` (in order) cut into consecutive groups of at most `budget` bytes (an item larger than
+    that alone)."""
+    groups, current, total = [], [], 0
+    for item in items:
+        if current and total + size(item) > budget:
+            groups.append(tuple(current))
+            current, total = [], 0
+        current.append(item)
+        total += size(item)
+    if current:
+        groups.append(tuple(current))
+    return groups
+
+
+def new_tally() -> PartitionTally:
+    """Counts and content digest of a part of a partition (merged on the driver)."""
+    return PartitionTally(PartitionSummary("", None, None))
+
+
+@dataclass
+class PartitionWork:
+    """One partition of a run: where it comes from and goes, and what the transform planned for it."""
+
+    index: int
+    plan: PartitionPlan  # from kfmt.transforms.reindex: the source partition, its directory in DST, its log start
+    sources: list[SourceSegment]
+    detail: object = None  # the transform's own plan of the partition
+    befores: list[PartitionTally] = field(default_factory=list)  # tallies of the source read in preparation
+
+    @property
+    def label(self) -> str:
+        return self.plan.part.name
+
+
+class Transform:
+    """A command's part of a run. Subclasses say how a partition is planned and written."""
+
+    command = ""
+    description = ""  # the progress bar's label
+
+    def __init__(self, companions: CompanionOptions = CompanionOptions()):
+        self.companions = companions
+
+    def options(self) -> dict:
+        """The options recorded in the report."""
+        return self.companions.to_json()
+
+    def policy(self) -> RollPolicy:
+        return RollPolicy(index_interval_bytes=self.companions.index_interval_bytes)
+
+    def preparation_tasks(self, work: list[PartitionWork], dry_run: bool) -> list:
+        """Tasks to run before planning (their TaskResults go to `prepared`)."""
+        return []
+
+    def prepared(self, work: list[PartitionWork], results: list[TaskResult]) -> None:
+        """Take the preparation results (set each PartitionWork.detail)."""
+
+    def write_tasks(self, work: list[PartitionWork], target: StagingTarget) -> list:
+        raise NotImplementedError
+
+    def describe(self, work: PartitionWork) -> list[str]:
+        """Dry-run lines about one partition (indented)."""
+        return []
+
+    def notes(self) -> list[str]:
+        return []
+
+
+@dataclass
+class RunPlan:
+    """What a run will do (the dry run prints it)."""
+
+    command: str
+    layout: Plan
+    work: list[PartitionWork]
+    transform: Transform
+
+    def lines(self) -> list[str]:
+        layout = self.layout
+        out = [f"{self.command} {layout.source} -> {layout.destination} "
+               f"({'log directory' if layout.log_dir else 'partition directory'}, "
+               f"{len(self.work)} partition(s))"]
+        for w in self.work:
+            log_bytes = sum(s.size for s in w.sources)
+            out.append(f"  {w.label} -> {w.plan.rel or '.'}/: {len(w.sources)} segment(s), "
+                       f"{log_bytes} bytes of .log")
+            out += [f"    {line}" for line in self.transform.describe(w)]
+            if w.plan.log_start_offset:
+                out.append(f"    log start offset {w.plan.log_start_offset} (log-start-offset-checkpoint)")
+            out += [f"    skip {name}" for name in w.plan.skipped]
+        out += [f"  {f.action} {f.name}: {f.reason}" for f in layout.log_dir_files]
+        return out
+
+    def to_json(self) -> dict:
+        doc = self.layout.to_json()
+        doc["command"] = self.command
+        doc["options"] = self.transform.options()
+        for w, p in zip(self.work, doc["partitions"]):
+            p["plan"] = self.transform.describe(w)
+        return doc
+
+
+def _run_task(task):
+    return task.run()
+
+
+def run_transform(transform: Transform, src: str, dst: str, *, src_options: dict | None = None,
+                  dst_options: dict | None = None, topic: str | None = None,
+                  partition: int | None = None, master: str | None = None, dry_run: bool = False,
+                  progress: bool = True) -> tuple[RunPlan, dict | None]:
+    """Run `transform` from SRC into DST. Returns the plan and the report (None for a dry run, which
+    writes nothing)."""
+    started = time.time()
+    transform.companions = transform.companions.with_clock()
+    src_storage, src_path = open_storage(src, src_options)
+    dst_storage, dst_path = open_storage(dst, dst_options if dst_options is not None else src_options)
+    layout = plan_reindex(src_storage, src_path, dst_storage, dst_path, topic, partition)
+    work = [PartitionWork(i, p, [SourceSegment.of(p, s) for s in p.part.segments])
+            for i, p in enumerate(layout.partitions)]
+    run = dict(master=master, progress=progress)
+    plan = RunPlan(transform.command, layout, work, transform)
+
+    def prepare():
+        tasks = transform.preparation_tasks(work, dry_run)
+        transform.prepared(work, run_tasks(_run_task, tasks, description=f"{transform.command}: plan",
+                                           **run) if tasks else [])
+
+    if dry_run:
+        if dst_storage.exists(dst_path) and (not dst_storage.isdir(dst_path)
+                                             or dst_storage.listdir(dst_path)):
+            raise UsageError(f"{layout.destination}: the destination exists and is not empty")
+        prepare()
+        return plan, None
+    with StagedOutput(dst_storage, dst_path) as out:  # refuses a DST in use before any work is done
+        prepare()
+        for w in work:
+            if w.plan.rel:
+                out.makedirs(w.plan.rel)  # an empty partition directory stays one
+        results = run_tasks(_run_task, transform.write_tasks(work, out.target()),
+                            description=transform.description or transform.command, **run)
+        inputs, outputs = _finish_partitions(transform, work, results, out, dst_storage, dst_path)
+        if layout.log_dir:
+            write_log_dir_files(layout, src_storage, src_path, out)
+        report = make_report(transform.command, layout.source, layout.destination,
+                             {**transform.options(), "topic": topic, "partition": partition},
+                             inputs, outputs, out.files, _notes(transform, layout))
+        report["duration_ms"] = int((time.time() - started) * 1000)
+        out.write(REPORT_NAME, report_bytes(report))
+    return plan, report
+
+
+def _finish_partitions(transform: Transform, work: list[PartitionWork], results: list[TaskResult],
+                       out: StagedOutput, dst_storage, dst_path: str):
+    by_partition: dict[int, list[TaskResult]] = {w.index: [] for w in work}
+    for r in results:
+        by_partition[r.partition].append(r)
+        out.adopt(r.files)
+    inputs, outputs = [], []
+    for w in work:
+        part, mine = w.plan.part, by_partition[w.index]
+        segments = [s for r in mine for s in r.segments]
+        # "before" may come from other tasks than the writing ones (resegment's preparation)
+        befores = w.befores + [r.before for r in mine if r.before is not None]
+        c = transform.companions
+        options = {"now_ms": c.now_ms, "producer_expiration_ms": c.producer_expiration_ms,
+                   "log_start_offset": w.plan.log_start_offset,
+                   "leader_epochs": existing_leader_epochs(part)}  # recovery starts from them (as reindex)
+        write_companions(out.staged, w.plan.rel, segments, transform.policy(), source=part, **options)
+        source_url = part.storage.url_of(part.path)
+        dst_url = dst_storage.url_of(dst_storage.join(dst_path, w.plan.rel) if w.plan.rel else dst_path)
+        before = merge_tallies(befores, source_url, part.topic, part.partition)
+        after = merge_tallies([r.after for r in mine if r.after is not None], dst_url, part.topic,
+                              part.partition)
+        after.segments = len(segments)
+        after.log_bytes = sum(s.log.size for s in segments)
+        if (before.content_digest, before.records) != (after.content_digest, after.records):
+            raise KfmtError(f"{w.label}: the records written differ from the records read (content "
+                            f"digest {before.content_digest} before, {after.content_digest} after); "
+                            f"nothing was published")
+        inputs.append(before)
+        outputs.append(after)
+    return inputs, outputs
+
+
+def _notes(transform: Transform, layout: Plan) -> list[str]:
+    notes = list(transform.notes())
+    notes.append(".index, .timeindex, .txnindex, producer .snapshot files and leader-epoch-checkpoint "
+                 "built as Kafka 3.6's log recovery builds them; partition.metadata copied; the "
+                 "content digest of the records written was checked against the records read")
+    for p in layout.partitions:
+        notes += [f"{p.part.name}: skipped {name}" for name in p.skipped]
+    notes += [f"log directory: {f.action} {f.name} ({f.reason})" for f in layout.log_dir_files]
+    return notes
+
+
+def summary_line(report: dict, destination: str) -> str:
+    t = report["totals"]
+    return (f"{report['command']}: {t['partitions']} partition(s), {t['input_batches']} batches "
+            f"and {t['input_records']} records in, {t['output_batches']} batches and "
+            f"{t['output_records']} records out, into {destination} "
+            f"({report['duration_ms'] / 1000:.1f} s)")
