@@ -54,10 +54,10 @@ class KafkaLogDataSource(DataSource):
         return EXPORT_DDL
 
     def reader(self, schema) -> "KafkaLogReader":
-        return KafkaLogReader(ReadOptions.parse(self.options))
+        return KafkaLogReader(SourceOptions.parse(self.options))
 
 
-class ReadOptions:
+class SourceOptions:
     """The data source's options, checked (a ValueError names the option at fault)."""
 
     def __init__(self, path: str, storage: dict, topics: "TopicFilter", read_committed: bool,
@@ -67,7 +67,7 @@ class ReadOptions:
                                                                        include_control, split_bytes)
 
     @classmethod
-    def parse(cls, options) -> "ReadOptions":
+    def parse(cls, options) -> "SourceOptions":
         from kfmt.rows.ranges import DEFAULT_SPLIT_BYTES
         from kfmt.storage.store import parse_storage_options
 
@@ -158,7 +158,7 @@ def _assignment(text: str) -> dict:
 
 
 class KafkaLogReader(DataSourceReader):
-    def __init__(self, options: ReadOptions):
+    def __init__(self, options: SourceOptions):
         self.options = options
 
     def partitions(self):

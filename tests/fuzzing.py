@@ -27,7 +27,6 @@ KFMT_PURE_PYTHON=1 the pure-Python references.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import io
 import json
 import os

@@ -22,7 +22,7 @@ from test_export import (TXN, as_consumer_records, corrupted_copy, export, listi
 from kfmt.errors import DataError, UsageError
 from kfmt.rows.columns import EXPORT_SCHEMA
 from kfmt.partition.layout import find_partitions
-from kfmt.pipelines.datasource import KafkaLogDataSource, KafkaLogReader, ReadOptions
+from kfmt.pipelines.datasource import KafkaLogDataSource, KafkaLogReader, SourceOptions
 from kfmt.rows.ranges import Selection, plan_ranges, read_range
 from kfmt.storage.store import open_storage
 
@@ -169,13 +169,13 @@ def test_topic_selection_as_in_sparks_kafka_source(logdir):
 ])
 def test_bad_options_are_refused_by_name(options, words):
     with pytest.raises(ValueError, match=None) as err:
-        ReadOptions.parse({"path": str(REALKAFKA / "v2-none-0"), **options})
+        SourceOptions.parse({"path": str(REALKAFKA / "v2-none-0"), **options})
     assert words in str(err.value)
 
 
 def test_no_path():
     with pytest.raises(ValueError, match=r'load\(PATH\)'):
-        ReadOptions.parse({})
+        SourceOptions.parse({})
 
 
 def test_a_missing_path_is_named(tmp_path):

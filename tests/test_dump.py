@@ -22,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import REAL_DIRS, REALKAFKA, real_dir_params, run_kfmt
-from kfmt.inspect.dump.javatext import java_absolute_path, java_file_string, java_string
+from kfmt.inspect.dump.java_output import java_absolute_path, java_file_string, java_string
 from kfmt.inspect.dump.scalamap import ScalaHashMap
 from kfmt.partition.layout import find_partitions
 from kfmt.partition.reader import PartitionReader

@@ -1,5 +1,5 @@
 """kfmt resegment: the same batches in segments cut by other configs, and the parallel writer's split
-of companion-file work between tasks and driver (kfmt.partition.companions.SegmentFactsBuilder).
+of companion-file work between tasks and driver (kfmt.partition.companions.RecoveredSegmentBuilder).
 
 Truth: the corpus (records as the Java consumer read them; the broker's segment bytes for the limit
 restated from the output files themselves), `kfmt reindex` for the companion files, and for the
@@ -21,7 +21,7 @@ from test_upgrade import (SPARK, assert_companions_are_reindexs, cat_json, kfmt_
                           write_mixed)
 
 from kfmt.format import segment
-from kfmt.partition.companions import CompanionBuilder, SegmentFactsBuilder
+from kfmt.partition.companions import CompanionBuilder, RecoveredSegmentBuilder
 from kfmt.format.control import ControlType
 from kfmt.errors import DataError
 from kfmt.format.model import BatchHeader
@@ -108,7 +108,7 @@ def _facts_path(segments, **options):
     files = {}
     for seg in segments:  # the task side, one segment at a time
         base = seg[0][0].base_offset
-        task = SegmentFactsBuilder(base, options["index_interval_bytes"])
+        task = RecoveredSegmentBuilder(base, options["index_interval_bytes"])
         for header, control, epoch in _positioned(seg):
             task.add(header, control, epoch)
         indexes, facts = task.finish()
@@ -137,7 +137,7 @@ def test_segment_facts_replayed_on_the_driver_equal_sequential_recovery(segments
 
 
 def test_a_long_run_of_one_producers_batches_reaches_the_driver_as_two():
-    task = SegmentFactsBuilder(0, 4096)
+    task = RecoveredSegmentBuilder(0, 4096)
     for i in range(10_000):
         task.add(BatchHeader(magic=2, base_offset=i, last_offset=i, producer_id=5, producer_epoch=0,
                              base_sequence=i, max_timestamp=i, position=i * 70, size=70))

@@ -27,7 +27,7 @@ from corpus_truth import consumer_records
 from kfmt.partition.checkpoints import read_offset_checkpoint
 from kfmt.errors import UsageError
 from kfmt.format.model import Batch, BatchHeader, TimestampType, make_records
-from kfmt.transforms.cleanup.retention import RetentionOptions, SegmentFacts, decide_retention
+from kfmt.transforms.cleanup.retention import RetentionOptions, SegmentAge, decide_retention
 from kfmt.storage.staging import StagedOutput
 from kfmt.storage.store import open_storage
 from kfmt.write.writer import PartitionWriter
@@ -336,7 +336,7 @@ segment_lists = st.lists(st.tuples(st.integers(1, 50), st.integers(0, 1000), st.
 def test_decision_properties(raw, retention_bytes, retention_ms, requested_start, include_active, now):
     segments, base = [], 0
     for gap, size, largest in raw:
-        segments.append(SegmentFacts(base, size, largest, False))
+        segments.append(SegmentAge(base, size, largest, False))
         base += gap
     leo = base
     options = RetentionOptions(retention_ms=retention_ms, retention_bytes=retention_bytes,

@@ -163,14 +163,14 @@ def test_corpus_legacy_runs(name):
 def companions_by_rows(part_dir, by_rows: bool) -> dict:
     """A partition's companion files from CompanionBuilder: fed header by header (add_batch), or
     with runs of data batches as frame rows (add_frames) and control batches decoded."""
-    from kfmt.partition.companions import CompanionBuilder, SegmentFactsBuilder
+    from kfmt.partition.companions import CompanionBuilder, RecoveredSegmentBuilder
     builder = CompanionBuilder(now_ms=1_800_000_000_000)
     out, facts = {}, []
     for log in sorted(part_dir.glob("*.log")):
         data = log.read_bytes()
         base = int(log.stem)
         builder.begin_segment(base)
-        writer_side = SegmentFactsBuilder(base)
+        writer_side = RecoveredSegmentBuilder(base)
         for rows in segment.FrameScanner(data, log.name).chunks():
             control = (rows["magic"] == 2) & (rows["attributes"] & 0x20 != 0)
             edges = [0] + [i for i in np.flatnonzero(control).tolist() for i in (i, i + 1)] + [len(rows)]
@@ -198,7 +198,7 @@ def companions_by_rows(part_dir, by_rows: bool) -> dict:
 @pytest.mark.parametrize("name", real_dir_params())
 @needs_native
 def test_companions_from_rows(name):
-    """CompanionBuilder.add_frames / SegmentFactsBuilder.add_frames give what add per header gives."""
+    """CompanionBuilder.add_frames / RecoveredSegmentBuilder.add_frames give what add per header gives."""
     expected = companions_by_rows(REALKAFKA / name, by_rows=False)
     assert_same(lambda: companions_by_rows(REALKAFKA / name, by_rows=True))
     assert comparable(companions_by_rows(REALKAFKA / name, by_rows=True)) == comparable(expected)

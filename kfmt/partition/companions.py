@@ -27,7 +27,7 @@ marker: the whole log is recovered (recovery point 0), the topic's message forma
 the same either way: empty snapshots), and the log start offset is `log_start_offset` (0, as for a
 partition missing from `log-start-offset-checkpoint`).
 
-Array-at-a-time: `add_frames` (SegmentIndexer, SegmentFactsBuilder, CompanionBuilder) takes rows of
+Array-at-a-time: `add_frames` (SegmentIndexer, RecoveredSegmentBuilder, CompanionBuilder) takes rows of
 frames (kfmt.format.frames) of data batches; the index walk runs in one compiled call (kfmt.format.kernels) and
 only v2 rows with a producer id or a new leader epoch are looked at one by one. Same results as
 `add` per row, which remains the definition (and handles every row the kernel refuses).
@@ -202,7 +202,7 @@ class _LeaderEpochCache:
 class SegmentIndexer:
     """The segment-local half of LogSegment.recover (docs/format.md §6.3): the `.index` and `.timeindex` entries of
     one segment from its batches' headers, in file order. It needs nothing from other segments, so a
-    parallel writer runs it in the task that writes the segment (SegmentFactsBuilder)."""
+    parallel writer runs it in the task that writes the segment (RecoveredSegmentBuilder)."""
 
     def __init__(self, base_offset: int, index_interval_bytes: int):
         self.base_offset = base_offset
@@ -340,9 +340,9 @@ class _SegmentRecovery:
                                                    self.producers.last_stable_offset(completed)))
                 self.producers.complete_txn(completed)
 
-    def replay(self, facts: "SegmentFacts") -> None:
+    def replay(self, facts: "RecoveredSegment") -> None:
         """What `add` does to the partition-level state, from the facts of a segment whose indexes
-        were built elsewhere (SegmentFactsBuilder says why the reduced batches give the same state)."""
+        were built elsewhere (RecoveredSegmentBuilder says why the reduced batches give the same state)."""
         for epoch, base_offset in facts.leader_epochs:
             self.epochs.observe_epoch(epoch, base_offset)
         for b in facts.producer_batches:
@@ -365,10 +365,10 @@ class ProducerBatch:
 
 
 @dataclass
-class SegmentFacts:
+class RecoveredSegment:
     """What one segment hands on to the partition-level files (docs/format.md §7, §8, §9) and to the segments after
     it -- the part of recovery a parallel writer cannot do in the segment's own task. Small: a few
-    numbers, the leader-epoch changes, and the producer batches reduced as SegmentFactsBuilder
+    numbers, the leader-epoch changes, and the producer batches reduced as RecoveredSegmentBuilder
     explains (never one entry per batch of the segment)."""
 
     base_offset: int
@@ -383,9 +383,9 @@ class SegmentFacts:
         return self.base_offset if self.last_offset is None else self.last_offset + 1
 
 
-class SegmentFactsBuilder:
+class RecoveredSegmentBuilder:
     """Built where a segment is written (a Spark task): its `.index` and `.timeindex` (SegmentIndexer)
-    and its SegmentFacts for CompanionBuilder.add_segment on the driver.
+    and its RecoveredSegment for CompanionBuilder.add_segment on the driver.
 
     The producer batches are reduced without changing what recovery makes of them. Per producer,
     between its control batches, consecutive data batches with the same transactional flag form a run;
@@ -453,11 +453,11 @@ class SegmentFactsBuilder:
         for row in v2[v2["producer_id"] > NO_PRODUCER_ID].tolist():
             self._add_producer_batch(header_of(row), None, -1, None)
 
-    def finish(self) -> tuple[SegmentCompanions, SegmentFacts]:
+    def finish(self) -> tuple[SegmentCompanions, RecoveredSegment]:
         """The segment's index files (no `.txnindex`: which transactions abort is known only on the
         driver) and its facts."""
         indexer = self.indexer
-        facts = SegmentFacts(indexer.base_offset, indexer.batches, indexer.last_offset,
+        facts = RecoveredSegment(indexer.base_offset, indexer.batches, indexer.last_offset,
                              self._v2_next_offset, self._epochs, self._producer_batches)
         return indexer.finish(), facts
 
@@ -540,9 +540,9 @@ class CompanionBuilder:
         self._segment_done(segment, result.base_offset, segment.last_offset)
         return result
 
-    def add_segment(self, facts: SegmentFacts) -> list[AbortedTxn]:
+    def add_segment(self, facts: RecoveredSegment) -> list[AbortedTxn]:
         """A whole segment whose `.index` and `.timeindex` were built where it was written
-        (SegmentFactsBuilder): replays its facts like begin_segment/add_batch/end_segment and
+        (RecoveredSegmentBuilder): replays its facts like begin_segment/add_batch/end_segment and
         returns the aborted transactions of its `.txnindex` (none: Kafka writes no file)."""
         self.begin_segment(facts.base_offset)
         segment, self._segment = self._segment, None

@@ -8,7 +8,6 @@ key over with `register(thing, replace=True)` -- fsspec's `register_implementati
 Silently replacing a codec would turn readable data into wrong data."""
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 from typing import Callable
 

@@ -91,7 +91,7 @@ class ExportOptions:
 # --- the plan -------------------------------------------------------------------------------------
 
 @dataclass
-class PartitionPlan:
+class ExportPartitionPlan:
     part: PartitionDir
     rel: str  # its directory in DST: topic=<t>/partition=<p>
     ranges: list[SegmentRange]
@@ -103,7 +103,7 @@ class ExportPlan:
     source: str
     destination: str
     options: ExportOptions
-    partitions: list[PartitionPlan]
+    partitions: list[ExportPartitionPlan]
 
     @property
     def tasks(self) -> int:
@@ -158,7 +158,7 @@ def plan_export(src_storage: Storage, src_path: str, dst_storage: Storage, dst_p
     for part in parts:
         t, p = partition_identity(part)
         ranges = plan_ranges(part, options.split_bytes)
-        plans.append(PartitionPlan(part, f"topic={hive_value(t)}/partition={p}", ranges,
+        plans.append(ExportPartitionPlan(part, f"topic={hive_value(t)}/partition={p}", ranges,
                                    pack_ranges(ranges, options.split_bytes)))
     return ExportPlan(source, destination, options, plans)
 
@@ -367,7 +367,7 @@ def _transaction_outcomes(plan: ExportPlan, master, progress) -> list[Transactio
     return run_tasks(transactions_of, refs, master=master, description="transactions", progress=progress)
 
 
-def _input_summary(p: PartitionPlan, read: RangeTally) -> ExportInput:
+def _input_summary(p: ExportPartitionPlan, read: RangeTally) -> ExportInput:
     part = p.part
     return ExportInput(part.storage.url_of(part.path), part.topic, part.partition,
                        segments=len(part.segments), batches=read.batches, records=read.records,
@@ -377,7 +377,7 @@ def _input_summary(p: PartitionPlan, read: RangeTally) -> ExportInput:
                        left_out_records=dict(sorted(read.left_out.items())))
 
 
-def _output_summary(p: PartitionPlan, written: RangeTally, files: list[FileRecord], storage: Storage,
+def _output_summary(p: ExportPartitionPlan, written: RangeTally, files: list[FileRecord], storage: Storage,
                     root: str) -> ExportOutput:
     return ExportOutput(storage.url_of(storage.join(root, *p.rel.split("/"))), p.part.topic,
                         p.part.partition, batches=written.batches, records=written.records,

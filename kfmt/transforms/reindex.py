@@ -64,7 +64,7 @@ class LogDirFile:
 
 
 @dataclass
-class Plan:
+class DirectoryPlan:
     source: str
     destination: str
     log_dir: bool
@@ -154,7 +154,7 @@ def source_partitions(src_storage: Storage, src_path: str, dst_storage: Storage,
 
 
 def plan_reindex(src_storage: Storage, src_path: str, dst_storage: Storage, dst_path: str,
-                 topic: str | None = None, partition: int | None = None) -> Plan:
+                 topic: str | None = None, partition: int | None = None) -> DirectoryPlan:
     parts, source, destination, log_dir = source_partitions(src_storage, src_path, dst_storage, dst_path,
                                                             topic, partition)
     log_starts: dict = {}
@@ -167,7 +167,7 @@ def plan_reindex(src_storage: Storage, src_path: str, dst_storage: Storage, dst_
                                                 src_storage.url_of(checkpoint))
     plans = [PartitionPlan(p, p.name if log_dir else "", log_starts.get((p.topic, p.partition), 0),
                            _skipped_files(p)) for p in parts]
-    return Plan(source, destination, log_dir, plans, log_dir_files)
+    return DirectoryPlan(source, destination, log_dir, plans, log_dir_files)
 
 
 def _text(storage: Storage, path: str) -> str:
@@ -237,7 +237,7 @@ def _located(err: DataError, file: str, item) -> DataError:
     return err.located(file=file, base_position=item.header.position, offset=item.header.last_offset)
 
 
-def write_log_dir_files(plan: Plan, storage: Storage, path: str, out,
+def write_log_dir_files(plan: DirectoryPlan, storage: Storage, path: str, out,
                         updates: dict[str, dict[tuple, int | None]] | None = None) -> None:
     """The log directory's own files in DST: meta.properties copied, the offset checkpoints filtered to
     the partitions written. `updates`: checkpoint name -> (topic, partition) -> new offset (None: no
@@ -278,7 +278,7 @@ def _updated(offsets: dict, changes: dict | None) -> dict:
 def reindex(src: str, dst: str, *, src_options: dict | None = None, dst_options: dict | None = None,
             topic: str | None = None, partition: int | None = None,
             options: CompanionOptions | None = None, dry_run: bool = False,
-            on_progress: Callable[[int], None] | None = None) -> tuple[Plan, dict | None]:
+            on_progress: Callable[[int], None] | None = None) -> tuple[DirectoryPlan, dict | None]:
     """Reindex SRC into DST. Returns the plan and the report (None for a dry run, which writes
     nothing)."""
     options = (options or CompanionOptions()).with_clock()
@@ -309,7 +309,7 @@ def reindex(src: str, dst: str, *, src_options: dict | None = None, dst_options:
     return plan, report
 
 
-def _notes(plan: Plan) -> list[str]:
+def _notes(plan: DirectoryPlan) -> list[str]:
     notes = [".log segments copied byte for byte with their modification times; .index, .timeindex, "
              ".txnindex, producer .snapshot files and leader-epoch-checkpoint regenerated as Kafka "
              "3.6's log recovery builds them; partition.metadata copied"]

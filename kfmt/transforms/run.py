@@ -29,7 +29,7 @@ from kfmt.errors import KfmtError, UsageError
 from kfmt.partition.layout import Segment
 from kfmt.storage.manifest import FileRecord
 from kfmt.pipelines.runner import run_tasks
-from kfmt.transforms.reindex import PartitionPlan, Plan, write_log_dir_files, plan_reindex
+from kfmt.transforms.reindex import PartitionPlan, DirectoryPlan, write_log_dir_files, plan_reindex
 from kfmt.transforms.report import REPORT_NAME, make_report, report_bytes
 from kfmt.partition.summary import PartitionSummary, PartitionTally, merge_tallies
 from kfmt.storage.staging import StagedOutput, StagingTarget
@@ -162,7 +162,7 @@ class RunPlan:
     """What a run will do (the dry run prints it)."""
 
     command: str
-    layout: Plan
+    layout: DirectoryPlan
     work: list[PartitionWork]
     transform: Transform
 
@@ -273,7 +273,7 @@ def _finish_partitions(transform: Transform, work: list[PartitionWork], results:
     return inputs, outputs
 
 
-def _notes(transform: Transform, layout: Plan) -> list[str]:
+def _notes(transform: Transform, layout: DirectoryPlan) -> list[str]:
     notes = list(transform.notes())
     notes.append(".index, .timeindex, .txnindex, producer .snapshot files and leader-epoch-checkpoint "
                  "built as Kafka 3.6's log recovery builds them; partition.metadata copied; the "

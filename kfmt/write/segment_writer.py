@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Iterable, Iterator
 
 import numpy as np
-from kfmt.partition.companions import SegmentFactsBuilder
+from kfmt.partition.companions import RecoveredSegmentBuilder
 from kfmt.errors import UsageError
 from kfmt.partition.layout import PartitionDir, Segment, segment_file_name
 from kfmt.format.frames import header_of
@@ -45,13 +45,13 @@ def write_segment(files: StagedFiles, rel_dir: str, plan: SegmentPlan,
 
 class TaskSegment(SegmentLog):
     """A segment written in a parallel task: its `.log`, and its `.index`/`.timeindex` and
-    SegmentFacts from a SegmentFactsBuilder fed as the batches go by (nothing kept per batch)."""
+    RecoveredSegment from a RecoveredSegmentBuilder fed as the batches go by (nothing kept per batch)."""
 
     def __init__(self, files: StagedFiles, rel_dir: str, base_offset: int, index_interval_bytes: int,
                  reason: str):
         super().__init__(files, rel_dir, base_offset)
         self.files, self.rel_dir, self.reason = files, rel_dir, reason
-        self.facts = SegmentFactsBuilder(base_offset, index_interval_bytes)
+        self.facts = RecoveredSegmentBuilder(base_offset, index_interval_bytes)
 
     def append(self, header: BatchHeader, entry, facts=None, mtime_ms: int | None = None) -> WrittenBatch:
         written = super().append(header, entry, facts, mtime_ms)

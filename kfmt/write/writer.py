@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kfmt.plugin import registry
-from kfmt.partition.companions import CompanionBuilder, SegmentFacts, control_facts
+from kfmt.partition.companions import CompanionBuilder, RecoveredSegment, control_facts
 from kfmt.format.control import ControlType
 from kfmt.errors import UsageError
 from kfmt.partition.layout import PARTITION_METADATA, PartitionDir, segment_file_name
@@ -56,7 +56,7 @@ class WrittenSegment:
     needs of it for the partition-level files."""
 
     base_offset: int
-    facts: SegmentFacts
+    facts: RecoveredSegment
     log: FileRecord
     mtime_ms: int | None = None
     reason: str = ""

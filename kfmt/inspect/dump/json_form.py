@@ -11,7 +11,7 @@ import base64
 import json
 
 from kfmt.inspect.dump.common import BatchView, DumpOptions, DumpRecord, DumpTarget, Sink
-from kfmt.inspect.dump.javatext import java_string
+from kfmt.inspect.dump.java_output import java_string
 from kfmt.inspect.dump.producer_state import first_sequence
 from kfmt.format.model import BatchHeader
 

@@ -10,7 +10,7 @@ replays one by one.
 """
 from __future__ import annotations
 
-from kfmt.inspect.dump.javatext import java_string_hash
+from kfmt.inspect.dump.java_output import java_string_hash
 
 _INITIAL_SLOTS = 16
 _LOAD_FACTOR = 0.75

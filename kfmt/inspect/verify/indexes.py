@@ -39,7 +39,7 @@ import numpy as np
 from kfmt.partition import indexes
 from kfmt.partition.layout import PartitionDir
 
-from .log import SegmentFacts
+from .log import SegmentColumns
 from .problems import Report
 
 OFFSET_ENTRY_SIZE = indexes.OFFSET_ENTRY.size
@@ -94,7 +94,7 @@ class IndexChecker:
         return False
 
     # --- .index ---
-    def check_offset_index(self, facts: SegmentFacts, active: bool) -> bool:
+    def check_offset_index(self, facts: SegmentColumns, active: bool) -> bool:
         """Returns True if the file is a preallocated (running broker) one."""
         seg, report = facts.segment, self.report
         if seg.index is None:
@@ -151,7 +151,7 @@ class IndexChecker:
         return preallocated
 
     # --- .timeindex ---
-    def check_time_index(self, facts: SegmentFacts, active: bool, running_copy: bool) -> None:
+    def check_time_index(self, facts: SegmentColumns, active: bool, running_copy: bool) -> None:
         seg, report = facts.segment, self.report
         largest = facts.max_timestamp
         if seg.timeindex is None:

@@ -5,7 +5,7 @@ so that one corrupt batch whose framing is intact is reported and the rest of th
 checked; where the framing itself is broken (an impossible size, a truncated entry, garbage) the
 scanner's `tail` says so and the rest of that file cannot be read.
 
-What a segment's batches are (positions, offsets, timestamps, producers) is kept as `SegmentFacts`
+What a segment's batches are (positions, offsets, timestamps, producers) is kept as `SegmentColumns`
 for the index, transaction and checkpoint checks that compare other files against the log.
 
 Checks Kafka's broker recovery does not make (it validates only framing and CRCs, §12.5) but that its
@@ -73,7 +73,7 @@ class BatchSpan:
     max_timestamp: int
 
 
-class SegmentFacts:
+class SegmentColumns:
     """The batches of one segment as columns (a segment of small legacy messages holds millions)."""
 
     def __init__(self, segment: Segment, file: str):
@@ -136,11 +136,11 @@ class LogChecker:
         self.prev_last: int | None = None  # last offset of the previous batch of the partition
         self.prev_file: str | None = None
 
-    def check_segment(self, seg: Segment, is_last: bool) -> SegmentFacts:
+    def check_segment(self, seg: Segment, is_last: bool) -> SegmentColumns:
         report = self.report
         file = self.part.display(seg.log)
         buf = self.part.storage.map(seg.log.path)
-        facts = SegmentFacts(seg, file)
+        facts = SegmentColumns(seg, file)
         report.counts.segments += 1
         report.counts.files += 1
         if seg.log.size > MAX_SEGMENT_BYTES:

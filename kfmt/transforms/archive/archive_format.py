@@ -51,7 +51,7 @@ CHUNK = 8 * 1024 * 1024  # bytes per upload write and per verification read
 # --- what an archive says about a segment and a partition ---
 
 @dataclass(frozen=True)
-class SegmentFacts:
+class ArchivedSegment:
     """One archived segment: offsets, times, counts and the content digest of its data records.
     Timestamps are the records' as a consumer reports them (kfmt.transforms.report), None when no record has
     one (v0): the `.log` modification time, kept in the manifest, is then the segment's time."""
@@ -78,11 +78,11 @@ class SegmentFacts:
                                                self.next_offset), ContentDigest.parse(self.content_digest))
 
     @classmethod
-    def from_json(cls, doc: dict) -> "SegmentFacts":
+    def from_json(cls, doc: dict) -> "ArchivedSegment":
         return cls(**{name: doc[name] for name in cls.__dataclass_fields__})
 
 
-def segment_facts(data, file: str, rel: str, base_offset: int) -> SegmentFacts:
+def archived_segment(data, file: str, rel: str, base_offset: int) -> ArchivedSegment:
     """Decode every batch of a segment strictly (framing, CRCs, record structure: bad data raises
     DataError naming `file`) and sum up what the archive records about it."""
     tally = PartitionTally(PartitionSummary(file, None, None))
@@ -100,7 +100,7 @@ def segment_facts(data, file: str, rel: str, base_offset: int) -> SegmentFacts:
             low = lo if low is None else min(low, lo)
             high = hi if high is None else max(high, hi)
     s = tally.finish()
-    return SegmentFacts(rel, base_offset, len(data), s.batches, s.records, s.control_records,
+    return ArchivedSegment(rel, base_offset, len(data), s.batches, s.records, s.control_records,
                         s.first_offset, s.next_offset, low, high, s.content_digest)
 
 
@@ -112,7 +112,7 @@ class ArchivedPartition:
     topic: str | None
     partition: int | None
     log_start_offset: int
-    segments: list[SegmentFacts] = field(default_factory=list)
+    segments: list[ArchivedSegment] = field(default_factory=list)
 
     def summary(self, path: str) -> PartitionSummary:
         """The partition's summary (as kfmt.transforms.report counts it), added up from its segments."""
@@ -129,7 +129,7 @@ class ArchivedPartition:
     @classmethod
     def from_json(cls, doc: dict) -> "ArchivedPartition":
         return cls(doc["dir"], doc["topic"], doc["partition"], doc["log_start_offset"],
-                   [SegmentFacts.from_json(s) for s in doc["segment_files"]])
+                   [ArchivedSegment.from_json(s) for s in doc["segment_files"]])
 
 
 def encode_section(source: str, log_dir: bool, partitions: list[ArchivedPartition],
@@ -157,7 +157,7 @@ class Upload:
 
     record: FileRecord
     outcome: str  # "uploaded" | "verified" (there from an earlier run, skipped) | "reuploaded" (damaged)
-    facts: SegmentFacts | None  # the segment facts recorded with the upload (None for other files)
+    facts: ArchivedSegment | None  # the segment facts recorded with the upload (None for other files)
 
 
 def _state_path(storage: Storage, root: str, *parts: str) -> str:
@@ -178,7 +178,7 @@ class ArchiveWriter:
     def upload_record_path(self, rel: str) -> str:
         return _state_path(self.storage, self.root, UPLOADS_DIR, *rel.split("/")) + ".json"
 
-    def put(self, rel: str, data, mtime_ms: int | None, facts: SegmentFacts | None = None) -> Upload:
+    def put(self, rel: str, data, mtime_ms: int | None, facts: ArchivedSegment | None = None) -> Upload:
         sha256 = hashlib.sha256(data).hexdigest()
         previous = self._upload_record(rel) if self.resume else None
         outcome = "uploaded"
@@ -193,7 +193,7 @@ class ArchiveWriter:
                     self.storage.set_mtime(self.files.path(rel), mtime_ms)
                 recorded = previous.get("facts")
                 return Upload(FileRecord(rel, len(data), sha256, mtime_ms), "verified",
-                              SegmentFacts.from_json(recorded) if recorded else None)
+                              ArchivedSegment.from_json(recorded) if recorded else None)
             outcome = "reuploaded"
         record = self._upload(rel, data, mtime_ms)
         doc = {"size": record.size, "sha256": record.sha256, "mtime_ms": mtime_ms,

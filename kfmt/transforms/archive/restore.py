@@ -20,7 +20,7 @@ from kfmt.partition.layout import load_partition
 from kfmt.storage.manifest import FileRecord, Manifest
 from kfmt.pipelines.runner import run_tasks
 from kfmt.partition.companions import CompanionOptions
-from kfmt.transforms.reindex import PartitionPlan, Plan, plan_reindex, reindex_partition, write_log_dir_files
+from kfmt.transforms.reindex import PartitionPlan, DirectoryPlan, plan_reindex, reindex_partition, write_log_dir_files
 from kfmt.transforms.report import REPORT_NAME, make_report, report_bytes
 from kfmt.partition.summary import PartitionSummary
 from kfmt.storage.staging import StagedOutput, StagingTarget
@@ -61,7 +61,7 @@ def restore_partition(task: RestoreTask) -> RestoreResult:
 
 @dataclass
 class RestoreResultSet:
-    plan: Plan
+    plan: DirectoryPlan
     archive: PublishedArchive
     report: dict | None = None  # None for a dry run
 
@@ -159,7 +159,7 @@ def _check_restored(archived: PartitionSummary, restored: PartitionSummary) -> N
                         f"source: {'; '.join(differ)}; nothing was published", file=archived.path)
 
 
-def _notes(plan: Plan, archive: PublishedArchive) -> list[str]:
+def _notes(plan: DirectoryPlan, archive: PublishedArchive) -> list[str]:
     notes = [".log segments restored byte for byte (SHA-256 checked against the archive manifest) "
              "with their archived modification times; .index, .timeindex, .txnindex, producer "
              ".snapshot files and leader-epoch-checkpoint regenerated as Kafka 3.6's log recovery "

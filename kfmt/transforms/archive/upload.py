@@ -12,13 +12,13 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 
-from kfmt.transforms.archive.archive_format import (ArchivedPartition, ArchiveDestination, ArchiveTarget, SegmentFacts,
-                          Upload, encode_section, segment_facts)
+from kfmt.transforms.archive.archive_format import (ArchivedPartition, ArchiveDestination, ArchiveTarget, ArchivedSegment,
+                          Upload, encode_section, archived_segment)
 from kfmt.errors import DataError, UsageError
 from kfmt.partition.layout import LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA, SEGMENT_NAME
 from kfmt.storage.manifest import FileRecord
 from kfmt.pipelines.runner import run_tasks
-from kfmt.transforms.reindex import Plan, write_log_dir_files, plan_reindex
+from kfmt.transforms.reindex import DirectoryPlan, write_log_dir_files, plan_reindex
 from kfmt.transforms.report import make_report, report_bytes
 from kfmt.storage.store import StorageSpec, open_storage
 
@@ -45,7 +45,7 @@ class ArchiveTask:
 
 @dataclass(frozen=True)
 class FileResult:
-    facts: SegmentFacts | None  # of the source as this run read it (segments)
+    facts: ArchivedSegment | None  # of the source as this run read it (segments)
     upload: Upload
 
 
@@ -59,7 +59,7 @@ def archive_files(task: ArchiveTask) -> list[FileResult]:
         if len(data) != f.size:
             raise UsageError(f"{f.display}: changed while being archived ({f.size} bytes when the run "
                              f"began, {len(data)} now); archive a stopped broker's directory or a copy")
-        facts = None if f.base_offset is None else segment_facts(data, f.display, f.rel, f.base_offset)
+        facts = None if f.base_offset is None else archived_segment(data, f.display, f.rel, f.base_offset)
         out.append(FileResult(facts, writer.put(f.rel, data, f.mtime_ms, facts)))
     return out
 
@@ -76,7 +76,7 @@ class _Collect:
 
 @dataclass
 class ArchivePlan:
-    plan: Plan  # partitions (directory inside the archive, log start offset) and log-dir files
+    plan: DirectoryPlan  # partitions (directory inside the archive, log start offset) and log-dir files
     tasks: list[list[SourceFile]]  # per task, in partition order
     log_dir_files: dict[str, tuple[bytes, int | None]]  # content (offset checkpoints filtered)
     not_stored: list[str]  # per partition, what is left out and why

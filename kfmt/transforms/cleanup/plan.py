@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from kfmt.partition.checkpoints import checkpoint_text, read_offset_checkpoint
 from kfmt.errors import UsageError
 from kfmt.partition.layout import PartitionDir, find_partitions
-from kfmt.transforms.reindex import Plan, plan_reindex
+from kfmt.transforms.reindex import DirectoryPlan, plan_reindex
 from kfmt.storage.store import Storage, StorageSpec
 
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
@@ -55,7 +55,7 @@ class PartitionJob:
 class CleanupPlan:
     """The partitions of a run and the log directory files of DST (from kfmt.transforms.reindex's plan)."""
 
-    layout: Plan
+    layout: DirectoryPlan
     jobs: list[PartitionJob]
 
     @property

@@ -70,7 +70,7 @@ class RetentionOptions:
 
 
 @dataclass(frozen=True)
-class SegmentFacts:
+class SegmentAge:
     base_offset: int
     size: int
     largest_timestamp: int  # LogSegment.largestTimestamp (records, else the .log mtime)
@@ -91,8 +91,8 @@ def _largest_timestamp(reader: PartitionReader, seg: Segment) -> tuple[int, bool
     return seg.log.mtime_ms, True
 
 
-def segment_facts(reader: PartitionReader) -> list[SegmentFacts]:
-    return [SegmentFacts(seg.base_offset, seg.size, *_largest_timestamp(reader, seg))
+def segment_ages(reader: PartitionReader) -> list[SegmentAge]:
+    return [SegmentAge(seg.base_offset, seg.size, *_largest_timestamp(reader, seg))
             for seg in reader.part.segments]
 
 
@@ -135,7 +135,7 @@ class RetentionDecision:
                 "rolled_empty_segment": self.rolled, "notes": self.notes}
 
 
-def decide_retention(segments: list[SegmentFacts], *, log_end_offset: int, log_start_offset: int,
+def decide_retention(segments: list[SegmentAge], *, log_end_offset: int, log_start_offset: int,
                      high_watermark: int | None, options: RetentionOptions) -> RetentionDecision:
     """Which segments Kafka's retention check deletes (see the module docstring). `log_start_offset`:
     the partition's current one (its checkpoint entry, or 0); `high_watermark`: None for the log end
@@ -175,7 +175,7 @@ def decide_retention(segments: list[SegmentFacts], *, log_end_offset: int, log_s
             return
         if len(deletable) == len(segs):  # UnifiedLog.deleteSegments: roll first, a log keeps one segment
             decision.rolled = log_end_offset
-            segs = [SegmentFacts(log_end_offset, 0, NO_TIMESTAMP, False)]
+            segs = [SegmentAge(log_end_offset, 0, NO_TIMESTAMP, False)]
         else:
             segs = segs[len(deletable):]
         decision.deleted += deletable
@@ -259,7 +259,7 @@ def retain_partition(job: PartitionJob, files, options: RetentionOptions, dry_ru
     DST, or a StagingTarget's on an executor) unless `dry_run`."""
     part = job.open()
     reader = PartitionReader(part)
-    facts = segment_facts(reader)
+    facts = segment_ages(reader)
     decision = decide_retention(facts, log_end_offset=log_end_offset(reader),
                                 log_start_offset=job.log_start_offset or 0,
                                 high_watermark=job.high_watermark, options=options)
@@ -334,5 +334,5 @@ def checkpoint_updates(results: list[RetainResult]) -> dict:
                                           for r in results}}
 
 
-__all__ = ["RetentionOptions", "RetentionDecision", "Deletion", "SegmentFacts", "decide_retention",
-           "retain_partition", "segment_facts", "segment_largest_timestamp", "checkpoint_updates"]
+__all__ = ["RetentionOptions", "RetentionDecision", "Deletion", "SegmentAge", "decide_retention",
+           "retain_partition", "segment_ages", "segment_largest_timestamp", "checkpoint_updates"]

@@ -39,12 +39,12 @@ whole run and its report). docs/salvage.md is the user's guide.
 from __future__ import annotations
 
 from .facts import (CORRUPT, DUPLICATE, EPOCH, MISPLACED, MISSING, OVERLAP, TRUNCATED, TXN_STATE,
-                    UNREADABLE, ZEROS, Dropped, SegmentRange, SegmentScan)
+                    UNREADABLE, ZEROS, Dropped, OffsetBounds, SegmentScan)
 from .partition import PartitionSalvage, SalvageOptions, salvage_partition, segment_ranges
-from .run import Plan, plan_salvage, salvage
+from .run import SalvagePlan, plan_salvage, salvage
 from .scan import examine, scan_segment
 
 __all__ = ["CORRUPT", "DUPLICATE", "EPOCH", "MISPLACED", "MISSING", "OVERLAP", "TRUNCATED", "TXN_STATE",
-           "UNREADABLE", "ZEROS", "Dropped", "PartitionSalvage", "Plan", "SalvageOptions", "SegmentRange",
+           "UNREADABLE", "ZEROS", "Dropped", "PartitionSalvage", "SalvagePlan", "SalvageOptions", "OffsetBounds",
            "SegmentScan", "examine", "plan_salvage", "salvage", "salvage_partition", "scan_segment",
            "segment_ranges"]

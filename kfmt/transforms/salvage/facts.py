@@ -90,7 +90,7 @@ class Found:
 
 
 @dataclass(frozen=True)
-class SegmentRange:
+class OffsetBounds:
     """The offsets a segment's entries may hold (docs/format.md §12.1): at or above its base, below the next
     segment's base (for the last segment: below the log end offset the snapshot a clean shutdown
     writes names, when there is one, §8), and within int32 of its own base."""
@@ -110,7 +110,7 @@ class SegmentRange:
 
 @dataclass
 class SegmentScan:
-    rng: SegmentRange
+    rng: OffsetBounds
     file: str
     found: Found
     dropped: list[Dropped]

@@ -20,7 +20,7 @@ from kfmt.storage.staging import StagedOutput
 from kfmt.write.writer import PartitionWriter
 from kfmt.write.planner import RollPolicy
 
-from .facts import EPOCH, TXN_STATE, UNREADABLE, Dropped, Offsets, SegmentRange, merge_ranges
+from .facts import EPOCH, TXN_STATE, UNREADABLE, Dropped, Offsets, OffsetBounds, merge_ranges
 from .scan import scan_segment
 
 
@@ -136,7 +136,7 @@ class _EpochOrder:
                 f"the epochs around it ({around}): leader epochs never decrease along a log")
 
 
-def segment_ranges(part: PartitionDir) -> list[SegmentRange]:
+def segment_ranges(part: PartitionDir) -> list[OffsetBounds]:
     """The offsets each segment of `part` may hold: up to the next segment's base, and for the last
     one up to the log end offset named by the snapshot a clean shutdown writes there (docs/format.md §8), when the
     directory holds one above the last segment's base."""
@@ -144,7 +144,7 @@ def segment_ranges(part: PartitionDir) -> list[SegmentRange]:
     log_end = max(part.snapshots, default=None)
     if log_end is not None and segs and log_end <= segs[-1].base_offset:
         log_end = None
-    return [SegmentRange(seg.base_offset, segs[i + 1].base_offset if i + 1 < len(segs) else log_end)
+    return [OffsetBounds(seg.base_offset, segs[i + 1].base_offset if i + 1 < len(segs) else log_end)
             for i, seg in enumerate(segs)]
 
 

@@ -17,7 +17,7 @@ from .partition import PartitionSalvage, SalvageOptions, salvage_partition
 
 
 @dataclass
-class Plan:
+class SalvagePlan:
     source: str
     destination: str
     log_dir: bool
@@ -27,7 +27,7 @@ class Plan:
 
 
 def plan_salvage(src_storage: Storage, src_path: str, dst_storage: Storage, dst_path: str,
-                 topic: str | None = None, partition: int | None = None) -> Plan:
+                 topic: str | None = None, partition: int | None = None) -> SalvagePlan:
     parts, source, destination, log_dir = source_partitions(src_storage, src_path, dst_storage, dst_path,
                                                             topic, partition)
     notes, log_starts, files = [], {}, []
@@ -37,7 +37,7 @@ def plan_salvage(src_storage: Storage, src_path: str, dst_storage: Storage, dst_
         if LOG_START_OFFSET_CHECKPOINT in names:
             log_starts = _tolerant_checkpoint(src_storage, src_path, LOG_START_OFFSET_CHECKPOINT, notes)
     plans = [(p, p.name if log_dir else "", log_starts.get((p.topic, p.partition), 0)) for p in parts]
-    return Plan(source, destination, log_dir, plans, files, notes)
+    return SalvagePlan(source, destination, log_dir, plans, files, notes)
 
 
 def _tolerant_checkpoint(storage: Storage, directory: str, name: str, notes: list[str]) -> dict:
@@ -51,7 +51,7 @@ def _tolerant_checkpoint(storage: Storage, directory: str, name: str, notes: lis
         return {}
 
 
-def write_log_dir_files(plan: Plan, storage: Storage, path: str, out: StagedOutput,
+def write_salvaged_log_dir_files(plan: SalvagePlan, storage: Storage, path: str, out: StagedOutput,
                          log_ends: dict[tuple, int]) -> None:
     """meta.properties is copied; the offset checkpoints keep the lines of the partitions written,
     each offset at most the partition's new log end offset (docs/format.md §17 item 8: a log start offset above it
@@ -77,7 +77,7 @@ def write_log_dir_files(plan: Plan, storage: Storage, path: str, out: StagedOutp
 def salvage(src: str, dst: str, *, src_options: dict | None = None, dst_options: dict | None = None,
             topic: str | None = None, partition: int | None = None,
             options: SalvageOptions | None = None, dry_run: bool = False,
-            on_progress: Callable[[int], None] | None = None) -> tuple[Plan, dict]:
+            on_progress: Callable[[int], None] | None = None) -> tuple[SalvagePlan, dict]:
     """Salvage SRC into DST. Returns the plan and the report (a dry run writes nothing and returns
     what the run would do, without a destination)."""
     options = (options or SalvageOptions()).with_clock()
@@ -99,7 +99,7 @@ def salvage(src: str, dst: str, *, src_options: dict | None = None, dst_options:
         if plan.log_dir:
             log_ends = {(p.topic, p.partition): r.log_end_offset
                         for (p, _, _), r in zip(plan.partitions, results)}
-            write_log_dir_files(plan, src_storage, src_path, out, log_ends)
+            write_salvaged_log_dir_files(plan, src_storage, src_path, out, log_ends)
         report = _report(plan, run_options, results, out.files)
         out.write(REPORT_NAME, report_bytes(report))
     return plan, report
@@ -109,7 +109,7 @@ def _dst_url(storage: Storage, path: str, rel: str) -> str:
     return storage.url_of(storage.join(path, rel) if rel else path)
 
 
-def _report(plan: Plan, run_options: dict, results: list[PartitionSalvage], files: dict) -> dict:
+def _report(plan: SalvagePlan, run_options: dict, results: list[PartitionSalvage], files: dict) -> dict:
     notes = [".log entries that are intact (framing, CRC, strict decoding, plausible offsets) copied byte "
              "for byte in offset order; every other byte range dropped and listed under salvage.dropped "
              "with the offsets it may have held; .index, .timeindex, .txnindex, producer .snapshot files "

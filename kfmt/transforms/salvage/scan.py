@@ -14,7 +14,7 @@ from kfmt.format.model import LOG_OVERHEAD, NO_PARTITION_LEADER_EPOCH, Batch
 from kfmt.format.segment import MIN_ENTRY_SIZE
 from kfmt.format.wire import OFFSET_AND_SIZE
 
-from .facts import (CORRUPT, MISSING, TRUNCATED, ZEROS, Dropped, Found, SegmentRange, SegmentScan,
+from .facts import (CORRUPT, MISSING, TRUNCATED, ZEROS, Dropped, Found, OffsetBounds, SegmentScan,
                     merge_ranges, subtract_ranges)
 from .order import order_segment
 
@@ -24,7 +24,7 @@ MIN_ENTRY = LOG_OVERHEAD + MIN_ENTRY_SIZE  # the smallest entry the broker's rea
 SEARCH_CHUNKS = (1 << 12, 1 << 22)
 
 
-def examine(buf, pos: int, end: int, rng: SegmentRange, options: ReadOptions = STRICT
+def examine(buf, pos: int, end: int, rng: OffsetBounds, options: ReadOptions = STRICT
             ) -> tuple[Batch | None, int, str]:
     """Whether an intact entry starts at `pos`: (its decoded batch, its size, "") or (None, 0,
     why not)."""
@@ -61,7 +61,7 @@ def examine(buf, pos: int, end: int, rng: SegmentRange, options: ReadOptions = S
     return batch, LOG_OVERHEAD + size, ""
 
 
-def _check_records(batch: Batch, rng: SegmentRange) -> None:
+def _check_records(batch: Batch, rng: OffsetBounds) -> None:
     """Record offsets strictly increase inside the batch's offsets, and a legacy wrapper carries its
     last inner offset (docs/format.md §3.4): what ties the offset field (outside the CRC) to the records."""
     h = batch.header
@@ -79,7 +79,7 @@ def _check_records(batch: Batch, rng: SegmentRange) -> None:
                         f"message")
 
 
-def _candidates(arr: np.ndarray, start: int, end: int, rng: SegmentRange):
+def _candidates(arr: np.ndarray, start: int, end: int, rng: OffsetBounds):
     """Positions from `start` on, in order, where an entry could begin: a known magic at byte 16, a
     size field of at least 14 that stays inside the file, an offset field inside the segment's
     range. Everything else about a survivor is checked by `examine`."""
@@ -92,7 +92,7 @@ def _candidates(arr: np.ndarray, start: int, end: int, rng: SegmentRange):
         yield from _plausible(arr, *window, end, magics, rng)
 
 
-def _plausible(arr: np.ndarray, lo: int, hi: int, end: int, magics: np.ndarray, rng: SegmentRange):
+def _plausible(arr: np.ndarray, lo: int, hi: int, end: int, magics: np.ndarray, rng: OffsetBounds):
     p = np.flatnonzero(np.isin(arr[lo + 16:hi + 16], magics)) + lo
     if not p.size:
         return []
@@ -110,7 +110,7 @@ def _plausible(arr: np.ndarray, lo: int, hi: int, end: int, magics: np.ndarray, 
     return p[(offset >= rng.base) & (offset <= rng.limit)].tolist()
 
 
-def scan_segment(buf, file: str, rng: SegmentRange, options: ReadOptions = STRICT,
+def scan_segment(buf, file: str, rng: OffsetBounds, options: ReadOptions = STRICT,
                  on_batch: Callable[[Batch], None] | None = None) -> SegmentScan:
     """The intact entries of one segment file, the ranges between them, and the order to write
     them in."""
@@ -178,7 +178,7 @@ def _missing(scan: SegmentScan, end: int) -> list[Dropped]:
     return out
 
 
-def _resynchronise(buf, arr: np.ndarray, pos: int, end: int, rng: SegmentRange, options: ReadOptions,
+def _resynchronise(buf, arr: np.ndarray, pos: int, end: int, rng: OffsetBounds, options: ReadOptions,
                    after: int, nested: bool) -> tuple[int, tuple[Batch, int] | None]:
     """Where the next intact entry after the damaged one at `pos` starts, and (its batch, its size);
     (end, None) if none does.
@@ -213,7 +213,7 @@ def _looks_wrapped(buf, pos: int, end: int) -> bool:
     return pos + 17 < end and buf[pos + 16] < 2 and bool(buf[pos + 17] & 0x07)
 
 
-def _claim(buf, pos: int, stop: int, end: int, rng: SegmentRange) -> tuple[int, int] | None:
+def _claim(buf, pos: int, stop: int, end: int, rng: OffsetBounds) -> tuple[int, int] | None:
     """The offsets the damaged entry at `pos` claims, if its frame is intact: its size field leads
     exactly to `stop` and its header reads, with offsets inside the segment (a legacy wrapper's first
     offset is unknown: its last one is claimed)."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kfmt.partition.companions import control_facts
-from kfmt.transforms.cleanup.compaction.transactions import AbortedTransaction
+from kfmt.partition.transactions import AbortedTransaction
 from kfmt.errors import DataError
 from kfmt.partition.reader import PartitionReader
 from kfmt.partition.producer_state import ProducerStateManager
@@ -75,7 +75,7 @@ def gather_facts(reader: PartitionReader, now_ms: int, producer_expiration_ms: i
                 completed = producers.append(header, control, coordinator_epoch, timestamp)
                 if completed is not None:
                     if completed.is_aborted:
-                        aborted.append(AbortedTransaction(completed.first_offset, completed.producer_id,
+                        aborted.append(AbortedTransaction(completed.producer_id, completed.first_offset,
                                                           completed.last_offset))
                     producers.complete_txn(completed)
             except DataError as err:

@@ -17,22 +17,16 @@ The cleaner walks the log in offset order with the partition's aborted transacti
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass
 
 from kfmt.format.control import ControlType
 from kfmt.format.model import BatchHeader
-
-
-@dataclass(frozen=True, order=True)
-class AbortedTransaction:
-    first_offset: int
-    producer_id: int
-    last_offset: int  # the ABORT marker's offset
+from kfmt.partition.transactions import AbortedTransaction
 
 
 class CleanedTransactions:
     def __init__(self, aborted: list[AbortedTransaction] = ()):
-        self._pending = list(aborted)
+        # by first offset (then producer id), the order in which a cleaning meets them
+        self._pending = [(t.first_offset, t.producer_id, t) for t in aborted]
         heapq.heapify(self._pending)
         self._ongoing_aborted: dict[int, bool] = {}  # producer id -> a batch of it was seen
         self._ongoing_committed: set[int] = set()
@@ -66,6 +60,6 @@ class CleanedTransactions:
         return False
 
     def _start_aborted_up_to(self, offset: int) -> None:
-        while self._pending and self._pending[0].first_offset <= offset:
-            txn = heapq.heappop(self._pending)
+        while self._pending and self._pending[0][0] <= offset:
+            txn = heapq.heappop(self._pending)[2]
             self._ongoing_aborted.setdefault(txn.producer_id, False)
