@@ -4,8 +4,7 @@
 #include "frames.h"
 #include "records_v2.h"
 
-#define XXH_INLINE_ALL
-#include "xxhash.h"
+#include "xxh3.h"
 
 static uint8_t *put_sized(uint8_t *p, const uint8_t *data, int64_t len, int is_null) {
     if (is_null) {
@@ -62,10 +61,10 @@ PyObject *py_record_hashes_sum(PyObject *self, PyObject *args) {
             p = put_sized(p, v.hvalue_data + (hv_null ? 0 : v.hvalue_offsets[hv]),
                           hv_null ? 0 : v.hvalue_offsets[hv + 1] - v.hvalue_offsets[hv], hv_null);
         }
-        XXH128_hash_t h = XXH3_128bits(scratch.data, (size_t)(p - scratch.data));
+        kfmt_hash128 h = kfmt_xxh3_128(scratch.data, (size_t)(p - scratch.data));
         uint64_t before = lo;
-        lo += h.low64;
-        hi += h.high64 + (lo < before); /* mod 2**128: the carry out of `hi` is dropped */
+        lo += h.lo;
+        hi += h.hi + (lo < before); /* mod 2**128: the carry out of `hi` is dropped */
     }
     Py_END_ALLOW_THREADS
     gbuf_free(&scratch);
@@ -125,10 +124,10 @@ static int hash_batch_records(const uint8_t *d, int64_t end, int64_t count, int6
             q = put_sized(q, hkey, hklen, 0);
             q = put_sized(q, hvalue, hvlen, hvlen < 0);
         }
-        XXH128_hash_t hash = XXH3_128bits(scratch->data, (size_t)(q - scratch->data));
+        kfmt_hash128 hash = kfmt_xxh3_128(scratch->data, (size_t)(q - scratch->data));
         uint64_t before = *lo;
-        *lo += hash.low64;
-        *hi += hash.high64 + (*lo < before); /* mod 2**128 */
+        *lo += hash.lo;
+        *hi += hash.hi + (*lo < before); /* mod 2**128 */
     }
     return pos == end;
 }
