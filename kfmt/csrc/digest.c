@@ -204,18 +204,12 @@ PyObject *py_digest_v2_batches(PyObject *self, PyObject *args) {
  * operations, record by record instead of a batch at a time (same table contents). */
 #include "md5.h"
 
-static int md5_ready = 0;
-
 /* key_md5s(records, indices) -> bytes: the MD5 of the key of each record named (an int64 array), 16
  * bytes each; NotImplemented where the Python reference decides (a null key, other column types). */
 PyObject *py_key_md5s(PyObject *self, PyObject *args) {
     PyObject *records;
     Py_buffer idx;
     if (!PyArg_ParseTuple(args, "Oy*", &records, &idx)) return NULL;
-    if (!md5_ready) {
-        md5_init_table();
-        md5_ready = 1;
-    }
     record_view v;
     int r = record_view_open(&v, records);
     if (r != 1) {
@@ -237,7 +231,7 @@ PyObject *py_key_md5s(PyObject *self, PyObject *args) {
                 break;
             }
             int64_t k = v.key0 + i;
-            md5(v.key_data + v.key_offsets[k], (size_t)(v.key_offsets[k + 1] - v.key_offsets[k]), o + 16 * j);
+            kfmt_md5(v.key_data + v.key_offsets[k], (size_t)(v.key_offsets[k + 1] - v.key_offsets[k]), o + 16 * j);
         }
         Py_END_ALLOW_THREADS
     }
