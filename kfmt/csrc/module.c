@@ -37,23 +37,25 @@ static PyObject *py_crc32(PyObject *self, PyObject *args) {
 }
 
 /* xxh3_128(data) -> int: the record hash of the content digest, exposed so tests can hold it against
- * the xxhash package */
+ * the xxhash package (xxh3_128_intdigest: high * 2**64 + low) */
 static PyObject *py_xxh3_128(PyObject *self, PyObject *args) {
     Py_buffer buf;
     if (!PyArg_ParseTuple(args, "y*", &buf)) return NULL;
     kfmt_hash128 h;
-    Py_BEGIN_ALLOW_THREADS
-    h = kfmt_xxh3_128(buf.buf, (size_t)buf.len);
-    Py_END_ALLOW_THREADS
+    if (buf.len < (1 << 16)) {
+        h = kfmt_xxh3_128(buf.buf, (size_t)buf.len); /* shorter than the GIL round trip is worth */
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        h = kfmt_xxh3_128(buf.buf, (size_t)buf.len);
+        Py_END_ALLOW_THREADS
+    }
     PyBuffer_Release(&buf);
-    PyObject *hi = PyLong_FromUnsignedLongLong(h.hi), *shift = PyLong_FromLong(64), *lo = PyLong_FromUnsignedLongLong(h.lo);
-    PyObject *shifted = hi && shift ? PyNumber_Lshift(hi, shift) : NULL;
-    PyObject *out = shifted && lo ? PyNumber_Or(shifted, lo) : NULL;
-    Py_XDECREF(hi);
-    Py_XDECREF(shift);
-    Py_XDECREF(lo);
-    Py_XDECREF(shifted);
-    return out;
+    uint8_t little_endian[16];
+    for (int i = 0; i < 8; i++) {
+        little_endian[i] = (uint8_t)(h.lo >> (8 * i));
+        little_endian[8 + i] = (uint8_t)(h.hi >> (8 * i));
+    }
+    return _PyLong_FromByteArray(little_endian, 16, 1, 0);
 }
 
 static PyObject *py_xxh3_select(PyObject *self, PyObject *args) {
