@@ -205,6 +205,8 @@ NOINLINE static kfmt_hash128 hash_129_to_240(const uint8_t *p, size_t n) {
     acc.lo = avalanche3(acc.lo);
     acc.hi = avalanche3(acc.hi);
     for (size_t i = 4; i < n / 32; i++) mix32(&acc, p + 32 * i, p + 32 * i + 16, SECRET + 3 + 32 * (i - 4));
+    /* keyed 17 bytes short of the end of the smallest secret the algorithm allows (136 bytes), so the
+     * offsets are the same whatever the secret's length */
     mix32(&acc, p + n - 16, p + n - 32, SECRET + 136 - 17 - 16);
     return finish_mid(acc, n);
 }
@@ -353,6 +355,8 @@ NOINLINE static kfmt_hash128 hash_long(const uint8_t *p, size_t n) {
     uint64_t acc[8] = {P32_3, P64_1, P64_2, P64_3, P64_4, P32_2, P64_5, P32_1};
     long_loop(acc, p, n);
     kfmt_hash128 r;
+    /* the low half keyed from 11 bytes into the secret, the high half from 11 bytes before its last
+     * 64 (offsets the algorithm fixes so the two halves see different secret bytes) */
     r.lo = merge_lanes(acc, SECRET + 11, (uint64_t)n * P64_1);
     r.hi = merge_lanes(acc, SECRET + sizeof SECRET - STRIPE_LEN - 11, ~((uint64_t)n * P64_2));
     return r;
