@@ -1,15 +1,15 @@
 /* The two checksums of Kafka's logs: CRC-32C over a v2 batch from its attributes on (reference §4.1)
  * and CRC-32 (IEEE) over a v0/v1 message from its magic byte on (reference §3.1).
  *
- * Portable slicing-by-8 tables for both; CRC-32C uses the SSE4.2 crc32 instruction when the CPU has it
- * (checked at run time, so one build runs on every x86-64). Results equal kfmt.wire.crc32c/crc32. */
+ * Portable slicing-by-8 tables for both; CRC-32C uses the SSE4.2 crc32 instruction and CRC-32 folds
+ * with carry-less multiplies (PCLMULQDQ) when the CPU has them (checked at run time, so one build runs
+ * on every x86-64). Results equal kfmt.wire.crc32c/crc32. */
 #include "native.h"
 
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
 #define KFMT_HAVE_SSE42_PATH 1
-#include <nmmintrin.h>
-#include <smmintrin.h>
-#include <wmmintrin.h>
+#include <nmmintrin.h> /* SSE4.2's crc32 */
+#include <wmmintrin.h> /* PCLMULQDQ */
 #endif
 
 static uint32_t table_c[8][256];  /* Castagnoli, reflected 0x82F63B78 */
@@ -32,9 +32,9 @@ static void make_tables(uint32_t table[8][256], uint32_t poly) {
     }
 }
 
-static uint32_t sliced(uint32_t table[8][256], uint32_t crc, const uint8_t *p, size_t n) {
-    crc = ~crc;
-    while (n && ((uintptr_t)p & 7)) { crc = table[0][(crc ^ *p++) & 0xFF] ^ (crc >> 8); n--; }
+/* The raw register update (no inversions): reg' = (reg * x^(8n) + data(x) * x^32) mod P. */
+static uint32_t sliced(uint32_t table[8][256], uint32_t reg, const uint8_t *p, size_t n) {
+    while (n && ((uintptr_t)p & 7)) { reg = table[0][(reg ^ *p++) & 0xFF] ^ (reg >> 8); n--; }
     while (n >= 8) {
         uint32_t lo, hi;
         memcpy(&lo, p, 4);
@@ -43,15 +43,15 @@ static uint32_t sliced(uint32_t table[8][256], uint32_t crc, const uint8_t *p, s
         lo = __builtin_bswap32(lo);
         hi = __builtin_bswap32(hi);
 #endif
-        lo ^= crc;
-        crc = table[7][lo & 0xFF] ^ table[6][(lo >> 8) & 0xFF] ^ table[5][(lo >> 16) & 0xFF] ^
+        lo ^= reg;
+        reg = table[7][lo & 0xFF] ^ table[6][(lo >> 8) & 0xFF] ^ table[5][(lo >> 16) & 0xFF] ^
               table[4][lo >> 24] ^ table[3][hi & 0xFF] ^ table[2][(hi >> 8) & 0xFF] ^
               table[1][(hi >> 16) & 0xFF] ^ table[0][hi >> 24];
         p += 8;
         n -= 8;
     }
-    while (n--) crc = table[0][(crc ^ *p++) & 0xFF] ^ (crc >> 8);
-    return ~crc;
+    while (n--) reg = table[0][(reg ^ *p++) & 0xFF] ^ (reg >> 8);
+    return reg;
 }
 
 #ifdef KFMT_HAVE_SSE42_PATH
@@ -77,64 +77,72 @@ __attribute__((target("sse4.2"))) static uint32_t crc32c_sse42(uint32_t crc, con
 #endif
 
 #ifdef KFMT_HAVE_SSE42_PATH
-/* CRC-32 (IEEE) by carry-less multiplication: four 128-bit lanes folded over 64-byte blocks, then
- * folded to 128 bits and Barrett-reduced (Gopal et al., "Fast CRC Computation for Generic Polynomials
- * Using PCLMULQDQ Instruction", Intel 2009; the constants are those of the reflected polynomial
- * 0xEDB88320 given there). `crc` is the inverted running value; len >= 64 and a multiple of 16. */
-__attribute__((target("pclmul,sse4.1"))) static uint32_t crc32_fold(uint32_t crc, const uint8_t *p, size_t len) {
-    const __m128i k1k2 = _mm_set_epi64x(0x01c6e41596LL, 0x0154442bd4LL);
-    const __m128i k3k4 = _mm_set_epi64x(0x00ccaa009eLL, 0x01751997d0LL);
-    const __m128i k5k0 = _mm_set_epi64x(0, 0x0163cd6124LL);
-    const __m128i poly = _mm_set_epi64x(0x01f7011641LL, 0x01db710641LL);
-    __m128i x1 = _mm_loadu_si128((const __m128i *)(p + 0x00));
-    __m128i x2 = _mm_loadu_si128((const __m128i *)(p + 0x10));
-    __m128i x3 = _mm_loadu_si128((const __m128i *)(p + 0x20));
-    __m128i x4 = _mm_loadu_si128((const __m128i *)(p + 0x30));
-    __m128i x0, x5, x6, x7, x8;
-    x1 = _mm_xor_si128(x1, _mm_cvtsi32_si128((int)crc));
+/* ---- CRC-32 (IEEE) by carry-less multiplication, from the algebra (after Gopal et al., "Fast CRC
+ * Computation for Generic Polynomials Using PCLMULQDQ Instruction", Intel 2009).
+ *
+ * Reflected CRCs read each byte from its low bit, the first bit being the highest power of x. So 16
+ * bytes loaded into a 128-bit register hold a polynomial whose low 64-bit half H carries x^127..x^64
+ * and whose high half L carries x^63..x^0 (each bit-reversed), and the register stands for
+ * H x^64 + L. Moving such a chunk D bits further down the message multiplies it by x^D, and modulo P
+ *     (H x^64 + L) x^D  ==  H (x^(D+64) mod P) + L (x^D mod P)
+ * two 64x32-bit carry-less products whose sum fits in 128 bits again: a chunk "folds" onto the chunk
+ * D bits later by xoring this sum into it, and the congruence mod P (all a CRC sees) is kept.
+ * In reflected form, clmul(reversed H, k) with k the 33-bit reversal of a constant K gives H K x^32
+ * in the register's reading, so the constants used are K = x^(D+32) mod P and x^(D-32) mod P.
+ * fold_constant derives them at start-up from the polynomial; nothing is a magic number.
+ *
+ * Four registers fold 64 bytes per step (D = 512) to hide the multiplier's latency, then fold into
+ * one (D = 128), which takes any further 16-byte chunks. What is left, R, is congruent to all the
+ * data read so far (with the incoming register xored into its first four bytes, which is what a
+ * starting register means). One more fold of its first half by x^64 leaves 96 bits U == R; the CRC
+ * register for the data is then U x^32 mod P, which is exactly what the table update gives for U's
+ * own 12 bytes from a zero register (no Barrett reduction needed). */
+
+/* reverse32(x^power mod P) << 1: the constant K = x^power mod P as clmul wants it (bit i: x^(32-i)) */
+static uint64_t fold_constant(unsigned power) {
+    uint32_t r = 0x80000000u; /* reflected: bit i stands for x^(31-i), so this is x^0 */
+    for (unsigned i = 0; i < power; i++) r = (r >> 1) ^ (r & 1 ? 0xEDB88320u : 0); /* times x, mod P */
+    return (uint64_t)r << 1;
+}
+
+static uint64_t fold_512[2], fold_128[2]; /* {for H, for L}: x^(D+32), x^(D-32) mod P */
+static uint64_t fold_64;                   /* x^64 mod P, for the last step (128 bits to 96) */
+
+static void make_fold_constants(void) {
+    fold_512[0] = fold_constant(512 + 32), fold_512[1] = fold_constant(512 - 32);
+    fold_128[0] = fold_constant(128 + 32), fold_128[1] = fold_constant(128 - 32);
+    fold_64 = fold_constant(64);
+}
+
+/* chunk * x^D + next (mod P), as 128 bits: low half times the H constant, high half times the L one */
+__attribute__((target("pclmul,sse2"), always_inline)) static inline __m128i fold(__m128i chunk, __m128i next,
+                                                                                  __m128i constants) {
+    __m128i high_part = _mm_clmulepi64_si128(chunk, constants, 0x00);
+    __m128i low_part = _mm_clmulepi64_si128(chunk, constants, 0x11);
+    return _mm_xor_si128(_mm_xor_si128(high_part, low_part), next);
+}
+
+/* The raw register after `reg` and p[0..len) (len >= 64, a multiple of 16), as `sliced` defines it. */
+__attribute__((target("pclmul,sse2"))) static uint32_t crc32_folded(uint32_t reg, const uint8_t *p, size_t len) {
+    const __m128i by_512 = _mm_set_epi64x((long long)fold_512[1], (long long)fold_512[0]);
+    const __m128i by_128 = _mm_set_epi64x((long long)fold_128[1], (long long)fold_128[0]);
+    __m128i lane[4];
+    for (int i = 0; i < 4; i++) lane[i] = _mm_loadu_si128((const __m128i *)(p + 16 * i));
+    lane[0] = _mm_xor_si128(lane[0], _mm_cvtsi32_si128((int)reg));
     p += 64;
     len -= 64;
-    while (len >= 64) {
-        x5 = _mm_clmulepi64_si128(x1, k1k2, 0x00);
-        x6 = _mm_clmulepi64_si128(x2, k1k2, 0x00);
-        x7 = _mm_clmulepi64_si128(x3, k1k2, 0x00);
-        x8 = _mm_clmulepi64_si128(x4, k1k2, 0x00);
-        x1 = _mm_clmulepi64_si128(x1, k1k2, 0x11);
-        x2 = _mm_clmulepi64_si128(x2, k1k2, 0x11);
-        x3 = _mm_clmulepi64_si128(x3, k1k2, 0x11);
-        x4 = _mm_clmulepi64_si128(x4, k1k2, 0x11);
-        x1 = _mm_xor_si128(_mm_xor_si128(x1, x5), _mm_loadu_si128((const __m128i *)(p + 0x00)));
-        x2 = _mm_xor_si128(_mm_xor_si128(x2, x6), _mm_loadu_si128((const __m128i *)(p + 0x10)));
-        x3 = _mm_xor_si128(_mm_xor_si128(x3, x7), _mm_loadu_si128((const __m128i *)(p + 0x20)));
-        x4 = _mm_xor_si128(_mm_xor_si128(x4, x8), _mm_loadu_si128((const __m128i *)(p + 0x30)));
-        p += 64;
-        len -= 64;
-    }
-    /* the four lanes into one */
-    x5 = _mm_clmulepi64_si128(x1, k3k4, 0x00);
-    x1 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x1, k3k4, 0x11), x2), x5);
-    x5 = _mm_clmulepi64_si128(x1, k3k4, 0x00);
-    x1 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x1, k3k4, 0x11), x3), x5);
-    x5 = _mm_clmulepi64_si128(x1, k3k4, 0x00);
-    x1 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x1, k3k4, 0x11), x4), x5);
-    while (len >= 16) {
-        x5 = _mm_clmulepi64_si128(x1, k3k4, 0x00);
-        x1 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x1, k3k4, 0x11),
-                                         _mm_loadu_si128((const __m128i *)p)), x5);
-        p += 16;
-        len -= 16;
-    }
-    /* 128 bits to 64 */
-    const __m128i mask32 = _mm_setr_epi32(~0, 0, ~0, 0);
-    x2 = _mm_clmulepi64_si128(x1, k3k4, 0x10);
-    x1 = _mm_xor_si128(_mm_srli_si128(x1, 8), x2);
-    x2 = _mm_srli_si128(x1, 4);
-    x1 = _mm_xor_si128(_mm_clmulepi64_si128(_mm_and_si128(x1, mask32), k5k0, 0x00), x2);
-    /* Barrett reduction to 32 bits */
-    x2 = _mm_clmulepi64_si128(_mm_and_si128(x1, mask32), poly, 0x10);
-    x2 = _mm_clmulepi64_si128(_mm_and_si128(x2, mask32), poly, 0x00);
-    x0 = _mm_xor_si128(x1, x2);
-    return (uint32_t)_mm_extract_epi32(x0, 1);
+    for (; len >= 64; p += 64, len -= 64)
+        for (int i = 0; i < 4; i++) lane[i] = fold(lane[i], _mm_loadu_si128((const __m128i *)(p + 16 * i)), by_512);
+    __m128i r = lane[0];
+    for (int i = 1; i < 4; i++) r = fold(r, lane[i], by_128);
+    for (; len >= 16; p += 16, len -= 16) r = fold(r, _mm_loadu_si128((const __m128i *)p), by_128);
+    /* 128 bits to 96: H x^64 + L == H (x^64 mod P) + L. Read with x^0 at bit 95 (where a product
+     * with a 33-bit constant puts it), L moves up 32 bits to match. */
+    const __m128i by_64 = _mm_set_epi64x(0, (long long)fold_64);
+    __m128i low_half_up = _mm_slli_si128(_mm_srli_si128(r, 8), 4);
+    uint8_t rest[16];
+    _mm_storeu_si128((__m128i *)rest, _mm_xor_si128(_mm_clmulepi64_si128(r, by_64, 0x00), low_half_up));
+    return sliced(table_z, 0, rest, 12);
 }
 #endif
 
@@ -142,29 +150,32 @@ void crc_init(void) {
     make_tables(table_c, 0x82F63B78u);
     make_tables(table_z, 0xEDB88320u);
 #ifdef KFMT_HAVE_SSE42_PATH
+    make_fold_constants();
     __builtin_cpu_init();
     use_sse42 = __builtin_cpu_supports("sse4.2");
-    use_pclmul = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+    use_pclmul = __builtin_cpu_supports("pclmul");
 #endif
 }
 
+/* The public CRCs: the register starts inverted and ends inverted (CRC-32 and CRC-32C both). */
 uint32_t crc32c_update(uint32_t crc, const uint8_t *p, size_t n) {
 #ifdef KFMT_HAVE_SSE42_PATH
     if (use_sse42) return crc32c_sse42(crc, p, n);
 #endif
-    return sliced(table_c, crc, p, n);
+    return ~sliced(table_c, ~crc, p, n);
 }
 
 uint32_t crc32_update(uint32_t crc, const uint8_t *p, size_t n) {
+    uint32_t reg = ~crc;
 #ifdef KFMT_HAVE_SSE42_PATH
     if (use_pclmul && n >= 64) {
         size_t folded = n & ~(size_t)15;
-        crc = ~crc32_fold(~crc, p, folded);
+        reg = crc32_folded(reg, p, folded);
         p += folded;
         n -= folded;
     }
 #endif
-    return sliced(table_z, crc, p, n);
+    return ~sliced(table_z, reg, p, n);
 }
 
 const char *crc32c_implementation(void) { return use_sse42 ? "sse4.2" : "table"; }

@@ -4,8 +4,7 @@
 #include "frames.h"
 #include "records_v2.h"
 
-#define XXH_INLINE_ALL
-#include "xxhash.h"
+#include "xxh3.h"
 
 static uint8_t *put_sized(uint8_t *p, const uint8_t *data, int64_t len, int is_null) {
     if (is_null) {
@@ -62,10 +61,10 @@ PyObject *py_record_hashes_sum(PyObject *self, PyObject *args) {
             p = put_sized(p, v.hvalue_data + (hv_null ? 0 : v.hvalue_offsets[hv]),
                           hv_null ? 0 : v.hvalue_offsets[hv + 1] - v.hvalue_offsets[hv], hv_null);
         }
-        XXH128_hash_t h = XXH3_128bits(scratch.data, (size_t)(p - scratch.data));
+        kfmt_hash128 h = kfmt_xxh3_128(scratch.data, (size_t)(p - scratch.data));
         uint64_t before = lo;
-        lo += h.low64;
-        hi += h.high64 + (lo < before); /* mod 2**128: the carry out of `hi` is dropped */
+        lo += h.lo;
+        hi += h.hi + (lo < before); /* mod 2**128: the carry out of `hi` is dropped */
     }
     Py_END_ALLOW_THREADS
     gbuf_free(&scratch);
@@ -125,10 +124,10 @@ static int hash_batch_records(const uint8_t *d, int64_t end, int64_t count, int6
             q = put_sized(q, hkey, hklen, 0);
             q = put_sized(q, hvalue, hvlen, hvlen < 0);
         }
-        XXH128_hash_t hash = XXH3_128bits(scratch->data, (size_t)(q - scratch->data));
+        kfmt_hash128 hash = kfmt_xxh3_128(scratch->data, (size_t)(q - scratch->data));
         uint64_t before = *lo;
-        *lo += hash.low64;
-        *hi += hash.high64 + (*lo < before); /* mod 2**128 */
+        *lo += hash.lo;
+        *hi += hash.hi + (*lo < before); /* mod 2**128 */
     }
     return pos == end;
 }
@@ -205,18 +204,12 @@ PyObject *py_digest_v2_batches(PyObject *self, PyObject *args) {
  * operations, record by record instead of a batch at a time (same table contents). */
 #include "md5.h"
 
-static int md5_ready = 0;
-
 /* key_md5s(records, indices) -> bytes: the MD5 of the key of each record named (an int64 array), 16
  * bytes each; NotImplemented where the Python reference decides (a null key, other column types). */
 PyObject *py_key_md5s(PyObject *self, PyObject *args) {
     PyObject *records;
     Py_buffer idx;
     if (!PyArg_ParseTuple(args, "Oy*", &records, &idx)) return NULL;
-    if (!md5_ready) {
-        md5_init_table();
-        md5_ready = 1;
-    }
     record_view v;
     int r = record_view_open(&v, records);
     if (r != 1) {
@@ -238,7 +231,7 @@ PyObject *py_key_md5s(PyObject *self, PyObject *args) {
                 break;
             }
             int64_t k = v.key0 + i;
-            md5(v.key_data + v.key_offsets[k], (size_t)(v.key_offsets[k + 1] - v.key_offsets[k]), o + 16 * j);
+            kfmt_md5(v.key_data + v.key_offsets[k], (size_t)(v.key_offsets[k + 1] - v.key_offsets[k]), o + 16 * j);
         }
         Py_END_ALLOW_THREADS
     }

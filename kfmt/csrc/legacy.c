@@ -16,8 +16,7 @@
 #include "native.h"
 #include "frames.h"
 
-#define XXH_INLINE_ALL
-#include "xxhash.h"
+#include "xxh3.h"
 
 #define LOG_OVERHEAD 12
 #define INT32_MAX_ 2147483647LL
@@ -305,9 +304,9 @@ static uint64_t message_hash_sum(const message *m, gbuf *scratch, int *nomem, ui
     if (m->vlen > 0) { memcpy(p, m->value, (size_t)m->vlen); p += m->vlen; }
     put32(p, 0);
     p += 4;
-    XXH128_hash_t h = XXH3_128bits(scratch->data, (size_t)(p - scratch->data));
-    *hi = h.high64;
-    return h.low64;
+    kfmt_hash128 h = kfmt_xxh3_128(scratch->data, (size_t)(p - scratch->data));
+    *hi = h.hi;
+    return h.lo;
 }
 
 static int64_t record_size(const message *m, int64_t base_offset, int64_t base_ts) {

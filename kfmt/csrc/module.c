@@ -2,6 +2,7 @@
  * directly: kfmt.speedups selects it (or the pure-Python reference when it is missing or when
  * KFMT_PURE_PYTHON=1) and wraps its results in kfmt's types. */
 #include "native.h"
+#include "xxh3.h"
 
 PyObject *DecodeError = NULL;
 
@@ -35,8 +36,37 @@ static PyObject *py_crc32(PyObject *self, PyObject *args) {
     return PyLong_FromUnsignedLong(crc);
 }
 
+/* xxh3_128(data) -> int: the record hash of the content digest, exposed so tests can hold it against
+ * the xxhash package (xxh3_128_intdigest: high * 2**64 + low) */
+static PyObject *py_xxh3_128(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    if (!PyArg_ParseTuple(args, "y*", &buf)) return NULL;
+    kfmt_hash128 h;
+    if (buf.len < (1 << 16)) {
+        h = kfmt_xxh3_128(buf.buf, (size_t)buf.len); /* shorter than the GIL round trip is worth */
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        h = kfmt_xxh3_128(buf.buf, (size_t)buf.len);
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&buf);
+    uint8_t little_endian[16];
+    for (int i = 0; i < 8; i++) {
+        little_endian[i] = (uint8_t)(h.lo >> (8 * i));
+        little_endian[8 + i] = (uint8_t)(h.hi >> (8 * i));
+    }
+    return _PyLong_FromByteArray(little_endian, 16, 1, 0);
+}
+
+static PyObject *py_xxh3_select(PyObject *self, PyObject *args) {
+    const char *name;
+    if (!PyArg_ParseTuple(args, "s", &name)) return NULL;
+    return PyBool_FromLong(kfmt_xxh3_select(name));
+}
+
 static PyObject *py_implementation(PyObject *self, PyObject *args) {
-    return Py_BuildValue("{ssss}", "crc32c", crc32c_implementation(), "crc32", crc32_implementation());
+    return Py_BuildValue("{ssssss}", "crc32c", crc32c_implementation(), "crc32", crc32_implementation(), "xxh3",
+                         kfmt_xxh3_implementation());
 }
 
 static PyMethodDef methods[] = {
@@ -44,6 +74,9 @@ static PyMethodDef methods[] = {
      "configure(import_record_batch, record_schema): how record columns become pyarrow batches"},
     {"crc32c", py_crc32c, METH_VARARGS, "crc32c(data) -> CRC-32C (v2 batches)"},
     {"crc32", py_crc32, METH_VARARGS, "crc32(data) -> CRC-32 (v0/v1 messages)"},
+    {"xxh3_128", py_xxh3_128, METH_VARARGS, "xxh3_128(data) -> int: XXH3-128, seed 0 (the record hash)"},
+    {"xxh3_select", py_xxh3_select, METH_VARARGS,
+     "xxh3_select(name) -> bool: run XXH3's long loop as scalar, sse2, avx2 or avx512f (tests); False: not here"},
     {"implementation", py_implementation, METH_NOARGS, "which code paths this build uses"},
     {"decode_v2_records", py_decode_v2_records, METH_VARARGS,
      "decode_v2_records(data, count, base_offset, base_timestamp, log_append_time) -> RecordBatch"},
@@ -87,6 +120,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "kfmt._speedups",
 
 PyMODINIT_FUNC PyInit__speedups(void) {
     crc_init();
+    kfmt_xxh3_init();
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     DecodeError = PyErr_NewException("kfmt._speedups.DecodeError", PyExc_ValueError, NULL);
