@@ -15,6 +15,7 @@ from typing import Iterator
 
 from kfmt import registry, segment
 from kfmt.control import ControlType, control_type, control_type_id, end_txn_marker
+from kfmt.dump.decoders import DECODERS
 from kfmt.dump.common import BatchView, ControlInfo, DumpOptions, DumpRecord, DumpTarget, Sink
 from kfmt.errors import DataError
 from kfmt.formats import LENIENT
@@ -105,6 +106,7 @@ def _describe(target: DumpTarget, sink: Sink) -> None:
 def dump_records(batch: Batch, target: DumpTarget, options: DumpOptions) -> Iterator[DumpRecord]:
     """The records of a decoded batch with the facts kafka-dump-log prints about each."""
     h = batch.header
+    decoder = DECODERS[options.decoder] if options.decoder and options.print_data_log else None
     cols = batch.records.to_pydict()
     for i, (offset, timestamp, key, value, headers) in enumerate(zip(
             cols["offset"], cols["timestamp"], cols["key"], cols["value"], cols["headers"])):
@@ -121,6 +123,12 @@ def dump_records(batch: Batch, target: DumpTarget, options: DumpOptions) -> Iter
         if h.is_control and not options.skip_record_metadata:
             try:
                 record.control = control_info(key, value)
+            except DataError as err:
+                raise err.located(file=target.display, base_position=h.position, offset=offset)
+        # ... and hands only data records to the decoder, only when it prints their contents
+        if decoder is not None and not h.is_control:
+            try:
+                record.decoded = decoder(key, value, offset)
             except DataError as err:
                 raise err.located(file=target.display, base_position=h.position, offset=offset)
         yield record
