@@ -388,3 +388,17 @@ def test_transaction_partition_order_equals_scala(tmp_path):
                          input=stdin, capture_output=True, text=True, check=True, timeout=120).stdout
     mine = [",".join(f"{t}-{p}" for t, p in topic_partition_set_order(groups)) for groups in sets]
     assert mine == out.splitlines()
+
+
+def test_json_form_decodes_the_kraft_leader_change(realkafka, monkeypatch):
+    # the text shows only `controlType: LEADER_CHANGE(2)`; the JSON form decodes it: node 1, the
+    # only voter (controller.quorum.voters=1@..., quorum.status.txt's LeaderId 1)
+    status = (INTERNAL / "__cluster_metadata-0.truth" / "quorum.status.txt").read_text("utf-8")
+    leader = int(re.search(r"^LeaderId:\s+(\d+)", status, re.M)[1])
+    monkeypatch.chdir(INTERNAL / "__cluster_metadata-0")
+    result = run_kfmt("dump", "--deep-iteration", "--format", "json", "00000000000000000000.log")
+    controls = [r["control"] for line in result.lines for r in json.loads(line).get("records", [])
+                if "control" in r]
+    assert controls[0] == {"type": "LEADER_CHANGE", "typeId": 2, "record": {
+        "version": 0, "leaderId": leader, "voters": [{"voterId": leader}],
+        "grantingVoters": [{"voterId": leader}]}}
