@@ -14,6 +14,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import REALKAFKA, require_corpus, run_kfmt
 from kfmt import segment
@@ -402,3 +404,45 @@ def test_json_form_decodes_the_kraft_leader_change(realkafka, monkeypatch):
     assert controls[0] == {"type": "LEADER_CHANGE", "typeId": 2, "record": {
         "version": 0, "leaderId": leader, "voters": [{"voterId": leader}],
         "grantingVoters": [{"voterId": leader}]}}
+
+
+# --- hostile records ---------------------------------------------------------------------------
+
+def _corpus_samples() -> list[tuple[str, bytes | None, bytes | None]]:
+    if not INTERNAL.is_dir():
+        return []
+    return [(topic, k, v) for topic, records in _internal_records() for k, v in records[:3]]
+
+
+SAMPLES = _corpus_samples()
+
+
+@pytest.mark.skipif(not SAMPLES, reason="no corpus")
+@settings(max_examples=400, deadline=None)
+@given(data=st.data())
+def test_damaged_records_fail_cleanly(data):
+    """A flipped, cut or extended key/value makes a decoder report a DataError (offsets,
+    transactions) or Kafka's error line (metadata), never another exception."""
+    from kfmt.dump.decoders import DECODERS
+    from kfmt.errors import DataError
+
+    topic, key, value = data.draw(st.sampled_from(SAMPLES))
+    target = data.draw(st.sampled_from(["key", "value"]) if key is not None else st.just("value"))
+    raw = bytearray((key if target == "key" else value) or b"")
+    action = data.draw(st.sampled_from(["flip", "cut", "extend"]))
+    if action == "flip" and raw:
+        i = data.draw(st.integers(0, len(raw) - 1))
+        raw[i] ^= data.draw(st.integers(1, 255))
+    elif action == "cut":
+        del raw[data.draw(st.integers(0, len(raw))):]
+    else:
+        raw += data.draw(st.binary(min_size=1, max_size=8))
+    key, value = (bytes(raw), value) if target == "key" else (key, bytes(raw))
+    parse = DECODERS[{"__consumer_offsets": "offsets", "__transaction_state": "transaction-log",
+                      "__cluster_metadata": "cluster-metadata"}[topic]]
+    try:
+        decoded = parse(key, value, 5)
+    except DataError:
+        assert topic != "__cluster_metadata"
+        return
+    assert decoded.payload is None or isinstance(decoded.payload, str)
