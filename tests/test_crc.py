@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record.util import calc_crc32c
 
-from kfmt import speedups
+from kfmt.format import kernels as speedups
 
 native = speedups.native
 pytestmark = pytest.mark.skipif(native is None, reason=f"no compiled CRCs: kfmt runs {speedups.description}")

@@ -16,9 +16,9 @@ import xxhash
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kfmt import speedups
-from kfmt.model import make_records
-from kfmt.report import record_hashes_sum, record_hashes_sum_reference
+from kfmt.format import kernels as speedups
+from kfmt.format.model import make_records
+from kfmt.format.digest import record_hashes_sum, record_hashes_sum_reference
 
 native = speedups.native
 pytestmark = pytest.mark.skipif(native is None, reason=f"no compiled XXH3: kfmt runs {speedups.description}")

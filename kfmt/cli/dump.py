@@ -13,8 +13,9 @@ from kfmt.errors import EXIT_DATA, KfmtError, UsageError
 from kfmt.format.model import INT32_MAX
 
 NAME = "dump"
-HELP = ("print .log, .index, .timeindex, .snapshot and .txnindex files exactly as kafka-dump-log.sh "
-        "(Kafka 3.6) does (--format json: structured)")
+HELP = ("print .log, .index, .timeindex, .snapshot, .txnindex and KRaft .checkpoint files exactly as "
+        "kafka-dump-log.sh (Kafka 3.6) does, internal topics decoded on request (--format json: "
+        "structured)")
 
 
 def add_arguments(p):
@@ -36,6 +37,16 @@ def add_arguments(p):
     p.add_argument("--max-message-size", type=int, default=DEFAULT_MAX_MESSAGE_SIZE, metavar="N",
                    help="bytes read at each .index entry's position to check it "
                         f"(default {DEFAULT_MAX_MESSAGE_SIZE})")
+    decoders = p.add_mutually_exclusive_group()
+    decoders.add_argument("--offsets-decoder", dest="decoder", action="store_const", const="offsets",
+                          help="decode __consumer_offsets records (implies --print-data-log)")
+    decoders.add_argument("--transaction-log-decoder", dest="decoder", action="store_const",
+                          const="transaction-log",
+                          help="decode __transaction_state records (implies --print-data-log)")
+    decoders.add_argument("--cluster-metadata-decoder", dest="decoder", action="store_const",
+                          const="cluster-metadata",
+                          help="decode KRaft __cluster_metadata records, in .log segments and "
+                               ".checkpoint snapshots (implies --print-data-log)")
     add_format_argument(p)
     add_storage_arguments(p)
 
@@ -53,7 +64,7 @@ def run(args) -> int:
         deep_iteration=args.deep_iteration, print_data_log=args.print_data_log,
         verify_index_only=args.verify_index_only, index_sanity_check=args.index_sanity_check,
         skip_record_metadata=args.skip_record_metadata, max_bytes=args.max_bytes,
-        max_message_size=args.max_message_size)
+        max_message_size=args.max_message_size, decoder=args.decoder)
     out = _utf8(sys.stdout)
     sink = JsonSink(out, options) if args.format == "json" else TextSink(out, sys.stderr, options)
     try:

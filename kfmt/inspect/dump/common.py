@@ -29,6 +29,13 @@ class DumpOptions:
     skip_record_metadata: bool = False
     max_bytes: int = INT32_MAX
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+    # "offsets", "transaction-log" or "cluster-metadata" (kfmt.inspect.dump.decoders); like Kafka's
+    # decoder flags it implies print_data_log
+    decoder: str | None = None
+
+    def __post_init__(self):
+        if self.decoder is not None and not self.print_data_log:
+            object.__setattr__(self, "print_data_log", True)
 
     @property
     def deep(self) -> bool:
@@ -131,6 +138,7 @@ class DumpRecord:
     sequence: int | None = None  # v2 records
     legacy: LegacyMessageInfo | None = None  # v0/v1 messages
     control: ControlInfo | None = None  # records of control batches
+    decoded: object = None  # kfmt.inspect.dump.decoders.Decoded, when a decoder is chosen (data records)
 
 
 @dataclass(slots=True)

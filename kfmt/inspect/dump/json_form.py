@@ -75,6 +75,11 @@ class JsonSink(Sink):
                 obj["control"] = control
         if self.options.print_data_log and not batch.header.is_control:
             obj.update(key=_b64(r.key), keyText=_text(r.key), value=_b64(r.value), valueText=_text(r.value))
+            if r.decoded is not None:
+                # the decoder's key and payload text as kafka-dump-log prints them, and the record
+                # they come from, structured
+                obj["decoded"] = {"key": r.decoded.key, "payload": r.decoded.payload,
+                                  "record": r.decoded.content}
         return obj
 
     def batch_end(self, target: DumpTarget, batch: BatchView, decoded: BatchHeader | None) -> None:

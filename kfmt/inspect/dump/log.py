@@ -10,12 +10,15 @@ Kafka prints it, not refused).
 from __future__ import annotations
 
 import re
-import struct
 from typing import Iterator
 
 from kfmt.plugin import registry
+
 from kfmt.format import segment
 from kfmt.format.control import ControlType, control_type, control_type_id, end_txn_marker
+from kfmt.inspect.dump.decoders import DECODERS, jackson
+from kfmt.inspect.dump.decoders.protocol import message_json, read_message
+from kfmt.inspect.dump.decoders.schemas_control import LEADER_CHANGE, SNAPSHOT_FOOTER, SNAPSHOT_HEADER
 from kfmt.inspect.dump.common import BatchView, ControlInfo, DumpOptions, DumpRecord, DumpTarget, Sink
 from kfmt.errors import DataError
 from kfmt.format.message_formats import LENIENT
@@ -106,6 +109,7 @@ def _describe(target: DumpTarget, sink: Sink) -> None:
 def dump_records(batch: Batch, target: DumpTarget, options: DumpOptions) -> Iterator[DumpRecord]:
     """The records of a decoded batch with the facts kafka-dump-log prints about each."""
     h = batch.header
+    decoder = DECODERS[options.decoder] if options.decoder and options.print_data_log else None
     cols = batch.records.to_pydict()
     for i, (offset, timestamp, key, value, headers) in enumerate(zip(
             cols["offset"], cols["timestamp"], cols["key"], cols["value"], cols["headers"])):
@@ -124,6 +128,12 @@ def dump_records(batch: Batch, target: DumpTarget, options: DumpOptions) -> Iter
                 record.control = control_info(key, value)
             except DataError as err:
                 raise err.located(file=target.display, base_position=h.position, offset=offset)
+        # ... and hands only data records to the decoder, only when it prints their contents
+        if decoder is not None and not h.is_control:
+            try:
+                record.decoded = decoder(key, value, offset)
+            except DataError as err:
+                raise err.located(file=target.display, base_position=h.position, offset=offset)
         yield record
 
 
@@ -134,19 +144,22 @@ def control_info(key: bytes | None, value: bytes | None) -> ControlInfo:
     if kind in (ControlType.ABORT, ControlType.COMMIT):
         _version, coordinator_epoch = end_txn_marker(value)
         return ControlInfo(type_id, name, coordinator_epoch=coordinator_epoch)
-    if kind == ControlType.SNAPSHOT_HEADER:
-        version, timestamp = _unpack(">hq", value, "snapshot header")
-        return ControlInfo(type_id, name,
-                           json=f'{{"version":{version},"lastContainedLogTimestamp":{timestamp}}}')
-    if kind == ControlType.SNAPSHOT_FOOTER:
-        (version,) = _unpack(">h", value, "snapshot footer")
-        return ControlInfo(type_id, name, json=f'{{"version":{version}}}')
+    if kind in (ControlType.SNAPSHOT_HEADER, ControlType.SNAPSHOT_FOOTER):
+        # ControlRecordUtils reads them at the only version Kafka 3.6 knows, 0
+        schema = SNAPSHOT_HEADER if kind == ControlType.SNAPSHOT_HEADER else SNAPSHOT_FOOTER
+        fields = read_message(schema, _value(value), 0, f"{name.lower().replace('_', ' ')} record")
+        return ControlInfo(type_id, name, json=jackson.write(message_json(schema, fields, 0)))
+    if kind == ControlType.LEADER_CHANGE:
+        # not parsed by Kafka's dump (so a bad one is no error); the JSON form shows it decoded
+        try:
+            fields = read_message(LEADER_CHANGE, _value(value), 0, "leader change record")
+        except DataError:
+            return ControlInfo(type_id, name)
+        return ControlInfo(type_id, name, json=jackson.write(message_json(LEADER_CHANGE, fields, 0)))
     return ControlInfo(type_id, name)
 
 
-def _unpack(fmt: str, value: bytes | None, what: str) -> tuple:
-    layout = struct.Struct(fmt)
-    if value is None or len(value) < layout.size:
-        raise DataError(f"{what} record value of {0 if value is None else len(value)} bytes is "
-                        f"shorter than {layout.size}")
-    return layout.unpack_from(value)
+def _value(value: bytes | None) -> bytes:
+    if value is None:
+        raise DataError("control record without a value")
+    return value

@@ -57,7 +57,12 @@ def record_line(batch: BatchView, record: DumpRecord, options: DumpOptions) -> s
             parts.append(f" isValid: {_bool(record.legacy.crc_valid)} crc: {record.legacy.crc}}}")
         if record.control is not None:
             parts.append(control_text(record))
-    if options.print_data_log and not h.is_control:
+    if options.print_data_log and not h.is_control and record.decoded is not None:
+        if record.decoded.key is not None:
+            parts.append(f"{prefix}key: {record.decoded.key}")
+        if record.decoded.payload is not None:
+            parts.append(f" payload: {record.decoded.payload}")
+    elif options.print_data_log and not h.is_control:
         if record.key is not None:
             parts.append(f"{prefix}key: {java_string(record.key)}")
         if record.value is not None:

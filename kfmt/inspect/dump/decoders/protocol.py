@@ -1,0 +1,237 @@
+"""Kafka's message protocol (the generated *Data / *Record classes), read from a declarative table.
+
+A schema is a Message: its fields in wire order, each with a type, the versions it exists in,
+the versions it may be null in, and for tagged fields the tag. One reader (read_message) decodes
+any schema at any version; one writer (to_json) produces what Kafka's generated JsonConverter
+classes produce, field for field. Wire rules (KIP-482 flexible versions):
+
+* flexible: strings, bytes and arrays carry an unsigned varint length + 1 (0 = null); every
+  struct, the message included, ends with a tagged-field section (uvarint count, then per field
+  uvarint tag, uvarint size, data). Tagged fields absent from the section keep their default.
+* not flexible: strings int16 length, bytes int32 length, arrays int32 count (-1 = null).
+
+Types: int8, int16, uint16, int32, int64, float64, bool, string, bytes, uuid, []<type> and
+[]<struct> (a field with `fields`). JSON: uuid as Kafka's Uuid.toString (URL-safe base64, no
+padding), bytes as standard base64, float64 as Java's Double.toString.
+"""
+from __future__ import annotations
+
+import base64
+import struct
+from dataclasses import dataclass, field
+
+from kfmt.inspect.dump.decoders.jackson import JavaDouble
+from kfmt.errors import DataError
+from kfmt.format.javatext import java_string
+
+NO_VERSIONS = (1, 0)  # an empty range
+
+
+def versions(spec: str | None) -> tuple[int, int]:
+    """Kafka's version range syntax: "0+", "3", "1-2"; None = no versions."""
+    if spec is None:
+        return NO_VERSIONS
+    if spec.endswith("+"):
+        return int(spec[:-1]), 1 << 15
+    low, _, high = spec.partition("-")
+    return int(low), int(high or low)
+
+
+def _in(version: int, span: tuple[int, int]) -> bool:
+    return span[0] <= version <= span[1]
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str  # the JSON name (Kafka's camelCase field name)
+    type: str
+    versions: tuple[int, int]
+    nullable: tuple[int, int] = NO_VERSIONS
+    tag: int | None = None
+    tagged: tuple[int, int] = NO_VERSIONS
+    default: object = None  # for tagged fields and fields absent from a version
+    fields: tuple["Field", ...] = ()  # the struct of a []struct field
+
+    @property
+    def element(self) -> str | None:
+        return self.type[2:] if self.type.startswith("[]") else None
+
+
+def F(name: str, type_: str, vers: str = "0+", *, nullable: str | None = None, tag: int | None = None,
+      tagged: str | None = None, default=None, fields: tuple = ()) -> Field:
+    """One schema field, written the way Kafka's JSON schema files declare it."""
+    if tag is not None and tagged is None:
+        tagged = vers
+    if default is None and not (nullable or type_.startswith("[]")):
+        default = _ZERO.get(type_)
+    return Field(name, type_, versions(vers), versions(nullable), tag, versions(tagged), default,
+                 tuple(fields))
+
+
+_ZERO = {"int8": 0, "int16": 0, "uint16": 0, "int32": 0, "int64": 0, "float64": 0.0, "bool": False,
+         "string": "", "bytes": b"", "uuid": b"\0" * 16}
+
+
+@dataclass(frozen=True)
+class Message:
+    name: str
+    valid: tuple[int, int]
+    flexible: tuple[int, int]
+    fields: tuple[Field, ...] = field(default=())
+
+    def is_flexible(self, version: int) -> bool:
+        return _in(version, self.flexible)
+
+
+def message(name: str, valid: str, flexible: str | None, *fields: Field) -> Message:
+    return Message(name, versions(valid), versions(flexible), tuple(fields))
+
+
+class Reader:
+    """A cursor over a record's key or value bytes."""
+
+    def __init__(self, data: bytes, what: str):
+        self.data = memoryview(data)
+        self.pos = 0
+        self.what = what
+
+    def take(self, n: int) -> bytes:
+        if n < 0 or self.pos + n > len(self.data):
+            raise DataError(f"{self.what}: {n} bytes needed at byte {self.pos} of {len(self.data)}")
+        out = bytes(self.data[self.pos:self.pos + n])
+        self.pos += n
+        return out
+
+    def fixed(self, fmt: str):
+        layout = struct.Struct(fmt)
+        return layout.unpack(self.take(layout.size))[0]
+
+    def uvarint(self) -> int:
+        value = shift = 0
+        while True:
+            b = self.take(1)[0]
+            value |= (b & 0x7F) << shift
+            if b < 0x80:
+                return value
+            shift += 7
+            if shift > 28:
+                raise DataError(f"{self.what}: varint longer than 5 bytes at byte {self.pos}")
+
+    def remaining(self) -> int:
+        return len(self.data) - self.pos
+
+
+_FIXED = {"int8": ">b", "int16": ">h", "uint16": ">H", "int32": ">i", "int64": ">q", "float64": ">d"}
+
+
+def read_message(schema: Message, data: bytes, version: int, what: str | None = None,
+                 exact: bool = False) -> dict:
+    """Decode data as schema at version: {json name: value}. Kafka's readers ignore bytes after
+    the message; exact=True refuses them (the tests check the schemas with it)."""
+    what = what or schema.name
+    if not _in(version, schema.valid):
+        raise DataError(f"{what}: version {version} is not a version of {schema.name}")
+    reader = Reader(data, what)
+    value = read_struct(reader, schema.fields, version, schema.is_flexible(version))
+    if exact and reader.remaining():
+        raise DataError(f"{what}: {reader.remaining()} bytes left after {schema.name} v{version}")
+    return value
+
+
+def read_struct(reader: Reader, fields: tuple[Field, ...], version: int, flexible: bool) -> dict:
+    values = {}
+    for f in fields:
+        if not _in(version, f.versions):
+            values[f.name] = f.default
+        elif flexible and _in(version, f.tagged):
+            values[f.name] = f.default
+        else:
+            values[f.name] = _read_value(reader, f, f.type, version, flexible)
+    if flexible:
+        by_tag = {f.tag: f for f in fields if _in(version, f.tagged)}
+        for _ in range(reader.uvarint()):
+            tag, size = reader.uvarint(), reader.uvarint()
+            body = reader.take(size)
+            f = by_tag.get(tag)
+            if f is None:
+                continue  # an unknown tagged field: kept by Kafka, printed nowhere
+            sub = Reader(body, f"{reader.what} (tag {tag})")
+            values[f.name] = _read_value(sub, f, f.type, version, True)
+    return values
+
+
+def _read_value(reader: Reader, f: Field, type_: str, version: int, flexible: bool):
+    if type_ in _FIXED:
+        value = reader.fixed(_FIXED[type_])
+        return JavaDouble(value) if type_ == "float64" else value
+    if type_ == "bool":
+        return reader.take(1)[0] != 0
+    if type_ == "uuid":
+        return reader.take(16)
+    if type_ in ("string", "bytes"):
+        if flexible:
+            length = reader.uvarint() - 1
+        else:
+            length = reader.fixed(">h" if type_ == "string" else ">i")
+        if length < 0:
+            return _null(reader, f, version)
+        raw = reader.take(length)
+        return java_string(raw) if type_ == "string" else raw
+    if type_.startswith("[]"):
+        count = reader.uvarint() - 1 if flexible else reader.fixed(">i")
+        if count < 0:
+            return _null(reader, f, version)
+        element = type_[2:]
+        if f.fields:
+            return [read_struct(reader, f.fields, version, flexible) for _ in range(count)]
+        return [_read_value(reader, f, element, version, flexible) for _ in range(count)]
+    raise DataError(f"{reader.what}: no reader for type {type_}")
+
+
+def _null(reader: Reader, f: Field, version: int):
+    if not _in(version, f.nullable):
+        raise DataError(f"{reader.what}: non-nullable field {f.name} is null")
+    return None
+
+
+def kafka_uuid(raw: bytes) -> str:
+    """`Uuid.toString()`: URL-safe base64 of the 16 bytes, without padding."""
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def to_json(fields: tuple[Field, ...], values: dict, version: int, flexible: bool) -> dict:
+    """What Kafka's generated XxxJsonConverter.write puts in its ObjectNode, in the same order:
+    fields of this version; a tagged field only when it differs from its default."""
+    out = {}
+    for f in fields:
+        if not _in(version, f.versions):
+            continue
+        value = values[f.name]
+        if flexible and _in(version, f.tagged) and _is_default(f, value):
+            continue
+        out[f.name] = _json_value(f, f.type, value, version, flexible)
+    return out
+
+
+def _is_default(f: Field, value) -> bool:
+    if f.element is not None and f.default is None and value is not None and f.nullable == NO_VERSIONS:
+        return len(value) == 0  # a non-nullable array's default is empty
+    return value == f.default
+
+
+def _json_value(f: Field, type_: str, value, version: int, flexible: bool):
+    if value is None:
+        return None
+    if type_ == "uuid":
+        return kafka_uuid(value)
+    if type_ == "bytes":
+        return base64.b64encode(value).decode("ascii")
+    if type_.startswith("[]"):
+        if f.fields:
+            return [to_json(f.fields, v, version, flexible) for v in value]
+        return [_json_value(f, type_[2:], v, version, flexible) for v in value]
+    return value
+
+
+def message_json(schema: Message, values: dict, version: int) -> dict:
+    return to_json(schema.fields, values, version, schema.is_flexible(version))

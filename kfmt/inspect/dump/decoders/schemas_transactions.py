@@ -1,0 +1,28 @@
+"""`__transaction_state` record schemas (Kafka 3.6's transaction coordinator): a TransactionLogKey
+(version 0) and a TransactionLogValue (0, or 1 = flexible, KIP-915)."""
+from __future__ import annotations
+
+from kfmt.inspect.dump.decoders.protocol import F, message
+
+TRANSACTION_LOG_KEY = message(
+    "TransactionLogKey", "0", None,
+    F("transactionalId", "string"),
+)
+
+TRANSACTION_LOG_VALUE = message(
+    "TransactionLogValue", "0-1", "1+",
+    F("producerId", "int64"),
+    F("producerEpoch", "int16"),
+    F("transactionTimeoutMs", "int32"),
+    F("transactionStatus", "int8"),
+    F("transactionPartitions", "[]PartitionsSchema", nullable="0+", fields=(
+        F("topic", "string"),
+        F("partitionIds", "[]int32"),
+    )),
+    F("transactionLastUpdateTimestampMs", "int64"),
+    F("transactionStartTimestampMs", "int64"),
+)
+
+# TransactionState's ids and the names its Scala case objects print (Kafka 3.6)
+TRANSACTION_STATES = {0: "Empty", 1: "Ongoing", 2: "PrepareCommit", 3: "PrepareAbort",
+                      4: "CompleteCommit", 5: "CompleteAbort", 6: "Dead", 7: "PrepareEpochFence"}
