@@ -23,7 +23,7 @@ import numpy as np
 
 from kfmt.format import legacy_runs
 from kfmt.format import segment
-from kfmt.partition.companions import SegmentIndexer
+from kfmt.partition.segment_recovery import SegmentIndexer
 from kfmt.partition.layout import find_partitions
 from kfmt.storage.store import open_storage
 

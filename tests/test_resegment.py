@@ -21,7 +21,8 @@ from test_upgrade import (SPARK, assert_companions_are_reindexs, cat_json, kfmt_
                           write_mixed)
 
 from kfmt.format import segment
-from kfmt.partition.companions import CompanionBuilder, RecoveredSegmentBuilder
+from kfmt.partition.companions import CompanionBuilder
+from kfmt.partition.segment_recovery import RecoveredSegmentBuilder
 from kfmt.format.control import ControlType
 from kfmt.errors import DataError
 from kfmt.format.model import BatchHeader

@@ -163,7 +163,8 @@ def test_corpus_legacy_runs(name):
 def companions_by_rows(part_dir, by_rows: bool) -> dict:
     """A partition's companion files from CompanionBuilder: fed header by header (add_batch), or
     with runs of data batches as frame rows (add_frames) and control batches decoded."""
-    from kfmt.partition.companions import CompanionBuilder, RecoveredSegmentBuilder
+    from kfmt.partition.companions import CompanionBuilder
+    from kfmt.partition.segment_recovery import RecoveredSegmentBuilder
     builder = CompanionBuilder(now_ms=1_800_000_000_000)
     out, facts = {}, []
     for log in sorted(part_dir.glob("*.log")):

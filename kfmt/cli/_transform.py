@@ -6,7 +6,7 @@ import sys
 from typing import Callable
 
 from kfmt.cli._common import add_format_argument, add_progress_argument, add_storage_arguments, dumps
-from kfmt.partition.companions import DEFAULT_INDEX_INTERVAL_BYTES
+from kfmt.partition.segment_recovery import DEFAULT_INDEX_INTERVAL_BYTES
 from kfmt.partition.producer_state import DEFAULT_PRODUCER_EXPIRATION_MS
 from kfmt.storage.store import parse_storage_options
 

@@ -34,7 +34,9 @@ from kfmt.transforms.report import REPORT_NAME, make_report, report_bytes
 from kfmt.partition.summary import PartitionSummary, PartitionTally, merge_tallies
 from kfmt.storage.staging import StagedOutput, StagingTarget
 from kfmt.storage.store import Storage, StorageSpec, open_storage
-from kfmt.write.writer import RollPolicy, WrittenSegment, write_companions
+from kfmt.write.planner import RollPolicy
+from kfmt.write.segment_writer import write_companions
+from kfmt.write.writer import WrittenSegment
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Iterable, Iterator
 
 import numpy as np
-from kfmt.partition.companions import RecoveredSegmentBuilder
+from kfmt.partition.segment_recovery import RecoveredSegmentBuilder
 from kfmt.errors import UsageError
 from kfmt.partition.layout import PartitionDir, Segment, segment_file_name
 from kfmt.format.frames import header_of

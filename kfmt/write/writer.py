@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kfmt.plugin import registry
-from kfmt.partition.companions import CompanionBuilder, RecoveredSegment, control_facts
+from kfmt.partition.companions import CompanionBuilder, control_facts
+from kfmt.partition.segment_recovery import RecoveredSegment
 from kfmt.format.control import ControlType
 from kfmt.errors import UsageError
 from kfmt.partition.layout import PARTITION_METADATA, PartitionDir, segment_file_name

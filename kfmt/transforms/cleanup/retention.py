@@ -30,8 +30,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 
 from kfmt.transforms.cleanup.plan import LOG_START_OFFSET_CHECKPOINT, PartitionJob
-from kfmt.partition.companions import (DEFAULT_INDEX_INTERVAL_BYTES, CompanionBuilder, CompanionOptions,
-                             existing_leader_epochs)
+from kfmt.partition.companions import CompanionBuilder, CompanionOptions, existing_leader_epochs
+from kfmt.partition.segment_recovery import DEFAULT_INDEX_INTERVAL_BYTES
 from kfmt.errors import UsageError
 from kfmt.partition.layout import PARTITION_METADATA, Segment, segment_file_name
 from kfmt.storage.manifest import FileRecord

@@ -22,7 +22,8 @@ import numpy as np
 
 from kfmt.plugin import registry
 from kfmt.transforms.cleanup.plan import PartitionJob
-from kfmt.partition.companions import DEFAULT_INDEX_INTERVAL_BYTES, control_facts, existing_leader_epochs
+from kfmt.partition.companions import control_facts, existing_leader_epochs
+from kfmt.partition.segment_recovery import DEFAULT_INDEX_INTERVAL_BYTES
 from kfmt.transforms.cleanup.compaction.facts import PartitionFacts, SegmentInfo, gather_facts
 from kfmt.transforms.cleanup.compaction.filter import Action, BatchRetention, CleanerFilter, Removed, is_present
 from kfmt.transforms.cleanup.compaction.offset_map import DEFAULT_LOAD_FACTOR, DEFAULT_MEMORY, OffsetMap, record_key_hashes

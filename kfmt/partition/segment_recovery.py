@@ -1,0 +1,328 @@
+"""One segment's part of log recovery (Kafka's `LogSegment.recover`, docs/format.md §6.3): its `.index`
+and `.timeindex` entries (SegmentIndexer), and what it hands on to the partition-level files
+(RecoveredSegment, built where the segment is written: RecoveredSegmentBuilder). The partition-level
+part -- producer state, `.txnindex`, snapshots, leader epochs across segments -- is
+kfmt.partition.companions.
+
+Array-at-a-time: `add_frames` takes rows of frames (kfmt.format.frames) of data batches; the index
+walk runs in one compiled call (kfmt.format.kernels) and only v2 rows with a producer id or a new
+leader epoch are looked at one by one. Same results as `add` per row, which remains the definition
+(and handles every row the kernel refuses)."""
+from __future__ import annotations
+
+import gc
+import struct
+from dataclasses import dataclass
+import numpy as np
+from kfmt.partition import indexes, txnindex
+from kfmt.format.control import ControlType
+from kfmt.errors import DataError, UsageError
+from kfmt.format.frames import ATTR_CONTROL, FRAME_DTYPE, header_of
+from kfmt.partition.indexes import OffsetEntry, TimeEntry
+from kfmt.partition.layout import segment_file_name
+from kfmt.format.model import INT32_MAX, NO_PRODUCER_ID, NO_TIMESTAMP, BatchHeader
+from kfmt.format.kernels import native
+from kfmt.partition.txnindex import AbortedTxn
+
+
+DEFAULT_INDEX_INTERVAL_BYTES = 4096  # index.interval.bytes
+
+
+@dataclass
+class SegmentCompanions:
+    """The index files of one segment. The entries are kept as pairs of native int64 (offset and
+    position; timestamp and offset), as the index walk makes them: a segment of small batches has
+    hundreds of thousands, too many to hold one object each."""
+
+    base_offset: int
+    offset_pairs: bytes
+    time_pairs: bytes
+    aborted: list[AbortedTxn]
+    next_offset: int  # the offset after the segment's last batch; its base offset if it has none
+    batches: int
+
+    @property
+    def offset_entries(self) -> list[OffsetEntry]:
+        return _entries(OffsetEntry, self.offset_pairs)
+
+    @property
+    def time_entries(self) -> list[TimeEntry]:
+        return _entries(TimeEntry, self.time_pairs)
+
+    @property
+    def index(self) -> bytes:
+        pairs = _pairs(self.offset_pairs)
+        relative = pairs[:, 0] - self.base_offset
+        if not _fit_int32(relative, pairs[:, 1]):
+            return indexes.write_offset_index(self.offset_entries, self.base_offset)  # (refuses them)
+        out = np.empty(len(pairs), dtype=[("relative", ">i4"), ("position", ">i4")])
+        out["relative"], out["position"] = relative, pairs[:, 1]
+        return out.tobytes()
+
+    @property
+    def timeindex(self) -> bytes:
+        pairs = _pairs(self.time_pairs)
+        relative = pairs[:, 1] - self.base_offset
+        if not _fit_int32(relative):
+            return indexes.write_time_index(self.time_entries, self.base_offset)  # (refuses them)
+        out = np.empty(len(pairs), dtype=[("timestamp", ">i8"), ("relative", ">i4")])
+        out["timestamp"], out["relative"] = pairs[:, 0], relative
+        return out.tobytes()
+
+    @property
+    def txnindex(self) -> bytes | None:
+        """None when the segment has no aborted transaction: Kafka creates the file lazily (docs/format.md §7)."""
+        return txnindex.write_txn_index(self.aborted) if self.aborted else None
+
+    def files(self) -> dict[str, bytes]:
+        out = {segment_file_name(self.base_offset, "index"): self.index,
+               segment_file_name(self.base_offset, "timeindex"): self.timeindex}
+        if self.aborted:
+            out[segment_file_name(self.base_offset, "txnindex")] = self.txnindex
+        return out
+
+
+class SegmentIndexer:
+    """The segment-local half of LogSegment.recover (docs/format.md §6.3): the `.index` and `.timeindex` entries of
+    one segment from its batches' headers, in file order. It needs nothing from other segments, so a
+    parallel writer runs it in the task that writes the segment (RecoveredSegmentBuilder)."""
+
+    def __init__(self, base_offset: int, index_interval_bytes: int):
+        self.base_offset = base_offset
+        self.interval = index_interval_bytes
+        self.position = 0  # Kafka's validBytes
+        self.last_indexed_position = 0
+        self.max_timestamp, self.offset_of_max = NO_TIMESTAMP, base_offset
+        self.offset_pairs = bytearray()  # (offset, position) as native int64 pairs
+        self.time_pairs = bytearray()  # (timestamp, offset)
+        self.last_time_entry = NO_TIMESTAMP  # the timestamp of the last time entry
+        self.last_offset: int | None = None
+        self.batches = 0
+
+    @property
+    def offset_entries(self) -> list[OffsetEntry]:
+        return _entries(OffsetEntry, self.offset_pairs)
+
+    @property
+    def time_entries(self) -> list[TimeEntry]:
+        return _entries(TimeEntry, self.time_pairs)
+
+    def _maybe_append_time_entry(self) -> None:
+        # TimeIndex.maybeAppend: only a timestamp above the last entry's (initially -1) is added
+        if self.max_timestamp > self.last_time_entry:
+            self.time_pairs += _PAIR.pack(self.max_timestamp, self.offset_of_max)
+            self.last_time_entry = self.max_timestamp
+
+    def add(self, header: BatchHeader) -> None:
+        self._check(header)
+        if header.max_timestamp > self.max_timestamp:
+            self.max_timestamp, self.offset_of_max = header.max_timestamp, header.last_offset
+        if self.position - self.last_indexed_position > self.interval:
+            self.offset_pairs += _PAIR.pack(header.last_offset, self.position)
+            self._maybe_append_time_entry()
+            self.last_indexed_position = self.position
+        self.position += header.size
+        self.last_offset = header.last_offset
+        self.batches += 1
+
+    def add_frames(self, rows: np.ndarray) -> None:
+        """add() for rows of frames, in file order: the walk in one compiled call
+        (kfmt/csrc/frames.c) when it is built; a row it refuses goes through add(), which raises."""
+        start = 0
+        if native is not None and rows.dtype == FRAME_DTYPE:
+            rows = np.ascontiguousarray(rows)
+            while start < len(rows):
+                stop, state, offsets, times = native.index_frames(rows, start, len(rows), (
+                    self.base_offset, self.interval, self.position, self.last_indexed_position,
+                    self.max_timestamp, self.offset_of_max, self.last_offset, self.last_time_entry))
+                (_, _, self.position, self.last_indexed_position, self.max_timestamp,
+                 self.offset_of_max, self.last_offset, self.last_time_entry) = state
+                self.offset_pairs += offsets
+                self.time_pairs += times
+                self.batches += stop - start
+                if stop < len(rows):
+                    self.add(header_of(rows[stop].item()))
+                    stop += 1
+                start = stop
+            return
+        for row in rows.tolist():
+            self.add(header_of(row))
+
+    def _check(self, header: BatchHeader) -> None:
+        if header.position is None or header.size is None:
+            raise UsageError("CompanionBuilder.add_batch needs the batch's position and size")
+        if header.position != self.position:
+            raise UsageError(f"batch at position {header.position} given where the segment's next "
+                             f"batch starts ({self.position}): batches must come in file order")
+        relative = header.last_offset - self.base_offset
+        if not 0 <= relative <= INT32_MAX:
+            raise DataError(f"last offset {header.last_offset} does not fit the index of the segment "
+                            f"with base offset {self.base_offset} (relative offset {relative})",
+                            offset=header.last_offset)
+        if self.last_offset is not None and header.last_offset <= self.last_offset:
+            raise DataError(f"last offset {header.last_offset} does not follow the previous batch's "
+                            f"{self.last_offset}: offsets must increase", offset=header.last_offset)
+
+    @property
+    def next_offset(self) -> int:
+        """The offset after the segment's last batch; its base offset if it has none."""
+        return self.base_offset if self.last_offset is None else self.last_offset + 1
+
+    def finish(self, aborted: list[AbortedTxn] | None = None) -> SegmentCompanions:
+        # "A normally closed segment always appends the biggest timestamp ever seen"
+        self._maybe_append_time_entry()
+        return SegmentCompanions(self.base_offset, bytes(self.offset_pairs), bytes(self.time_pairs),
+                                 aborted or [], self.next_offset, self.batches)
+
+
+@dataclass(frozen=True)
+class ProducerBatch:
+    """A v2 batch as producer-state replay sees it (a control batch with its marker's facts)."""
+
+    header: BatchHeader
+    control: ControlType | None = None
+    coordinator_epoch: int = -1
+    marker_timestamp: int = NO_TIMESTAMP
+
+
+@dataclass
+class RecoveredSegment:
+    """What one segment hands on to the partition-level files (docs/format.md §7, §8, §9) and to the segments after
+    it -- the part of recovery a parallel writer cannot do in the segment's own task. Small: a few
+    numbers, the leader-epoch changes, and the producer batches reduced as RecoveredSegmentBuilder
+    explains (never one entry per batch of the segment)."""
+
+    base_offset: int
+    batches: int
+    last_offset: int | None  # of the last batch; None for an empty segment
+    v2_next_offset: int | None  # after the last v2 batch: where recovery's snapshot of the segment goes
+    leader_epochs: list[tuple[int, int]]  # (epoch, base offset) where the segment's running maximum rises
+    producer_batches: list[ProducerBatch]
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset if self.last_offset is None else self.last_offset + 1
+
+
+class RecoveredSegmentBuilder:
+    """Built where a segment is written (a Spark task): its `.index` and `.timeindex` (SegmentIndexer)
+    and its RecoveredSegment for CompanionBuilder.add_segment on the driver.
+
+    The producer batches are reduced without changing what recovery makes of them. Per producer,
+    between its control batches, consecutive data batches with the same transactional flag form a run;
+    only a run's first batch and its last one are kept, in log order (the last one takes the place of
+    the run's second). Why that is exact (ProducerStateManager, kfmt.partition.producer_state):
+    * a data batch overwrites its producer's epoch, last sequence, last offset, offset delta and
+      timestamp, so within a run only the last batch decides them;
+    * a run's first batch is where the producer first appears (the snapshot's HashMap order), where a
+      transactional run opens a transaction (the first offset the `.txnindex` and other producers'
+      last stable offsets name), and where a non-transactional batch meets an open transaction (the
+      error Kafka's loader raises) -- all in their original place;
+    * other producers only see a producer through its open transaction, which only a run's first
+      batch and a control batch change, so moving a run's later batches earlier, never past the
+      producer's next kept batch, changes nothing they see.
+    Leader epochs: only batches that raise the segment's running maximum epoch can raise the cache's
+    latest one (which is at least every epoch seen before), so only they are kept.
+    """
+
+    def __init__(self, base_offset: int, index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES):
+        self.indexer = SegmentIndexer(base_offset, index_interval_bytes)
+        self._epochs: list[tuple[int, int]] = []
+        self._producer_batches: list[ProducerBatch] = []
+        self._runs: dict[int, list] = {}  # producer id -> [transactional, slot of the run's last batch]
+        self._v2_next_offset: int | None = None
+
+    def add(self, header: BatchHeader, control: ControlType | None = None, coordinator_epoch: int = -1,
+            marker_timestamp: int | None = None) -> None:
+        self.indexer.add(header)
+        if header.magic < 2:
+            return
+        self._v2_next_offset = header.last_offset + 1
+        epoch = header.partition_leader_epoch
+        if epoch >= 0 and (not self._epochs or epoch > self._epochs[-1][0]):
+            self._epochs.append((epoch, header.base_offset))
+        if header.has_producer_id:
+            self._add_producer_batch(header, control, coordinator_epoch, marker_timestamp)
+
+    def _add_producer_batch(self, header: BatchHeader, control: ControlType | None,
+                            coordinator_epoch: int, marker_timestamp: int | None) -> None:
+        batch = ProducerBatch(header, control, coordinator_epoch,
+                              header.max_timestamp if marker_timestamp is None else marker_timestamp)
+        pid, kept = header.producer_id, self._producer_batches
+        run = self._runs.get(pid)
+        if header.is_control:
+            self._runs.pop(pid, None)
+            kept.append(batch)
+        elif run is None or run[0] != header.is_transactional:
+            self._runs[pid] = [header.is_transactional, None]
+            kept.append(batch)
+        elif run[1] is None:
+            run[1] = len(kept)
+            kept.append(batch)
+        else:
+            kept[run[1]] = batch
+
+    def add_frames(self, rows: np.ndarray) -> None:
+        """add() for rows of data batches (no control batch), many at a time."""
+        check_no_control(rows)
+        self.indexer.add_frames(rows)
+        v2 = v2_rows(rows)
+        if not len(v2):
+            return
+        self._v2_next_offset = int(v2["last_offset"][-1]) + 1
+        self._epochs += rising_epochs(v2, self._epochs[-1][0] if self._epochs else -1)
+        for row in v2[v2["producer_id"] > NO_PRODUCER_ID].tolist():
+            self._add_producer_batch(header_of(row), None, -1, None)
+
+    def finish(self) -> tuple[SegmentCompanions, RecoveredSegment]:
+        """The segment's index files (no `.txnindex`: which transactions abort is known only on the
+        driver) and its facts."""
+        indexer = self.indexer
+        facts = RecoveredSegment(indexer.base_offset, indexer.batches, indexer.last_offset,
+                             self._v2_next_offset, self._epochs, self._producer_batches)
+        return indexer.finish(), facts
+
+
+_PAIR = struct.Struct("=qq")  # an index entry as the index walk makes it (native int64 pairs)
+
+
+def _pairs(data) -> np.ndarray:
+    return np.frombuffer(data, np.int64).reshape(-1, 2)
+
+
+def _fit_int32(*columns: np.ndarray) -> bool:
+    return all(not len(c) or (c.min() >= -(1 << 31) and c.max() <= INT32_MAX) for c in columns)
+
+
+def _entries(kind, data: bytes) -> list:
+    """Index entries, kind(a, b) for each int64 pair. Thousands of small objects at once: made with
+    the cyclic GC paused (they hold no cycles; otherwise each burst of allocations has it rescan
+    every live object, tripling the cost)."""
+    pairs = _pairs(data)
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return list(map(kind, pairs[:, 0].tolist(), pairs[:, 1].tolist()))
+    finally:
+        if paused:
+            gc.enable()
+
+
+def v2_rows(rows: np.ndarray) -> np.ndarray:
+    v2 = rows["magic"] >= 2
+    return rows if v2.all() else rows[v2]
+
+
+def rising_epochs(v2_rows: np.ndarray, latest: int) -> list[tuple[int, int]]:
+    """(epoch, base offset) of the rows where the running maximum leader epoch, starting from
+    `latest`, rises: the only rows that can add a leader-epoch entry (docs/format.md §9)."""
+    epochs = v2_rows["partition_leader_epoch"].astype(np.int64)
+    before = np.maximum.accumulate(np.concatenate(([latest], epochs)))[:-1]
+    rising = np.flatnonzero((epochs >= 0) & (epochs > before))
+    return [(int(epochs[i]), int(v2_rows["base_offset"][i])) for i in rising]
+
+
+def check_no_control(rows: np.ndarray) -> None:
+    if ((rows["magic"] >= 2) & (rows["attributes"] & ATTR_CONTROL != 0)).any():
+        raise UsageError("control batches are added with their marker's facts (add_batch / "
+                         "add_decoded_batch), not as frames")
