@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fuzzing import entries_of, fix_crc
+from support.fuzzing import entries_of, fix_crc
 from test_roundtrip_properties import encode, segments
 
 from kfmt import checkpoints, indexes, registry, segment, snapshots, txnindex

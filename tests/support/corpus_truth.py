@@ -9,13 +9,12 @@ import json
 import re
 from dataclasses import dataclass
 
-from conftest import REALKAFKA, require_corpus
+from support.corpus import REALKAFKA
 
 
 @functools.cache
 def consumer_records(name: str, kind: str = "records") -> tuple[dict, ...]:
     """What a Java consumer read (`records` or `records.read_committed`), in offset order."""
-    require_corpus()
     with gzip.open(REALKAFKA / f"{name}.truth" / f"{kind}.jsonl.gz", "rt") as f:
         return tuple(json.loads(line) for line in f)
 
@@ -37,7 +36,6 @@ class ListedEntry:
 
 @functools.cache
 def kafka_listing(name: str) -> tuple[ListedEntry, ...]:
-    require_corpus()
     entries, file = [], None
     for line in (REALKAFKA / f"{name}.truth" / "dump-log.batches.txt").read_text().splitlines():
         if line.startswith("Dumping "):
@@ -59,7 +57,6 @@ def kafka_listing(name: str) -> tuple[ListedEntry, ...]:
 def control_records(name: str) -> tuple[tuple[int, int], ...]:
     """(offset, timestamp) of the transaction markers kafka-dump-log's deep iteration listed;
     consumers never see them, but a timestamp lookup does (FileRecords.searchForTimestamp)."""
-    require_corpus()
     out = []
     with gzip.open(REALKAFKA / f"{name}.truth" / "dump-log.deep.txt.gz", "rt", errors="replace") as f:
         for line in f:
