@@ -1,80 +1,62 @@
-"""Shared test fixtures: the real-broker corpus, and running the CLI in-process."""
+"""Fixtures and hooks only; the helpers tests import live in tests/support/."""
 from __future__ import annotations
 
-import contextlib
-import io
-import os
-import sys
-from dataclasses import dataclass
+import atexit
+import uuid
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-REALKAFKA = Path(os.environ.get("KFMT_REALKAFKA", REPO.parent / "shared" / "realkafka"))
-sys._called_from_test = True
+from support.corpus import REALKAFKA, corpus_problem
+from support.s3server import SeaweedServer
+from support.tools import missing, require, weed
 
 
-CORPUS_MISSING = "the realkafka corpus (../shared/realkafka, or KFMT_REALKAFKA) is not on this machine"
+def pytest_configure(config):
+    """The corpus comes with the repository: a run without it is a broken setup, not a skip."""
+    problem = corpus_problem()
+    if problem is not None:
+        raise pytest.UsageError(problem)
 
 
-def require_corpus() -> None:
-    """Skip the calling test when the corpus is missing (the helpers that read it call this)."""
-    if not REALKAFKA.is_dir():
-        pytest.skip(CORPUS_MISSING)
-
-
-def real_partition_dirs() -> list[str]:
-    """Names of the partition directories in the corpus (empty if the corpus is missing)."""
-    if not REALKAFKA.is_dir():
-        return []
-    return sorted(p.name for p in REALKAFKA.iterdir()
-                  if p.is_dir() and not p.name.startswith("_") and not p.name.endswith(".truth"))
-
-
-REAL_DIRS = real_partition_dirs()
-needs_realkafka = pytest.mark.skipif(not REAL_DIRS, reason=CORPUS_MISSING)
-
-
-def real_dir_params(names=None):
-    """pytest.param per corpus directory, skipped cleanly when the corpus is missing."""
-    names = REAL_DIRS if names is None else names
-    if not names or not REALKAFKA.is_dir():
-        return [pytest.param(None, marks=needs_realkafka, id="no-corpus")]
-    return names
+def pytest_collection_modifyitems(items):
+    """@pytest.mark.needs("java", ...): skipped, with the tool's reason, when a tool is missing (probed
+    once per tool, and only when a collected test needs it)."""
+    for item in items:
+        for mark in item.iter_markers("needs"):
+            for tool in mark.args:
+                reason = missing(tool)
+                if reason is not None:
+                    item.add_marker(pytest.mark.skip(reason=reason))
 
 
 @pytest.fixture
 def realkafka() -> Path:
-    require_corpus()
     return REALKAFKA
 
 
-@dataclass
-class CliResult:
-    code: int
-    out: str
-    err: str
+@pytest.fixture(scope="session")
+def s3_server():
+    """A real S3 server (SeaweedFS) on 127.0.0.1 for the session: its endpoint and credentials (S3Endpoint)."""
+    require("weed")
+    server = SeaweedServer(weed())
+    atexit.register(server.stop)  # a last resort; the finaliser below normally stops it
+    try:
+        yield server.start()
+    finally:
+        server.stop()
 
-    @property
-    def lines(self) -> list[str]:
-        return self.out.splitlines()
 
-
-def run_kfmt(*args: str) -> CliResult:
-    """Run `kfmt ARGS` in this process, capturing stdout, stderr and the exit code."""
-    from kfmt.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main([str(a) for a in args])
-        except SystemExit as exc:  # argparse usage errors and --help
-            code = exc.code if isinstance(exc.code, int) else 1
-    return CliResult(code, out.getvalue(), err.getvalue())
+@pytest.fixture
+def s3_url(s3_server, request):
+    """A fresh prefix of the test bucket. Not emptied afterwards: prefixes are unique, and the whole
+    bucket goes with the server's temporary directory at the end of the session."""
+    name = request.node.name[:40].replace("[", "-").replace("]", "")
+    return s3_server.url(f"{name}-{uuid.uuid4().hex[:8]}")
 
 
 def pytest_report_header(config):
-    """Which code the run tests: the compiled kernels or the pure-Python fallback (KFMT_PURE_PYTHON=1)."""
+    """Which code the run tests: the compiled kernels or the pure-Python fallback (KFMT_PURE_PYTHON=1),
+    and which corpus."""
     from kfmt.format import kernels as speedups
-    return f"kfmt runs {speedups.description}"
+    return [f"kfmt runs {speedups.description}", f"real-broker corpus: {REALKAFKA}"]

@@ -1,4 +1,4 @@
-"""The long fuzz run: the cases of tests/fuzzing.py with any seed, as many as time allows, on either or
+"""The long fuzz run: the cases of tests/support/fuzzing.py with any seed, as many as time allows, on either or
 both decode paths; or one case replayed. Not collected by pytest (docs/reliability.md has the results).
 
     .venv/bin/python tests/fuzz_long.py --minutes 60                   # both tiers, both paths
@@ -20,7 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fuzzing import TIERS, build_case, native_available, run_fuzz  # noqa: E402
+from support.fuzzing import TIERS, build_case, run_fuzz  # noqa: E402
+from support.tools import speedups_built  # noqa: E402
 
 # the share of a run's time each tier gets: the readers tier runs about 30 cases for each commands case
 SHARE = {"readers": 0.35, "commands": 0.65}
@@ -43,7 +44,7 @@ def main(argv=None) -> int:
     p.add_argument("--verbose", action="store_true", help="describe every case")
     args = p.parse_args(argv)
     tiers = args.tier or list(TIERS)
-    paths = args.path or (["pure", "native"] if native_available() else ["pure"])
+    paths = args.path or (["pure", "native"] if speedups_built() else ["pure"])
     if args.keep:
         for i in range(args.start, args.start + (args.cases or 1)):
             case = build_case(args.seed, i, Path(args.keep) / f"case-{args.seed}-{i}")

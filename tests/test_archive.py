@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REAL_DIRS, REALKAFKA, needs_realkafka, run_kfmt
-from s3server import s3_server, s3_url  # noqa: F401  (fixtures)
+from support.cli import run_kfmt
+from support.corpus import REAL_DIRS, REALKAFKA
 from test_reindex import companions, index_interval, rebuild_now_ms, truth_digest
 from test_storage_conformance import consumer_truth, records_of
 
@@ -29,7 +29,6 @@ from kfmt.storage.manifest import MANIFEST, PENDING_DIR, load_manifest
 from kfmt.transforms.report import REPORT_NAME
 from kfmt.storage.store import open_storage
 
-pytestmark = needs_realkafka
 # Topics whose index.interval.bytes is not the default (topic-configs.txt): restored apart.
 SMALL_INTERVAL = "v[012]-none"
 NOW = rebuild_now_ms("txn-v2-none-0") if REAL_DIRS else 0  # reproduces every rebuild (test_reindex)

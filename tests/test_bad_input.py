@@ -21,18 +21,17 @@ import crc32c
 import pytest
 import zstandard
 
-from conftest import REALKAFKA, needs_realkafka, require_corpus, run_kfmt
-from corpus_truth import ListedEntry as Entry, kafka_listing
+from support.cli import run_kfmt
+from support.corpus import REALKAFKA
+from support.corpus_truth import ListedEntry as Entry, kafka_listing
 from test_codecs import legacy_message
 from kfmt.plugin import registry
 from kfmt.format.control import end_txn_marker_value
 from kfmt.format.model import BatchHeader, make_records
 
-pytestmark = needs_realkafka
 
 
 def copy_partition(name: str, tmp_path: Path) -> Path:
-    require_corpus()
     dst = tmp_path / name
     shutil.copytree(REALKAFKA / name, dst, copy_function=shutil.copyfile)  # writable copies
     return dst

@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from conftest import REALKAFKA, real_dir_params, run_kfmt
+from support.cli import run_kfmt
+from support.corpus import REALKAFKA, REAL_DIRS
 
 
 def truth(name: str, kind: str = "records") -> list[dict]:
@@ -12,15 +13,15 @@ def truth(name: str, kind: str = "records") -> list[dict]:
         return [json.loads(line) for line in f]
 
 
-@pytest.mark.parametrize("name", real_dir_params())
+@pytest.mark.parametrize("name", REAL_DIRS)
 def test_cat_json_equals_consumer_records(name):
     result = run_kfmt("cat", REALKAFKA / name, "--format", "json")
     assert result.code == 0, result.err
     assert [json.loads(line) for line in result.lines] == truth(name)
 
 
-@pytest.mark.parametrize("name", real_dir_params(
-    [d for d in real_dir_params() if d and (REALKAFKA / f"{d}.truth" / "records.read_committed.jsonl.gz").exists()]))
+@pytest.mark.parametrize("name", [d for d in REAL_DIRS
+                                  if (REALKAFKA / f"{d}.truth" / "records.read_committed.jsonl.gz").exists()])
 def test_cat_read_committed_equals_consumer(name):
     result = run_kfmt("cat", REALKAFKA / name, "--format", "json", "--isolation", "read_committed")
     assert result.code == 0, result.err

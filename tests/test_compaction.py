@@ -33,8 +33,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record.memory_records import MemoryRecords
 
-from conftest import REALKAFKA, run_kfmt
-from corpus_truth import consumer_records
+from support.cli import run_kfmt
+from support.corpus import REALKAFKA
+from support.corpus_truth import consumer_records
 
 from kfmt.plugin import registry
 from kfmt.transforms.cleanup.compaction.offset_map import BYTES_PER_ENTRY, OffsetMap, key_hashes
@@ -51,8 +52,6 @@ from kfmt.write.planner import RollPolicy
 DAY = 86_400_000
 COMPACTED = ["compact-v2-none", "compact-v1-gzip"]
 COMPANION = re.compile(r"\.(index|timeindex|txnindex|snapshot)$|^leader-epoch-checkpoint$")
-needs_corpus = pytest.mark.skipif(not (REALKAFKA / "compact-v2-none-twin-0").is_dir(),
-                                  reason="the realkafka corpus (../shared/realkafka) is not on this machine")
 
 
 @pytest.fixture(autouse=True)
@@ -132,7 +131,6 @@ def with_producer(entry: bytes, producer_id: int) -> bytes:
 
 # --- the compaction oracle ---
 
-@needs_corpus
 @pytest.mark.parametrize("name,mode", [("compact-v2-none", ()), ("compact-v1-gzip", ("--keep-format",)),
                                        ("compact-v1-gzip", ())], ids=["v2", "v1-kafka3", "v1-kafka4"])
 def test_compacting_the_twin_gives_what_the_brokers_cleaner_left(name, mode, tmp_path):
@@ -157,7 +155,6 @@ def test_compacting_the_twin_gives_what_the_brokers_cleaner_left(name, mode, tmp
     assert entry["removed"]["records"] == start - end
 
 
-@needs_corpus
 def test_compacted_v2_batches_are_the_brokers_bytes(tmp_path):
     """Batch for batch: base and last offsets kept, sequence numbers, the delete horizon stamped
     into the base timestamp (flag 0x40) of exactly the batches that keep a tombstone. The brokers
@@ -175,7 +172,6 @@ def test_compacted_v2_batches_are_the_brokers_bytes(tmp_path):
     assert sum(h.has_delete_horizon for _, h, _ in ours) == 5
 
 
-@needs_corpus
 def test_compacted_v1_log_with_keep_format_is_byte_identical(tmp_path):
     name = "compact-v1-gzip"
     dst = tmp_path / "out"
@@ -184,7 +180,6 @@ def test_compacted_v1_log_with_keep_format_is_byte_identical(tmp_path):
         assert (dst / log.name).read_bytes() == log.read_bytes(), log.name
 
 
-@needs_corpus
 def test_kafka4_converts_every_cleaned_legacy_batch_to_v2(tmp_path):
     """Kafka 4.0's cleaner (KAFKA-13093): one v2 batch per cleaned wrapper, offsets of the kept
     records, the wrapper's codec, no producer, leader epoch -1, a delete horizon where a tombstone
@@ -214,7 +209,6 @@ def test_kafka4_converts_every_cleaned_legacy_batch_to_v2(tmp_path):
     assert [e[2] for e in entries(dst) if e[1].last_offset >= o["cleaned_until"]] == [e[2] for e in twin_tail]
 
 
-@needs_corpus
 @pytest.mark.parametrize("name,mode", [("compact-v2-none", ()), ("compact-v1-gzip", ()),
                                        ("compact-v1-gzip", ("--keep-format",))])
 def test_compacted_output_verifies_and_reindexes_the_same(name, mode, tmp_path):
@@ -230,7 +224,6 @@ def test_compacted_output_verifies_and_reindexes_the_same(name, mode, tmp_path):
     assert companions(again) == companions(dst)
 
 
-@needs_corpus
 def test_kafka_python_reads_rewritten_compressed_batches(tmp_path):
     """Every codec's rewritten batches, read by a peer decoder."""
     for name in ["v2-gzip-0", "v2-snappy-0", "v2-lz4-0", "v2-zstd-0"]:
@@ -252,7 +245,6 @@ def test_kafka_python_reads_rewritten_compressed_batches(tmp_path):
         assert ours == expected, name
 
 
-@needs_corpus
 @pytest.mark.parametrize("mode", [(), ("--keep-format",)], ids=["kafka4", "kafka3"])
 @pytest.mark.parametrize("name", ["v0-none-0", "v0-snappy-0", "v1-lz4-0", "v1-logappendtime-gzip-0"])
 def test_legacy_logs_compact_to_the_latest_record_of_each_key(name, mode, tmp_path):
@@ -329,7 +321,6 @@ def test_offset_map_memory_is_fixed_and_checked():
         OffsetMap(BYTES_PER_ENTRY)  # one slot: no room for even one key at load factor 0.9
 
 
-@needs_corpus
 def test_a_full_offset_map_cleans_the_prefix_it_mapped(tmp_path):
     """With room for 45 keys the map fills at the record that would need a 46th: the cleaning ends
     there (its offset is the next first dirty offset), records below it are deduplicated among
@@ -375,7 +366,6 @@ def test_a_full_offset_map_cleans_the_prefix_it_mapped(tmp_path):
 
 # --- transactions ---
 
-@needs_corpus
 def test_compacted_transactional_topic_keeps_only_committed_latest_records(tmp_path):
     """Aborted transactions go whatever their keys (and are never mapped), keyless records go, the
     latest committed record of each key stays; the active segment is left as it was."""
@@ -401,7 +391,6 @@ def test_compacted_transactional_topic_keeps_only_committed_latest_records(tmp_p
     assert not {json.loads(line)["offset"] for line in cat.lines} & aborted
 
 
-@needs_corpus
 def test_markers_of_emptied_transactions_get_a_horizon_then_go(tmp_path):
     """Second cleaning: a marker whose transaction has no batch left may go, so it gets a delete
     horizon (clean time + delete.retention.ms); a third cleaning after the horizon removes it."""
@@ -437,7 +426,6 @@ def test_markers_of_emptied_transactions_get_a_horizon_then_go(tmp_path):
 
 # --- tombstones ---
 
-@needs_corpus
 def test_v2_tombstones_go_once_their_horizon_has_passed(tmp_path):
     name = "compact-v2-none"
     args = oracle_arguments(name)
@@ -456,7 +444,6 @@ def test_v2_tombstones_go_once_their_horizon_has_passed(tmp_path):
     assert report_entry(later)["removed"]["expired_tombstones"] == 11
 
 
-@needs_corpus
 @pytest.mark.parametrize("mode", [(), ("--keep-format",)], ids=["kafka4", "kafka3"])
 def test_legacy_tombstones_follow_segment_modification_times(mode, tmp_path):
     """v0/v1 tombstones carry no horizon: they stay while their segment's modification time lies
@@ -591,7 +578,6 @@ def test_the_cleanable_range_stops_where_a_brokers_would(tmp_path):
 
 # --- the command ---
 
-@needs_corpus
 def test_dry_run_reports_and_writes_nothing(tmp_path):
     name = "compact-v2-none"
     dst = tmp_path / "out"
@@ -614,7 +600,6 @@ def test_usage_errors(tmp_path):
 
 
 @pytest.mark.spark
-@needs_corpus
 def test_spark_run_of_a_log_directory_equals_the_in_process_run(tmp_path):
     logs = tmp_path / "logs"
     for name in ["compact-v2-none-twin-0", "txn-v2-none-0", "v1-gzip-0"]:

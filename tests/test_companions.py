@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import random
 import re
-import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +23,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import REALKAFKA, real_dir_params, run_kfmt
+from support import tools
+from support.cli import run_kfmt
+from support.corpus import REALKAFKA, REAL_DIRS
 from kfmt.plugin import registry
 from kfmt.partition.companions import CompanionBuilder, build_for_partition
 from kfmt.format.control import ControlType, control_key, end_txn_marker_value
@@ -48,7 +49,7 @@ def companions_of(path: Path, **options):
     return build_for_partition(PartitionReader(find_partitions(storage, p)[0]), **options)
 
 
-@pytest.mark.parametrize("name", real_dir_params([d for d in real_dir_params() if d and never_compacted(d)]))
+@pytest.mark.parametrize("name", [d for d in REAL_DIRS if never_compacted(d)])
 def test_without_expiry_snapshots_equal_the_writing_brokers(name):
     # An expiration longer than the data's age keeps every producer, as the writing broker did.
     built = companions_of(REALKAFKA / name, producer_expiration_ms=2**62).files()
@@ -87,10 +88,9 @@ def key_sequences(rng: random.Random) -> list[list[int]]:
     return seqs
 
 
+@pytest.mark.needs("java")
 def test_snapshot_order_is_java_hashmaps(tmp_path):
-    java = shutil.which("java")
-    if java is None:
-        pytest.skip("no JVM on this machine to compare java.util.HashMap's order with")
+    java = tools.java()
     source = tmp_path / "HashOrder.java"
     source.write_text(JAVA_HASH_ORDER)
     seqs = key_sequences(random.Random(7))

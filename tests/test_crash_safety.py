@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import needs_realkafka, run_kfmt
+from support.cli import run_kfmt
 from test_archive import make_log_dir
 from test_staging import tree_state
 
@@ -33,7 +33,7 @@ from kfmt.transforms.report import REPORT_NAME
 from kfmt.storage.staging import OWNER
 from kfmt.storage.store import open_storage
 
-pytestmark = [needs_realkafka, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.timeout(600)]
 
 PARTITIONS = ["v0-none-0", "v1-gzip-0", "v2-none-0", "txn-v2-none-0"]
 INPROCESS = ["--master", "inprocess"]

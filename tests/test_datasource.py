@@ -13,9 +13,8 @@ import shutil
 import pyarrow as pa
 import pytest
 
-from conftest import REALKAFKA, needs_realkafka, real_dir_params, require_corpus
-from corpus_truth import control_records
-from s3server import s3_server  # noqa: F401  (fixture)
+from support.corpus import REALKAFKA, REAL_DIRS
+from support.corpus_truth import control_records
 from test_export import (TXN, as_consumer_records, corrupted_copy, export, listing,
                          open_transaction_partition, read_dataset, truth)
 
@@ -45,7 +44,7 @@ def segments(name: str) -> list[int]:
 
 # --- what it returns -------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", real_dir_params())
+@pytest.mark.parametrize("name", REAL_DIRS)
 def test_rows_equal_the_consumer_and_the_export(name, tmp_path):
     rows, _ = read_all(REALKAFKA / name)
     assert as_consumer_records(rows) == truth(name)
@@ -53,7 +52,7 @@ def test_rows_equal_the_consumer_and_the_export(name, tmp_path):
     assert rows.equals(read_dataset(tmp_path / "out"))
 
 
-@pytest.mark.parametrize("name", real_dir_params(["v0-none-0", "v1-none-0", "v2-none-0", "v2-zstd-0", TXN]))
+@pytest.mark.parametrize("name", ["v0-none-0", "v1-none-0", "v2-none-0", "v2-zstd-0", TXN])
 def test_split_byte_ranges_give_the_same_rows(name):
     """Cut at batch boundaries (kafka-dump-log's positions) into more tasks than segments, the rows
     are those of one task per whole segment, and of all segments packed into one task."""
@@ -92,7 +91,6 @@ def test_small_segments_share_tasks_as_sparks_file_sources_pack_small_files(logd
     assert ranges == planned
 
 
-@needs_realkafka
 @pytest.mark.parametrize("include_control", [False, True])
 def test_read_committed(include_control):
     rows, _ = read_all(REALKAFKA / TXN, **{"kafka.isolation.level": "read_committed",
@@ -110,7 +108,6 @@ def test_read_committed_stops_at_the_last_stable_offset(tmp_path):
     assert rows.column("offset").to_pylist() == [0, 1, 2]
 
 
-@needs_realkafka
 def test_include_control_without_read_committed():
     rows, _ = read_all(REALKAFKA / TXN, includeControl="TRUE")
     assert rows.num_rows == len(truth(TXN)) + len(control_records(TXN))
@@ -118,7 +115,6 @@ def test_include_control_without_read_committed():
 
 @pytest.fixture(scope="module")
 def logdir(tmp_path_factory):
-    require_corpus()
     root = tmp_path_factory.mktemp("logdir")
     for name in ("v2-none-0", "v2-lz4-0", "v1-gzip-0"):
         shutil.copytree(REALKAFKA / name, root / name)
@@ -140,7 +136,6 @@ def topics_read(path, **options) -> list[tuple[str, int]]:
     return sorted(set(zip(rows.column("topic").to_pylist(), rows.column("partition").to_pylist())))
 
 
-@needs_realkafka
 def test_topic_selection_as_in_sparks_kafka_source(logdir):
     everything = [("v1-gzip", 0), ("v2-lz4", 0), ("v2-none", 0), ("v2-none", 1)]
     assert topics_read(logdir) == everything
@@ -153,7 +148,6 @@ def test_topic_selection_as_in_sparks_kafka_source(logdir):
     assert topics_read(logdir, subscribe="nothing-here") == []
 
 
-@needs_realkafka
 @pytest.mark.parametrize("options, words", [
     ({"startingOffsets": "earliest"}, "unsupported option(s) startingoffsets"),
     ({"kafka.bootstrap.servers": "localhost:9092"}, "unsupported option(s) kafka.bootstrap.servers"),
@@ -189,7 +183,6 @@ def test_an_empty_log_directory_reads_nothing(tmp_path):
     assert rows.num_rows == 0 and len(units) == 1
 
 
-@needs_realkafka
 def test_bad_data_names_file_position_and_offset(tmp_path):
     src, position = corrupted_copy(tmp_path)
     r = reader(src)
@@ -214,7 +207,6 @@ def spark():
 
 
 @pytest.mark.spark
-@needs_realkafka
 def test_spark_reads_a_log_directory_like_the_exported_parquet(spark, mixed_logdir, tmp_path):
     df = spark.read.format("kafka-log").load(str(mixed_logdir))
     assert export(mixed_logdir, tmp_path / "out").code == 0
@@ -225,7 +217,6 @@ def test_spark_reads_a_log_directory_like_the_exported_parquet(spark, mixed_logd
 
 
 @pytest.mark.spark
-@needs_realkafka
 def test_spark_options_split_and_committed(spark):
     base = spark.read.format("kafka-log").option("subscribe", "txn-v2-none")
     committed = base.option("kafka.isolation.level", "read_committed").load(str(REALKAFKA))
@@ -238,7 +229,6 @@ def test_spark_options_split_and_committed(spark):
 
 
 @pytest.mark.spark
-@needs_realkafka
 def test_spark_shows_the_data_error(spark, tmp_path):
     src, position = corrupted_copy(tmp_path)
     with pytest.raises(Exception) as err:
@@ -248,7 +238,6 @@ def test_spark_shows_the_data_error(spark, tmp_path):
 
 @pytest.mark.spark
 @pytest.mark.s3
-@needs_realkafka
 def test_spark_reads_s3_through_storage_options(spark, s3_server):
     from kfmt.storage.store import open_storage
 

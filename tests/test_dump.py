@@ -7,7 +7,6 @@ and Scala rules the dump depends on (UTF-8 decoding, HashMap order) the real JVM
 from __future__ import annotations
 
 import base64
-import glob
 import gzip
 import json
 import os
@@ -21,7 +20,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import REAL_DIRS, REALKAFKA, real_dir_params, run_kfmt
+from support import tools
+from support.cli import run_kfmt
+from support.corpus import REAL_DIRS, REALKAFKA
 from kfmt.inspect.dump.java_output import java_absolute_path, java_file_string, java_string
 from kfmt.inspect.dump.scalamap import ScalaHashMap
 from kfmt.partition.layout import find_partitions
@@ -37,7 +38,7 @@ STDERR_LINE = re.compile(r"^(Mismatches in :|  Index |Found timestamp mismatch|F
 
 def with_files(suffix: str) -> list:
     """Corpus directories that hold files with this suffix (all of them, for most suffixes)."""
-    return real_dir_params([d for d in REAL_DIRS if any((REALKAFKA / d).glob(f"*{suffix}"))])
+    return [d for d in REAL_DIRS if any((REALKAFKA / d).glob(f"*{suffix}"))]
 
 
 def files_of(name: str, suffix: str) -> list[str]:
@@ -86,7 +87,7 @@ def in_corpus_dir(monkeypatch, name: str, *args):
 
 # --- .log --------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", real_dir_params())
+@pytest.mark.parametrize("name", REAL_DIRS)
 def test_deep_dump_equals_kafka(name, monkeypatch):
     result = in_corpus_dir(monkeypatch, name, "--deep-iteration", "--print-data-log",
                            *files_of(name, ".log"))
@@ -119,7 +120,7 @@ def test_compacted_logs_report_their_gaps(realkafka, monkeypatch):
     assert expected_gaps("compact-v2-none-0", truth_text("compact-v2-none-0", "dump-log.deep.txt.gz"))
 
 
-@pytest.mark.parametrize("name", real_dir_params())
+@pytest.mark.parametrize("name", REAL_DIRS)
 def test_batch_dump_equals_kafka(name, monkeypatch):
     result = in_corpus_dir(monkeypatch, name, *files_of(name, ".log"))
     assert result.code == 0, result.err
@@ -127,7 +128,7 @@ def test_batch_dump_equals_kafka(name, monkeypatch):
     assert result.err == ""
 
 
-@pytest.mark.parametrize("name", real_dir_params())
+@pytest.mark.parametrize("name", REAL_DIRS)
 def test_skip_record_metadata(name, monkeypatch):
     """Kafka's record lines without their metadata: `| key: K payload: V`, ` payload: V` for a
     record without a key (the Scala tool's quirk), an empty line for a control record."""
@@ -144,7 +145,7 @@ def test_skip_record_metadata(name, monkeypatch):
     assert result.out == metadata.sub(without_metadata, truth_text(name, "dump-log.deep.txt.gz"))
 
 
-@pytest.mark.parametrize("name", real_dir_params(["v2-none-0", "v1-gzip-0", "v0-none-0"]))
+@pytest.mark.parametrize("name", ["v2-none-0", "v1-gzip-0", "v0-none-0"])
 @pytest.mark.parametrize("deep", [False, True])
 def test_max_bytes(name, deep, monkeypatch):
     """Only batches wholly inside the first N bytes of each file; no trailing-bytes message."""
@@ -165,7 +166,7 @@ def test_max_bytes(name, deep, monkeypatch):
 
 # --- indexes -----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", real_dir_params())
+@pytest.mark.parametrize("name", REAL_DIRS)
 @pytest.mark.parametrize("suffix", [".index", ".timeindex"])
 def test_index_dump_equals_kafka(name, suffix, monkeypatch):
     result = in_corpus_dir(monkeypatch, name, *files_of(name, suffix))
@@ -181,7 +182,7 @@ def test_index_problems_are_in_the_truth(realkafka):
     assert split_truth(truth_text("v2-none-0", "dump-timeindex.txt"))[1]
 
 
-@pytest.mark.parametrize("name", real_dir_params())
+@pytest.mark.parametrize("name", REAL_DIRS)
 def test_verify_index_only(name, monkeypatch):
     """Only the problems: stdout keeps "Dumping" (and "is empty.") lines, stderr is unchanged."""
     for suffix in (".index", ".timeindex"):
@@ -192,7 +193,7 @@ def test_verify_index_only(name, monkeypatch):
         assert stderr_blocks(result.err.splitlines()) == stderr_blocks(err)
 
 
-@pytest.mark.parametrize("name", real_dir_params())
+@pytest.mark.parametrize("name", REAL_DIRS)
 def test_index_sanity_check(name, monkeypatch):
     """Every genuine index passes OffsetIndex/TimeIndex.sanityCheck; empty offset indexes are
     reported empty before the check (DumpLogSegments.dumpIndex), empty time indexes pass it."""
@@ -286,7 +287,7 @@ def dump_json(*args) -> list[dict]:
     return [json.loads(line) for line in result.lines]
 
 
-@pytest.mark.parametrize("name", real_dir_params())
+@pytest.mark.parametrize("name", REAL_DIRS)
 def test_json_records_equal_the_consumer_and_the_reader(name, monkeypatch):
     monkeypatch.chdir(REALKAFKA / name)
     objects = dump_json("--print-data-log", *files_of(name, ".log"))
@@ -318,7 +319,7 @@ def test_json_records_equal_the_consumer_and_the_reader(name, monkeypatch):
         [b.records.column("offset").to_pylist() for _, b in read]
 
 
-@pytest.mark.parametrize("name", real_dir_params())
+@pytest.mark.parametrize("name", REAL_DIRS)
 def test_json_batches_match_kafkas_batch_lines(name, monkeypatch):
     monkeypatch.chdir(REALKAFKA / name)
     objects = dump_json(*files_of(name, ".log"))
@@ -338,7 +339,7 @@ def test_json_batches_match_kafkas_batch_lines(name, monkeypatch):
     assert not [o for o in objects if o["type"] not in ("file", "batch")]
 
 
-@pytest.mark.parametrize("name", real_dir_params())
+@pytest.mark.parametrize("name", REAL_DIRS)
 def test_json_indexes_match_kafka(name, monkeypatch):
     monkeypatch.chdir(REALKAFKA / name)
     for suffix, kind in ((".index", "indexEntry"), (".timeindex", "timeIndexEntry")):
@@ -531,8 +532,6 @@ def test_corrupt_batch_crc_is_printed_not_refused(realkafka, tmp_path, monkeypat
 
 # --- the Java and Scala rules, against the real JVM libraries ----------------------------------
 
-JAVA = shutil.which("java")
-needs_java = pytest.mark.skipif(JAVA is None, reason="no java on this machine (the JVM checks need it)")
 
 JAVA_UTF8 = """
 import java.io.*; import java.nio.charset.StandardCharsets; import java.util.HexFormat;
@@ -546,7 +545,7 @@ public class JavaUtf8 { public static void main(String[] a) throws Exception {
 """
 
 
-@needs_java
+@pytest.mark.needs("java")
 def test_java_string_equals_java(tmp_path):
     import random
 
@@ -557,7 +556,7 @@ def test_java_string_equals_java(tmp_path):
     cases += [bytes(rng.randrange(256) for _ in range(rng.randint(0, 40))) for _ in range(3000)]
     (tmp_path / "JavaUtf8.java").write_text(JAVA_UTF8)
     stdin = "".join(c.hex() + "\n" for c in cases)
-    java = subprocess.run([JAVA, str(tmp_path / "JavaUtf8.java")], input=stdin, capture_output=True,
+    java = subprocess.run([tools.java(), str(tmp_path / "JavaUtf8.java")], input=stdin, capture_output=True,
                           text=True, check=True, timeout=120).stdout.splitlines()
     mine = [java_string(c).encode("utf-8").hex() for c in cases]
     assert mine == java
@@ -587,17 +586,7 @@ public class ScalaOrder { public static void main(String[] a) throws Exception {
 """
 
 
-def scala_library() -> str | None:
-    try:
-        import pyspark
-    except ImportError:
-        return None
-    jars = glob.glob(os.path.join(os.path.dirname(pyspark.__file__), "jars", "scala-library-2.13*.jar"))
-    return jars[0] if jars else None
-
-
-@needs_java
-@pytest.mark.skipif(scala_library() is None, reason="no Scala 2.13 library (pyspark's jars) to check against")
+@pytest.mark.needs("java", "scala")
 def test_scala_hashmap_order_equals_scala(tmp_path):
     """Kafka's stderr summaries come out in Scala 2.13 mutable.HashMap order; growth is triggered by
     puts that only replace a value too, so the test replays put sequences with repeats."""
@@ -611,8 +600,8 @@ def test_scala_hashmap_order_equals_scala(tmp_path):
         maps.append([rng.choice(keys) for _ in range(rng.randint(1, 200))])
     (tmp_path / "ScalaOrder.java").write_text(SCALA_ORDER)
     stdin = "".join("\n".join(puts) + "\n\n" for puts in maps).rstrip("\n") + "\n"
-    out = subprocess.run([JAVA, "-cp", scala_library(), str(tmp_path / "ScalaOrder.java")], input=stdin,
-                         capture_output=True, text=True, check=True, timeout=120).stdout
+    out = subprocess.run([tools.java(), "-cp", tools.scala_library(), str(tmp_path / "ScalaOrder.java")],
+                         input=stdin, capture_output=True, text=True, check=True, timeout=120).stdout
     scala = [block.splitlines() for block in out.split("\n\n")][:len(maps)]
     mine = []
     for puts in maps:

@@ -27,9 +27,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from conftest import REAL_DIRS, REALKAFKA, needs_realkafka, real_dir_params, run_kfmt
-from corpus_truth import consumer_records, control_records
-from s3server import s3_server  # noqa: F401  (fixture)
+from support.cli import run_kfmt
+from support.corpus import REAL_DIRS, REALKAFKA
+from support.corpus_truth import consumer_records, control_records
 
 from kfmt.format.control import ControlType, control_key
 from kfmt.rows.columns import DATE_FIELD, EXPORT_DDL, EXPORT_SCHEMA
@@ -152,7 +152,7 @@ def check_on_disk_columns(name: str, table: pa.Table) -> None:
 
 # --- every corpus directory ------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", real_dir_params())
+@pytest.mark.parametrize("name", REAL_DIRS)
 def test_export_equals_the_consumer_and_the_dump(name, tmp_path):
     dst = tmp_path / "out"
     result = export(REALKAFKA / name, dst)
@@ -174,7 +174,6 @@ def test_export_equals_the_consumer_and_the_dump(name, tmp_path):
     assert report["duration_ms"] >= 0 and report["totals"]["content_unchanged"]
 
 
-@needs_realkafka
 def test_read_committed_equals_the_committed_consumer(tmp_path):
     dst = tmp_path / "out"
     result = export(REALKAFKA / TXN, dst, "--isolation", "read_committed")
@@ -188,7 +187,6 @@ def test_read_committed_equals_the_committed_consumer(tmp_path):
     assert inp["left_out_records"] == {"aborted": 212 - 173, "control": 6}
 
 
-@needs_realkafka
 def test_transaction_outcomes_equal_the_brokers_txnindex():
     """The first stage's aborted transactions are exactly the broker's .txnindex entries."""
     storage, path = open_storage(str(REALKAFKA / TXN))
@@ -201,7 +199,6 @@ def test_transaction_outcomes_equal_the_brokers_txnindex():
     assert outcomes.last_stable_offset is None  # every transaction ended
 
 
-@needs_realkafka
 @pytest.mark.parametrize("isolation", ["read_uncommitted", "read_committed"])
 def test_include_control_exports_the_markers(tmp_path, isolation):
     dst = tmp_path / "out"
@@ -221,7 +218,6 @@ def test_include_control_exports_the_markers(tmp_path, isolation):
 
 # --- layout, formats ------------------------------------------------------------------------------
 
-@needs_realkafka
 def test_layout_is_hive_style_with_reproducible_names(tmp_path):
     dst = tmp_path / "out"
     assert export(REALKAFKA / "v2-none-0", dst).code == 0
@@ -238,7 +234,6 @@ def test_layout_is_hive_style_with_reproducible_names(tmp_path):
     assert all((dst / f).read_bytes() == (again / f).read_bytes() for f in files)
 
 
-@needs_realkafka
 def test_partition_by_date(tmp_path):
     logdir = tmp_path / "logdir"
     for name in ("v0-gzip-0", "v2-lz4-0", "v1-logappendtime-gzip-0"):
@@ -261,7 +256,6 @@ def test_partition_by_date(tmp_path):
     assert pq.read_table(next(dst.rglob("*.parquet"))).schema.field("date").type == pa.date32()
 
 
-@needs_realkafka
 @pytest.mark.parametrize("name", ["v2-none-0", "v0-snappy-0", TXN])
 def test_json_lines(tmp_path, name):
     dst = tmp_path / "out"
@@ -286,7 +280,6 @@ def test_json_lines(tmp_path, name):
     assert len(objects) - len(data) == len(control_records(name))
 
 
-@needs_realkafka
 def test_topic_and_partition_filters(tmp_path):
     logdir = tmp_path / "logdir"
     for name in ("v2-none-0", "v2-lz4-0", "v1-gzip-0"):
@@ -303,7 +296,6 @@ def test_topic_and_partition_filters(tmp_path):
     assert not (tmp_path / "none").exists()
 
 
-@needs_realkafka
 def test_split_segments_give_the_same_rows(tmp_path):
     """Segments cut into byte ranges at index positions export the same rows as whole segments."""
     whole, split = tmp_path / "whole", tmp_path / "split"
@@ -511,7 +503,6 @@ def test_any_record_exports_byte_exact(tmp_path_factory, batches, fmt):
 
 # --- the contract: dry run, exit codes, nothing published on failure -------------------------------
 
-@needs_realkafka
 def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path):
     dst = tmp_path / "out"
     result = export(REALKAFKA / TXN, dst, "--dry-run", "--isolation", "read_committed")
@@ -523,7 +514,6 @@ def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path):
     assert not dst.exists() and list(tmp_path.iterdir()) == []
 
 
-@needs_realkafka
 @pytest.mark.parametrize("dry_run", [False, True])
 def test_a_destination_that_is_not_empty_is_a_usage_error(tmp_path, dry_run):
     dst = tmp_path / "out"
@@ -534,14 +524,12 @@ def test_a_destination_that_is_not_empty_is_a_usage_error(tmp_path, dry_run):
     assert [p.name for p in dst.iterdir()] == ["keep"]
 
 
-@needs_realkafka
 @pytest.mark.parametrize("args", [["--partition-by", "date"], ["--partition-by", "partition,topic"],
                                   ["--max-bytes-per-task", "0"], ["--format", "csv"]])
 def test_bad_options_are_usage_errors(tmp_path, args):
     assert export(REALKAFKA / "v2-none-0", tmp_path / "out", *args).code == 2
 
 
-@needs_realkafka
 def test_a_destination_inside_the_source_is_refused(tmp_path):
     src = tmp_path / "logdir"
     shutil.copytree(REALKAFKA / "v2-none-0", src / "v2-none-0")
@@ -565,7 +553,6 @@ def corrupted_copy(tmp_path) -> tuple[Path, int]:
     return src, position
 
 
-@needs_realkafka
 @pytest.mark.parametrize("master", ["inprocess", "spark"])
 def test_bad_data_exits_65_and_publishes_nothing(tmp_path, master, request):
     src, position = corrupted_copy(tmp_path)
@@ -582,7 +569,6 @@ def test_bad_data_exits_65_and_publishes_nothing(tmp_path, master, request):
     assert not dst.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["v2-gzip-0"]
 
 
-@needs_realkafka
 def test_a_digest_mismatch_fails_the_job(tmp_path, monkeypatch):
     """A writer that loses a row is caught by reading the files back: exit 1, nothing published."""
     from kfmt.default_plugins.exporters import files as export_files
@@ -610,7 +596,6 @@ def spark():
 
 
 @pytest.mark.spark
-@needs_realkafka
 def test_spark_export_of_the_log_directory_reads_back_with_spark(spark, tmp_path):
     dst, same = tmp_path / "spark", tmp_path / "inprocess"
     result = run_kfmt("export", REALKAFKA, dst, "--partition-by", "topic,partition,date",
@@ -643,7 +628,6 @@ def test_spark_export_of_the_log_directory_reads_back_with_spark(spark, tmp_path
 
 
 @pytest.mark.spark
-@needs_realkafka
 def test_spark_reads_json_lines_with_the_export_schema(spark, tmp_path):
     parquet, jsonl = tmp_path / "parquet", tmp_path / "jsonl"
     assert export(REALKAFKA / TXN, parquet, "--include-control").code == 0
@@ -661,7 +645,6 @@ def test_spark_reads_json_lines_with_the_export_schema(spark, tmp_path):
 # --- S3 --------------------------------------------------------------------------------------------
 
 @pytest.mark.s3
-@needs_realkafka
 @pytest.mark.parametrize("master", ["inprocess", "spark"])
 def test_export_to_s3(tmp_path, master, request, s3_server):
     import s3fs

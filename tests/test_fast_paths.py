@@ -25,11 +25,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import REALKAFKA, real_dir_params
-from kfmt.format import batch_runs, legacy_runs
+from support.corpus import REALKAFKA, REAL_DIRS
+from kfmt.format import batch_runs, legacy_runs, segment
 from kfmt.storage import direct_io
 from kfmt.plugin import registry
-from kfmt.format import segment
 from kfmt.errors import UsageError
 from kfmt.format.message_formats import LENIENT, STRICT
 from kfmt.format.frames import header_of, rows_of
@@ -41,7 +40,7 @@ from kfmt.format.wire import crc32c
 from kfmt.write.segment_writer import SegmentRunWriter
 from kfmt.write.planner import RollPolicy, SegmentPlanner
 import test_speedups as speedups_tests
-from test_speedups import (NATIVE_USERS, SETTINGS, both, legacy_runs_of_messages, needs_native, outcome,
+from test_speedups import (NATIVE_USERS, SETTINGS, both, legacy_runs_of_messages, outcome,
                            record_columns, segments)
 
 NATIVE_ALSO = NATIVE_USERS + ["kfmt.format.batch_runs", "kfmt.write.writer"]
@@ -82,7 +81,7 @@ def decoded_digest(data, options=STRICT) -> str:
     return digest.hexdigest()
 
 
-@pytest.mark.parametrize("name", real_dir_params())
+@pytest.mark.parametrize("name", REAL_DIRS)
 def test_checked_runs_digest_what_decoding_digests_on_the_corpus(name):
     for log in sorted((REALKAFKA / name).glob("*.log")):
         data = log.read_bytes()
@@ -128,7 +127,7 @@ def test_records_damaged_under_a_valid_crc(records, lat, data):
         assert fast[1][1] == decoded_digest(bytes(entry))
 
 
-@needs_native
+@pytest.mark.needs("speedups")
 def test_a_row_that_does_not_describe_its_batch_is_not_vouched_for():
     records = make_records([5, 6, 7], [1, 2, 3], [b"a", None, b"c"], [b"x", b"y", None])
     entry = v2_batch(records, 5, False)
@@ -328,7 +327,7 @@ def test_an_aligned_mapping_is_written_without_a_copy(tmp_path):
 
 # --- the transforms: chunks of frames cut anywhere ---
 
-@pytest.mark.parametrize("name", real_dir_params(["v0-none-0", "v1-none-0", "v1-gzip-0", "v2-none-0"]))
+@pytest.mark.parametrize("name", ["v0-none-0", "v1-none-0", "v1-gzip-0", "v2-none-0"])
 @pytest.mark.parametrize("rebatch", [False, True])
 def test_upgrade_output_does_not_depend_on_where_chunks_are_cut(tmp_path, monkeypatch, name, rebatch):
     from kfmt.partition.companions import CompanionOptions

@@ -14,10 +14,10 @@ import uuid
 import fsspec
 import pytest
 
-from conftest import REALKAFKA, needs_realkafka, real_dir_params, run_kfmt
-from corpus_truth import consumer_records, kafka_listing
+from support.cli import run_kfmt
+from support.corpus import REALKAFKA, REAL_DIRS
+from support.corpus_truth import consumer_records, kafka_listing
 
-pytestmark = needs_realkafka
 LOGDIR_PARTITIONS = ["v2-none-0", "v1-gzip-0", "txn-v2-none-0", "compact-v2-none-0"]
 
 
@@ -32,7 +32,7 @@ def memory_root():
     """memory://<unique>/ holding every corpus partition, and a log directory `logdir/`."""
     fs = fsspec.filesystem("memory")
     root = f"/kfmt-{uuid.uuid4().hex[:8]}"
-    for name in (d for d in real_dir_params() if d):
+    for name in REAL_DIRS:
         upload(fs, REALKAFKA / name, f"{root}/{name}")
     for name in LOGDIR_PARTITIONS:
         upload(fs, REALKAFKA / name, f"{root}/logdir/{name}")
@@ -70,7 +70,7 @@ def without_paths(out: str) -> list:
     return flat
 
 
-@pytest.mark.parametrize("name", real_dir_params())
+@pytest.mark.parametrize("name", REAL_DIRS)
 def test_cat_on_memory_equals_cat_on_local(memory_root, name):
     local, remote = REALKAFKA / name, f"{memory_root}/{name}"
     out = same_output(local, remote, "cat", "--format", "json")
@@ -82,7 +82,7 @@ def test_cat_on_memory_equals_cat_on_local(memory_root, name):
     same_output(local, remote, "cat", "--from-timestamp", middle["timestamp"], "--max-records", 20)
 
 
-@pytest.mark.parametrize("name", real_dir_params())
+@pytest.mark.parametrize("name", REAL_DIRS)
 def test_info_on_memory_equals_info_on_local(memory_root, name):
     local, remote = REALKAFKA / name, f"{memory_root}/{name}"
     same_output(local, remote, "info")

@@ -1,4 +1,4 @@
-"""Mutations of real broker-written files through every reader, in CI (tests/fuzzing.py).
+"""Mutations of real broker-written files through every reader, in CI (tests/support/fuzzing.py).
 
 Seeded and deterministic: case i of seed S is the same damaged directory on every machine. Each test
 runs the first COUNT cases of its tier in worker processes (a memory ceiling, a small decompression
@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import needs_realkafka
-from fuzzing import native_available, run_fuzz
+from support.fuzzing import run_fuzz
 
 SEED = 20261122
 TIERS = {  # tier -> (cases, seconds budget per decode path)
@@ -22,13 +21,11 @@ TIERS = {  # tier -> (cases, seconds budget per decode path)
     "commands": (120, 35),
 }
 
-pytestmark = [needs_realkafka, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.timeout(300)]
 
 
-@pytest.fixture(scope="module", params=["pure", "native"])
+@pytest.fixture(scope="module", params=["pure", pytest.param("native", marks=pytest.mark.needs("speedups-built"))])
 def decode_path(request) -> str:
-    if request.param == "native" and not native_available():
-        pytest.skip("kfmt._speedups is not built here: only the pure-Python path can be fuzzed")
     return request.param
 
 

@@ -1,4 +1,4 @@
-"""Every finding of the fuzzers (tests/fuzzing.py, test_fuzz_corpus.py, test_fuzz_properties.py),
+"""Every finding of the fuzzers (tests/support/fuzzing.py, test_fuzz_corpus.py, test_fuzz_properties.py),
 reduced to the smallest input that showed it and kept as a test of its fix. Each test names the
 fuzz case that found it and the module the fix went into."""
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REALKAFKA, needs_realkafka, run_kfmt
-from fuzzing import native_available
+from support.cli import run_kfmt
+from support.corpus import REALKAFKA
 
 
 def one_error_line(result, code: int = 65) -> str:
@@ -35,7 +35,6 @@ def log_dir_with(tmp_path: Path, name: str, checkpoint: str, content: bytes) -> 
 # `kfmt reindex` died with UnicodeDecodeError (exit 1). Kafka reads checkpoints with a UTF-8
 # BufferedReader that fails on malformed input: bad data. Fixed in kfmt.partition.checkpoints
 # (checkpoint_text, one rule) used by kfmt.transforms.reindex and kfmt.transforms.cleanup.plan (retain, compact).
-@needs_realkafka
 @pytest.mark.parametrize("command", [["reindex"], ["retain", "--retention-bytes", "1", "--master", "inprocess"],
                                      ["compact", "--master", "inprocess"]])
 @pytest.mark.parametrize("checkpoint", ["recovery-point-offset-checkpoint", "log-start-offset-checkpoint"])
@@ -46,7 +45,6 @@ def test_a_checkpoint_that_is_not_utf8_is_bad_data_naming_the_byte(tmp_path, com
     assert not (tmp_path / "out").exists()
 
 
-@needs_realkafka
 def test_salvage_leaves_a_checkpoint_that_is_not_utf8_out_and_says_so(tmp_path):
     logs = log_dir_with(tmp_path, "v2-none-0", "recovery-point-offset-checkpoint", b"0\n1\n\xff\n")
     result = run_kfmt("salvage", logs, tmp_path / "out")
@@ -81,7 +79,6 @@ def test_info_shows_timestamps_no_date_can_hold(tmp_path):
 # writer took a first batch below the start offset for a caller's mistake; transforms take the start
 # offset from the source, so it is the source that breaks base offset <= first offset (reference
 # §12.1): bad data, exit 65. Fixed in kfmt/writer.py.
-@needs_realkafka
 @pytest.mark.parametrize("command", [["recompress", "--compression", "zstd"], ["upgrade"],
                                      ["resegment", "--segment-bytes", "4096"]])
 def test_an_entry_below_its_segment_base_is_bad_data_for_every_transform(tmp_path, command):
@@ -134,7 +131,6 @@ def test_a_negative_producer_id_is_no_producer(tmp_path, command):
 # made negative): `kfmt verify` died with StopIteration. Its running maximum of the batches' timestamps
 # starts at -1 for "no batch", so an entry at -1 or below looked as if an earlier batch had reached it.
 # Fixed in kfmt/verify/indexes.py: the entry is reported for what it is (no batch holds that maximum).
-@needs_realkafka
 def test_verify_a_time_index_entry_with_a_negative_timestamp(tmp_path):
     import struct
 
@@ -179,11 +175,9 @@ MEASURE = textwrap.dedent(f"""
 """)
 
 
-@pytest.mark.parametrize("path", ["pure", "native"])
+@pytest.mark.parametrize("path", ["pure", pytest.param("native", marks=pytest.mark.needs("speedups-built"))])
 def test_a_declared_record_count_allocates_nothing_before_the_records_are_read(path):
     env = dict(os.environ, KFMT_PURE_PYTHON="1" if path == "pure" else "0")
-    if path == "native" and not native_available():
-        pytest.skip("kfmt._speedups is not built here")
     grown = int(subprocess.run([sys.executable, "-c", MEASURE], capture_output=True, text=True, env=env,
                                check=True, timeout=300).stdout)
     assert grown < 2 * DECOMPRESSED, f"{grown >> 20} MiB for {DECOMPRESSED >> 20} MiB decompressed"
@@ -193,7 +187,6 @@ def test_a_declared_record_count_allocates_nothing_before_the_records_are_read(p
 # replaced by random bytes): `kfmt verify` died with IndexError. An entry with a negative position
 # went to the branch describing the batch it points inside, which an empty segment (compaction leaves
 # them) does not have. Fixed in kfmt/verify/indexes.py: a negative position is reported as such.
-@needs_realkafka
 @pytest.mark.parametrize("segment", ["00000000000000000377", "00000000000000000000"])  # empty, not empty
 def test_verify_an_index_entry_with_a_negative_position(tmp_path, segment):
     import struct

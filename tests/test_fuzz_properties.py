@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fuzzing import entries_of, fix_crc
+from support.fuzzing import entries_of, fix_crc
 from test_roundtrip_properties import encode, segments
 
 from kfmt.partition import checkpoints, indexes, snapshots, txnindex
@@ -30,7 +30,7 @@ from kfmt.partition import checkpoints, indexes, snapshots, txnindex
 from kfmt.format import segment
 from kfmt.plugin import registry
 from kfmt.errors import DataError
-from kfmt.format.message_formats import LENIENT, ReadOptions
+from kfmt.format.message_formats import ReadOptions
 from kfmt.partition.layout import find_partitions, segment_file_name
 from kfmt.storage.manifest import Manifest
 from kfmt.partition.reader import PartitionReader

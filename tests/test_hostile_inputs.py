@@ -23,10 +23,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REALKAFKA, needs_realkafka
-from corpus_truth import consumer_records, kafka_listing
+from support.corpus import REALKAFKA
+from support.corpus_truth import consumer_records, kafka_listing
 
-pytestmark = [needs_realkafka, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.timeout(300)]
 
 READERS = [("cat", "--format", "json"), ("info",), ("verify",)]
 WRITERS = [("reindex",), ("salvage",), ("upgrade", "--master", "inprocess")]
@@ -160,7 +160,6 @@ def test_files_named_like_segments_that_are_not_files_never_block_a_reader(tmp_p
     assert scratch_state(tmp_path, dst) == before
 
 
-@needs_realkafka
 @pytest.mark.parametrize("command", WRITERS)
 def test_what_lies_next_to_dst_is_no_concern_of_a_transform(tmp_path, command):
     """DST's parent is listed only for the staging directories of killed runs; a socket or FIFO there

@@ -17,7 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import REALKAFKA, require_corpus, run_kfmt
+from support.cli import run_kfmt
+from support.corpus import REALKAFKA
 from kfmt.format import segment
 from kfmt.inspect.dump.decoders import jackson
 from kfmt.inspect.dump.decoders.metadata import read_record
@@ -36,9 +37,6 @@ RECORD_LINE = re.compile(r"^\| offset: (\d+) .*?(?: key: (.*?))?(?: payload: (.*
 def dump_cases() -> list:
     """(partition dir relative to _internal, file name, decoder flag, truth path) for every .log
     and .checkpoint file kafka-dump-log was run on with a decoder, and bootstrap.checkpoint."""
-    if not INTERNAL.is_dir():
-        return [pytest.param(None, None, None, None, marks=pytest.mark.skip(reason="no corpus"),
-                             id="no-corpus")]
     cases = []
     for run in RUNS:
         for topic, flag in DECODER_OF.items():
@@ -73,7 +71,6 @@ def _gap_blocks(text: str) -> list[tuple[str, ...]]:
 
 
 def test_every_decoder_truth_is_covered():
-    require_corpus()
     # 5 + 4 + 3 (main run) + 3 + 2 (compacted run) dumps, and bootstrap.checkpoint
     assert len(CASES) == 18
     assert {c.values[2] for c in CASES} == set(DECODER_OF.values())
@@ -368,15 +365,14 @@ public class ScalaSetOrder {
 """
 
 
+@pytest.mark.needs("java", "scala")
 def test_transaction_partition_order_equals_scala(tmp_path):
     import random
     import subprocess
 
-    from test_dump import JAVA, scala_library
     from kfmt.inspect.dump.decoders.scalaorder import topic_partition_set_order
-
-    if JAVA is None or scala_library() is None:
-        pytest.skip("no java or no Scala 2.13 library (pyspark's jars) to check against")
+    from support.tools import java, scala_library
+    JAVA = java()
     rng = random.Random(14)
     sets = []
     for _ in range(80):
@@ -417,7 +413,6 @@ def _corpus_samples() -> list[tuple[str, bytes | None, bytes | None]]:
 SAMPLES = _corpus_samples()
 
 
-@pytest.mark.skipif(not SAMPLES, reason="no corpus")
 @settings(max_examples=400, deadline=None)
 @given(data=st.data())
 def test_damaged_records_fail_cleanly(data):

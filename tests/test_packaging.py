@@ -8,7 +8,7 @@ import zipfile
 
 import pytest
 
-from conftest import REPO
+from support.corpus import REPO
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,8 @@ import cramjam
 import kafka.codec
 import pytest
 
-from conftest import REAL_DIRS, REALKAFKA, needs_realkafka, real_dir_params, run_kfmt
+from support.cli import run_kfmt
+from support.corpus import REAL_DIRS, REALKAFKA
 from test_upgrade import (SPARK, assert_companions_are_reindexs, batches_of, cat_json, corpus_magic,
                           expected_v2_batches, kfmt_ok, log_dir_of, peer_records, records, transform,
                           truth_as_v2, v2_layout, write_mixed)
@@ -38,7 +39,7 @@ def kept_facts(batches) -> list[tuple]:
     return [tuple(getattr(b.header, f) for f in KEPT) for b in batches]
 
 
-@pytest.mark.parametrize("name", real_dir_params())
+@pytest.mark.parametrize("name", REAL_DIRS)
 def test_every_corpus_partition_recompressed_with_zstd(tmp_path, name):
     src, out = REALKAFKA / name, tmp_path / "out"
     report = transform("recompress", src, out, "--compression", "zstd")
@@ -62,7 +63,7 @@ def test_every_corpus_partition_recompressed_with_zstd(tmp_path, name):
 
 
 @pytest.mark.parametrize("codec", sorted(CODECS))
-@pytest.mark.parametrize("name", real_dir_params(["txn-v2-none-0", "v2-gzip-0", "compact-v2-none-0"]))
+@pytest.mark.parametrize("name", ["txn-v2-none-0", "v2-gzip-0", "compact-v2-none-0"])
 def test_kafka_python_reads_every_codec_kfmt_writes(tmp_path, name, codec):
     src, out = REALKAFKA / name, tmp_path / "out"
     transform("recompress", src, out, "--compression", codec)
@@ -73,7 +74,6 @@ def test_kafka_python_reads_every_codec_kfmt_writes(tmp_path, name, codec):
     assert kept_facts(batches_of(out)) == kept_facts(batches_of(src))
 
 
-@needs_realkafka
 def test_a_batch_already_in_the_codec_is_copied_unless_a_level_is_given(tmp_path):
     src = REALKAFKA / "v2-zstd-0"
     transform("recompress", src, tmp_path / "same", "--compression", "zstd")
@@ -88,7 +88,6 @@ def test_a_batch_already_in_the_codec_is_copied_unless_a_level_is_given(tmp_path
     assert peer_records(tmp_path / "level") == peer_records(src)
 
 
-@needs_realkafka
 def test_delete_horizons_and_empty_batches_survive(tmp_path):
     src = REALKAFKA / "compact-v2-none-0"
     transform("recompress", src, tmp_path / "out", "--compression", "gzip", "--level", 1)
@@ -140,7 +139,6 @@ def test_dry_run_says_what_each_kind_of_entry_becomes(tmp_path):
 
 
 @pytest.mark.spark
-@needs_realkafka
 def test_a_log_directory_recompressed_on_spark(tmp_path):
     names = [n for n in ("v1-snappy-0", "v2-none-0", "txn-v2-none-0", "v2-lz4-0") if n in REAL_DIRS]
     src = log_dir_of(tmp_path, names)

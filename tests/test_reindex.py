@@ -17,7 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import REALKAFKA, real_dir_params, require_corpus, run_kfmt
+from support.cli import run_kfmt
+from support.corpus import REALKAFKA, REAL_DIRS
 from kfmt.format import segment
 from kfmt.partition.checkpoints import read_offset_checkpoint
 from kfmt.partition.indexes import read_offset_index, read_time_index
@@ -26,7 +27,7 @@ from kfmt.transforms.report import REPORT_NAME
 from kfmt.format.digest import ContentDigest
 
 COMPANION = re.compile(r"\.(index|timeindex|txnindex|snapshot)$|^leader-epoch-checkpoint$")
-REBUILT = [d for d in real_dir_params() if d and (REALKAFKA / f"{d}.truth" / "rebuilt").is_dir()]
+REBUILT = [d for d in REAL_DIRS if (REALKAFKA / f"{d}.truth" / "rebuilt").is_dir()]
 
 
 def rebuild_now_ms(name: str) -> int:
@@ -71,7 +72,7 @@ def reindex(src, dst, *args):
     return run_kfmt("reindex", src, dst, "--no-progress", *args)
 
 
-@pytest.mark.parametrize("name", real_dir_params(REBUILT))
+@pytest.mark.parametrize("name", REBUILT)
 def test_reindex_equals_the_brokers_own_rebuild(name, tmp_path):
     src, dst = REALKAFKA / name, tmp_path / name
     result = reindex(src, dst, "--now", rebuild_now_ms(name), "--index-interval-bytes", index_interval(name))
@@ -95,8 +96,8 @@ def frames(log: Path):
     return list(segment.scan(data, str(log)))
 
 
-@pytest.mark.parametrize("name", real_dir_params(["v0-none-0", "v1-none-0", "v2-none-0", "v1-gzip-0",
-                                                  "txn-v2-none-0", "compact-v2-none-0"]))
+@pytest.mark.parametrize("name", ["v0-none-0", "v1-none-0", "v2-none-0", "v1-gzip-0",
+                                  "txn-v2-none-0", "compact-v2-none-0"])
 def test_index_interval_zero_indexes_every_batch_but_the_first(name, tmp_path):
     result = reindex(REALKAFKA / name, tmp_path / "out", "--index-interval-bytes", 0,
                      "--now", rebuild_now_ms(name))
@@ -119,7 +120,7 @@ def test_index_interval_zero_indexes_every_batch_but_the_first(name, tmp_path):
         {n: d for n, d in companions(rebuilt).items() if not n.endswith("index")}
 
 
-@pytest.mark.parametrize("name", real_dir_params(["v0-none-0", "v1-none-0", "v2-none-0", "v2-zstd-0"]))
+@pytest.mark.parametrize("name", ["v0-none-0", "v1-none-0", "v2-none-0", "v2-zstd-0"])
 def test_a_large_index_interval_leaves_only_the_final_time_entry(name, tmp_path):
     result = reindex(REALKAFKA / name, tmp_path / "out", "--index-interval-bytes", 2**31 - 1,
                      "--now", rebuild_now_ms(name))
@@ -206,7 +207,6 @@ def test_log_start_offset_checkpoint_shapes_epochs_and_snapshots(tmp_path, realk
 
 def test_fsspec_memory_source_and_destination(tmp_path):
     name = "txn-v2-none-0"
-    require_corpus()
     fs = fsspec.filesystem("memory")
     root = f"/kfmt-test-{os.getpid()}"
     try:

@@ -16,7 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import REALKAFKA, needs_realkafka, real_dir_params, run_kfmt
+from support.cli import run_kfmt
+from support.corpus import REALKAFKA, REAL_DIRS
 from test_upgrade import (SPARK, assert_companions_are_reindexs, cat_json, kfmt_ok, log_dir_of, transform,
                           write_mixed)
 
@@ -178,7 +179,7 @@ def batches_of_file(log: Path):
     return [segment.decode(data, h, str(log)) for h in segment.scan(data, str(log))]
 
 
-@pytest.mark.parametrize("name", real_dir_params())
+@pytest.mark.parametrize("name", REAL_DIRS)
 @pytest.mark.parametrize("segment_bytes", [3000, 50_000])
 def test_every_corpus_partition_resegmented(tmp_path, name, segment_bytes):
     src, out = REALKAFKA / name, tmp_path / "out"
@@ -195,7 +196,7 @@ def test_every_corpus_partition_resegmented(tmp_path, name, segment_bytes):
     assert_companions_are_reindexs(out, tmp_path)
 
 
-@pytest.mark.parametrize("name", real_dir_params(["v2-none-0", "v1-none-0", "txn-v2-none-0"]))
+@pytest.mark.parametrize("name", ["v2-none-0", "v1-none-0", "txn-v2-none-0"])
 def test_segment_ms_rolls_by_record_time(tmp_path, name):
     out = tmp_path / "out"
     transform("resegment", REALKAFKA / name, out, "--segment-bytes", 1 << 30, "--segment-ms", 60_000,
@@ -248,7 +249,6 @@ def test_usage_errors_exit_2(tmp_path):
 
 
 @pytest.mark.spark
-@needs_realkafka
 def test_a_log_directory_resegmented_on_spark(tmp_path):
     names = ["txn-v2-none-0", "compact-v2-none-0", "v1-gzip-0", "v2-lz4-0"]
     src = log_dir_of(tmp_path, names)

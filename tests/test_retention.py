@@ -21,8 +21,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import REALKAFKA, run_kfmt
-from corpus_truth import consumer_records
+from support.cli import run_kfmt
+from support.corpus import REALKAFKA
+from support.corpus_truth import consumer_records
 
 from kfmt.partition.checkpoints import read_offset_checkpoint
 from kfmt.errors import UsageError
@@ -34,17 +35,10 @@ from kfmt.write.writer import PartitionWriter
 from kfmt.write.planner import RollPolicy
 
 RETENTION = REALKAFKA / "_retention"
-CASES = sorted(p.name for p in RETENTION.iterdir()) if RETENTION.is_dir() else []
+CASES = sorted(p.name for p in RETENTION.iterdir())
 COMPANION_SUFFIXES = (".index", ".timeindex", ".txnindex", ".snapshot")
 NOW = 1_795_000_000_000
 T0 = 1_700_000_000_000
-
-
-def case_params():
-    if not CASES:
-        return [pytest.param(None, marks=pytest.mark.skip(reason="the realkafka corpus's _retention "
-                                                                  "cases are not on this machine"))]
-    return CASES
 
 
 def truth(case: str) -> dict:
@@ -88,7 +82,7 @@ def files(directory: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in directory.iterdir() if p.is_file()}
 
 
-@pytest.mark.parametrize("case", case_params())
+@pytest.mark.parametrize("case", CASES)
 def test_retention_leaves_what_the_broker_left(case, tmp_path):
     t = truth(case)
     src, dst = case_log_dir(case, tmp_path), tmp_path / "out"
@@ -120,7 +114,7 @@ def test_retention_leaves_what_the_broker_left(case, tmp_path):
     assert set(got) - set(remaining) == set()
 
 
-@pytest.mark.parametrize("case", case_params())
+@pytest.mark.parametrize("case", CASES)
 def test_retention_output_verifies_reads_back_and_reindexes_the_same(case, tmp_path):
     t = truth(case)
     src, dst = case_log_dir(case, tmp_path), tmp_path / "out"

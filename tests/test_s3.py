@@ -1,4 +1,4 @@
-"""Partition directories on a real S3-compatible server (SeaweedFS on 127.0.0.1, tests/s3server.py):
+"""Partition directories on a real S3-compatible server (SeaweedFS on 127.0.0.1, tests/support/s3server.py):
 read a corpus partition uploaded there, write one through StagedOutput and PartitionWriter, read it
 back; `kfmt cat` on s3:// URLs; a run killed mid-write; a second run into the same destination."""
 from __future__ import annotations
@@ -10,8 +10,8 @@ import shutil
 
 import pytest
 
-from conftest import REALKAFKA, needs_realkafka, run_kfmt
-from s3server import s3_server, s3_url  # noqa: F401  (fixtures)
+from support.cli import run_kfmt
+from support.corpus import REALKAFKA
 from test_staging import run_writer, tree_state
 from test_storage_conformance import consumer_truth, records_of
 
@@ -25,7 +25,7 @@ from kfmt.write.writer import PartitionWriter
 from kfmt.write.segment_writer import source_entries
 from kfmt.write.planner import RollPolicy
 
-pytestmark = [pytest.mark.s3, needs_realkafka]
+pytestmark = pytest.mark.s3
 NAME = "txn-v2-none-0"  # transactional: .txnindex, control batches, snapshots, leader epochs
 
 

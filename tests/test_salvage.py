@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REALKAFKA, needs_realkafka, real_dir_params, run_kfmt
-from corpus_truth import consumer_records, kafka_listing
+from support.cli import run_kfmt
+from support.corpus import REALKAFKA, REAL_DIRS
+from support.corpus_truth import consumer_records, kafka_listing
 from test_bad_input import copy_partition
 
 from kfmt.format.control import ControlType, control_key, end_txn_marker_value
@@ -119,7 +120,7 @@ def middle_entry(name: str):
 
 # --- every corpus partition ---
 
-@pytest.mark.parametrize("name", real_dir_params())
+@pytest.mark.parametrize("name", REAL_DIRS)
 def test_an_undamaged_partition_comes_back_whole_and_byte_for_byte(tmp_path, name):
     src = REALKAFKA / name
     report = check_salvage(src, tmp_path / "out", name, set())
@@ -129,7 +130,7 @@ def test_an_undamaged_partition_comes_back_whole_and_byte_for_byte(tmp_path, nam
         assert (tmp_path / "out" / log.name).read_bytes() == log.read_bytes()
 
 
-@pytest.mark.parametrize("name", real_dir_params())
+@pytest.mark.parametrize("name", REAL_DIRS)
 @pytest.mark.parametrize("how", ["crc", "size"])
 def test_a_damaged_entry_costs_exactly_its_records(tmp_path, name, how):
     """crc: a flipped bit in the entry's payload (its CRC fails); size: its size field says it runs
@@ -511,7 +512,6 @@ def test_a_damaged_offset_field_between_damaged_entries_is_caught_by_producer_se
     assert dropped[before.position]["kind"] == dropped[after.position]["kind"] == "corrupt"
 
 
-@needs_realkafka
 def test_a_copy_taken_from_a_running_broker(tmp_path):
     """The corpus's copy of v2-zstd-0 taken while the broker ran: preallocated (zero-filled) indexes,
     no snapshot at the log end. Everything is intact: nothing is dropped or reported missing."""

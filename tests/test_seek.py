@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REALKAFKA, REAL_DIRS, needs_realkafka, real_dir_params, run_kfmt
-from corpus_truth import consumer_records, control_records, first_offset_at_or_after, kafka_listing
+from support.cli import run_kfmt
+from support.corpus import REALKAFKA, REAL_DIRS
+from support.corpus_truth import consumer_records, control_records, first_offset_at_or_after, kafka_listing
 from kfmt.default_plugins.storage.local import LocalStorage
 from kfmt.partition.layout import find_partitions
 from kfmt.partition.reader import PartitionReader
@@ -29,7 +30,6 @@ from kfmt.write.writer import PartitionWriter
 from kfmt.write.segment_writer import source_entries
 from kfmt.write.planner import RollPolicy
 
-pytestmark = needs_realkafka
 WINDOW = 25  # records compared after most seeks (--max-records); some seeks compare everything
 
 
@@ -92,7 +92,7 @@ def interesting_timestamps(name: str) -> list[int]:
 
 # --- the same records as a filtered full read ------------------------------------------------------
 
-@pytest.mark.parametrize("name", real_dir_params())
+@pytest.mark.parametrize("name", REAL_DIRS)
 def test_from_offset_equals_filtered_full_read(name):
     for i, n in enumerate(interesting_offsets(name)):
         expected = from_offset(name, n)
@@ -102,7 +102,7 @@ def test_from_offset_equals_filtered_full_read(name):
             assert cat_json(REALKAFKA / name, "--from-offset", n, "--max-records", WINDOW) == expected[:WINDOW], n
 
 
-@pytest.mark.parametrize("name", real_dir_params())
+@pytest.mark.parametrize("name", REAL_DIRS)
 def test_from_timestamp_equals_filtered_full_read(name):
     for i, ms in enumerate(interesting_timestamps(name)):
         expected = from_timestamp(name, ms)
@@ -218,7 +218,7 @@ def assert_untouched(storage: RecordingStorage, logs: list[Path]) -> None:
     assert not touched, f"read earlier segments: {touched}"
 
 
-@pytest.mark.parametrize("name", real_dir_params())
+@pytest.mark.parametrize("name", REAL_DIRS)
 def test_offset_seek_reads_no_earlier_segment(name):
     path = REALKAFKA / name
     present = [r["offset"] for r in consumer_records(name)]
@@ -237,7 +237,7 @@ def test_offset_seek_reads_no_earlier_segment(name):
 TIMESTAMPED = [d for d in REAL_DIRS if not d.startswith("v0-")]  # v0 has no timestamps to seek to
 
 
-@pytest.mark.parametrize("name", real_dir_params(TIMESTAMPED))
+@pytest.mark.parametrize("name", TIMESTAMPED)
 def test_timestamp_seek_reads_no_earlier_segment(name):
     path = REALKAFKA / name
     records = consumer_records(name)
@@ -309,8 +309,8 @@ def middle_segment(name: str) -> tuple[int, list[dict]]:
 
 
 @pytest.mark.parametrize("how", DAMAGE)
-@pytest.mark.parametrize("name", real_dir_params(["v2-none-0", "v1-none-0", "v1-gzip-0", "v2-lz4-0",
-                                                   "compact-v2-none-0"]))
+@pytest.mark.parametrize("name", ["v2-none-0", "v1-none-0", "v1-gzip-0", "v2-lz4-0",
+                                  "compact-v2-none-0"])
 def test_damaged_indexes_cost_one_segment_scan_and_change_nothing(tmp_path, name, how):
     base, inside = middle_segment(name)
     path = damaged_copy(tmp_path, name, base, how)
@@ -351,8 +351,6 @@ def test_damaged_index_of_an_earlier_segment_is_scanned_only_there(tmp_path):
 @pytest.fixture(scope="module")
 def running_copy(tmp_path_factory) -> Path:
     archive = REALKAFKA / "_running-copies" / "v2-zstd-0.running.tar.gz"
-    if not archive.exists():
-        pytest.skip("the corpus's running copy is not on this machine")
     dst = tmp_path_factory.mktemp("running")
     with tarfile.open(archive) as tar:
         tar.extractall(dst, filter="data")
@@ -406,7 +404,7 @@ def check_seeks(path: Path, name: str) -> None:
             assert_untouched(storage, logs_before(path, first))
 
 
-@pytest.mark.parametrize("name", real_dir_params(WRITTEN))
+@pytest.mark.parametrize("name", WRITTEN)
 def test_seeks_in_a_partition_kfmt_resegmented(tmp_path, name):
     path = rewritten(tmp_path, name, RollPolicy(segment_bytes=3000, index_interval_bytes=300))
     written, original = ({p.name for p in d.glob("*.log")} for d in (path, REALKAFKA / name))
@@ -415,7 +413,7 @@ def test_seeks_in_a_partition_kfmt_resegmented(tmp_path, name):
     check_seeks(path, name)
 
 
-@pytest.mark.parametrize("name", real_dir_params(WRITTEN))
+@pytest.mark.parametrize("name", WRITTEN)
 def test_seeks_in_a_partition_kfmt_reindexed(tmp_path, name):
     result = run_kfmt("reindex", REALKAFKA / name, tmp_path / name, "--index-interval-bytes", 256,
                       "--no-progress")

@@ -26,10 +26,9 @@ from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
-from conftest import REALKAFKA, needs_realkafka, real_dir_params
-from kfmt.format import legacy_runs, kernels as speedups
+from support.corpus import REALKAFKA, REAL_DIRS
+from kfmt.format import legacy_runs, segment
 from kfmt.plugin import registry
-from kfmt.format import segment
 from kfmt.errors import DataError
 from kfmt.format.message_formats import LENIENT, STRICT
 from kfmt.format.frames import headers_of, rows_of
@@ -41,8 +40,6 @@ NATIVE_USERS = ["kfmt.format.segment", "kfmt.transforms.report", "kfmt.format.le
                 "kfmt.default_plugins.formats.v2_records", "kfmt.default_plugins.formats.legacy"]
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
-needs_native = pytest.mark.skipif(speedups.native is None, reason=f"nothing to compare: kfmt runs "
-                                  f"{speedups.description}")
 
 
 @contextlib.contextmanager
@@ -129,15 +126,15 @@ def segment_facts(data):
     return (scan_all(data), decode_all(data, STRICT), decode_all(data, LENIENT), outcome(digest))
 
 
-@pytest.mark.parametrize("name", real_dir_params())
-@needs_native
+@pytest.mark.parametrize("name", REAL_DIRS)
+@pytest.mark.needs("speedups")
 def test_corpus_segments(name):
     for log in sorted((REALKAFKA / name).glob("*.log")):
         assert_same(lambda: segment_facts(log.read_bytes()))
 
 
-@pytest.mark.parametrize("name", real_dir_params())
-@needs_native
+@pytest.mark.parametrize("name", REAL_DIRS)
+@pytest.mark.needs("speedups")
 def test_corpus_reencoded(name):
     """Every corpus batch re-encoded from its decoded columns: same bytes either way."""
     for log in sorted((REALKAFKA / name).glob("*.log")):
@@ -146,8 +143,8 @@ def test_corpus_reencoded(name):
             assert_same(lambda: fmt.encode(batch.header, batch.records))
 
 
-@pytest.mark.parametrize("name", real_dir_params(["v0-none-0", "v1-none-0"]))
-@needs_native
+@pytest.mark.parametrize("name", ["v0-none-0", "v1-none-0"])
+@pytest.mark.needs("speedups")
 def test_corpus_legacy_runs(name):
     for log in sorted((REALKAFKA / name).glob("*.log")):
         data = log.read_bytes()
@@ -196,8 +193,8 @@ def companions_by_rows(part_dir, by_rows: bool) -> dict:
     return out, [(c.files(), f) for c, f in facts]
 
 
-@pytest.mark.parametrize("name", real_dir_params())
-@needs_native
+@pytest.mark.parametrize("name", REAL_DIRS)
+@pytest.mark.needs("speedups")
 def test_companions_from_rows(name):
     """CompanionBuilder.add_frames / RecoveredSegmentBuilder.add_frames give what add per header gives."""
     expected = companions_by_rows(REALKAFKA / name, by_rows=False)
@@ -205,8 +202,7 @@ def test_companions_from_rows(name):
     assert comparable(companions_by_rows(REALKAFKA / name, by_rows=True)) == comparable(expected)
 
 
-@needs_native
-@needs_realkafka
+@pytest.mark.needs("speedups")
 @pytest.mark.parametrize("chunk_rows", [1, 3, 7])
 def test_chunk_boundaries(monkeypatch, chunk_rows):
     """Scans cut into many array chunks (the compiled scanner stops and resumes at each) give the
@@ -221,7 +217,7 @@ def test_chunk_boundaries(monkeypatch, chunk_rows):
 
 def test_rows_describe_what_headers_say():
     """FrameScanner.chunks() rows are its headers, field for field, and convert back losslessly."""
-    for log in sorted(REALKAFKA.glob("*-0/*.log"))[:200] if REALKAFKA.is_dir() else []:
+    for log in sorted(REALKAFKA.glob("*-0/*.log"))[:200]:
         scanner = segment.FrameScanner(log.read_bytes(), log.name)
         headers = list(scanner)
         rows = list(segment.FrameScanner(log.read_bytes(), log.name).chunks())
@@ -256,7 +252,7 @@ def v2_records():
 
 @SETTINGS
 @given(record_columns(), int64s | st.integers(0, 2**40), timestamps, st.integers(0, 3))
-@needs_native
+@pytest.mark.needs("speedups")
 def test_records_encode_and_decode(records, base_offset, base_timestamp, sliced):
     records = records.slice(min(sliced, records.num_rows))  # columns with an offset
     m = v2_records()
@@ -271,7 +267,7 @@ def test_records_encode_and_decode(records, base_offset, base_timestamp, sliced)
 
 @SETTINGS
 @given(record_columns(max_size=6), st.data())
-@needs_native
+@pytest.mark.needs("speedups")
 def test_damaged_records(records, data):
     """Record bytes with a byte changed, bytes cut or added, a wrong count: same verdict."""
     m = v2_records()
@@ -334,14 +330,14 @@ def segments(draw):
 
 @SETTINGS
 @given(segments())
-@needs_native
+@pytest.mark.needs("speedups")
 def test_segments(data):
     assert_same(lambda: segment_facts(data))
 
 
 @SETTINGS
 @given(segments(), st.integers(0, 50), st.integers(0, 50))
-@needs_native
+@pytest.mark.needs("speedups")
 def test_partial_ranges(data, cut_start, cut_end):
     """Scans of a byte range that starts and ends anywhere, with a base offset in the file."""
     base = 1000
@@ -385,7 +381,7 @@ def legacy_runs_of_messages(draw):
 @SETTINGS
 @given(legacy_runs_of_messages(), st.sampled_from([STRICT, LENIENT]), st.integers(100, 3000),
        st.sampled_from([16, 1 << 23]))
-@needs_native
+@pytest.mark.needs("speedups")
 def test_legacy_runs(run, options, max_batch_bytes, call_bytes):
     data, rows = run
     saved = legacy_runs.MAX_CALL_BYTES
@@ -401,7 +397,7 @@ def test_legacy_runs(run, options, max_batch_bytes, call_bytes):
 
 @SETTINGS
 @given(record_columns(max_size=12), st.sampled_from([0, 1]), st.none() | st.integers(0, 2**43))
-@needs_native
+@pytest.mark.needs("speedups")
 def test_legacy_encoding(records, magic, log_append_time):
     """Uncompressed runs, and every legacy format plugin encode (wrappers of every codec)."""
     records = records.drop_columns(["headers"]).append_column(
@@ -452,7 +448,7 @@ def test_upgraded_runs_read_back_as_the_records_converted():
         pa.Table.from_batches([b.records for b in batches]).to_pylist()
 
 
-@needs_native
+@pytest.mark.needs("speedups")
 def test_kafka_python_batches(monkeypatch):
     """Batches written by an independent library (kafka-python), with headers and nulls."""
     import types

@@ -20,7 +20,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 import pytest
 
-from conftest import REALKAFKA, needs_realkafka, require_corpus
+from support.corpus import REALKAFKA
 from test_storage_conformance import consumer_truth, records_of
 
 from kfmt.errors import KfmtError, UsageError
@@ -98,7 +98,6 @@ def tree_state(root) -> dict:
 @pytest.fixture
 def source_copy(tmp_path):
     """A private copy of a corpus partition with distinct .log mtimes (the corpus stays untouched)."""
-    require_corpus()
     src = tmp_path / "src" / "v2-none-0"
     shutil.copytree(REALKAFKA / "v2-none-0", src)
     for i, name in enumerate(sorted(os.listdir(src))):
@@ -366,7 +365,6 @@ def test_an_unreadable_manifest_is_bad_data_naming_the_file():
 
 # --- killed runs (local disk; S3 in test_s3.py) ---
 
-@needs_realkafka
 def test_a_killed_run_leaves_no_output_and_the_source_untouched_and_a_rerun_succeeds(tmp_path, source_copy):
     before = tree_state(source_copy.parent)
     logdir = tmp_path / "logs"

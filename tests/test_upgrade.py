@@ -30,9 +30,9 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
-from conftest import REAL_DIRS, REALKAFKA, needs_realkafka, real_dir_params, run_kfmt
-from corpus_truth import consumer_records
-from s3server import s3_server, s3_url  # noqa: F401  (fixtures)
+from support.cli import run_kfmt
+from support.corpus import REAL_DIRS, REALKAFKA
+from support.corpus_truth import consumer_records
 
 from kfmt.plugin import registry
 from kfmt.format import segment
@@ -171,7 +171,6 @@ def v2_layout(path: Path) -> list[tuple]:
 # --- the corpus, as one log directory, on Spark ---
 
 @pytest.mark.spark
-@needs_realkafka
 def test_every_legacy_corpus_partition_upgraded_as_one_log_directory_on_spark(tmp_path):
     assert len(LEGACY_DIRS) >= 11
     src = log_dir_of(tmp_path, LEGACY_DIRS)
@@ -198,7 +197,7 @@ def test_every_legacy_corpus_partition_upgraded_as_one_log_directory_on_spark(tm
 
 # --- single partitions, in process ---
 
-@pytest.mark.parametrize("name", real_dir_params(["v0-lz4-0", "v1-lz4-0"]))
+@pytest.mark.parametrize("name", ["v0-lz4-0", "v1-lz4-0"])
 def test_lz4_frames_are_reencoded_with_the_correct_header_checksum(tmp_path, name):
     src_frames = [bytes(b) for b in _wrapper_values(REALKAFKA / name)]
     transform("upgrade", REALKAFKA / name, tmp_path / "out")
@@ -232,7 +231,7 @@ def _wrapper_values(path: Path):
         yield entry[vat + 4:vat + 4 + vlen]
 
 
-@pytest.mark.parametrize("name", real_dir_params([d for d in REAL_DIRS if d.startswith("v2-")] or None))
+@pytest.mark.parametrize("name", [d for d in REAL_DIRS if d.startswith("v2-")])
 def test_v2_batches_are_copied_byte_for_byte(tmp_path, name):
     report = transform("upgrade", REALKAFKA / name, tmp_path / "out")
     for log in (REALKAFKA / name).glob("*.log"):
@@ -240,7 +239,7 @@ def test_v2_batches_are_copied_byte_for_byte(tmp_path, name):
     assert report["inputs"][0]["content_digest"] == report["outputs"][0]["content_digest"]
 
 
-@pytest.mark.parametrize("name", real_dir_params(["v1-none-0", "v0-none-0", "v1-logappendtime-gzip-0"]))
+@pytest.mark.parametrize("name", ["v1-none-0", "v0-none-0", "v1-logappendtime-gzip-0"])
 def test_rebatch_groups_uncompressed_messages_and_keeps_every_offset(tmp_path, name):
     report = transform("upgrade", REALKAFKA / name, tmp_path / "out", "--rebatch", "--max-batch-bytes", 4000)
     out = tmp_path / "out"
@@ -429,7 +428,6 @@ def test_a_content_digest_mismatch_fails_the_run_and_publishes_nothing(tmp_path,
     assert os.listdir(tmp_path) == ["mixed-0"]
 
 
-@needs_realkafka
 def test_the_report(tmp_path):
     src = log_dir_of(tmp_path, ["v0-gzip-0", "v2-none-0"])
     report = transform("upgrade", src, tmp_path / "out")

@@ -21,11 +21,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import REALKAFKA, needs_realkafka, real_dir_params, run_kfmt
+from support.cli import run_kfmt
+from support.corpus import REALKAFKA, REAL_DIRS
 
 LOGDIR_ROOT = REALKAFKA / "_logdir-root"
-RETENTION_CASES = sorted(p.name for p in (REALKAFKA / "_retention").iterdir()) \
-    if (REALKAFKA / "_retention").is_dir() else []
+RETENTION_CASES = sorted(p.name for p in (REALKAFKA / "_retention").iterdir())
 
 
 # --- helpers ---
@@ -117,7 +117,7 @@ def find(errors: list[dict], check: str, file: Path, position=..., offset=..., c
 
 
 # --- genuine directories verify clean ---
-@pytest.mark.parametrize("name", real_dir_params())
+@pytest.mark.parametrize("name", REAL_DIRS)
 def test_every_corpus_partition_verifies_clean(name):
     result = run_kfmt("verify", REALKAFKA / name)
     assert result.code == 0, result.out
@@ -125,11 +125,10 @@ def test_every_corpus_partition_verifies_clean(name):
     assert not any(line.startswith("error") for line in result.lines)
 
 
-@needs_realkafka
 def test_the_whole_corpus_as_one_log_directory_verifies_clean(tmp_path):
     logdir = tmp_path / "kafka-logs"
     logdir.mkdir()
-    names = real_dir_params()
+    names = REAL_DIRS
     for name in names:  # copies: kfmt skips (with a warning) links leading out of a log directory
         shutil.copytree(REALKAFKA / name, logdir / name, copy_function=shutil.copyfile)
     for f in LOGDIR_ROOT.iterdir():
@@ -143,7 +142,6 @@ def test_the_whole_corpus_as_one_log_directory_verifies_clean(tmp_path):
     assert notes and all("__transaction_state-0 has no partition directory" in n for n in notes)
 
 
-@needs_realkafka
 def test_a_copy_from_a_running_broker_verifies_clean_with_notes(tmp_path):
     with tarfile.open(REALKAFKA / "_running-copies" / "v2-zstd-0.running.tar.gz") as tar:
         tar.extractall(tmp_path)
@@ -159,7 +157,7 @@ def test_a_copy_from_a_running_broker_verifies_clean_with_notes(tmp_path):
                      ("time-index-final", f"{active}.timeindex")}
 
 
-@pytest.mark.parametrize("case", RETENTION_CASES or [pytest.param(None, marks=needs_realkafka)])
+@pytest.mark.parametrize("case", RETENTION_CASES)
 @pytest.mark.parametrize("side", ["input", "remaining"])
 def test_retention_inputs_and_results_verify_clean(case, side):
     result = run_kfmt("verify", REALKAFKA / "_retention" / case / side)
@@ -171,7 +169,6 @@ BIT_FLIP_DIRS = ["v0-none-0", "v1-none-0", "v0-gzip-0", "v1-snappy-0", "v1-lz4-0
                  "v2-none-0", "v2-gzip-0", "v2-lz4-0", "v2-zstd-0", "txn-v2-none-0"]
 
 
-@needs_realkafka
 @pytest.mark.parametrize("name", BIT_FLIP_DIRS)
 def test_bit_flips_in_two_batches_of_a_segment_are_both_reported(name, tmp_path):
     part = copy_partition(name, tmp_path / name)
@@ -191,7 +188,6 @@ def test_bit_flips_in_two_batches_of_a_segment_are_both_reported(name, tmp_path)
         assert any(b["position"] <= e["position"] < b["position"] + b["size"] for b in (first, second)), e
 
 
-@needs_realkafka
 @pytest.mark.parametrize("name", ["v1-gzip-0", "v0-gzip-0"])
 def test_a_corrupt_message_inside_a_compressed_wrapper_is_reported(name, tmp_path):
     """The wrapper's CRC is intact (recomputed after the inner message was damaged): only the inner
@@ -230,7 +226,6 @@ def test_a_corrupt_message_inside_a_compressed_wrapper_is_reported(name, tmp_pat
 
 
 # --- broken framing: reported, and the next files are still checked ---
-@needs_realkafka
 def test_truncation_mid_batch(tmp_path):
     part = copy_partition("v2-none-0", tmp_path / "v2-none-0")
     log = "00000000000000000000.log"
@@ -245,7 +240,6 @@ def test_truncation_mid_batch(tmp_path):
     find(errors, "crc", part / "00000000000000000041.log", 0, next_first["base"])
 
 
-@needs_realkafka
 def test_trailing_garbage(tmp_path):
     part = copy_partition("v1-none-0", tmp_path / "v1-none-0")
     log = part / sorted(truth_batches("v1-none-0"))[1]
@@ -256,7 +250,6 @@ def test_trailing_garbage(tmp_path):
     find(errors, "framing", log, size)
 
 
-@needs_realkafka
 def test_an_impossible_entry_length(tmp_path):
     part = copy_partition("v2-gzip-0", tmp_path / "v2-gzip-0")
     log = part / "00000000000000000000.log"
@@ -270,7 +263,6 @@ def test_an_impossible_entry_length(tmp_path):
 
 
 # --- record structure, control records, transactional state (CRCs made valid again) ---
-@needs_realkafka
 @pytest.mark.parametrize("edit, words", [
     (lambda b: b + b"\x00", "1 bytes follow"),  # a byte after the declared records
     # one record more declared than the batch holds
@@ -293,7 +285,6 @@ def test_records_that_do_not_match_their_batch(tmp_path, edit, words):
 MARKER_RECORD_HEADER = b"\x20\x00\x00\x00"  # length 16, attributes, timestamp and offset deltas 0
 
 
-@needs_realkafka
 @pytest.mark.parametrize("record, words", [
     (b"\x04\x00\x01" + b"\x10" + bytes(8) + b"\x00", "key of 2 bytes"),  # key of 2 bytes, value 8
     (b"\x08\x00\x00\x00\x01" + b"\x08" + bytes(4) + b"\x02\x00\x01", "value of 4 bytes"),  # + 1 header
@@ -310,7 +301,6 @@ def test_control_records_that_do_not_parse(tmp_path, record, words):
     find(errors, "control-record", log, 0, marker["base"], contains=words)
 
 
-@needs_realkafka
 def test_a_non_transactional_batch_inside_an_open_transaction(tmp_path):
     """Replaying it fails Kafka's producer-state rebuild (InvalidTxnStateException, §8)."""
     part = copy_partition("txn-v2-none-0", tmp_path / "txn-v2-none-0")
@@ -327,7 +317,6 @@ def _first_indexed(name: str, kind: str) -> tuple[str, list[tuple[int, int]]]:
     return next((f, entries) for f, entries in truth_index_entries(name, kind).items() if len(entries) >= 2)
 
 
-@needs_realkafka
 def test_an_index_entry_pointing_past_the_log(tmp_path):
     part = copy_partition("v2-none-0", tmp_path / "v2-none-0")
     index, entries = _first_indexed("v2-none-0", "index")
@@ -342,7 +331,6 @@ def test_an_index_entry_pointing_past_the_log(tmp_path):
     find(errors, "offset-index-entry", part / index, 8, offset, contains="past the end of the log")
 
 
-@needs_realkafka
 def test_an_index_entry_pointing_inside_a_batch(tmp_path):
     part = copy_partition("v2-none-0", tmp_path / "v2-none-0")
     index, entries = _first_indexed("v2-none-0", "index")
@@ -356,7 +344,6 @@ def test_an_index_entry_pointing_inside_a_batch(tmp_path):
     find(errors, "offset-index-entry", part / index, 0, offset, contains="inside")
 
 
-@needs_realkafka
 def test_an_out_of_order_time_index(tmp_path):
     part = copy_partition("v2-none-0", tmp_path / "v2-none-0")
     timeindex, entries = _first_indexed("v2-none-0", "timeindex")
@@ -367,7 +354,6 @@ def test_an_out_of_order_time_index(tmp_path):
     find(errors, "time-index-order", part / timeindex, 12, entries[0][1], contains="not later")
 
 
-@needs_realkafka
 def test_a_time_index_without_its_final_entry(tmp_path):
     part = copy_partition("v2-none-0", tmp_path / "v2-none-0")
     timeindex, entries = _first_indexed("v2-none-0", "timeindex")
@@ -378,7 +364,6 @@ def test_a_time_index_without_its_final_entry(tmp_path):
 
 
 # --- transaction index, snapshots, checkpoints ---
-@needs_realkafka
 def test_a_txn_index_entry_naming_a_non_marker(tmp_path):
     part = copy_partition("txn-v2-none-0", tmp_path / "txn-v2-none-0")
     truth = (REALKAFKA / "txn-v2-none-0.truth" / "dump-txnindex.txt").read_text()
@@ -395,7 +380,6 @@ def test_a_txn_index_entry_naming_a_non_marker(tmp_path):
     find(errors, "txn-index-missing", part / (txnindex.stem + ".log"), offset=marker)
 
 
-@needs_realkafka
 def test_a_snapshot_with_a_bad_crc(tmp_path):
     part = copy_partition("v2-none-0", tmp_path / "v2-none-0")
     snapshot = sorted(part.glob("*.snapshot"))[3]
@@ -405,7 +389,6 @@ def test_a_snapshot_with_a_bad_crc(tmp_path):
     find(errors, "snapshot", snapshot, contains="crc")
 
 
-@needs_realkafka
 @pytest.mark.parametrize("text, position, words", [
     ("0\n2\n0 0\n", 2, "declares 2 entries"),
     ("0\n1\n0 zero\n", 4, "malformed leader epoch entry"),
@@ -422,7 +405,6 @@ def test_a_malformed_leader_epoch_checkpoint(tmp_path, text, position, words):
     find(errors, "leader-epoch-checkpoint", part / "leader-epoch-checkpoint", position, contains=words)
 
 
-@needs_realkafka
 @pytest.mark.parametrize("text", ["version: 0\ntopic_id: not-a-topic-id", "version: 0\n",
                                   "topic_id: AxZqudQbRCOynzdEmxgmzw\nversion: 0",
                                   "version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA"])
@@ -441,7 +423,6 @@ def _small_log_dir(tmp_path) -> Path:
     return logdir
 
 
-@needs_realkafka
 @pytest.mark.parametrize("name, text, position, words", [
     ("recovery-point-offset-checkpoint", "0\n2\nv2-none 0 500\nv1-gzip 0\n", 18, "malformed"),
     ("replication-offset-checkpoint", "0\n3\nv2-none 0 500\n", 2, "declares 3 entries"),
@@ -458,7 +439,6 @@ def test_a_malformed_or_inconsistent_offset_checkpoint(tmp_path, name, text, pos
     find(errors, "offset-checkpoint", logdir / name, position, contains=words)
 
 
-@needs_realkafka
 def test_consistent_offset_checkpoints_verify_clean(tmp_path):
     logdir = _small_log_dir(tmp_path)
     for name in ("recovery-point-offset-checkpoint", "replication-offset-checkpoint"):
@@ -470,7 +450,6 @@ def test_consistent_offset_checkpoints_verify_clean(tmp_path):
     assert result.code == 0, result.out
 
 
-@needs_realkafka
 @pytest.mark.parametrize("text, words", [("version=0\n", "no broker.id"),
                                          ("version=3\nbroker.id=0\n", "version"),
                                          ("version=1\nnode.id=1\n", "no cluster.id"),
@@ -484,7 +463,6 @@ def test_a_bad_meta_properties(tmp_path, text, words):
 
 
 # --- several problems in several files: all listed ---
-@needs_realkafka
 def test_every_problem_in_every_file_is_listed(tmp_path):
     logdir = _small_log_dir(tmp_path)
     v2, v1 = logdir / "v2-none-0", logdir / "v1-gzip-0"
@@ -525,7 +503,6 @@ def test_every_problem_in_every_file_is_listed(tmp_path):
 FLIP_TARGETS = ["v2-none-0", "v1-gzip-0", "v0-none-0", "txn-v2-none-0"]
 
 
-@needs_realkafka
 @pytest.mark.parametrize("name", FLIP_TARGETS)
 def test_any_single_bit_flip_in_the_first_segment_is_detected(name, tmp_path_factory):
     """Every byte of an entry is covered by its CRC, or is framing (sizes, magic), or an offset or
@@ -551,7 +528,6 @@ def test_any_single_bit_flip_in_the_first_segment_is_detected(name, tmp_path_fac
 
 
 # --- object storage ---
-@needs_realkafka
 def test_an_fsspec_url(tmp_path):
     import fsspec
 
@@ -574,7 +550,6 @@ def test_an_fsspec_url(tmp_path):
         fs.rm(root.rsplit("/", 1)[0], recursive=True)
 
 
-@needs_realkafka
 def test_files_disagreeing_with_a_kfmt_manifest(tmp_path):
     """A kfmt output is what its manifest lists: a listed file that is gone is lost data, a file it
     does not list is ignored by readers (a note)."""
@@ -599,7 +574,6 @@ def test_files_disagreeing_with_a_kfmt_manifest(tmp_path):
 
 
 # --- the command line ---
-@needs_realkafka
 def test_usage_errors_exit_2(tmp_path):
     assert run_kfmt("verify", tmp_path / "missing").code == 2
     assert run_kfmt("verify", REALKAFKA / "v2-none-0", "--format", "xml").code == 2

@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import REALKAFKA, real_dir_params
+from support.corpus import REALKAFKA, REAL_DIRS
 from test_storage_conformance import consumer_truth, records_of
 
 from kfmt.plugin import registry
@@ -104,7 +104,7 @@ def segment_facts(part) -> list[tuple[int, int, list[int]]]:
 
 # --- the corpus: broker segmentation and companion files reproduced, records preserved ---
 
-@pytest.mark.parametrize("name", real_dir_params())
+@pytest.mark.parametrize("name", REAL_DIRS)
 def test_copying_batches_reproduces_the_brokers_directory(tmp_path, name):
     src = source(name)
     reader = PartitionReader(src)
@@ -131,7 +131,7 @@ def test_copying_batches_reproduces_the_brokers_directory(tmp_path, name):
             assert Path(part.path, truth.name).read_bytes() == truth.read_bytes(), truth.name
 
 
-@pytest.mark.parametrize("name", real_dir_params())
+@pytest.mark.parametrize("name", REAL_DIRS)
 def test_encoding_decoded_batches_round_trips_every_record(tmp_path, name):
     src = source(name)
     decoded = [batch for _seg, batch, _skip in PartitionReader(src).batches()]
@@ -145,7 +145,7 @@ def test_encoding_decoded_batches_round_trips_every_record(tmp_path, name):
         [getattr(b.header, f) for f in facts] for b in decoded]
 
 
-@pytest.mark.parametrize("name", real_dir_params(["compact-v2-none-0", "compact-v1-gzip-0"]))
+@pytest.mark.parametrize("name", ["compact-v2-none-0", "compact-v1-gzip-0"])
 def test_a_compacted_log_keeps_its_first_base_below_its_first_record(tmp_path, name):
     src = source(name)
     part, _ = write_partition(tmp_path, ((h, e) for _s, h, e in source_entries(PartitionReader(src))),
@@ -392,7 +392,7 @@ def _write_planned(target, plan, src_url, entries_of_plan):
     return write_segment(files, "", plan, entries), files.records
 
 
-@pytest.mark.parametrize("name", real_dir_params(["txn-v2-none-0", "v1-gzip-0"]))
+@pytest.mark.parametrize("name", ["txn-v2-none-0", "v1-gzip-0"])
 def test_plan_then_write_segments_in_parallel_equals_the_sequential_writer(tmp_path, name):
     src = source(name)
     located = [(seg.log.path, h) for seg, h, _e in source_entries(PartitionReader(src))]
