@@ -370,6 +370,19 @@ def test_damaged_archives_fail_the_restore_and_publish_nothing(archive_url, tmp_
     assert result.code == 65 and "leader-epoch-checkpoint" in result.err and "SHA-256" in result.err
 
 
+def test_an_archive_of_another_digest_definition_is_refused(archive_url, tmp_path):
+    src = make_log_dir(tmp_path / "logs", ["v2-none-0"])
+    assert archive(src, archive_url).code == 0
+    storage, path = open_storage(archive_url)
+    manifest = storage.join(path, MANIFEST)
+    doc = json.loads(bytes(storage.read(manifest)))
+    doc["archive"]["content_digest_version"] = 3
+    storage.write(manifest, json.dumps(doc).encode())
+    result = restore(archive_url, tmp_path / "dst")
+    assert result.code == 65, result.err
+    assert "content digest version 3" in result.err and len(result.err.strip().splitlines()) == 1
+    assert not (tmp_path / "dst").exists()
+
 def test_dry_runs_write_nothing(archive_url, tmp_path):
     src = make_log_dir(tmp_path / "logs", ["v1-snappy-0", "v2-zstd-0"])
     result = archive(src, archive_url, "--dry-run")
@@ -406,7 +419,7 @@ def test_what_is_not_a_published_archive_is_refused(archive_url, tmp_path, realk
 
 
 def test_a_live_archive_run_is_not_disturbed(archive_url, tmp_path):
-    from kfmt.transforms.archive.archive_format import ArchiveDestination
+    from kfmt.transforms.archive.destination import ArchiveDestination
 
     src = make_log_dir(tmp_path / "logs", ["v0-gzip-0"])
     storage, path = open_storage(archive_url)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 
-from kfmt.transforms.archive.archive_format import ArchiveView, PublishedArchive, open_archive
+from kfmt.transforms.archive.view import ArchiveView, PublishedArchive, open_archive
 from kfmt.errors import DataError, UsageError
 from kfmt.partition.layout import load_partition
 from kfmt.storage.manifest import FileRecord, Manifest

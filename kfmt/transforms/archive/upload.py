@@ -12,8 +12,9 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 
-from kfmt.transforms.archive.archive_format import (ArchivedPartition, ArchiveDestination, ArchiveTarget, ArchivedSegment,
-                          Upload, encode_section, archived_segment)
+from kfmt.transforms.archive.archive_format import ArchivedPartition, ArchivedSegment, encode_section, archived_segment
+
+from kfmt.transforms.archive.destination import ArchiveDestination, ArchiveTarget, Upload
 from kfmt.errors import DataError, UsageError
 from kfmt.partition.layout import LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA, SEGMENT_NAME
 from kfmt.storage.manifest import FileRecord
