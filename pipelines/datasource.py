@@ -3,7 +3,7 @@
 A Python Data Source (Spark 4) with kfmt.rows.columns's schema: Spark's Kafka source columns, then the
 on-disk ones. PATH is a partition directory or a log directory, local or any fsspec URL (Spark here
 has no s3a: tasks read through kfmt's storage layer). Planning (on the driver side) lists segments
-and plans the units of pipelines/log_ranges.py: one task per segment, big segments cut into byte
+and plans the units of kfmt/rows/ranges.py: one task per segment, big segments cut into byte
 ranges at batch boundaries, small consecutive segments of a partition sharing a task; each task
 yields Arrow record batches.
 

@@ -12,7 +12,7 @@ entries of a chunk of frames (kfmt.format.frames) in order, as
   batch the kernel does not vouch for, which the decode then rejects with the reader's error.
 
 `digest_run_reference` defines what a run gives (decode each batch, digest its columns); the kernel
-gives the same (tests/test_fast_paths.py), and without it (KFMT_PURE_PYTHON=1) the reference runs.
+gives the same (tests/format/test_fast_paths.py), and without it (KFMT_PURE_PYTHON=1) the reference runs.
 """
 from __future__ import annotations
 

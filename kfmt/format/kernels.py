@@ -4,7 +4,7 @@
 with a warning when not) moves per-record work out of the interpreter: v2 record decode/encode,
 the content digest, frame scans, index building and runs of uncompressed legacy messages. Each
 kernel has a pure-Python reference beside its caller, and both give identical results, error
-messages included (tests/test_speedups.py compares them; `KFMT_PURE_PYTHON=1 pytest` runs the whole
+messages included (tests/format/test_speedups.py compares them; `KFMT_PURE_PYTHON=1 pytest` runs the whole
 suite on the references).
 
 `native` is the extension module, or None when it is not built or KFMT_PURE_PYTHON is set to

@@ -15,7 +15,7 @@ FrameScanner.chunks()) and handle a whole run in one compiled call (kfmt/csrc/le
   `RunUpgrader` for a run that arrives chunk by chunk (kfmt upgrade).
 
 The `*_reference` functions define the results, entry by entry through the message-format plugins;
-the kernels give the same (tests/test_speedups.py). A kernel stops at the first entry it is not sure
+the kernels give the same (tests/format/test_speedups.py). A kernel stops at the first entry it is not sure
 of; that entry then goes through the per-entry path, which raises the error a reader reports.
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Segments as units of parallel work, and reading one into export rows (kfmt.rows.columns's schema).
 
-Shared by `kfmt export` (pipelines/export.py) and the `kafka-log` Spark data source
+Shared by `kfmt export` (kfmt/transforms/export.py) and the `kafka-log` Spark data source
 (pipelines/datasource.py), so both select and shape records the same way.
 
 A unit is the byte range [start, end) of one segment (docs/format.md §2: a segment is a sequence of

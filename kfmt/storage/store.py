@@ -8,7 +8,7 @@ are tested by that count. Executors open storage from picklable StorageSpec valu
 Writing: `write()` puts a whole small file; `open_write()` streams a large one (a segment) without
 holding it in memory, and publishes nothing if the writer is aborted. Stores that keep modification
 times say so (`keeps_mtime`); object stores do not, and kfmt carries mtimes in its manifest instead
-(kfmt.storage.staging). Every backend passes the same conformance suite (tests/test_storage_conformance.py).
+(kfmt.storage.staging). Every backend passes the same conformance suite (tests/storage/test_storage_conformance.py).
 """
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ The job, on Spark (pipelines/runner.py; `inprocess` runs the same functions with
 1. With read_committed, one cheap task per partition walks its headers and control batches into its
    transaction outcomes (kfmt.partition.transactions: aborted transactions, last stable offset): a segment's
    records can depend on a marker in a later segment, so segment tasks cannot decide alone.
-2. Tasks of segment ranges (pipelines/log_ranges.py: one per segment, big ones cut, small ones of a
+2. Tasks of segment ranges (kfmt/rows/ranges.py: one per segment, big ones cut, small ones of a
    partition packed together) read and check every batch of each range and write its selected
    records through the staged output's picklable target (any fsspec URL: Spark's own writer has no
    s3a here), a row group per chunk (memory per task stays bounded), into

@@ -22,7 +22,7 @@ a watchdog: a case that runs past its time is a hang, a worker that dies is a cr
 is unbounded memory growth. Either decode path runs: the compiled kernels, or with
 KFMT_PURE_PYTHON=1 the pure-Python references.
 
-`run_fuzz()` is what tests/test_fuzz_corpus.py and tests/fuzz_long.py call.
+`run_fuzz()` is what tests/bad_input/test_fuzz_corpus.py and tests/bad_input/fuzz_long.py call.
 """
 from __future__ import annotations
 
@@ -861,4 +861,4 @@ if __name__ == "__main__":
     if len(sys.argv) == 6 and sys.argv[1] == "worker":
         worker_main(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])
     else:
-        sys.exit("usage: fuzzing.py worker SEED START COUNT TIER (see tests/fuzz_long.py)")
+        sys.exit("usage: fuzzing.py worker SEED START COUNT TIER (see tests/bad_input/fuzz_long.py)")

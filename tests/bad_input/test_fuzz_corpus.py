@@ -7,7 +7,7 @@ Both decode paths are fuzzed: the compiled kernels (when kfmt._speedups is built
 references (KFMT_PURE_PYTHON=1). A time budget keeps CI bounded on a loaded machine: the cases run are
 then a prefix of the same sequence, and at least a quarter of them must have run.
 
-tests/fuzz_long.py runs the same cases with other seeds and many more of them.
+tests/bad_input/fuzz_long.py runs the same cases with other seeds and many more of them.
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def decode_path(request) -> str:
 
 def replay(finding: dict, tier: str, path: str) -> str:
     seed, index = finding["case"].split()[1].split(":")
-    return (f"python tests/fuzz_long.py --seed {seed} --start {index} --cases 1 --tier {tier} "
+    return (f"python tests/bad_input/fuzz_long.py --seed {seed} --start {index} --cases 1 --tier {tier} "
             f"--path {path} --verbose")
 
 

@@ -8,8 +8,8 @@ each file reader, and valid batches and segments (the round-trip strategies) dam
 hypothesis chooses: then entries the mutation did not touch must still decode to what was written,
 and `salvage` must keep every intact entry, invent nothing and lose nothing without saying so.
 
-tests/test_fuzz_corpus.py does the same with mutations of real broker-written files, in workers,
-on both decode paths; tests/test_fuzz_findings.py keeps every finding as a test.
+tests/bad_input/test_fuzz_corpus.py does the same with mutations of real broker-written files, in workers,
+on both decode paths; tests/bad_input/test_fuzz_findings.py keeps every finding as a test.
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 * The broker that wrote the corpus ran for minutes, so it never expired a producer: with expiry out of
   the picture the builder must reproduce the snapshots it wrote, byte for byte, for every topic the
   log cleaner never touched (the rebuild against Kafka's own recovery, expiry included, is
-  tests/test_reindex.py).
+  tests/transforms/test_reindex.py).
 * Producers appear in a snapshot in the iteration order of Java's HashMap: checked against a real
   JVM when one is installed.
 * The transaction index's last stable offsets, worked out by hand from docs/format.md §7 for two

@@ -300,7 +300,7 @@ def test_a_damaged_offset_field_between_damaged_entries_is_caught_by_the_density
 def test_a_segment_that_cannot_be_read_loses_exactly_its_offsets(tmp_path):
     """A segment replaced by a link leading nowhere is skipped by the listing (with a warning), so the
     log has a hole: the offsets between the segments around it are reported missing. (A segment that
-    is listed but cannot be read is dropped as unreadable: tests/test_hostile_inputs.py.)"""
+    is listed but cannot be read is dropped as unreadable: tests/bad_input/test_hostile_inputs.py.)"""
     name = "v1-snappy-0"
     src = copy_partition(name, tmp_path)
     logs = sorted(p.name for p in src.glob("*.log"))

@@ -78,7 +78,7 @@ def test_info_shows_timestamps_no_date_can_hold(tmp_path):
 # segment 474 set to 26, outside the CRC): `kfmt recompress` exited 2 (usage error) because the
 # writer took a first batch below the start offset for a caller's mistake; transforms take the start
 # offset from the source, so it is the source that breaks base offset <= first offset (reference
-# §12.1): bad data, exit 65. Fixed in kfmt/writer.py.
+# §12.1): bad data, exit 65. Fixed in kfmt/write/writer.py.
 @pytest.mark.parametrize("command", [["recompress", "--compression", "zstd"], ["upgrade"],
                                      ["resegment", "--segment-bytes", "4096"]])
 def test_an_entry_below_its_segment_base_is_bad_data_for_every_transform(tmp_path, command):
@@ -102,8 +102,8 @@ def test_an_entry_below_its_segment_base_is_bad_data_for_every_transform(tmp_pat
 # with its CRC fixed): the salvaged (and reindexed) directory's producer snapshot listed producer
 # -7918, which kfmt verify rejects. Kafka gives producer state only to a batch with
 # NO_PRODUCER_ID < producerId (AbstractRecordBatch.hasProducerId): a negative id is no producer.
-# Fixed in kfmt/model.py (BatchHeader.has_producer_id), kfmt/companions.py (its array path) and
-# kfmt/verify/txn.py.
+# Fixed in kfmt/format/model.py (BatchHeader.has_producer_id), kfmt/partition/companions.py (its array path) and
+# kfmt/inspect/verify/txn.py.
 @pytest.mark.parametrize("command", ["reindex", "salvage"])
 def test_a_negative_producer_id_is_no_producer(tmp_path, command):
     from kfmt.plugin import registry
@@ -130,7 +130,7 @@ def test_a_negative_producer_id_is_no_producer(tmp_path, command):
 # Found by the commands tier, case 11:502 (compact-v2-none-0, the first time-index entry's timestamp
 # made negative): `kfmt verify` died with StopIteration. Its running maximum of the batches' timestamps
 # starts at -1 for "no batch", so an entry at -1 or below looked as if an earlier batch had reached it.
-# Fixed in kfmt/verify/indexes.py: the entry is reported for what it is (no batch holds that maximum).
+# Fixed in kfmt/inspect/verify/indexes.py: the entry is reported for what it is (no batch holds that maximum).
 def test_verify_a_time_index_entry_with_a_negative_timestamp(tmp_path):
     import struct
 
@@ -186,7 +186,7 @@ def test_a_declared_record_count_allocates_nothing_before_the_records_are_read(p
 # Found by the long run (commands tier, seed 2000, case 1140: compact-v1-gzip-0's 00000000000000000377.index
 # replaced by random bytes): `kfmt verify` died with IndexError. An entry with a negative position
 # went to the branch describing the batch it points inside, which an empty segment (compaction leaves
-# them) does not have. Fixed in kfmt/verify/indexes.py: a negative position is reported as such.
+# them) does not have. Fixed in kfmt/inspect/verify/indexes.py: a negative position is reported as such.
 @pytest.mark.parametrize("segment", ["00000000000000000377", "00000000000000000000"])  # empty, not empty
 def test_verify_an_index_entry_with_a_negative_position(tmp_path, segment):
     import struct

@@ -1,9 +1,9 @@
 """The long fuzz run: the cases of tests/support/fuzzing.py with any seed, as many as time allows, on either or
 both decode paths; or one case replayed. Not collected by pytest (docs/reliability.md has the results).
 
-    .venv/bin/python tests/fuzz_long.py --minutes 60                   # both tiers, both paths
-    .venv/bin/python tests/fuzz_long.py --seed 7 --start 52 --cases 1 --tier commands --verbose
-    .venv/bin/python tests/fuzz_long.py --minutes 10 --json results.json
+    .venv/bin/python tests/bad_input/fuzz_long.py --minutes 60                   # both tiers, both paths
+    .venv/bin/python tests/bad_input/fuzz_long.py --seed 7 --start 52 --cases 1 --tier commands --verbose
+    .venv/bin/python tests/bad_input/fuzz_long.py --minutes 10 --json results.json
 
 Cases are deterministic (seed, index), so every finding printed comes with the command that replays
 it; --keep DIR writes a case's damaged directory there to look at.
@@ -18,7 +18,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/, for support
 
 from support.fuzzing import TIERS, build_case, run_fuzz  # noqa: E402
 from support.tools import speedups_built  # noqa: E402
@@ -79,7 +79,7 @@ def main(argv=None) -> int:
     for f in findings:
         seed, index = f["case"].split()[1].split(":")
         print(f"FINDING {f['case']} [{f['target']}] {f['problem']}\n  replay: .venv/bin/python "
-              f"tests/fuzz_long.py --seed {seed} --start {index} --cases 1 --tier {f['tier']} "
+              f"tests/bad_input/fuzz_long.py --seed {seed} --start {index} --cases 1 --tier {f['tier']} "
               f"--path {f['path']} --verbose")
     total = sum(r["cases"] for r in runs)
     print(f"{total} cases in {time.monotonic() - began:.0f} s, {len(findings)} findings")

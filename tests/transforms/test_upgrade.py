@@ -449,7 +449,7 @@ def test_the_report(tmp_path):
 def test_the_readme_command_upgrades_the_bundled_samples(tmp_path):
     """`bin/kfmt upgrade samples/kafka-logs /tmp/x`: Spark by default; every partition comes out v2
     (its records unchanged, as the job's digest check and verify confirm)."""
-    samples = Path(__file__).resolve().parent.parent / "samples" / "kafka-logs"
+    samples = Path(__file__).resolve().parents[2] / "samples" / "kafka-logs"
     result = run_kfmt("upgrade", samples, tmp_path / "x")
     assert result.code == 0, result.err
     assert re.fullmatch(r"upgrade: 6 partition\(s\), \d+ batches and 2042 records in, \d+ batches and "

@@ -4,7 +4,7 @@ afterwards the destination is absent or complete (never half-written), the sourc
 (every byte and modification time), a re-run succeeds and removes what the killed runs left, and a
 second run into the published destination refuses clearly.
 
-Builds on tests/test_staging.py, whose kill tests drive kfmt.storage.staging directly through a writer
+Builds on tests/storage/test_staging.py, whose kill tests drive kfmt.storage.staging directly through a writer
 script; here the commands themselves are killed, transforms with `--master inprocess` (the same work
 without a JVM). "Complete" means file for file what an uninterrupted run of the same command writes
 (the run's own report and manifest aside, which name the run); an archive that is not complete is
