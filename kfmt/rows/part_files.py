@@ -49,11 +49,12 @@ class PartFiles:
 
     def __init__(self, exporter, files, schema: pa.Schema, segment_base: int, range_index: int,
                  target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES,
-                 row_group_rows: int = ROW_GROUP_ROWS, row_group_bytes: int = ROW_GROUP_BYTES):
+                 row_group_rows: int | None = None, row_group_bytes: int | None = None):
         self.exporter, self.files, self.schema = exporter, files, schema
         self.segment_base, self.range_index = segment_base, range_index
         self.target_file_bytes = target_file_bytes
-        self.row_group_rows, self.row_group_bytes = row_group_rows, row_group_bytes
+        self.row_group_rows = row_group_rows or ROW_GROUP_ROWS
+        self.row_group_bytes = row_group_bytes or ROW_GROUP_BYTES
         self._directories: dict[str, _Directory] = {}
         self._writers: list = []  # every writer opened, in order
         self._pending_bytes = 0
