@@ -89,16 +89,20 @@ class PartFiles:
     def _write_row_group(self, name: str, d: _Directory) -> None:
         """Write the rows gathered for a directory as one row group (rows beyond ROW_GROUP_ROWS
         make a next one), in its open file or a new one."""
-        table = pa.Table.from_batches(d.pending, self.schema)
+        # one RecordBatch per row group, as the exporter protocol hands them (kfmt.rows.exporters):
+        # gathering copies the rows once, at most a row group's worth
+        table = pa.Table.from_batches(d.pending, self.schema).combine_chunks()
         self._pending_bytes -= d.bytes
         d.pending, d.rows, d.bytes = [], 0, 0
         for start in range(0, table.num_rows, self.row_group_rows):
             if d.writer is None:
-                rel = f"{name}/{part_file_name(self.segment_base, self.range_index, d.files, self.exporter.extension)}"
-                d.writer = self.exporter.open(self.files.open(rel), self.schema)
+                file_name = part_file_name(self.segment_base, self.range_index, d.files,
+                                           self.exporter.extension)
+                d.writer = self.exporter.open(self.files.open(f"{name}/{file_name}"), self.schema)
                 self._writers.append(d.writer)
                 d.files += 1
-            d.writer.write(table.slice(start, self.row_group_rows))
+            (rows,) = table.slice(start, self.row_group_rows).to_batches()
+            d.writer.write(rows)
             if d.writer.stream.size >= self.target_file_bytes:
                 self._finish(d)
 

@@ -131,7 +131,7 @@ class ExportPlan:
         out = [f"export {self.source} -> {self.destination}: {o.format}, partitioned by "
                f"{','.join(o.partition_by)}, {o.isolation}, control records "
                f"{'included' if o.include_control else 'left out'}; {len(self.partitions)} "
-               f"partition(s), {self.tasks} task(s) writing files of up to {o.target_file_bytes} "
+               f"partition(s), {self.tasks} task(s) writing files rolled at {o.target_file_bytes} "
                f"bytes"]
         if o.isolation == "read_committed":
             out.append(f"  first {len(self.partitions)} task(s) to find the aborted transactions and "
@@ -214,13 +214,13 @@ class ExportTask:
 
 
 @dataclass
-class RangeResult:
+class TaskResult:
     read: RangeTally  # what was read and selected
     written: RangeTally  # what the written files hold, read back
     files: list[FileRecord] = field(default_factory=list)
 
 
-def export_task(task: ExportTask) -> RangeResult:
+def export_task(task: ExportTask) -> TaskResult:
     """Export the ranges of a task one after the other into its part files, read them back, and
     check that they hold what was read."""
     options = task.options
@@ -247,7 +247,7 @@ def export_task(task: ExportTask) -> RangeResult:
         _read_back(fmt, files, record, schema, written, batches)
     written.batches = len(batches)
     _check_same_content(task.ranges, read, written)
-    return RangeResult(read, written, records)
+    return TaskResult(read, written, records)
 
 
 def _by_directory(rows: pa.RecordBatch, rel: str, by_date: bool):

@@ -71,10 +71,8 @@ class ParquetFileWriter:
         self.stream = stream
         self._writer = pq.ParquetWriter(_Sink(stream), schema)
 
-    def write(self, rows: pa.RecordBatch | pa.Table) -> None:
-        """Write `rows` as one row group."""
-        table = rows if isinstance(rows, pa.Table) else pa.Table.from_batches([rows])
-        self._writer.write_table(table, row_group_size=max(table.num_rows, 1))
+    def write(self, rows: pa.RecordBatch) -> None:
+        self._writer.write_batch(rows, row_group_size=rows.num_rows)
 
     def close(self) -> None:
         self._writer.close()
@@ -101,11 +99,10 @@ class JsonLinesWriter:
     def __init__(self, stream):
         self.stream = stream
 
-    def write(self, rows: pa.RecordBatch | pa.Table) -> None:
-        for batch in (rows.to_batches() if isinstance(rows, pa.Table) else [rows]):
-            text = "".join(json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n"
-                           for obj in rows_to_json_objects(batch))
-            self.stream.write(text.encode("utf-8"))
+    def write(self, rows: pa.RecordBatch) -> None:
+        text = "".join(json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n"
+                       for obj in rows_to_json_objects(rows))
+        self.stream.write(text.encode("utf-8"))
 
     def close(self) -> None:
         pass
