@@ -282,3 +282,31 @@ def test_files_roll_at_the_target_size(tmp_path, monkeypatch, fmt):
         for r in rows:
             r["ms"] = ms_of(datetime.datetime.fromisoformat(r["timestamp"].replace("Z", "+00:00")))
     assert consumer_view(rows) == {"v2-none": truth("v2-none-0")}
+
+
+def test_rows_gathered_for_many_directories_stay_within_a_row_group(tmp_path):
+    """A task writing to many date directories at once holds at most one row group's worth of rows,
+    and every directory's file still has its rows in order."""
+    from kfmt.rows.exporters import exporters
+    from kfmt.rows.part_files import PartFiles
+    from kfmt.storage.staging import StagedFiles
+    from kfmt.storage.store import open_storage
+
+    storage, root = open_storage(str(tmp_path))
+    schema = pa.schema([("offset", pa.int64()), ("value", pa.binary())])
+    bound = 20_000
+    out = PartFiles(exporters()["parquet"], StagedFiles(storage, root), schema, 7, 1,
+                    row_group_rows=1000, row_group_bytes=bound)
+    for i in range(60):
+        offsets = range(i * 50, i * 50 + 50)
+        out.write(f"date={i % 3}", pa.record_batch([pa.array(offsets, pa.int64()),
+                                                    pa.array([b"x" * 100] * 50)], schema=schema))
+        assert out.pending_bytes < bound
+    records = sorted(out.close(), key=lambda r: r.rel)
+    assert [r.rel for r in records] == [f"date={d}/part-00000000000000000007-0001-c000.parquet"
+                                        for d in range(3)]
+    for d, record in enumerate(records):
+        table = pq.read_table(tmp_path / record.rel)
+        assert table.column("offset").to_pylist() == [o for i in range(d, 60, 3)
+                                                      for o in range(i * 50, i * 50 + 50)]
+        assert pq.ParquetFile(tmp_path / record.rel).num_row_groups > 1

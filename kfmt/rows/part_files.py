@@ -59,6 +59,11 @@ class PartFiles:
         self._writers: list = []  # every writer opened, in order
         self._pending_bytes = 0
 
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes of rows gathered and not yet written, all directories together."""
+        return self._pending_bytes
+
     def write(self, directory: str, rows: pa.RecordBatch) -> None:
         if not rows.num_rows:
             return
