@@ -680,6 +680,6 @@ def test_export_to_s3(tmp_path, master, request, s3_server):
     fs = s3fs.S3FileSystem(**s3_server.storage_options, skip_instance_cache=True)
     root = dst[len("s3://"):]
     names = fs.find(root)
-    assert f"{root}/_kfmt_manifest.json" in names and f"{root}/{REPORT_NAME}" in names
+    assert {f"{root}/_kfmt_manifest.json", f"{root}/{REPORT_NAME}", f"{root}/_SUCCESS"} <= set(names)
     table = ds.dataset(root, filesystem=fs, partitioning="hive").to_table().sort_by("offset")
     assert as_consumer_records(table) == truth(TXN, committed=True)
