@@ -12,6 +12,7 @@ HELP = ("export records to Parquet or JSON Lines (Spark's Kafka source columns p
 
 
 def add_arguments(p):
+    from kfmt.rows.part_files import DEFAULT_TARGET_FILE_BYTES
     from kfmt.rows.ranges import DEFAULT_SPLIT_BYTES
 
     p.add_argument("src", metavar="SRC", help="a partition directory or a log directory (local path or "
@@ -36,6 +37,9 @@ def add_arguments(p):
     p.add_argument("--max-bytes-per-task", type=int, default=DEFAULT_SPLIT_BYTES, metavar="N",
                    help="bytes of log per task: bigger segments are cut at batch boundaries, smaller "
                         f"consecutive ones share a task (default {DEFAULT_SPLIT_BYTES})")
+    p.add_argument("--target-file-size", type=int, default=DEFAULT_TARGET_FILE_BYTES, metavar="N",
+                   help="bytes of output per file: a task's file is closed once this big and the task "
+                        f"goes on in a next one (default {DEFAULT_TARGET_FILE_BYTES})")
     p.add_argument("--master", metavar="URL",
                    help="Spark master (default: an embedded local[*] session; 'inprocess' runs the "
                         "same work in this process without Spark)")
@@ -51,8 +55,10 @@ def run(args) -> int:
     partition_by = tuple(c.strip() for c in args.partition_by.split(","))
     if args.max_bytes_per_task <= 0:
         raise UsageError("--max-bytes-per-task must be positive")
+    if args.target_file_size <= 0:
+        raise UsageError("--target-file-size must be positive")
     options = ExportOptions(args.format, partition_by, args.include_control, args.isolation,
-                            args.max_bytes_per_task)
+                            args.max_bytes_per_task, args.target_file_size)
     plan, report = export(args.src, args.dst, options=options, **run_arguments(args))
 
     def summary(r: dict) -> str:
@@ -61,4 +67,3 @@ def run(args) -> int:
                 f"partition(s) into {files} {args.format} file(s) in {plan.destination} "
                 f"({r['duration_ms'] / 1000:.1f} s)")
     return print_outcome(plan, report, args.output == "json", summary)
-    return 0

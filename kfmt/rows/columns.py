@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 from kfmt.plugin import registry
 from kfmt.errors import DataError
 from kfmt.format.javatext import java_string
-from kfmt.format.model import NO_TIMESTAMP, RECORD_SCHEMA, Batch
+from kfmt.format.model import RECORD_SCHEMA, Batch
 
 HEADERS_TYPE = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
 SPARK_KAFKA_FIELDS = [
@@ -61,7 +61,7 @@ EXPORT_DDL = (
     "partition_leader_epoch int, producer_id long, producer_epoch short, sequence int, "
     "is_transactional boolean, is_control boolean, segment_base_offset long, file_position long, "
     "header_key_bytes array<binary>")
-DATE_FIELD = pa.field("date", pa.date32())  # added when exports are partitioned by date
+DATE_FIELD = pa.field("date", pa.date32())  # the directory level of exports partitioned by date
 MS_PER_DAY = 86_400_000
 # Spark's timestamps are int64 microseconds: milliseconds beyond this do not fit (Spark's own Kafka
 # source fails on them too: DateTimeUtils.millisToMicros uses Math.multiplyExact).
@@ -216,14 +216,16 @@ def _java_strings(keys: pa.Array) -> tuple[pa.Array, np.ndarray | None]:
     return pa.array(text, pa.string()), invalid
 
 
-def record_dates(rows: pa.RecordBatch | pa.Table) -> pa.Array:
-    """The UTC date of each row's timestamp; null for records without one (v0's -1)."""
+def record_dates(rows: pa.RecordBatch | pa.Table) -> np.ndarray:
+    """The UTC date of each row's exported `timestamp` (what Spark's `to_date(timestamp)` gives in a
+    UTC session), as days since the epoch. A record without a timestamp (v0) is exported with -1 ms,
+    as Kafka's consumer reports it, so it falls on 1969-12-31 like its `timestamp` column: a null date
+    (`__HIVE_DEFAULT_PARTITION__`) would be more literal, but pandas cannot read such a directory
+    ("Cannot yet unify dictionaries with nulls"), and `timestampType` -1 already says there is none."""
     ms = rows.column("timestamp_ms")
     if isinstance(ms, pa.ChunkedArray):
         ms = ms.combine_chunks()
-    values = ms.to_numpy()
-    days = np.floor_divide(values, MS_PER_DAY).astype(np.int32)
-    return pa.array(days, pa.date32(), mask=values == NO_TIMESTAMP)
+    return np.floor_divide(ms.to_numpy(), MS_PER_DAY).astype(np.int32)
 
 
 def rows_to_records(rows: pa.RecordBatch | pa.Table) -> pa.RecordBatch:

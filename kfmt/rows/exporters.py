@@ -1,9 +1,10 @@
 """What an export file format provides (the `kfmt_register_exporters` hook; `kfmt export --format`).
 
-Built in: `parquet` and `jsonl` (kfmt.default_plugins.exporters.files). `kfmt export` streams each
-chunk of rows (an Arrow RecordBatch with the export schema, kfmt.transforms.export) into a writer the
-exporter opens on a staged output stream, then reads the published bytes back through `read_back`
-and checks that they hold the same records (count and content digest) before the run publishes.
+Built in: `parquet` and `jsonl` (kfmt.default_plugins.exporters.files). `kfmt export` streams the
+rows of each file, a row group at a time (an Arrow RecordBatch with the export schema less the
+partition-by columns, kfmt.rows.part_files), into a writer the exporter opens on a staged output
+stream, then reads the published bytes back through `read_back` and checks that they hold the same
+records (count and content digest) before the run publishes.
 """
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import pyarrow as pa
 
 
 class ExportWriter(Protocol):
-    def write(self, rows: pa.RecordBatch) -> None: ...
+    def write(self, rows: pa.RecordBatch) -> None:
+        """Append rows: a row group's worth (kfmt.rows.part_files), in the order of the file."""
 
     def close(self) -> None:
         """Finish the file (the caller publishes the stream itself)."""

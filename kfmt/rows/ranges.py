@@ -1,7 +1,7 @@
 """Segments as units of parallel work, and reading one into export rows (kfmt.rows.columns's schema).
 
-Shared by `kfmt export` (kfmt/transforms/export.py) and the `kafka-log` Spark data source
-(pipelines/datasource.py), so both select and shape records the same way.
+Shared by `kfmt export` (kfmt.transforms.export) and the `kafka-log` Spark data source
+(kfmt.pipelines.datasource), so both select and shape records the same way.
 
 A unit is the byte range [start, end) of one segment (docs/format.md §2: a segment is a sequence of
 entries; each `.log` starts on an entry boundary). Segments bigger than the split size are cut at
@@ -34,7 +34,7 @@ from kfmt.storage.store import Storage, StorageSpec
 from kfmt.partition.transactions import ABORTED, OPEN, TransactionOutcomes
 
 DEFAULT_SPLIT_BYTES = 128 << 20
-ROWS_PER_CHUNK = 65536  # export rows built (and written as one Parquet row group) at a time
+ROWS_PER_CHUNK = 65536  # export rows built at a time (kfmt.rows.part_files gathers row groups)
 BYTES_PER_CHUNK = 64 << 20  # ... or fewer, when the records are big
 
 LEFT_OUT_CONTROL = "control"

@@ -1,22 +1,30 @@
 """kfmt export: partitions to Parquet (or JSON Lines) with Spark's Kafka source columns plus the
 on-disk ones (kfmt.rows.columns), in Hive-style `topic=<t>/partition=<p>[/date=<d>]/` directories.
 
+The destination is what a Spark writer's `df.write.partitionBy(...).parquet(DST)` would leave, so that
+every reader opens it as it is (`spark.read.parquet`, `pyarrow.dataset.dataset(partitioning="hive")`,
+`pandas.read_parquet`, DuckDB's `read_parquet(..., hive_partitioning=true)`): the partition-by columns
+live only in the directory names, never in the files (a reader would otherwise see each twice, with
+clashing types); files that are not data start with `_` (`_kfmt-report.json`, `_SUCCESS`), which
+Hadoop's and Arrow's file listings skip; a task writes one file per directory, sized like a Spark
+writer's (kfmt.rows.part_files).
+
 The job, on Spark (pipelines/runner.py; `inprocess` runs the same functions without Spark):
 1. With read_committed, one cheap task per partition walks its headers and control batches into its
    transaction outcomes (kfmt.partition.transactions: aborted transactions, last stable offset): a segment's
    records can depend on a marker in a later segment, so segment tasks cannot decide alone.
-2. Tasks of segment ranges (kfmt/rows/ranges.py: one per segment, big ones cut, small ones of a
-   partition packed together) read and check every batch of each range and write its selected
-   records through the staged output's picklable target (any fsspec URL: Spark's own writer has no
-   s3a here), a row group per chunk (memory per task stays bounded), into
-   `part-<segment base offset>-<range>.<ext>`: names a re-run with the same settings reproduces. Then
-   each task reads its files back and computes the content digest (kfmt.transforms.report) of what they hold. That
+2. Tasks of segment ranges (kfmt.rows.ranges: big segments cut, consecutive ranges of a partition
+   packed up to --max-bytes-per-task) read and check every batch of each range and write its
+   selected records through the staged output's picklable target (any fsspec URL: Spark's own writer
+   has no s3a here) into the task's part files (kfmt.rows.part_files: row groups sized for scans,
+   memory bounded by one, names a re-run reproduces). Then each task reads its files back and
+   computes the content digest (kfmt.transforms.report) of what they hold. That
    proves more than a digest of the Arrow rows handed to the writer: it also covers the Parquet or
    JSON encoding, the conversions back (Spark's microsecond timestamps, Java-decoded header keys)
    and the storage round trip, at the cost of reading the output once.
 3. The driver adds the digests up per partition, checks the digest of what was read against the
    digest of what was written (a mismatch fails the run: exit 1, nothing published), writes
-   `kfmt-report.json` and publishes DST at once (kfmt.storage.staging).
+   `_kfmt-report.json` and `_SUCCESS` and publishes DST at once (kfmt.storage.staging).
 """
 from __future__ import annotations
 
@@ -29,8 +37,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kfmt.errors import KfmtError, UsageError
-from kfmt.rows.columns import DATE_FIELD, EXPORT_SCHEMA, record_dates, rows_to_records
+from kfmt.rows.columns import EXPORT_SCHEMA, record_dates, rows_to_records
 from kfmt.rows.exporters import exporters
+from kfmt.rows.part_files import DEFAULT_TARGET_FILE_BYTES, PartFiles
 from kfmt.partition.layout import PartitionDir, find_partitions
 from kfmt.storage.manifest import FileRecord
 from kfmt.partition.reader import PartitionReader
@@ -38,8 +47,8 @@ from kfmt.rows.ranges import (DEFAULT_SPLIT_BYTES, RangeTally, SegmentRange, Sel
                                        pack_ranges, partition_identity, plan_ranges, read_range)
 from kfmt.pipelines.runner import run_tasks
 from kfmt.transforms.reindex import check_not_inside
-from kfmt.transforms.report import REPORT_NAME, make_report, report_bytes
 from kfmt.partition.summary import PartitionSummary
+from kfmt.transforms.report import make_report, report_bytes
 from kfmt.storage.staging import StagedOutput, StagingTarget
 from kfmt.storage.store import Storage, StorageSpec, open_storage
 from kfmt.partition.transactions import TransactionOutcomes, partition_outcomes
@@ -47,7 +56,10 @@ from kfmt.partition.transactions import TransactionOutcomes, partition_outcomes
 PARTITION_BY = {"topic,partition": ("topic", "partition"),
                 "topic,partition,date": ("topic", "partition", "date")}
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
-HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+# Not data: named as Hadoop's FileInputFormat and Arrow's dataset discovery skip them (a leading `_`),
+# unlike the other transforms' `kfmt-report.json`, whose destinations are log directories.
+REPORT_NAME = "_kfmt-report.json"
+SUCCESS_NAME = "_SUCCESS"  # an empty marker, as Hadoop's FileOutputCommitter leaves after a job
 
 
 @dataclass(frozen=True)
@@ -57,6 +69,7 @@ class ExportOptions:
     include_control: bool = False
     isolation: str = "read_uncommitted"
     split_bytes: int = DEFAULT_SPLIT_BYTES  # segments bigger than this are cut into ranges
+    target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES  # a part file is closed once this big
 
     def __post_init__(self):
         known = exporters()
@@ -69,6 +82,8 @@ class ExportOptions:
             raise UsageError(f"unknown isolation level {self.isolation!r}")
         if self.split_bytes <= 0:
             raise UsageError(f"the split size must be positive, not {self.split_bytes}")
+        if self.target_file_bytes <= 0:
+            raise UsageError(f"the target file size must be positive, not {self.target_file_bytes}")
 
     @property
     def selection(self) -> Selection:
@@ -79,13 +94,15 @@ class ExportOptions:
         return "date" in self.partition_by
 
     @property
-    def schema(self) -> pa.Schema:
-        return EXPORT_SCHEMA.append(DATE_FIELD) if self.by_date else EXPORT_SCHEMA
+    def file_schema(self) -> pa.Schema:
+        """The columns of the files: the export schema without the partition-by columns, which
+        are in the directory names only (a Hive table's layout)."""
+        return pa.schema([f for f in EXPORT_SCHEMA if f.name not in self.partition_by])
 
     def to_json(self) -> dict:
         return {"format": self.format, "partition_by": list(self.partition_by),
                 "include_control": self.include_control, "isolation": self.isolation,
-                "split_bytes": self.split_bytes}
+                "split_bytes": self.split_bytes, "target_file_bytes": self.target_file_bytes}
 
 
 # --- the plan -------------------------------------------------------------------------------------
@@ -115,7 +132,8 @@ class ExportPlan:
         out = [f"export {self.source} -> {self.destination}: {o.format}, partitioned by "
                f"{','.join(o.partition_by)}, {o.isolation}, control records "
                f"{'included' if o.include_control else 'left out'}; {len(self.partitions)} "
-               f"partition(s), {self.tasks} task(s)"]
+               f"partition(s), {self.tasks} task(s) writing files rolled at {o.target_file_bytes} "
+               f"bytes"]
         if o.isolation == "read_committed":
             out.append(f"  first {len(self.partitions)} task(s) to find the aborted transactions and "
                        f"last stable offset of each partition")
@@ -123,7 +141,7 @@ class ExportPlan:
             log_bytes = sum(s.size for s in p.part.segments)
             out.append(f"  {p.part.name} -> {p.rel}/: {len(p.part.segments)} segment(s), {log_bytes} "
                        f"bytes of .log, {len(p.ranges)} range(s) in {len(p.units)} task(s)")
-        out.append(f"  then {REPORT_NAME}")
+        out.append(f"  then {REPORT_NAME} and {SUCCESS_NAME}")
         return out
 
     def to_json(self) -> dict:
@@ -197,55 +215,40 @@ class ExportTask:
 
 
 @dataclass
-class RangeResult:
+class TaskResult:
     read: RangeTally  # what was read and selected
     written: RangeTally  # what the written files hold, read back
     files: list[FileRecord] = field(default_factory=list)
 
 
-def export_task(task: ExportTask) -> RangeResult:
-    """Export the ranges of a task one after the other."""
-    files = task.target.files()
-    result = RangeResult(RangeTally(), RangeTally())
-    for rng in task.ranges:
-        done = export_range(rng, task, files)
-        result.read.merge(done.read)
-        result.written.merge(done.written)
-        result.files += done.files
-    return result
-
-
-def export_range(rng: SegmentRange, task: ExportTask, files) -> RangeResult:
-    """Write the selected records of one range, read the files back, and check them."""
+def export_task(task: ExportTask) -> TaskResult:
+    """Export the ranges of a task one after the other into its part files, read them back, and
+    check that they hold what was read."""
     options = task.options
     fmt = exporters()[options.format]
-    schema = options.schema
-    name = f"part-{rng.segment_base:020d}-{rng.index:04d}{fmt.extension}"
-    writers: dict[str, object] = {}  # relative path -> open writer
+    schema = options.file_schema
+    files = task.target.files()
+    first = task.ranges[0]
+    out = PartFiles(fmt, files, schema, first.segment_base, first.index, options.target_file_bytes)
     read = RangeTally()
     try:
-        for rows in read_range(rng, options.selection, task.outcomes, read):
-            for directory, chunk in _by_directory(rows, task.rel, options.by_date):
-                path = f"{directory}/{name}"
-                if path not in writers:
-                    writers[path] = fmt.open(files.open(path), schema)
-                writers[path].write(chunk)
-        records = []
-        for writer in writers.values():
-            writer.close()
-            records.append(writer.stream.close())
+        for rng in task.ranges:
+            tally = RangeTally()
+            for rows in read_range(rng, options.selection, task.outcomes, tally):
+                for directory, chunk in _by_directory(rows, task.rel, options.by_date):
+                    out.write(directory, chunk.select(schema.names))
+            read.merge(tally)
+        records = out.close()
     except BaseException:
-        for writer in writers.values():
-            if writer.stream.record is None:
-                writer.stream.abort()
+        out.abort()
         raise
     written = RangeTally()
     batches = set()
     for record in records:
         _read_back(fmt, files, record, schema, written, batches)
     written.batches = len(batches)
-    _check_same_content(rng, read, written)
-    return RangeResult(read, written, records)
+    _check_same_content(task.ranges, read, written)
+    return TaskResult(read, written, records)
 
 
 def _by_directory(rows: pa.RecordBatch, rel: str, by_date: bool):
@@ -253,14 +256,9 @@ def _by_directory(rows: pa.RecordBatch, rel: str, by_date: bool):
     if not by_date:
         yield rel, rows
         return
-    dates = record_dates(rows)
-    rows = pa.RecordBatch.from_arrays([*rows.columns, dates], schema=rows.schema.append(DATE_FIELD))
-    days = dates.cast(pa.int32()).to_numpy(zero_copy_only=False)
-    missing = dates.is_null().to_numpy(zero_copy_only=False)
-    for day in np.unique(days[~missing]):
-        yield f"{rel}/date={np.datetime64(int(day), 'D')}", rows.filter(pa.array(~missing & (days == day)))
-    if missing.any():
-        yield f"{rel}/date={HIVE_DEFAULT_PARTITION}", rows.filter(pa.array(missing))
+    days = record_dates(rows)
+    for day in np.unique(days):
+        yield f"{rel}/date={np.datetime64(int(day), 'D')}", rows.filter(pa.array(days == day))
 
 
 def _read_back(fmt, files, record: FileRecord, schema: pa.Schema, tally: RangeTally, batches: set):
@@ -288,10 +286,13 @@ def _read_back(fmt, files, record: FileRecord, schema: pa.Schema, tally: RangeTa
                         f"nothing was published") from None
 
 
-def _check_same_content(rng: SegmentRange, read: RangeTally, written: RangeTally) -> None:
+def _check_same_content(ranges: tuple[SegmentRange, ...], read: RangeTally, written: RangeTally) -> None:
     if (read.digest, read.records, read.control_records) != \
             (written.digest, written.records, written.control_records):
-        raise KfmtError(f"{rng.file} [{rng.start}, {rng.end}): the exported files hold "
+        first, last = ranges[0], ranges[-1]
+        where = f"{first.file} [{first.start}, {first.end})" + (
+            "" if len(ranges) == 1 else f" to {last.file} [{last.start}, {last.end})")
+        raise KfmtError(f"{where}: the exported files hold "
                         f"{written.records} records ({written.control_records} control, digest "
                         f"{written.digest.hexdigest()}) but {read.records} were read ("
                         f"{read.control_records} control, digest {read.digest.hexdigest()}); nothing "
@@ -357,6 +358,7 @@ def export(src: str, dst: str, *, src_options: dict | None = None, dst_options: 
                               "master": master}, inputs, outputs, out.files, _notes(plan, inputs))
         report["duration_ms"] = round((time.monotonic() - started) * 1000)
         out.write(REPORT_NAME, report_bytes(report))
+        out.write(SUCCESS_NAME, b"")
     return plan, report
 
 
@@ -389,13 +391,13 @@ def _output_summary(p: ExportPartitionPlan, written: RangeTally, files: list[Fil
 def _notes(plan: ExportPlan, inputs: list[ExportInput]) -> list[str]:
     o = plan.options
     notes = [f"{o.format} files with Spark's Kafka source columns and kfmt's on-disk columns "
-             f"(docs/export.md); every file was read back and its content digest checked against "
-             f"the records read",
+             f"(docs/export.md), {','.join(o.partition_by)} only in the directory names; every file "
+             f"was read back and its content digest checked against the records read",
              "outputs: batches = Kafka batches with records in the files; control_records = control "
              "records written"]
     if o.by_date:
-        notes.append(f"date = the UTC date of the record timestamp; records without one (v0) under "
-                     f"date={HIVE_DEFAULT_PARTITION}")
+        notes.append("date = the UTC date of the exported timestamp; records without one (v0, -1 ms) "
+                     "under date=1969-12-31, as their timestamp column says")
     for p in inputs:
         if p.left_out_records:
             left = ", ".join(f"{n} {reason.replace('_', ' ')}" for reason, n in p.left_out_records.items())

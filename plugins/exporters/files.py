@@ -1,15 +1,17 @@
 """The built-in export formats (kfmt.rows.exporters): Parquet and JSON Lines, streamed through a staged
 output, and read back to check what was written.
 
-Parquet: one row group per chunk of rows (kfmt.rows.ranges), so a writer holds one chunk
-at a time; pyarrow stores the Arrow schema too, so pyarrow reads back the exact types (int8 magic,
-int16 producer epoch, UTC timestamps) and Spark maps them to its Kafka source's types.
+Parquet: one row group per `write` (kfmt.rows.part_files gathers the rows of one), snappy-compressed
+as Spark writes by default; pyarrow stores the Arrow schema too, so pyarrow reads back the exact types
+(int8 magic, int16 producer epoch, UTC timestamps) and Spark maps them to its Kafka source's types.
+The partition-by columns (topic, partition, date) are not in the files: readers take them from the
+Hive-style directory names, as they do for a Spark writer's output.
 
 JSON Lines: one object per row with the same columns in the same order. Binary columns (key, value,
 header values, header_key_bytes) are base64 strings; `timestamp` is an ISO-8601 UTC string with
 milliseconds (`2023-11-14T22:13:20.440Z`, what Spark's JSON reader parses for a timestamp column by
-default); `date` is `YYYY-MM-DD`; null stays null. `spark.read.schema(EXPORT_DDL).json(...)` reads
-it back with the export schema.
+default); null stays null. `spark.read.schema(...).json(DST)` reads it back with the export schema
+(docs/export.md).
 """
 from __future__ import annotations
 

@@ -210,7 +210,8 @@ def spark():
 def test_spark_reads_a_log_directory_like_the_exported_parquet(spark, mixed_logdir, tmp_path):
     df = spark.read.format("kafka-log").load(str(mixed_logdir))
     assert export(mixed_logdir, tmp_path / "out").code == 0
-    exported = spark.read.option("pathGlobFilter", "*.parquet").parquet(str(tmp_path / "out"))
+    # the export's partition columns are in its paths, so Spark lists them last
+    exported = spark.read.parquet(str(tmp_path / "out")).select(*df.columns)
     assert df.schema == exported.schema
     assert df.orderBy("topic", "offset").collect() == exported.orderBy("topic", "offset").collect()
     assert df.count() == sum(len(truth(p.name)) for p in mixed_logdir.iterdir())

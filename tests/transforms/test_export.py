@@ -36,28 +36,29 @@ from kfmt.rows.columns import DATE_FIELD, EXPORT_DDL, EXPORT_SCHEMA
 from kfmt.format.javatext import java_string
 from kfmt.partition.layout import find_partitions
 from kfmt.partition.reader import PartitionReader
-from kfmt.transforms.report import REPORT_NAME
 from kfmt.format.digest import ContentDigest
+from kfmt.transforms.export import REPORT_NAME
 from kfmt.storage.store import open_storage
 from kfmt.partition.transactions import AbortedTransaction, partition_outcomes
 
 TXN = "txn-v2-none-0"
 TS_TYPES = {-1: "NoTimestampType", 0: "CreateTime", 1: "LogAppendTime"}
-PARTITIONING = pa.schema([("topic", pa.string()), ("partition", pa.int32())])
-# what docs/export.md tells pyarrow users to skip beside the data
-IGNORED = [".", "_", REPORT_NAME]
 
 
 def export(src, dst, *args):
     return run_kfmt("export", src, dst, "--master", "inprocess", "--no-progress", *args)
 
 
-def read_dataset(dst: Path, *, by_date: bool = False, fmt: str = "parquet") -> pa.Table:
-    """The documented pyarrow recipe (docs/export.md), sorted by topic and offset."""
-    schema = PARTITIONING.append(DATE_FIELD) if by_date else PARTITIONING
-    partitioning = ds.partitioning(schema, flavor="hive")
-    table = ds.dataset(dst, format=fmt, partitioning=partitioning, ignore_prefixes=IGNORED).to_table()
-    return table.sort_by([("topic", "ascending"), ("offset", "ascending")])
+def read_dataset(dst: Path, *, by_date: bool = False) -> pa.Table:
+    """pyarrow's Hive dataset without options (docs/export.md), in the export schema's column order
+    (+ the date as a date: pyarrow infers a string), sorted by topic and offset."""
+    table = ds.dataset(dst, partitioning="hive").to_table()
+    names = EXPORT_SCHEMA.names
+    if by_date:
+        table = table.set_column(table.schema.get_field_index("date"), DATE_FIELD,
+                                 table.column("date").cast(pa.date32()))
+        names = names + ["date"]
+    return table.select(names).sort_by([("topic", "ascending"), ("offset", "ascending")])
 
 
 def b64(data: bytes | None) -> str | None:
@@ -79,9 +80,10 @@ def as_consumer_records(table: pa.Table) -> list[dict]:
     return out
 
 
-def utc_date(ms: int) -> datetime.date | None:
-    """The UTC date of a Kafka timestamp; None for none (-1)."""
-    return None if ms == -1 else datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc).date()
+def utc_date(ms: int) -> datetime.date:
+    """The UTC date of a Kafka timestamp as the consumer reports it (-1 for none: 1969-12-31)."""
+    return (datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+            + datetime.timedelta(milliseconds=ms)).date()
 
 
 def truth(name: str, committed: bool = False) -> list[dict]:
@@ -167,7 +169,7 @@ def test_export_equals_the_consumer_and_the_dump(name, tmp_path):
     assert inp["content_digest"] == out["content_digest"] == truth_digest(expected)
     assert inp["records"] == out["records"] == len(expected)
     # the report lists every file written, with its true size and hash
-    files = {str(p.relative_to(dst)): p for p in dst.rglob("*") if p.is_file() and p.name != REPORT_NAME}
+    files = {str(p.relative_to(dst)): p for p in dst.rglob("*") if p.is_file() and p.name[0] != "_"}
     assert set(report["files"]) == set(files)
     for rel, p in files.items():
         assert report["files"][rel]["sha256"] == hashlib.sha256(p.read_bytes()).hexdigest()
@@ -222,12 +224,12 @@ def test_layout_is_hive_style_with_reproducible_names(tmp_path):
     dst = tmp_path / "out"
     assert export(REALKAFKA / "v2-none-0", dst).code == 0
     files = sorted(p.relative_to(dst).as_posix() for p in dst.rglob("*.parquet"))
-    bases = sorted(int(p.name.split(".")[0]) for p in (REALKAFKA / "v2-none-0").glob("*.log"))
-    assert files == [f"topic=v2-none/partition=0/part-{b:020d}-0000.parquet" for b in bases]
-    # topic and partition are data columns too: one file read alone still has them
+    # one task for the whole small partition: one file, named after its first segment
+    assert files == ["topic=v2-none/partition=0/part-00000000000000000000-0000-c000.parquet"]
+    assert sorted(p.name for p in dst.iterdir()) == ["_SUCCESS", REPORT_NAME, "topic=v2-none"]
+    # topic and partition are in the path only, as a Spark writer leaves them
     one = pq.read_table(dst / files[0])
-    assert set(one.column("topic").to_pylist()) == {"v2-none"}
-    assert set(one.column("partition").to_pylist()) == {0}
+    assert "topic" not in one.column_names and "partition" not in one.column_names
     # a second run writes the same files, byte for byte
     again = tmp_path / "again"
     assert export(REALKAFKA / "v2-none-0", again).code == 0
@@ -245,15 +247,15 @@ def test_partition_by_date(tmp_path):
     for topic in ("v0-gzip", "v2-lz4", "v1-logappendtime-gzip"):
         records = truth(f"{topic}-0")
         dates = [utc_date(r["timestamp"]) for r in records]
-        expected_dirs |= {f"topic={topic}/partition=0/date={d or '__HIVE_DEFAULT_PARTITION__'}"
-                          for d in dates}
+        expected_dirs |= {f"topic={topic}/partition=0/date={d}" for d in dates}
         rows = table.filter(pa.compute.equal(table.column("topic"), topic))
         assert as_consumer_records(rows.drop_columns(["date"])) == records
         assert rows.column("date").to_pylist() == dates
     assert {p.parent.relative_to(dst).as_posix() for p in dst.rglob("*.parquet")} == expected_dirs
-    assert "topic=v0-gzip/partition=0/date=__HIVE_DEFAULT_PARTITION__" in expected_dirs
-    # the date is a data column too
-    assert pq.read_table(next(dst.rglob("*.parquet"))).schema.field("date").type == pa.date32()
+    # v0 has no timestamps: the consumer reports -1 ms, which is on 1969-12-31
+    assert "topic=v0-gzip/partition=0/date=1969-12-31" in expected_dirs
+    # the date is in the path only
+    assert "date" not in pq.read_table(next(dst.rglob("*.parquet"))).column_names
 
 
 @pytest.mark.parametrize("name", ["v2-none-0", "v0-snappy-0", TXN])
@@ -262,11 +264,12 @@ def test_json_lines(tmp_path, name):
     result = export(REALKAFKA / name, dst, "--format", "jsonl", "--include-control",
                     "--partition-by", "topic,partition,date")
     assert result.code == 0, result.err
-    objects = sorted((json.loads(line) for f in dst.rglob("*.jsonl") for line in f.read_text().splitlines()),
+    objects = sorted(({**json.loads(line), "date": f.parent.name.removeprefix("date=")}
+                      for f in dst.rglob("*.jsonl") for line in f.read_text().splitlines()),
                      key=lambda o: o["offset"])
-    assert all(list(o) == EXPORT_SCHEMA.names + ["date"] for o in objects)
-    assert all(o["date"] == (None if o["timestamp_ms"] == -1 else utc_date(o["timestamp_ms"]).isoformat())
-               for o in objects)
+    file_columns = [n for n in EXPORT_SCHEMA.names if n not in ("topic", "partition")]
+    assert all(list(o) == file_columns + ["date"] for o in objects)
+    assert all(o["date"] == utc_date(o["timestamp_ms"]).isoformat() for o in objects)
     data = [o for o in objects if not o["is_control"]]
     epoch = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
     got = [{"offset": o["offset"],
@@ -288,7 +291,7 @@ def test_topic_and_partition_filters(tmp_path):
     (logdir / "meta.properties").write_text("broker.id=0\n")
     dst = tmp_path / "out"
     assert export(logdir, dst, "--topic", "v2-*").code == 0
-    assert sorted(p.name for p in dst.iterdir()) == [REPORT_NAME, "topic=v2-lz4", "topic=v2-none"]
+    assert sorted(p.name for p in dst.iterdir()) == ["_SUCCESS", REPORT_NAME, "topic=v2-lz4", "topic=v2-none"]
     report = json.loads((dst / REPORT_NAME).read_text())
     assert [(p["topic"], p["partition"], p["records"]) for p in report["inputs"]] == \
         [("v2-empty", 3, 0), ("v2-lz4", 0, 500), ("v2-none", 0, 500)]
@@ -525,7 +528,8 @@ def test_a_destination_that_is_not_empty_is_a_usage_error(tmp_path, dry_run):
 
 
 @pytest.mark.parametrize("args", [["--partition-by", "date"], ["--partition-by", "partition,topic"],
-                                  ["--max-bytes-per-task", "0"], ["--format", "csv"]])
+                                  ["--max-bytes-per-task", "0"], ["--target-file-size", "0"],
+                                  ["--format", "csv"]])
 def test_bad_options_are_usage_errors(tmp_path, args):
     assert export(REALKAFKA / "v2-none-0", tmp_path / "out", *args).code == 2
 
@@ -606,10 +610,12 @@ def test_spark_export_of_the_log_directory_reads_back_with_spark(spark, tmp_path
     files = sorted(p.relative_to(dst) for p in dst.rglob("*.parquet"))
     assert files == sorted(p.relative_to(same) for p in same.rglob("*.parquet"))
     assert all((dst / f).read_bytes() == (same / f).read_bytes() for f in files)
-    # Spark's partition discovery over the whole tree (the report file filtered out, docs/export.md)
-    df = spark.read.option("pathGlobFilter", "*.parquet").parquet(str(dst))
+    # Spark's partition discovery over the whole tree, without options (docs/export.md): the
+    # partition columns come last, with the Kafka source's types
+    df = spark.read.parquet(str(dst))
     expected_schema = spark.createDataFrame([], f"{EXPORT_DDL}, date date").schema
-    assert df.schema.simpleString() == expected_schema.simpleString()
+    assert df.columns[-3:] == ["topic", "partition", "date"]
+    assert df.select(*expected_schema.names).schema.simpleString() == expected_schema.simpleString()
     rows = df.selectExpr("*", "unix_micros(timestamp) AS micros").collect()
     by_topic: dict = {}
     for r in rows:
@@ -632,13 +638,11 @@ def test_spark_reads_json_lines_with_the_export_schema(spark, tmp_path):
     parquet, jsonl = tmp_path / "parquet", tmp_path / "jsonl"
     assert export(REALKAFKA / TXN, parquet, "--include-control").code == 0
     assert export(REALKAFKA / TXN, jsonl, "--include-control", "--format", "jsonl").code == 0
-    from_json = spark.read.schema(EXPORT_DDL).option("pathGlobFilter", "*.jsonl").json(str(jsonl))
-    from_parquet = spark.read.option("pathGlobFilter", "*.parquet").parquet(str(parquet))
-    # with a given schema, Spark puts the discovered partition columns last
-    assert from_json.columns == [c for c in from_parquet.columns if c not in ("topic", "partition")] + \
-        ["topic", "partition"]
-    assert from_json.select(*from_parquet.columns).orderBy("offset").collect() == \
-        from_parquet.orderBy("offset").collect()
+    from_json = spark.read.schema(EXPORT_DDL).json(str(jsonl))
+    from_parquet = spark.read.parquet(str(parquet))
+    # the partition columns come last either way
+    assert from_json.columns == from_parquet.columns
+    assert from_json.orderBy("offset").collect() == from_parquet.orderBy("offset").collect()
     assert from_json.count() == 218
 
 
@@ -659,8 +663,6 @@ def test_export_to_s3(tmp_path, master, request, s3_server):
     fs = s3fs.S3FileSystem(**s3_server.storage_options, skip_instance_cache=True)
     root = dst[len("s3://"):]
     names = fs.find(root)
-    assert f"{root}/_kfmt_manifest.json" in names and f"{root}/{REPORT_NAME}" in names
-    partitioning = ds.partitioning(PARTITIONING, flavor="hive")
-    table = ds.dataset(root, filesystem=fs, format="parquet", partitioning=partitioning,
-                       ignore_prefixes=IGNORED).to_table().sort_by("offset")
+    assert {f"{root}/_kfmt_manifest.json", f"{root}/{REPORT_NAME}", f"{root}/_SUCCESS"} <= set(names)
+    table = ds.dataset(root, filesystem=fs, partitioning="hive").to_table().sort_by("offset")
     assert as_consumer_records(table) == truth(TXN, committed=True)
