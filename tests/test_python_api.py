@@ -149,6 +149,12 @@ def test_a_damaged_partition_raises_the_data_error_the_cli_prints(realkafka, tmp
     cli = run_kfmt("cat", damaged)
     assert cli.code == 65
     assert cli.err.strip() == f"kfmt: error: {caught.value}"
+    with pytest.raises(kfmt.DataError):
+        pl.from_arrow(kfmt.read(damaged))
+    reader = kfmt.read(damaged)
+    with pytest.raises(duckdb.Error) as wrapped:  # DuckDB wraps what the stream raised, message kept
+        duckdb.connect().sql("select count(*) from reader").fetchall()
+    assert str(caught.value) in str(wrapped.value)
 
 
 def test_usage_errors_are_raised_before_any_record_is_read(tmp_path):
