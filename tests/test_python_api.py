@@ -26,6 +26,7 @@ import pytest
 import kfmt
 from conftest import REALKAFKA, REPO, run_kfmt
 from corpus_truth import consumer_records, first_offset_at_or_after
+from s3server import s3_server, s3_url  # noqa: F401  (fixtures)
 
 SPARK_TIMESTAMP_TYPES = {"NoTimestampType": -1, "CreateTime": 0, "LogAppendTime": 1}
 NOW_MS = 1_800_000_000_000  # one clock for runs compared with each other
@@ -155,6 +156,24 @@ def test_a_damaged_partition_raises_the_data_error_the_cli_prints(realkafka, tmp
     with pytest.raises(duckdb.Error) as wrapped:  # DuckDB wraps what the stream raised, message kept
         duckdb.connect().sql("select count(*) from reader").fetchall()
     assert str(caught.value) in str(wrapped.value)
+
+
+@pytest.mark.s3
+def test_reading_from_s3_with_storage_options(realkafka, s3_server, s3_url):
+    """A log directory on a real S3 server (SeaweedFS), read with its storage options as a dict."""
+    from kfmt.storage.store import open_storage
+
+    storage, root = open_storage(s3_url, s3_server.storage_options)
+    for name in ("txn-v2-none-0", "v1-gzip-0"):
+        for file in sorted((realkafka / name).iterdir()):
+            storage.write(storage.join(root, name, file.name), file.read_bytes())
+    frame = pl.from_arrow(kfmt.read(s3_url, topics="txn-*", isolation="read_committed",
+                                    storage_options=s3_server.storage_options))
+    assert frame["offset"].to_list() == [r["offset"] for r in consumer_records("txn-v2-none-0",
+                                                                               "records.read_committed")]
+    infos = kfmt.info(s3_url, storage_options=s3_server.storage_options)
+    cli = run_kfmt("info", s3_url, "--format", "json", *s3_server.cli_options())
+    assert infos == [json.loads(line) for line in cli.lines] and len(infos) == 2
 
 
 def test_usage_errors_are_raised_before_any_record_is_read(tmp_path):
