@@ -240,6 +240,35 @@ def test_reindex_function_equals_the_command(realkafka, tmp_path):
     assert written(tmp_path / "api") == written(tmp_path / "cli")
 
 
+def test_retain_function_equals_the_command_and_deletes_what_the_broker_deleted(realkafka, tmp_path):
+    case = realkafka / "_retention" / "v2-none-delete-records"
+    truth = json.loads((case / "truth.json").read_text())
+    src = tmp_path / "src" / f"{truth['topic']}-0"
+    shutil.copytree(case / "input", src)
+    offset = truth["applied"]["delete_records_offset"]
+    api = kfmt.retain(src, tmp_path / "api" / src.name, log_start_offset=offset, now_ms=truth["now_ms"],
+                      master="inprocess")
+    cli = run_kfmt("retain", src, tmp_path / "cli" / src.name, "--log-start-offset", offset, "--now",
+                   truth["now_ms"], "--master", "inprocess", "--format", "json")
+    assert cli.code == 0, cli.err
+    assert without_run_facts(api) == without_run_facts(json.loads(cli.out))
+    assert written(tmp_path / "api") == written(tmp_path / "cli")
+    [entry] = api["partitions"]
+    assert entry["kept_base_offsets"] == truth["remaining_base_offsets"]
+    assert entry["log_start_offset"] == truth["log_start_offset"]
+
+
+def test_export_function_equals_the_command(realkafka, tmp_path):
+    src = log_dir(tmp_path, "txn-v2-none-0")
+    api = kfmt.export(src, tmp_path / "api" / "out", master="inprocess", isolation="read_committed")
+    cli = run_kfmt("export", src, tmp_path / "cli" / "out", "--master", "inprocess", "--isolation",
+                   "read_committed", "--output", "json")
+    assert cli.code == 0, cli.err
+    assert without_run_facts(api) == without_run_facts(json.loads(cli.out))
+    assert written(tmp_path / "api" / "out") == written(tmp_path / "cli" / "out")
+    assert api["totals"]["output_records"] == len(consumer_records("txn-v2-none-0", "records.read_committed"))
+
+
 def test_function_errors_are_the_commands_errors(realkafka, tmp_path):
     with pytest.raises(kfmt.UsageError) as caught:
         kfmt.upgrade(realkafka / "v1-gzip-0", tmp_path / "out", max_batch_bytes=1000)
