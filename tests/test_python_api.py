@@ -176,11 +176,11 @@ def test_reading_from_s3_with_storage_options(realkafka, s3_server, s3_url):
     assert infos == [json.loads(line) for line in cli.lines] and len(infos) == 2
 
 
-def test_usage_errors_are_raised_before_any_record_is_read(tmp_path):
+def test_usage_errors_are_raised_before_any_record_is_read(realkafka, tmp_path):
     with pytest.raises(kfmt.UsageError, match="no such file or directory"):
         kfmt.read(tmp_path / "missing")
     with pytest.raises(kfmt.UsageError, match="isolation"):
-        kfmt.open_log(REALKAFKA / "v2-none-0").read(isolation="serializable")
+        kfmt.open_log(realkafka / "v2-none-0").read(isolation="serializable")
 
 
 # --- the commands as functions, compared with the commands ---
