@@ -4,7 +4,6 @@ from __future__ import annotations
 import argparse
 import base64
 import json
-import sys
 
 from kfmt.partition.layout import PartitionDir, find_partitions
 from kfmt.storage.store import open_storage, parse_storage_options
@@ -54,11 +53,3 @@ def java_utf8(data: bytes) -> str:
 
 def dumps(obj) -> str:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
-
-
-def progress(args, **kwargs):
-    """A tqdm bar on stderr, only when stderr is a terminal and --no-progress was not given."""
-    from tqdm import tqdm
-
-    disable = getattr(args, "no_progress", False) or not sys.stderr.isatty()
-    return tqdm(disable=disable, file=sys.stderr, **kwargs)

@@ -34,16 +34,22 @@ def add_transform_arguments(p, *, spark: bool = True, src: tuple[str, str] | Non
 
 
 def run_arguments(args, *, spark: bool = True) -> dict:
-    """The keyword arguments add_transform_arguments' arguments give every transform's entry point:
-    storage options for SRC and DST (DST defaults to SRC's), --topic, --partition, --dry-run and, for a
-    Spark job, --master and whether to show progress."""
-    src = parse_storage_options(args.storage_option)
-    dst = parse_storage_options(args.dst_storage_option) if args.dst_storage_option is not None else src
-    run = dict(src_options=src, dst_options=dst, topic=args.topic, partition=args.partition,
-               dry_run=args.dry_run)
+    """The keyword arguments add_transform_arguments' flags give every command function of kfmt.api
+    (storage options for SRC and DST, --topic, --partition, --dry-run, whether to show progress and,
+    for a command run on an engine, --master)."""
+    run = dict(storage_options=parse_storage_options(args.storage_option),
+               dst_storage_options=(parse_storage_options(args.dst_storage_option)
+                                    if args.dst_storage_option is not None else None),
+               topic=args.topic, partition=args.partition, dry_run=args.dry_run,
+               progress=show_progress(args))
     if spark:
-        run.update(master=args.master, progress=not args.no_progress)
+        run["master"] = args.master
     return run
+
+
+def show_progress(args) -> bool:
+    """Progress bars only on a terminal, and not with --no-progress."""
+    return not getattr(args, "no_progress", False) and sys.stderr.isatty()
 
 
 NOW_HELP = ("the wall clock, in epoch milliseconds, that producer expiry is judged against (default: "
@@ -63,11 +69,10 @@ def add_companion_arguments(p, *, now: bool = True) -> None:
                                       f"dropped from snapshots (default {DEFAULT_PRODUCER_EXPIRATION_MS})")
 
 
-def companion_options(args):
-    """The CompanionOptions add_companion_arguments' arguments ask for."""
-    from kfmt.partition.companions import CompanionOptions
-
-    return CompanionOptions(args.index_interval_bytes, args.now_ms, args.producer_expiration_ms)
+def companion_arguments(args) -> dict:
+    """The keyword arguments add_companion_arguments' flags give a command function of kfmt.api."""
+    return dict(index_interval_bytes=args.index_interval_bytes, now_ms=args.now_ms,
+                producer_expiration_ms=args.producer_expiration_ms)
 
 
 def print_outcome(plan, report: dict | None, as_json: bool, summary: Callable[[dict], str]) -> int:
@@ -83,12 +88,12 @@ def print_outcome(plan, report: dict | None, as_json: bool, summary: Callable[[d
     return 0
 
 
-def run_transform_command(args, transform, **options) -> int:
-    """Run a Spark transform (kfmt.transforms.rewrite) for the arguments add_transform_arguments and
-    add_companion_arguments defined; print the plan (--dry-run) or what was written."""
+def run_transform_command(args, command, **options) -> int:
+    """Run a transform's kfmt.api function (upgrade, resegment, recompress) for the arguments
+    add_transform_arguments and add_companion_arguments defined; print the plan (--dry-run) or what
+    was written."""
     from kfmt.transforms.run import summary_line
 
-    plan, report = transform(args.src, args.dst, companions=companion_options(args), **run_arguments(args),
-                             **options)
-    return print_outcome(plan, report, args.format == "json",
-                         lambda r: summary_line(r, plan.layout.destination))
+    result = command(args.src, args.dst, **companion_arguments(args), **run_arguments(args), **options)
+    return print_outcome(result.plan, None if result.is_plan else result, args.format == "json",
+                         lambda r: summary_line(r, result.plan.layout.destination))

@@ -20,18 +20,17 @@ def add_arguments(p):
 
 
 def run(args) -> int:
-    from kfmt.transforms.archive.upload import archive
+    from kfmt.api.commands import archive
 
-    result = archive(args.src, args.dst, **run_arguments(args))
-    plan, out = result.plan, sys.stdout
+    outcome = archive(args.src, args.dst, **run_arguments(args))
+    result, plan, out = outcome.detail, outcome.plan, sys.stdout
     if args.dry_run:
-        out.write(dumps(plan.to_json()) + "\n" if args.format == "json" else "\n".join(plan.lines()) + "\n")
+        out.write(dumps(outcome) + "\n" if args.format == "json" else "\n".join(plan.lines()) + "\n")
         return 0
     if result.report is None:  # already complete
         published = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime((result.published_ms or 0) / 1000))
         if args.format == "json":
-            out.write(dumps({"command": "archive", "destination": plan.plan.destination,
-                             "state": "complete", "published_ms": result.published_ms}) + "\n")
+            out.write(dumps(outcome) + "\n")
         else:
             out.write(f"{plan.plan.destination}: already a complete archive of these files (published "
                       f"{published}); nothing to do\n")

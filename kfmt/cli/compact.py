@@ -6,7 +6,6 @@ import sys
 
 from kfmt.cli._common import dumps
 from kfmt.cli._transform import add_companion_arguments, add_transform_arguments, run_arguments
-from kfmt.transforms.cleanup.compaction import CompactOptions
 from kfmt.transforms.cleanup.compaction.cleaner import DEFAULT_DELETE_RETENTION_MS
 from kfmt.transforms.cleanup.compaction.offset_map import DEFAULT_LOAD_FACTOR, DEFAULT_MEMORY
 from kfmt.write.planner import DEFAULT_MAX_INDEX_BYTES, DEFAULT_SEGMENT_BYTES
@@ -52,17 +51,17 @@ def add_arguments(p):
 
 
 def run(args) -> int:
-    from kfmt.transforms.cleanup.compact import compact
+    from kfmt.api.commands import compact
 
-    options = CompactOptions(
-        now_ms=args.now_ms or 0, delete_retention_ms=args.delete_retention_ms,
+    report = compact(
+        args.src, args.dst, now_ms=args.now_ms, delete_retention_ms=args.delete_retention_ms,
         min_compaction_lag_ms=args.min_compaction_lag_ms, clean_until=args.clean_until,
         segment_bytes=args.segment_bytes, segment_index_bytes=args.segment_index_bytes,
         index_interval_bytes=args.index_interval_bytes, offset_map_bytes=args.offset_map_bytes,
         offset_map_load_factor=args.offset_map_load_factor, fail_when_map_full=args.fail_when_map_full,
-        keep_format=args.keep_format, producer_expiration_ms=args.producer_expiration_ms)
-    plan, report = compact(args.src, args.dst, options, **run_arguments(args))
-    out = sys.stdout
+        keep_format=args.keep_format, producer_expiration_ms=args.producer_expiration_ms,
+        **run_arguments(args))
+    plan, out = report.plan, sys.stdout
     if args.format == "json":
         out.write(dumps(report) + "\n")
         return 0

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from kfmt.cli._common import add_progress_argument, add_storage_arguments
 from kfmt.cli._transform import print_outcome, run_arguments
-from kfmt.errors import UsageError
 
 NAME = "export"
 HELP = ("export records to Parquet or JSON Lines (Spark's Kafka source columns plus on-disk columns) in "
@@ -50,20 +49,17 @@ def add_arguments(p):
 
 
 def run(args) -> int:
-    from kfmt.transforms.export import ExportOptions, export
+    from kfmt.api.commands import export
 
-    partition_by = tuple(c.strip() for c in args.partition_by.split(","))
-    if args.max_bytes_per_task <= 0:
-        raise UsageError("--max-bytes-per-task must be positive")
-    if args.target_file_size <= 0:
-        raise UsageError("--target-file-size must be positive")
-    options = ExportOptions(args.format, partition_by, args.include_control, args.isolation,
-                            args.max_bytes_per_task, args.target_file_size)
-    plan, report = export(args.src, args.dst, options=options, **run_arguments(args))
+    result = export(args.src, args.dst, format=args.format, partition_by=args.partition_by,
+                    include_control=args.include_control, isolation=args.isolation,
+                    max_bytes_per_task=args.max_bytes_per_task,
+                    target_file_size=args.target_file_size, **run_arguments(args))
+    plan = result.plan
 
     def summary(r: dict) -> str:
         files = sum(p["files"] for p in r["outputs"])
         return (f"exported {r['totals']['output_records']} records of {r['totals']['partitions']} "
                 f"partition(s) into {files} {args.format} file(s) in {plan.destination} "
                 f"({r['duration_ms'] / 1000:.1f} s)")
-    return print_outcome(plan, report, args.output == "json", summary)
+    return print_outcome(plan, None if result.is_plan else result, args.output == "json", summary)

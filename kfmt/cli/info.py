@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import datetime
 
-from kfmt.cli._common import add_format_argument, add_path_arguments, dumps, open_partitions
-from kfmt.inspect.info import partition_info
+from kfmt.cli._common import add_format_argument, add_path_arguments, dumps
+from kfmt.storage.store import parse_storage_options
 
 NAME = "info"
 HELP = "summarise partitions: segments, offsets, times, bytes, batches, records, (magic, codec) census"
@@ -16,8 +16,10 @@ def add_arguments(p):
 
 
 def run(args) -> int:
-    parts, _ = open_partitions(args)
-    infos = [partition_info(part) for part in parts]
+    from kfmt.api.commands import partition_infos
+
+    infos = partition_infos(args.path, storage_options=parse_storage_options(args.storage_option),
+                            topic=args.topic, partition=args.partition)
     if args.format == "json":
         for info in infos:
             print(dumps(info.to_json()))

@@ -20,6 +20,6 @@ def add_arguments(p):
 
 
 def run(args) -> int:
-    from kfmt.transforms.recompress import recompress
+    from kfmt.api.commands import recompress
 
     return run_transform_command(args, recompress, compression=args.compression, level=args.level)

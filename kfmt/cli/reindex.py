@@ -2,10 +2,8 @@
 as Kafka's log recovery builds them (kfmt.transforms.reindex)."""
 from __future__ import annotations
 
-from kfmt.cli._common import progress
-from kfmt.cli._transform import (add_companion_arguments, add_transform_arguments, companion_options,
+from kfmt.cli._transform import (add_companion_arguments, add_transform_arguments, companion_arguments,
                                  print_outcome, run_arguments)
-from kfmt.transforms.reindex import reindex
 
 NAME = "reindex"
 HELP = ("copy partitions with .index, .timeindex, .txnindex, producer snapshots and "
@@ -18,10 +16,11 @@ def add_arguments(p):
 
 
 def run(args) -> int:
-    with progress(args, unit="B", unit_scale=True, desc="reindex") as bar:
-        plan, report = reindex(args.src, args.dst, options=companion_options(args),
-                               **run_arguments(args, spark=False), on_progress=bar.update)
-    return print_outcome(plan, report, args.format == "json",
+    from kfmt.api.commands import reindex
+
+    result = reindex(args.src, args.dst, **companion_arguments(args), **run_arguments(args, spark=False))
+    plan = result.plan
+    return print_outcome(plan, None if result.is_plan else result, args.format == "json",
                          lambda r: f"reindexed {r['totals']['partitions']} partition(s): "
                                    f"{r['totals']['input_batches']} batches, {r['totals']['input_records']} "
                                    f"records, into {plan.destination}")

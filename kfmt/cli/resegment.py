@@ -25,7 +25,7 @@ def add_arguments(p):
 
 
 def run(args) -> int:
-    from kfmt.transforms.resegment import resegment
+    from kfmt.api.commands import resegment
 
     return run_transform_command(args, resegment, segment_bytes=args.segment_bytes,
                                  segment_ms=args.segment_ms, segment_index_bytes=args.segment_index_bytes)

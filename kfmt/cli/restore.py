@@ -2,7 +2,7 @@
 Kafka's log recovery builds them (kfmt.transforms.archive.restore, docs/archive.md)."""
 from __future__ import annotations
 
-from kfmt.cli._transform import (add_companion_arguments, add_transform_arguments, companion_options,
+from kfmt.cli._transform import (add_companion_arguments, add_transform_arguments, companion_arguments,
                                  print_outcome, run_arguments)
 
 NAME = "restore"
@@ -16,10 +16,11 @@ def add_arguments(p):
 
 
 def run(args) -> int:
-    from kfmt.transforms.archive.restore import restore
+    from kfmt.api.commands import restore
 
-    result = restore(args.src, args.dst, options=companion_options(args), **run_arguments(args))
-    return print_outcome(result, result.report, args.format == "json",
+    outcome = restore(args.src, args.dst, **companion_arguments(args), **run_arguments(args))
+    result = outcome.plan  # the RestoreResultSet: its plan and the archive restored
+    return print_outcome(result, None if outcome.is_plan else outcome, args.format == "json",
                          lambda r: f"restored {r['totals']['partitions']} partition(s): "
                                    f"{r['totals']['output_batches']} batches, {r['totals']['output_records']} "
                                    f"records, content digests equal to the archive's, into "

@@ -6,7 +6,6 @@ import sys
 
 from kfmt.cli._common import dumps
 from kfmt.cli._transform import add_companion_arguments, add_transform_arguments, run_arguments
-from kfmt.transforms.cleanup.retention import RetentionOptions
 
 NAME = "retain"
 HELP = ("delete the segments Kafka's retention would (retention.ms, retention.bytes, log start "
@@ -34,13 +33,13 @@ def add_arguments(p):
 
 
 def run(args) -> int:
-    from kfmt.transforms.cleanup.retain import retain
+    from kfmt.api.commands import retain
 
-    options = RetentionOptions(args.retention_ms, args.retention_bytes, args.log_start_offset,
-                               args.now_ms or 0, args.include_active, args.index_interval_bytes,
-                               args.producer_expiration_ms)
-    plan, report = retain(args.src, args.dst, options, **run_arguments(args))
-    out = sys.stdout
+    report = retain(args.src, args.dst, retention_ms=args.retention_ms, retention_bytes=args.retention_bytes,
+                    log_start_offset=args.log_start_offset, now_ms=args.now_ms,
+                    include_active=args.include_active, index_interval_bytes=args.index_interval_bytes,
+                    producer_expiration_ms=args.producer_expiration_ms, **run_arguments(args))
+    plan, out = report.plan, sys.stdout
     if args.format == "json":
         out.write(dumps(report) + "\n")
         return 0

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import sys
 
-from kfmt.cli._common import dumps, progress
-from kfmt.cli._transform import add_companion_arguments, add_transform_arguments, companion_options, run_arguments
+from kfmt.cli._common import dumps
+from kfmt.cli._transform import add_companion_arguments, add_transform_arguments, companion_arguments, run_arguments
 from kfmt.transforms.report import REPORT_NAME
-from kfmt.transforms.salvage import SalvageOptions, salvage
 
 NAME = "salvage"
 HELP = ("recover every intact batch of a damaged partition directory into a broker-ready one, "
@@ -21,11 +20,10 @@ def add_arguments(p):
 
 
 def run(args) -> int:
-    options = SalvageOptions(**companion_options(args).builder_options())
-    with progress(args, unit="B", unit_scale=True, desc="salvage") as bar:
-        plan, report = salvage(args.src, args.dst, options=options, **run_arguments(args, spark=False),
-                               on_progress=bar.update)
-    out = sys.stdout
+    from kfmt.api.commands import salvage
+
+    report = salvage(args.src, args.dst, **companion_arguments(args), **run_arguments(args, spark=False))
+    plan, out = report.plan, sys.stdout
     if args.format == "json":
         out.write(dumps(report) + "\n")
         return 0

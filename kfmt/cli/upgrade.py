@@ -21,10 +21,6 @@ def add_arguments(p):
 
 
 def run(args) -> int:
-    from kfmt.transforms.upgrade import DEFAULT_MAX_BATCH_BYTES, upgrade
-    from kfmt.errors import UsageError
+    from kfmt.api.commands import upgrade
 
-    if args.max_batch_bytes is not None and not args.rebatch:
-        raise UsageError("--max-batch-bytes only applies with --rebatch")
-    return run_transform_command(args, upgrade, rebatch=args.rebatch,
-                                 max_batch_bytes=args.max_batch_bytes or DEFAULT_MAX_BATCH_BYTES)
+    return run_transform_command(args, upgrade, rebatch=args.rebatch, max_batch_bytes=args.max_batch_bytes)

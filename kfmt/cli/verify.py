@@ -4,10 +4,10 @@ from __future__ import annotations
 import json
 import sys
 
-from kfmt.cli._common import add_format_argument, add_path_arguments, add_progress_argument, progress
+from kfmt.cli._common import add_format_argument, add_path_arguments, add_progress_argument
+from kfmt.cli._transform import show_progress
 from kfmt.errors import EXIT_DATA, EXIT_OK
-from kfmt.storage.store import open_storage, parse_storage_options
-from kfmt.inspect.verify import verify
+from kfmt.storage.store import parse_storage_options
 
 NAME = "verify"
 HELP = ("check framing, CRCs, offsets, records, indexes, txn index, snapshots and checkpoints; "
@@ -23,22 +23,13 @@ def add_arguments(p):
 
 
 def run(args) -> int:
-    storage, path = open_storage(args.path, parse_storage_options(args.storage_option))
-    bar = None
+    from kfmt.api.commands import verify
 
-    def start_progress(total):
-        nonlocal bar
-        bar = progress(args, total=total, unit="segment", desc="verify")
-        return lambda: bar.update(1)
-
-    try:
-        report = verify(storage, path, args.topic, args.partition, start_progress)
-    finally:
-        if bar is not None:
-            bar.close()
-    out = sys.stdout
+    outcome = verify(args.path, storage_options=parse_storage_options(args.storage_option), topic=args.topic,
+                     partition=args.partition, progress=show_progress(args))
+    report, out = outcome.detail, sys.stdout
     if args.format == "json":
-        out.write(json.dumps(report.to_json(), indent=1))
+        out.write(json.dumps(outcome, indent=1))
         out.write("\n")
     else:
         for problem in report.problems:

@@ -1,0 +1,331 @@
+"""kfmt's commands as Python functions: `kfmt.upgrade(src, dst, ...)` and the others.
+
+Each function here is THE entry point of its command: the `kfmt` command line (kfmt/cli/*.py) turns
+its flags into these keyword arguments and prints what comes back, so a script gets exactly what
+`kfmt CMD --format json` prints, and the same errors (kfmt.errors: UsageError for a bad request,
+DataError for bad data, KfmtError for the rest), without a subprocess.
+
+Keyword arguments every transform takes (as the flags of docs/cli.md "Transforms"):
+`storage_options` (fsspec options for SRC, a dict), `dst_storage_options` (for DST; default SRC's),
+`topic` (a glob on topic names), `partition` (a number), `dry_run` (plan only, write nothing),
+`progress` (tqdm bars on stderr) and, for the commands that run on an engine, `master` (a Spark master
+URL, or "inprocess"). Those that regenerate companion files also take `index_interval_bytes`, `now_ms`
+and `producer_expiration_ms` (kfmt.partition.companions.CompanionOptions).
+
+Heavy modules (the transforms, pyspark) are imported when a command runs, never by `import kfmt`.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Sequence
+
+from kfmt.errors import UsageError
+from kfmt.partition.companions import DEFAULT_INDEX_INTERVAL_BYTES
+from kfmt.partition.producer_state import DEFAULT_PRODUCER_EXPIRATION_MS
+
+Where = str | os.PathLike  # a local path or an fsspec URL
+
+
+class Report(dict):
+    """A command's outcome as the JSON `kfmt CMD --format json` prints: its report, or, for a dry run
+    of a transform that only plans, the plan (`is_plan` True). `plan` and `detail` keep the objects
+    the text output is made from (the plan; verify's problem list, an archive's state)."""
+
+    def __init__(self, data: dict, *, plan=None, is_plan: bool = False, detail=None):
+        super().__init__(data)
+        self.plan, self.is_plan, self.detail = plan, is_plan, detail
+
+
+def _paths(*paths) -> list[str]:
+    """Paths as the storage layer takes them (a pathlib.Path works too)."""
+    return [os.fspath(p) for p in paths]
+
+
+def _outcome(plan, report: dict | None) -> Report:
+    """A transform's (plan, report): the report, or the plan of a dry run that made none."""
+    if report is None:
+        return Report(plan.to_json(), plan=plan, is_plan=True)
+    return Report(report, plan=plan)
+
+
+def _run(storage_options, dst_storage_options, topic, partition, dry_run, master=None, progress=False,
+         engine: bool = True) -> dict:
+    """The keyword arguments every transform's library entry point takes."""
+    run = dict(src_options=storage_options or {},
+               dst_options=dict(dst_storage_options) if dst_storage_options is not None else None,
+               topic=topic, partition=partition, dry_run=dry_run)
+    if engine:
+        run.update(master=master, progress=progress)
+    return run
+
+
+def _companions(index_interval_bytes, now_ms, producer_expiration_ms):
+    from kfmt.partition.companions import CompanionOptions
+
+    return CompanionOptions(index_interval_bytes, now_ms, producer_expiration_ms)
+
+
+def _bar(progress: bool, **kwargs):
+    """A tqdm bar on stderr, or one that shows nothing."""
+    from tqdm import tqdm
+
+    return tqdm(disable=not progress, file=sys.stderr, **kwargs)
+
+
+# --- transforms on an engine (kfmt.transforms.rewrite) ---
+
+def upgrade(src: Where, dst: Where, *, rebatch: bool = False, max_batch_bytes: int | None = None,
+            index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES, now_ms: int | None = None,
+            producer_expiration_ms: int = DEFAULT_PRODUCER_EXPIRATION_MS,
+            storage_options: dict | None = None, dst_storage_options: dict | None = None,
+            topic: str | None = None, partition: int | None = None, master: str | None = None,
+            dry_run: bool = False, progress: bool = False) -> Report:
+    """Message formats v0/v1 to v2 by Kafka 4.0's rules (`kfmt upgrade`); `rebatch` groups runs of
+    uncompressed legacy messages into batches of at most `max_batch_bytes`."""
+    from kfmt.transforms.upgrade import DEFAULT_MAX_BATCH_BYTES, upgrade as run_upgrade
+
+    if max_batch_bytes is not None and not rebatch:
+        raise UsageError("--max-batch-bytes (max_batch_bytes) only applies with --rebatch (rebatch)")
+    return _outcome(*run_upgrade(
+        *_paths(src, dst), rebatch=rebatch, max_batch_bytes=max_batch_bytes or DEFAULT_MAX_BATCH_BYTES,
+        companions=_companions(index_interval_bytes, now_ms, producer_expiration_ms),
+        **_run(storage_options, dst_storage_options, topic, partition, dry_run, master, progress)))
+
+
+def resegment(src: Where, dst: Where, *, segment_bytes: int, segment_ms: int | None = None,
+              segment_index_bytes: int | None = None,
+              index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES, now_ms: int | None = None,
+              producer_expiration_ms: int = DEFAULT_PRODUCER_EXPIRATION_MS,
+              storage_options: dict | None = None, dst_storage_options: dict | None = None,
+              topic: str | None = None, partition: int | None = None, master: str | None = None,
+              dry_run: bool = False, progress: bool = False) -> Report:
+    """The same batches in segments cut by other segment.bytes / segment.ms / segment.index.bytes
+    (`kfmt resegment`; None: the topic defaults)."""
+    from kfmt.transforms.resegment import resegment as run_resegment
+    from kfmt.write.planner import DEFAULT_MAX_INDEX_BYTES, DEFAULT_SEGMENT_MS
+
+    return _outcome(*run_resegment(
+        *_paths(src, dst), segment_bytes=segment_bytes,
+        segment_ms=DEFAULT_SEGMENT_MS if segment_ms is None else segment_ms,
+        segment_index_bytes=DEFAULT_MAX_INDEX_BYTES if segment_index_bytes is None else segment_index_bytes,
+        companions=_companions(index_interval_bytes, now_ms, producer_expiration_ms),
+        **_run(storage_options, dst_storage_options, topic, partition, dry_run, master, progress)))
+
+
+def recompress(src: Where, dst: Where, *, compression: str, level: int | None = None,
+               index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES, now_ms: int | None = None,
+               producer_expiration_ms: int = DEFAULT_PRODUCER_EXPIRATION_MS,
+               storage_options: dict | None = None, dst_storage_options: dict | None = None,
+               topic: str | None = None, partition: int | None = None, master: str | None = None,
+               dry_run: bool = False, progress: bool = False) -> Report:
+    """Every data batch in v2 with another codec (none, gzip, snappy, lz4, zstd) or level
+    (`kfmt recompress`)."""
+    from kfmt.transforms.recompress import recompress as run_recompress
+
+    return _outcome(*run_recompress(
+        *_paths(src, dst), compression=compression, level=level,
+        companions=_companions(index_interval_bytes, now_ms, producer_expiration_ms),
+        **_run(storage_options, dst_storage_options, topic, partition, dry_run, master, progress)))
+
+
+def export(src: Where, dst: Where, *, format: str = "parquet",
+           partition_by: str | Sequence[str] = ("topic", "partition"),
+           isolation: str = "read_uncommitted", include_control: bool = False,
+           max_bytes_per_task: int | None = None, target_file_size: int | None = None,
+           storage_options: dict | None = None, dst_storage_options: dict | None = None,
+           topic: str | None = None, partition: int | None = None, master: str | None = None,
+           dry_run: bool = False, progress: bool = False) -> Report:
+    """Records to Parquet or JSON Lines files in Hive-style directories (`kfmt export`);
+    `partition_by` "topic,partition" or "topic,partition,date" (a string or a sequence)."""
+    from kfmt.rows.ranges import DEFAULT_SPLIT_BYTES
+    from kfmt.rows.part_files import DEFAULT_TARGET_FILE_BYTES
+    from kfmt.transforms.export import ExportOptions, export as run_export
+
+    if isinstance(partition_by, str):
+        partition_by = partition_by.split(",")
+    if max_bytes_per_task is None:
+        max_bytes_per_task = DEFAULT_SPLIT_BYTES
+    if max_bytes_per_task <= 0:
+        raise UsageError("--max-bytes-per-task (max_bytes_per_task) must be positive")
+    if target_file_size is None:
+        target_file_size = DEFAULT_TARGET_FILE_BYTES
+    if target_file_size <= 0:
+        raise UsageError("--target-file-size (target_file_size) must be positive")
+    options = ExportOptions(format, tuple(c.strip() for c in partition_by), include_control, isolation,
+                            max_bytes_per_task, target_file_size)
+    return _outcome(*run_export(*_paths(src, dst), options=options, **_run(
+        storage_options, dst_storage_options, topic, partition, dry_run, master, progress)))
+
+
+# --- cleanup policies (kfmt.transforms.cleanup) ---
+
+def compact(src: Where, dst: Where, *, delete_retention_ms: int | None = None, now_ms: int | None = None,
+            clean_until: int | None = None, min_compaction_lag_ms: int = 0,
+            segment_bytes: int | None = None, segment_index_bytes: int | None = None,
+            offset_map_bytes: int | None = None, offset_map_load_factor: float | None = None,
+            fail_when_map_full: bool = False, keep_format: bool = False,
+            index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
+            producer_expiration_ms: int = DEFAULT_PRODUCER_EXPIRATION_MS,
+            storage_options: dict | None = None, dst_storage_options: dict | None = None,
+            topic: str | None = None, partition: int | None = None, master: str | None = None,
+            dry_run: bool = False, progress: bool = False) -> Report:
+    """Kafka's log cleaner (cleanup.policy=compact) applied to a copy (`kfmt compact`); None: the
+    topic or broker default. A dry run's report says what would be removed."""
+    from kfmt.transforms.cleanup.compact import compact as run_compact
+    from kfmt.transforms.cleanup.compaction import CompactOptions
+    from kfmt.transforms.cleanup.compaction.cleaner import DEFAULT_DELETE_RETENTION_MS
+    from kfmt.transforms.cleanup.compaction.offset_map import DEFAULT_LOAD_FACTOR, DEFAULT_MEMORY
+    from kfmt.write.planner import DEFAULT_MAX_INDEX_BYTES, DEFAULT_SEGMENT_BYTES
+
+    def given(value, default):
+        return default if value is None else value
+
+    options = CompactOptions(
+        now_ms=now_ms or 0, delete_retention_ms=given(delete_retention_ms, DEFAULT_DELETE_RETENTION_MS),
+        min_compaction_lag_ms=min_compaction_lag_ms, clean_until=clean_until,
+        segment_bytes=given(segment_bytes, DEFAULT_SEGMENT_BYTES),
+        segment_index_bytes=given(segment_index_bytes, DEFAULT_MAX_INDEX_BYTES),
+        index_interval_bytes=index_interval_bytes, offset_map_bytes=given(offset_map_bytes, DEFAULT_MEMORY),
+        offset_map_load_factor=given(offset_map_load_factor, DEFAULT_LOAD_FACTOR),
+        fail_when_map_full=fail_when_map_full, keep_format=keep_format,
+        producer_expiration_ms=producer_expiration_ms)
+    plan, report = run_compact(*_paths(src, dst), options, **_run(
+        storage_options, dst_storage_options, topic, partition, dry_run, master, progress))
+    return Report(report, plan=plan)
+
+
+def retain(src: Where, dst: Where, *, retention_ms: int = -1, retention_bytes: int = -1,
+           log_start_offset: int | None = None, now_ms: int | None = None, include_active: bool = False,
+           index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
+           producer_expiration_ms: int = DEFAULT_PRODUCER_EXPIRATION_MS,
+           storage_options: dict | None = None, dst_storage_options: dict | None = None,
+           topic: str | None = None, partition: int | None = None, master: str | None = None,
+           dry_run: bool = False, progress: bool = False) -> Report:
+    """Kafka's delete policy (retention.ms, retention.bytes, a DeleteRecords log start offset)
+    applied to a copy (`kfmt retain`); -1 turns a rule off. A dry run's report says what would go."""
+    from kfmt.transforms.cleanup.retain import retain as run_retain
+    from kfmt.transforms.cleanup.retention import RetentionOptions
+
+    options = RetentionOptions(retention_ms, retention_bytes, log_start_offset, now_ms or 0, include_active,
+                               index_interval_bytes, producer_expiration_ms)
+    plan, report = run_retain(*_paths(src, dst), options, **_run(
+        storage_options, dst_storage_options, topic, partition, dry_run, master, progress))
+    return Report(report, plan=plan)
+
+
+# --- transforms in this process ---
+
+def reindex(src: Where, dst: Where, *, index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
+            now_ms: int | None = None, producer_expiration_ms: int = DEFAULT_PRODUCER_EXPIRATION_MS,
+            storage_options: dict | None = None, dst_storage_options: dict | None = None,
+            topic: str | None = None, partition: int | None = None, dry_run: bool = False,
+            progress: bool = False) -> Report:
+    """A copy with .index, .timeindex, .txnindex, producer snapshots and leader-epoch-checkpoint
+    regenerated as Kafka's log recovery builds them (`kfmt reindex`)."""
+    from kfmt.transforms.reindex import reindex as run_reindex
+
+    with _bar(progress, unit="B", unit_scale=True, desc="reindex") as bar:
+        return _outcome(*run_reindex(
+            *_paths(src, dst), options=_companions(index_interval_bytes, now_ms, producer_expiration_ms),
+            on_progress=bar.update,
+            **_run(storage_options, dst_storage_options, topic, partition, dry_run, engine=False)))
+
+
+def salvage(src: Where, dst: Where, *, index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
+            now_ms: int | None = None, producer_expiration_ms: int = DEFAULT_PRODUCER_EXPIRATION_MS,
+            storage_options: dict | None = None, dst_storage_options: dict | None = None,
+            topic: str | None = None, partition: int | None = None, dry_run: bool = False,
+            progress: bool = False) -> Report:
+    """Every intact batch of a damaged partition or log directory into a broker-ready copy, with
+    every byte range dropped in the report (`kfmt salvage`)."""
+    from kfmt.transforms.salvage import SalvageOptions, salvage as run_salvage
+
+    options = SalvageOptions(**_companions(index_interval_bytes, now_ms,
+                                           producer_expiration_ms).builder_options())
+    with _bar(progress, unit="B", unit_scale=True, desc="salvage") as bar:
+        plan, report = run_salvage(*_paths(src, dst), options=options, on_progress=bar.update, **_run(
+            storage_options, dst_storage_options, topic, partition, dry_run, engine=False))
+    return Report(report, plan=plan)
+
+
+# --- object storage ---
+
+def archive(src: Where, url: Where, *, storage_options: dict | None = None,
+            dst_storage_options: dict | None = None, topic: str | None = None,
+            partition: int | None = None, master: str | None = None, dry_run: bool = False,
+            progress: bool = False) -> Report:
+    """Partition directories to object storage with a manifest written last (`kfmt archive`);
+    running it again resumes an unfinished archive. An archive already complete gives
+    {"state": "complete", ...} and uploads nothing."""
+    from kfmt.transforms.archive.upload import archive as run_archive
+
+    result = run_archive(*_paths(src, url), **_run(storage_options, dst_storage_options, topic, partition, dry_run,
+                                          master, progress))
+    if dry_run:
+        return Report(result.plan.to_json(), plan=result.plan, is_plan=True, detail=result)
+    if result.report is None:  # already complete
+        return Report({"command": "archive", "destination": result.plan.plan.destination,
+                       "state": "complete", "published_ms": result.published_ms},
+                      plan=result.plan, detail=result)
+    return Report(result.report, plan=result.plan, detail=result)
+
+
+def restore(url: Where, dst: Where, *, index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
+            now_ms: int | None = None, producer_expiration_ms: int = DEFAULT_PRODUCER_EXPIRATION_MS,
+            storage_options: dict | None = None, dst_storage_options: dict | None = None,
+            topic: str | None = None, partition: int | None = None, master: str | None = None,
+            dry_run: bool = False, progress: bool = False) -> Report:
+    """An archive back to a broker-ready directory, checksums checked and companion files
+    regenerated (`kfmt restore`)."""
+    from kfmt.transforms.archive.restore import restore as run_restore
+
+    result = run_restore(*_paths(url, dst), options=_companions(index_interval_bytes, now_ms, producer_expiration_ms),
+                         **_run(storage_options, dst_storage_options, topic, partition, dry_run, master,
+                                progress))
+    return _outcome(result, result.report)
+
+
+# --- inspection ---
+
+def verify(path: Where, *, storage_options: dict | None = None, topic: str | None = None,
+           partition: int | None = None, progress: bool = False) -> Report:
+    """Every check of `kfmt verify`. Problems do not raise: the report's "ok" says whether there
+    were errors (the command exits 65 then) and lists them; `Report.detail` is the
+    kfmt.inspect.verify Report."""
+    from kfmt.inspect.verify import verify as run_verify
+    from kfmt.storage.store import open_storage
+
+    storage, where = open_storage(os.fspath(path), storage_options or {})
+    bar = None
+
+    def start_progress(total):
+        nonlocal bar
+        bar = _bar(progress, total=total, unit="segment", desc="verify")
+        return lambda: bar.update(1)
+
+    try:
+        report = run_verify(storage, where, topic, partition, start_progress)
+    finally:
+        if bar is not None:
+            bar.close()
+    return Report(report.to_json(), detail=report)
+
+
+def partition_infos(path: Where, *, storage_options: dict | None = None, topic: str | None = None,
+                    partition: int | None = None) -> list:
+    """kfmt.inspect.info's PartitionInfo of every partition at `path` (what `kfmt info` shows)."""
+    from kfmt.inspect.info import partition_info
+    from kfmt.partition.layout import find_partitions
+    from kfmt.storage.store import open_storage
+
+    storage, where = open_storage(os.fspath(path), storage_options or {})
+    return [partition_info(part) for part in find_partitions(storage, where, topic, partition)]
+
+
+def info(path: Where, *, storage_options: dict | None = None, topic: str | None = None,
+         partition: int | None = None) -> list[dict]:
+    """One summary per partition, as the JSON lines of `kfmt info --format json` (segments, offsets,
+    timestamps, bytes, batches, records, and the (magic, compression) census under "formats")."""
+    return [i.to_json() for i in partition_infos(path, storage_options=storage_options, topic=topic,
+                                                 partition=partition)]
