@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import sys
 
-from kfmt.cli._common import add_format_argument, add_path_arguments, b64, dumps, java_utf8, open_partitions
+from kfmt.cli._common import add_format_argument, add_include_deleted_argument, add_path_arguments, b64, dumps, java_utf8, open_partitions
 from kfmt.format.control import control_type
 from kfmt.errors import DataError, UsageError
 from kfmt.partition.reader import PartitionReader
@@ -24,6 +24,7 @@ def add_arguments(p):
                    default="read_uncommitted", help="read_committed leaves out aborted transactions")
     p.add_argument("--include-control", action="store_true",
                    help="also print control records (transaction markers)")
+    add_include_deleted_argument(p)
     add_format_argument(p)
 
 
@@ -42,7 +43,7 @@ def run(args) -> int:
 
 
 def partition_lines(part, args, where: dict):
-    reader = PartitionReader(part)
+    reader = PartitionReader(part, from_log_start=not args.include_deleted)
     start = reader.start_point(args.from_offset, args.from_timestamp)
     if start is None:
         return

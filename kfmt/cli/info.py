@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import datetime
 
-from kfmt.cli._common import add_format_argument, add_path_arguments, dumps, open_partitions
+from kfmt.cli._common import add_format_argument, add_include_deleted_argument, add_path_arguments, dumps, open_partitions
 from kfmt.inspect.info import partition_info
 
 NAME = "info"
@@ -12,12 +12,13 @@ HELP = "summarise partitions: segments, offsets, times, bytes, batches, records,
 
 def add_arguments(p):
     add_path_arguments(p)
+    add_include_deleted_argument(p)
     add_format_argument(p)
 
 
 def run(args) -> int:
     parts, _ = open_partitions(args)
-    infos = [partition_info(part) for part in parts]
+    infos = [partition_info(part, include_deleted=args.include_deleted) for part in parts]
     if args.format == "json":
         for info in infos:
             print(dumps(info.to_json()))

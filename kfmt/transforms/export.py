@@ -56,6 +56,7 @@ class ExportOptions:
     include_control: bool = False
     isolation: str = "read_uncommitted"
     split_bytes: int = DEFAULT_SPLIT_BYTES  # segments bigger than this are cut into ranges
+    include_deleted: bool = False  # also the records below each partition's log start offset
 
     def __post_init__(self):
         known = exporters()
@@ -71,7 +72,7 @@ class ExportOptions:
 
     @property
     def selection(self) -> Selection:
-        return Selection(self.include_control, self.isolation == "read_committed")
+        return Selection(self.include_control, self.isolation == "read_committed", self.include_deleted)
 
     @property
     def by_date(self) -> bool:
@@ -84,7 +85,7 @@ class ExportOptions:
     def to_json(self) -> dict:
         return {"format": self.format, "partition_by": list(self.partition_by),
                 "include_control": self.include_control, "isolation": self.isolation,
-                "split_bytes": self.split_bytes}
+                "split_bytes": self.split_bytes, "include_deleted": self.include_deleted}
 
 
 # --- the plan -------------------------------------------------------------------------------------
