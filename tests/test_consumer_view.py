@@ -1,0 +1,126 @@
+"""A consumer's view by default: every reader starts at the partition's log start offset, as a broker
+serves the partition after DeleteRecords or retention; --include-deleted reads below it.
+
+Independent truth: the realkafka corpus's DeleteRecords cases (`_retention/CASE/`, see its README): a
+Kafka 3.6 broker loaded a copy of a corpus partition, DeleteRecords moved its log start offset inside
+a batch, retention deleted the segments wholly below it, and the broker stopped cleanly, leaving
+`remaining/` and (in its log directory) a log-start-offset-checkpoint entry (`truth.json`'s
+`log_start_offset_checkpoint`). What a consumer of that broker got is what the Java consumer of the
+source partition got (`records.jsonl.gz`, the same bytes) from the log start offset on
+(`truth.json`'s `log_start_offset`, which `kafka-get-offsets --time -2` reported).
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import REALKAFKA, run_kfmt
+from corpus_truth import consumer_records
+from test_export import as_consumer_records, export, read_dataset
+
+RETENTION = REALKAFKA / "_retention"
+CASES = ["v2-none-delete-records", "v1-gzip-delete-records"]
+
+
+def case_params():
+    if not RETENTION.is_dir():
+        return [pytest.param(None, marks=pytest.mark.skip(reason="the realkafka corpus's _retention "
+                                                                  "cases are not on this machine"))]
+    return CASES
+
+
+def truth(case: str) -> dict:
+    return json.loads((RETENTION / case / "truth.json").read_text())
+
+
+def log_dir(case: str, tmp_path: Path) -> tuple[Path, dict]:
+    """The broker's log directory after the deletion: `remaining/` as its partition directory, and
+    the log-start-offset-checkpoint entry the broker wrote."""
+    t = truth(case)
+    root = tmp_path / "logs"
+    shutil.copytree(RETENTION / case / "remaining", root / f"{t['topic']}-{t['partition']}")
+    (root / "log-start-offset-checkpoint").write_text(
+        f"0\n1\n{t['topic']} {t['partition']} {t['log_start_offset_checkpoint']}\n")
+    return root, t
+
+
+def served(t: dict, start: int | None = None) -> list[dict]:
+    """What a consumer reading from `start` (default: the log start offset) got."""
+    start = t["log_start_offset"] if start is None else start
+    return [r for r in consumer_records(t["source"]) if r["offset"] >= start]
+
+
+def cat(path, *args) -> list[dict]:
+    result = run_kfmt("cat", path, "--format", "json", *args)
+    assert result.code == 0, result.err
+    return [json.loads(line) for line in result.lines]
+
+
+def strip_where(records: list[dict]) -> list[dict]:
+    return [{k: v for k, v in r.items() if k not in ("topic", "partition")} for r in records]
+
+
+@pytest.mark.parametrize("case", case_params())
+def test_cat_gives_what_the_brokers_consumer_got(case, tmp_path):
+    root, t = log_dir(case, tmp_path)
+    part = root / f"{t['topic']}-{t['partition']}"
+    assert t["log_start_offset"] > t["remaining_base_offsets"][0]  # the offset lies inside a batch
+    # a log directory, and its partition directory (whose parent holds the checkpoint)
+    assert strip_where(cat(root)) == served(t)
+    assert cat(part) == served(t)
+    # --include-deleted: everything still on disk, from the first remaining segment
+    assert cat(part, "--include-deleted") == served(t, t["remaining_base_offsets"][0])
+    # seeks below the log start offset start there, as a consumer reset to the earliest offset
+    assert cat(part, "--from-offset", "0") == served(t)
+    assert cat(part, "--from-timestamp", "0") == served(t)
+    assert cat(part, "--from-offset", str(t["log_start_offset"] + 2)) == served(t, t["log_start_offset"] + 2)
+
+
+@pytest.mark.parametrize("case", case_params())
+def test_without_a_checkpoint_entry_the_first_segment_is_the_log_start(case, tmp_path):
+    root, t = log_dir(case, tmp_path)
+    (root / "log-start-offset-checkpoint").write_text("0\n1\nsome-other-topic 0 100000\n")
+    assert strip_where(cat(root)) == served(t, t["remaining_base_offsets"][0])
+
+
+@pytest.mark.parametrize("case", case_params())
+def test_info_counts_what_a_consumer_sees(case, tmp_path):
+    root, t = log_dir(case, tmp_path)
+    result = run_kfmt("info", root, "--format", "json")
+    assert result.code == 0, result.err
+    info = json.loads(result.lines[0])
+    expected = served(t)
+    assert info["log_start_offset"] == t["log_start_offset"]
+    assert info["log_end_offset"] == t["log_end_offset"]
+    assert (info["records"], info["first_offset"], info["last_offset"]) == \
+        (len(expected), expected[0]["offset"], expected[-1]["offset"])
+    deleted = json.loads(run_kfmt("info", root, "--format", "json", "--include-deleted").lines[0])
+    assert deleted["records"] == len(served(t, t["remaining_base_offsets"][0]))
+    assert deleted["log_start_offset"] == t["log_start_offset"]
+
+
+@pytest.mark.parametrize("case", case_params())
+def test_export_writes_what_a_consumer_sees_and_counts_what_it_left_out(case, tmp_path):
+    root, t = log_dir(case, tmp_path)
+    assert export(root, tmp_path / "out").code == 0
+    assert as_consumer_records(read_dataset(tmp_path / "out")) == served(t)
+    report = json.loads(next((tmp_path / "out").glob("*kfmt-report.json")).read_text())
+    below = len(served(t, t["remaining_base_offsets"][0])) - len(served(t))
+    assert report["inputs"][0]["left_out_records"] == {"below_log_start_offset": below}
+    assert export(root, tmp_path / "all", "--include-deleted").code == 0
+    assert as_consumer_records(read_dataset(tmp_path / "all")) == served(t, t["remaining_base_offsets"][0])
+
+
+@pytest.mark.parametrize("case", case_params())
+def test_the_data_source_reads_what_a_consumer_sees(case, tmp_path):
+    pytest.importorskip("pyspark")
+    from test_datasource import read_all
+
+    root, t = log_dir(case, tmp_path)
+    rows, _ = read_all(root)
+    assert as_consumer_records(rows) == served(t)
+    rows, _ = read_all(root, includeDeleted="true")
+    assert as_consumer_records(rows) == served(t, t["remaining_base_offsets"][0])
