@@ -124,3 +124,62 @@ def test_the_data_source_reads_what_a_consumer_sees(case, tmp_path):
     assert as_consumer_records(rows) == served(t)
     rows, _ = read_all(root, includeDeleted="true")
     assert as_consumer_records(rows) == served(t, t["remaining_base_offsets"][0])
+
+
+def transform(command: str, src, dst, *args) -> dict:
+    result = run_kfmt(command, src, dst, "--master", "inprocess", "--no-progress", "--format", "json", *args)
+    assert result.code == 0, result.err
+    return json.loads(result.out)
+
+
+TRANSFORMS = [("upgrade",), ("recompress", "--compression", "zstd"), ("resegment", "--segment-bytes", "20000")]
+
+
+@pytest.mark.parametrize("case", case_params())
+@pytest.mark.parametrize("command", TRANSFORMS, ids=lambda c: c[0])
+def test_transforms_carry_what_a_broker_serves(case, command, tmp_path):
+    """Segments and batches wholly below the log start offset are left out (and counted in the
+    notes); the batch holding it is carried whole, and DST's checkpoint keeps the log start offset,
+    so DST serves what SRC served and verifies clean."""
+    root, t = log_dir(case, tmp_path)
+    start = t["log_start_offset"]
+    on_disk = consumer_records(t["source"])
+    batch_first, batch_last = t["applied"]["batch"]  # the batch DeleteRecords cut into
+    assert batch_first < start <= batch_last
+    report = transform(command[0], root, tmp_path / "out", *command[1:])
+    dst = tmp_path / "out"
+    # everything from the batch holding the log start offset was carried, nothing below it
+    below_batch = [r for r in on_disk if t["remaining_base_offsets"][0] <= r["offset"] < batch_first]
+    carried = [r for r in on_disk if batch_first <= r["offset"] < start]
+    assert report["totals"]["output_records"] == len(served(t)) + len(carried)
+    notes = [n for n in report["notes"] if "below the log start offset" in n]
+    assert len(notes) == 1 and f" {len(below_batch)} record(s) below the log start offset {start} left out" in notes[0]
+    assert f"{len(carried)} record(s) below it share the batch holding it" in notes[0]
+    # DST's log directory keeps the log start offset: a consumer sees what SRC's consumer saw
+    assert (dst / "log-start-offset-checkpoint").read_text().splitlines()[2:] == \
+        [f"{t['topic']} {t['partition']} {start}"]
+    assert strip_where(cat(dst)) == served(t)
+    assert strip_where(cat(dst, "--include-deleted")) == served(t, batch_first)
+    assert run_kfmt("verify", dst).code == 0
+    # --include-deleted carries everything still on disk
+    report = transform(command[0], root, tmp_path / "all", *command[1:], "--include-deleted")
+    assert report["totals"]["output_records"] == len(served(t, t["remaining_base_offsets"][0]))
+    assert not [n for n in report["notes"] if "below the log start offset" in n]
+
+
+@pytest.mark.parametrize("case", case_params())
+def test_segments_wholly_below_the_log_start_offset_are_not_carried(case, tmp_path):
+    """The broker's `input/` (before the deletion) with the checkpoint entry the deletion wrote: the
+    segments the broker's retention check deleted (truth.json's deleted_base_offsets) are left out."""
+    t = truth(case)
+    root = tmp_path / "logs"
+    shutil.copytree(RETENTION / case / "input", root / f"{t['topic']}-{t['partition']}")
+    (root / "log-start-offset-checkpoint").write_text(
+        f"0\n1\n{t['topic']} {t['partition']} {t['log_start_offset_checkpoint']}\n")
+    assert strip_where(cat(root)) == served(t)
+    report = transform("recompress", root, tmp_path / "out", "--compression", "lz4")
+    part = tmp_path / "out" / f"{t['topic']}-{t['partition']}"
+    assert sorted(int(f.stem) for f in part.glob("*.log")) == t["remaining_base_offsets"]
+    assert f"({len(t['deleted_base_offsets'])} whole segment(s))" in \
+        next(n for n in report["notes"] if "below the log start offset" in n)
+    assert strip_where(cat(tmp_path / "out")) == served(t)

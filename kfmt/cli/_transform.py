@@ -5,15 +5,17 @@ from __future__ import annotations
 import sys
 from typing import Callable
 
-from kfmt.cli._common import add_format_argument, add_progress_argument, add_storage_arguments, dumps
+from kfmt.cli._common import (add_format_argument, add_include_deleted_argument, add_progress_argument,
+                              add_storage_arguments, dumps)
 from kfmt.partition.companions import DEFAULT_INDEX_INTERVAL_BYTES
 from kfmt.partition.producer_state import DEFAULT_PRODUCER_EXPIRATION_MS
 from kfmt.storage.store import parse_storage_options
 
 
 def add_transform_arguments(p, *, spark: bool = True, src: tuple[str, str] | None = None,
-                            dst: tuple[str, str] | None = None) -> None:
-    """`src`/`dst`: (metavar, help) for commands whose SRC or DST is something else (an archive)."""
+                            dst: tuple[str, str] | None = None, include_deleted: bool = False) -> None:
+    """`src`/`dst`: (metavar, help) for commands whose SRC or DST is something else (an archive);
+    `include_deleted`: the command carries what a broker serves and takes --include-deleted."""
     src_metavar, src_help = src or ("SRC", "a partition directory or a log directory (local path or "
                                            "fsspec URL); only read")
     dst_metavar, dst_help = dst or ("DST", "where to write (must not exist, or be empty)")
@@ -29,6 +31,8 @@ def add_transform_arguments(p, *, spark: bool = True, src: tuple[str, str] | Non
                        help="Spark master (default: an embedded local[*] session; 'inprocess' runs the "
                             "same work in this process without Spark)")
     p.add_argument("--dry-run", action="store_true", help="print the plan and write nothing")
+    if include_deleted:
+        add_include_deleted_argument(p)
     add_format_argument(p)
     add_progress_argument(p)
 
@@ -89,6 +93,6 @@ def run_transform_command(args, transform, **options) -> int:
     from kfmt.transforms.rewrite import summary_line
 
     plan, report = transform(args.src, args.dst, companions=companion_options(args), **run_arguments(args),
-                             **options)
+                             include_deleted=args.include_deleted, **options)
     return print_outcome(plan, report, args.format == "json",
                          lambda r: summary_line(r, plan.layout.destination))

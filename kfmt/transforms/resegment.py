@@ -60,9 +60,10 @@ class PlanPartitionTask:
     partition: int
     sources: tuple[SourceSegment, ...]
     policy: RollPolicy
+    floor: int | None = None  # batches ending below it (below the log start offset) are left out
 
     def run(self) -> TaskResult:
-        return TaskResult(self.partition, detail=plan_partition(self.sources, self.policy))
+        return TaskResult(self.partition, detail=plan_partition(self.sources, self.policy, self.floor))
 
 
 class _Plan:
@@ -129,15 +130,19 @@ class _Plan:
         return self.out
 
 
-def plan_partition(sources, policy: RollPolicy) -> list[OutputSegment]:
-    """The output segments of a partition whose source segments are `sources`, in order."""
+def plan_partition(sources, policy: RollPolicy, floor: int | None = None) -> list[OutputSegment]:
+    """The output segments of a partition whose source segments are `sources`, in order, holding
+    the batches that end at or after `floor` (the log start offset; None: all)."""
     if not sources:
         return []
     plan = _Plan(policy, sources[0].base_offset)
     for index, src in enumerate(sources):
         scanner = segment.FrameScanner(src.read(), src.file)
         for rows in scanner.chunks():
-            plan.place(index, src, rows)
+            if floor is not None:
+                rows = rows[rows["last_offset"] >= floor]  # a prefix: offsets increase
+            if len(rows):
+                plan.place(index, src, rows)
         if scanner.tail.is_error:
             raise scanner.tail.error(src.file)
     return plan.finish(sources)
@@ -213,7 +218,7 @@ class ResegmentTransform(Transform):
                 "segment_index_bytes": p.max_index_bytes}
 
     def preparation_tasks(self, work: list[PartitionWork], dry_run: bool) -> list:
-        return [PlanPartitionTask(w.index, tuple(w.sources), self._policy) for w in work]
+        return [PlanPartitionTask(w.index, tuple(w.sources), self._policy, w.floor) for w in work]
 
     def prepared(self, work: list[PartitionWork], results: list[TaskResult]) -> None:
         for r in results:

@@ -17,6 +17,10 @@ A run (`run_transform`):
    the run and nothing is published;
 5. the log directory's own files (as reindex: offsets are unchanged, so its checkpoints stay valid),
    `kfmt-report.json`, and publication of DST at once (kfmt.storage.staging).
+
+What is carried is what a broker serves (kfmt.partition.log_start): from the log start offset on,
+unless `include_deleted`; segments wholly below it are not read, batches ending below it are left
+out by the tasks (each task is given the partition's `floor`), and the report's notes count them.
 """
 from __future__ import annotations
 
@@ -34,6 +38,7 @@ from kfmt.partition.companions import CompanionOptions, control_facts, existing_
 from kfmt.errors import DataError, KfmtError, UsageError
 from kfmt.format.frames import ATTR_CONTROL, header_of
 from kfmt.partition.layout import Segment
+from kfmt.partition.log_start import BelowLogStart, below_log_start, kept_segments, transform_floor
 from kfmt.format.legacy_runs import RunUpgrader, UpgradedRun
 from kfmt.storage.manifest import FileRecord
 from kfmt.format.model import INT32_MAX, Batch, BatchHeader
@@ -126,6 +131,8 @@ class PartitionWork:
     sources: list[SourceSegment]
     detail: object = None  # the transform's own plan of the partition
     befores: list[PartitionTally] = field(default_factory=list)  # tallies of the source read in preparation
+    floor: int | None = None  # the first offset carried (the log start offset; None: all)
+    below: BelowLogStart | None = None  # what lies below it
 
     @property
     def label(self) -> str:
@@ -207,16 +214,20 @@ def _run_task(task):
 def run_transform(transform: Transform, src: str, dst: str, *, src_options: dict | None = None,
                   dst_options: dict | None = None, topic: str | None = None,
                   partition: int | None = None, master: str | None = None, dry_run: bool = False,
-                  progress: bool = True) -> tuple[RunPlan, dict | None]:
+                  progress: bool = True, include_deleted: bool = False) -> tuple[RunPlan, dict | None]:
     """Run `transform` from SRC into DST. Returns the plan and the report (None for a dry run, which
-    writes nothing)."""
+    writes nothing). `include_deleted`: also carry what lies below each log start offset."""
     started = time.time()
     transform.companions = transform.companions.with_clock()
     src_storage, src_path = open_storage(src, src_options)
     dst_storage, dst_path = open_storage(dst, dst_options if dst_options is not None else src_options)
     layout = plan_reindex(src_storage, src_path, dst_storage, dst_path, topic, partition)
-    work = [PartitionWork(i, p, [SourceSegment.of(p, s) for s in p.part.segments])
-            for i, p in enumerate(layout.partitions)]
+    work = []
+    for i, p in enumerate(layout.partitions):
+        floor = transform_floor(p.part, include_deleted)
+        work.append(PartitionWork(i, p, [SourceSegment.of(p, s) for s in kept_segments(p.part, floor)],
+                                  floor=floor,
+                                  below=None if floor is None else below_log_start(p.part, floor)))
     run = dict(master=master, progress=progress)
     plan = RunPlan(transform.command, layout, work, transform)
 
@@ -243,7 +254,7 @@ def run_transform(transform: Transform, src: str, dst: str, *, src_options: dict
             write_log_dir_files(layout, src_storage, src_path, out)
         report = make_report(transform.command, layout.source, layout.destination,
                              {**transform.options(), "topic": topic, "partition": partition},
-                             inputs, outputs, out.files, _notes(transform, layout))
+                             inputs, outputs, out.files, _notes(transform, layout, work))
         report["duration_ms"] = int((time.time() - started) * 1000)
         out.write(REPORT_NAME, report_bytes(report))
     return plan, report
@@ -282,8 +293,9 @@ def _finish_partitions(transform: Transform, work: list[PartitionWork], results:
     return inputs, outputs
 
 
-def _notes(transform: Transform, layout: Plan) -> list[str]:
+def _notes(transform: Transform, layout: Plan, work: list[PartitionWork]) -> list[str]:
     notes = list(transform.notes())
+    notes += [w.below.note(w.label, layout.log_dir) for w in work if w.below is not None]
     notes.append(".index, .timeindex, .txnindex, producer .snapshot files and leader-epoch-checkpoint "
                  "built as Kafka 3.6's log recovery builds them; partition.metadata copied; the "
                  "content digest of the records written was checked against the records read")
@@ -403,6 +415,7 @@ class RewriteSegmentsTask:
     rel: str
     policy: RollPolicy
     rewriter: Rewriter
+    floor: int | None = None  # batches ending below it (below the log start offset) are left out
 
     def run(self) -> TaskResult:
         files = self.target.files()
@@ -421,7 +434,7 @@ class _SegmentRewrite:
     own bytes, walked (or decoded) again, so it checks the encoder's work, not its intentions."""
 
     def __init__(self, task: RewriteSegmentsTask, src: SourceSegment, files, result: TaskResult):
-        self.src, self.rewriter = src, task.rewriter
+        self.src, self.rewriter, self.floor = src, task.rewriter, task.floor
         self.before, self.after = result.before, result.after
         self.data = src.read()
         self.writer = SegmentRunWriter(files, task.rel, task.policy, start_offset=src.base_offset)
@@ -432,6 +445,10 @@ class _SegmentRewrite:
         try:
             scanner = segment.FrameScanner(self.data, self.src.file)
             for rows in scanner.chunks():
+                if self.floor is not None:
+                    rows = rows[rows["last_offset"] >= self.floor]  # a prefix: offsets increase
+                    if not len(rows):
+                        continue
                 self._chunk(rows)
             if self.runs is not None:
                 self._converted(self.runs.finish(self.writer.position), self.runs.waiting)
@@ -576,7 +593,7 @@ class RewriteTransform(Transform):
 
     def write_tasks(self, work, target):
         policy = self.policy()
-        return [RewriteSegmentsTask(w.index, g, target, w.plan.rel, policy, self.rewriter)
+        return [RewriteSegmentsTask(w.index, g, target, w.plan.rel, policy, self.rewriter, w.floor)
                 for w in work for g in task_groups(w.sources)]
 
     def describe(self, work: PartitionWork) -> list[str]:
