@@ -182,7 +182,7 @@ class KafkaLogReader(DataSourceReader):
             ranges = plan_ranges(part, o.split_bytes)
             if not ranges:
                 continue
-            outcomes = partition_outcomes(PartitionReader(part)) if o.read_committed else None
+            outcomes = partition_outcomes(PartitionReader(part, recover_tail=True)) if o.read_committed else None
             units += [LogUnit(unit, selection, outcomes) for unit in pack_ranges(ranges, o.split_bytes)]
         # Spark wants at least one partition: an empty unit reads nothing.
         return units or [LogUnit((), selection, None)]

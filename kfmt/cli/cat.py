@@ -43,12 +43,12 @@ def run(args) -> int:
 
 
 def partition_lines(part, args, where: dict):
-    reader = PartitionReader(part, from_log_start=not args.include_deleted)
+    reader = PartitionReader(part, from_log_start=not args.include_deleted, recover_tail=True)
     start = reader.start_point(args.from_offset, args.from_timestamp)
     if start is None:
         return
     committed_only = args.isolation == "read_committed"
-    txns = (TransactionStatus(transaction_batches(PartitionReader(part), *start[:2]))
+    txns = (TransactionStatus(transaction_batches(PartitionReader(part, recover_tail=True), *start[:2]))
             if committed_only else None)
     left = args.max_records
     for seg, batch, skip in reader.batches_from(*start):

@@ -50,7 +50,7 @@ class PartitionInfo:
 
 
 def partition_info(part: PartitionDir, include_deleted: bool = False) -> PartitionInfo:
-    reader = PartitionReader(part)
+    reader = PartitionReader(part, recover_tail=True)
     reg = registry.get()
     info = PartitionInfo(part.topic, part.partition, part.storage.url_of(part.path),
                          segments=len(part.segments), log_start_offset=part.log_start_offset)

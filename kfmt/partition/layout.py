@@ -72,8 +72,15 @@ class PartitionDir:
     files: dict[str, FileInfo] = field(default_factory=dict)  # every file in the directory by name
     ignored: list[str] = field(default_factory=list)  # names that look like segment files but are not
     manifest_problems: list[str] = field(default_factory=list)  # files disagreeing with the manifest
-    # This partition's entry in its log directory's log-start-offset-checkpoint (None: no entry).
-    log_start_entry: int | None = None
+    # Its log directory's log-start-offset-checkpoint, read on first use (find_partitions sets it).
+    log_start_checkpoint: "LogStartCheckpoint | None" = field(default=None, repr=False)
+
+    @property
+    def log_start_entry(self) -> int | None:
+        """This partition's entry in its log directory's log-start-offset-checkpoint (None: none)."""
+        if self.log_start_checkpoint is None:
+            return None
+        return self.log_start_checkpoint.entries().get((self.topic, self.partition))
 
     @property
     def log_start_offset(self) -> int | None:
@@ -186,11 +193,25 @@ def find_partitions(storage: Storage, path: str, topic: str | None = None,
     if partition is not None:
         parts = [p for p in parts if p.partition == partition]
     if parts:
-        log_dir = path if is_log_dir(parts, storage, path) else storage.parent(path)
-        entries = log_start_entries(storage, log_dir)
+        checkpoint = LogStartCheckpoint(storage, path if is_log_dir(parts, storage, path)
+                                        else storage.parent(path))
         for p in parts:
-            p.log_start_entry = entries.get((p.topic, p.partition))
+            p.log_start_checkpoint = checkpoint
     return parts
+
+
+class LogStartCheckpoint:
+    """A log directory's log-start-offset-checkpoint, read once, when a reader first asks for a log
+    start offset (`kfmt verify` checks the file itself and never asks)."""
+
+    def __init__(self, storage: Storage, log_dir: str):
+        self.storage, self.log_dir = storage, log_dir
+        self._entries: dict | None = None
+
+    def entries(self) -> dict[tuple[str, int], int]:
+        if self._entries is None:
+            self._entries = log_start_entries(self.storage, self.log_dir)
+        return self._entries
 
 
 def log_start_entries(storage: Storage, log_dir: str) -> dict[tuple[str, int], int]:

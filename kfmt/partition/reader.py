@@ -43,8 +43,11 @@ class SegmentData:
 
 class PartitionReader:
     def __init__(self, part: PartitionDir, options: ReadOptions = STRICT, cache_segments: int = 3,
-                 from_log_start: bool = False):
+                 from_log_start: bool = False, recover_tail: bool = False):
         self.part = part
+        # A bad tail of the last segment: left out with a warning, as log recovery truncates it
+        # (kfmt.partition.segment), rather than an error.
+        self.recover_tail = recover_tail
         # The first offset read (None: everything, the deleted records below the log start too).
         self.floor = part.log_start_offset if from_log_start else None
         self.storage = part.storage
@@ -73,7 +76,8 @@ class PartitionReader:
 
     def frames(self, seg: Segment, start: int = 0) -> Iterator[BatchHeader]:
         d = self.data(seg, start)
-        return segment.scan(d.buf, d.file, start, None, d.base)
+        return segment.scan(d.buf, d.file, start, None, d.base,
+                            recover_tail=self.recover_tail and seg is self.part.segments[-1])
 
     def decode(self, seg: Segment, header: BatchHeader) -> Batch:
         d = self.data(seg, header.position)

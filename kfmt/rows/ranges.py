@@ -85,6 +85,8 @@ class SegmentRange:
     start: int
     end: int
     log_start: int | None = None  # the partition's log start offset (PartitionDir.log_start_offset)
+    ends_log: bool = False  # the last range of the partition's last segment: a bad tail there is
+    # what log recovery truncates (kfmt.partition.segment), left out with a warning
 
 
 def partition_identity(part: PartitionDir) -> tuple[str, int]:
@@ -109,13 +111,15 @@ def plan_ranges(part: PartitionDir, split_bytes: int = DEFAULT_SPLIT_BYTES) -> l
     for seg in part.segments:
         if seg.size == 0:
             continue
+        last = seg is part.segments[-1]
         entries = reader.offset_index(seg) if seg.size > split_bytes else []
         by_position = {e.position: e for e in entries}
         cuts = split_points(seg.size, list(by_position), split_bytes,
                             lambda position: reader.plausible_entry(seg, by_position[position]))
         for i, (start, end) in enumerate(zip(cuts, cuts[1:])):
             out.append(SegmentRange(spec, seg.log.path, part.display(seg.log), topic, partition,
-                                    seg.base_offset, i, start, end, part.log_start_offset))
+                                    seg.base_offset, i, start, end, part.log_start_offset,
+                                    last and end == seg.size))
     return out
 
 
@@ -166,6 +170,7 @@ class RangeTally:
     first_offset: int | None = None  # of the first data record read
     next_offset: int | None = None  # after the last batch of the range
     digest: ContentDigest = field(default_factory=ContentDigest)  # of the data records read
+    tails: list = field(default_factory=list)  # warnings about a last segment's tail left out
 
     @property
     def rows(self) -> int:
@@ -184,6 +189,7 @@ class RangeTally:
         if other.next_offset is not None:
             self.next_offset = other.next_offset
         self.digest.merge(other.digest)
+        self.tails += other.tails
         return self
 
 
@@ -223,7 +229,10 @@ def read_range(rng: SegmentRange, selection: Selection, outcomes: TransactionOut
                                           tally, chunk)
             done = stop
     if scanner.tail.is_error:
-        raise scanner.tail.error(rng.file)
+        if not rng.ends_log:
+            raise scanner.tail.error(rng.file)
+        scanner.tail.recovered(rng.file)
+        tally.tails.append(scanner.tail.recovery_message(rng.file))
     yield from chunk.flush()
 
 

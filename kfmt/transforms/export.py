@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kfmt.errors import KfmtError, UsageError
+from kfmt.errors import KfmtError, KfmtWarning, UsageError
 from kfmt.rows.columns import DATE_FIELD, EXPORT_SCHEMA, record_dates, rows_to_records
 from kfmt.rows.exporters import exporters
 from kfmt.partition.layout import PartitionDir, find_partitions
@@ -182,7 +183,7 @@ class PartitionRef:
 
 
 def transactions_of(ref: PartitionRef) -> TransactionOutcomes:
-    return partition_outcomes(PartitionReader(ref.open()))
+    return partition_outcomes(PartitionReader(ref.open(), recover_tail=True))
 
 
 # --- stage 2: tasks of segment ranges -------------------------------------------------------------
@@ -337,7 +338,7 @@ def export(src: str, dst: str, *, src_options: dict | None = None, dst_options: 
                  for i, p in enumerate(plan.partitions) for unit in p.units]
         results = iter(run_tasks(export_task, tasks, master=master, description="export",
                                  progress=progress))
-        inputs, outputs = [], []
+        inputs, outputs, tails = [], [], []
         for i, p in enumerate(plan.partitions):
             read, written, files = RangeTally(), RangeTally(), []
             for _ in p.units:
@@ -346,6 +347,9 @@ def export(src: str, dst: str, *, src_options: dict | None = None, dst_options: 
                 written.merge(result.written)
                 files += result.files
             out.adopt(files)
+            for message in read.tails:  # said here too: a Spark executor's warnings go nowhere
+                warnings.warn(message, KfmtWarning, stacklevel=2)
+            tails += read.tails
             inputs.append(_input_summary(p, read))
             outputs.append(_output_summary(p, written, files, dst_storage, dst_path))
             if inputs[-1].content_digest != outputs[-1].content_digest:
@@ -354,7 +358,8 @@ def export(src: str, dst: str, *, src_options: dict | None = None, dst_options: 
                                 f"read ({inputs[-1].content_digest}); nothing was published")
         report = make_report("export", plan.source, plan.destination,
                              {**options.to_json(), "topic": topic, "partition": partition,
-                              "master": master}, inputs, outputs, out.files, _notes(plan, inputs))
+                              "master": master}, inputs, outputs, out.files,
+                             _notes(plan, inputs) + tails)
         report["duration_ms"] = round((time.monotonic() - started) * 1000)
         out.write(REPORT_NAME, report_bytes(report))
     return plan, report

@@ -63,7 +63,9 @@ class PlanPartitionTask:
     floor: int | None = None  # batches ending below it (below the log start offset) are left out
 
     def run(self) -> TaskResult:
-        return TaskResult(self.partition, detail=plan_partition(self.sources, self.policy, self.floor))
+        result = TaskResult(self.partition)
+        result.detail = plan_partition(self.sources, self.policy, self.floor, result.notes)
+        return result
 
 
 class _Plan:
@@ -130,9 +132,12 @@ class _Plan:
         return self.out
 
 
-def plan_partition(sources, policy: RollPolicy, floor: int | None = None) -> list[OutputSegment]:
+def plan_partition(sources, policy: RollPolicy, floor: int | None = None,
+                   notes: list[str] | None = None) -> list[OutputSegment]:
     """The output segments of a partition whose source segments are `sources`, in order, holding
-    the batches that end at or after `floor` (the log start offset; None: all)."""
+    the batches that end at or after `floor` (the log start offset; None: all). `notes` gets a
+    line for a last segment's tail left out."""
+    notes = [] if notes is None else notes
     if not sources:
         return []
     plan = _Plan(policy, sources[0].base_offset)
@@ -143,8 +148,7 @@ def plan_partition(sources, policy: RollPolicy, floor: int | None = None) -> lis
                 rows = rows[rows["last_offset"] >= floor]  # a prefix: offsets increase
             if len(rows):
                 plan.place(index, src, rows)
-        if scanner.tail.is_error:
-            raise scanner.tail.error(src.file)
+        src.check_tail(scanner.tail, notes)  # the plan's ranges end before a tail left out
     return plan.finish(sources)
 
 
@@ -224,6 +228,7 @@ class ResegmentTransform(Transform):
         for r in results:
             w = work[r.partition]
             w.detail = r.detail
+            w.notes += r.notes
             w.befores = [source_tally(w.sources)]
 
     def write_tasks(self, work: list[PartitionWork], target: StagingTarget) -> list:

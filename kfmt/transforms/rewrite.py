@@ -61,12 +61,22 @@ class SourceSegment:
     base_offset: int
     size: int
     mtime_ms: int | None
+    ends_log: bool = False  # the partition's last segment: a bad tail is what log recovery truncates
 
     @classmethod
     def of(cls, plan: PartitionPlan, seg: Segment) -> "SourceSegment":
         part = plan.part
         return cls(part.storage.spec, seg.log.path, part.display(seg.log), seg.base_offset, seg.size,
-                   seg.log.mtime_ms)
+                   seg.log.mtime_ms, seg is part.segments[-1])
+
+    def check_tail(self, tail: segment.Tail, notes: list[str]) -> None:
+        """After a scan of the whole segment: a bad tail is an error, but in the partition's last
+        segment it is what Kafka's log recovery truncates, left out with a note (kfmt.partition.segment)."""
+        if not tail.is_error:
+            return
+        if not self.ends_log:
+            raise tail.error(self.file)
+        notes.append(tail.recovery_message(self.file))
 
     def read(self, start: int = 0, end: int | None = None):
         """The segment's bytes from `start` (the whole file is mapped where the store allows)."""
@@ -94,6 +104,7 @@ class TaskResult:
     before: PartitionTally | None = None  # what it read
     after: PartitionTally | None = None  # what it wrote
     detail: object = None  # anything else a transform's tasks hand back (resegment: a plan)
+    notes: list[str] = field(default_factory=list)  # for the report (a last segment's tail left out)
 
 
 # A task takes consecutive segments of one partition up to this many bytes: a segment of its own when
@@ -133,6 +144,7 @@ class PartitionWork:
     befores: list[PartitionTally] = field(default_factory=list)  # tallies of the source read in preparation
     floor: int | None = None  # the first offset carried (the log start offset; None: all)
     below: BelowLogStart | None = None  # what lies below it
+    notes: list[str] = field(default_factory=list)  # the preparation's notes for the report
 
     @property
     def label(self) -> str:
@@ -254,7 +266,8 @@ def run_transform(transform: Transform, src: str, dst: str, *, src_options: dict
             write_log_dir_files(layout, src_storage, src_path, out)
         report = make_report(transform.command, layout.source, layout.destination,
                              {**transform.options(), "topic": topic, "partition": partition},
-                             inputs, outputs, out.files, _notes(transform, layout, work))
+                             inputs, outputs, out.files,
+                             _notes(transform, layout, work) + [n for r in results for n in r.notes])
         report["duration_ms"] = int((time.time() - started) * 1000)
         out.write(REPORT_NAME, report_bytes(report))
     return plan, report
@@ -296,6 +309,7 @@ def _finish_partitions(transform: Transform, work: list[PartitionWork], results:
 def _notes(transform: Transform, layout: Plan, work: list[PartitionWork]) -> list[str]:
     notes = list(transform.notes())
     notes += [w.below.note(w.label, layout.log_dir) for w in work if w.below is not None]
+    notes += [n for w in work for n in w.notes]
     notes.append(".index, .timeindex, .txnindex, producer .snapshot files and leader-epoch-checkpoint "
                  "built as Kafka 3.6's log recovery builds them; partition.metadata copied; the "
                  "content digest of the records written was checked against the records read")
@@ -394,13 +408,13 @@ class CensusTask:
 
     def run(self) -> TaskResult:
         census = Census()
+        result = TaskResult(self.partition, detail=census)
         for src in self.sources:
             scanner = segment.FrameScanner(src.read(), src.file)
             for rows in scanner.chunks():
                 census.add_rows(rows)
-            if scanner.tail.is_error:
-                raise scanner.tail.error(src.file)
-        return TaskResult(self.partition, detail=census)
+            src.check_tail(scanner.tail, result.notes)
+        return result
 
 
 @dataclass(frozen=True)
@@ -435,6 +449,7 @@ class _SegmentRewrite:
 
     def __init__(self, task: RewriteSegmentsTask, src: SourceSegment, files, result: TaskResult):
         self.src, self.rewriter, self.floor = src, task.rewriter, task.floor
+        self.notes = result.notes
         self.before, self.after = result.before, result.after
         self.data = src.read()
         self.writer = SegmentRunWriter(files, task.rel, task.policy, start_offset=src.base_offset)
@@ -452,8 +467,7 @@ class _SegmentRewrite:
                 self._chunk(rows)
             if self.runs is not None:
                 self._converted(self.runs.finish(self.writer.position), self.runs.waiting)
-            if scanner.tail.is_error:
-                raise scanner.tail.error(self.src.file)
+            self.src.check_tail(scanner.tail, self.notes)
             return self.writer.close(empty_mtime_ms=self.src.mtime_ms)
         except BaseException:
             self.writer.abort()
