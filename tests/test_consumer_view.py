@@ -21,6 +21,11 @@ from conftest import REALKAFKA, run_kfmt
 from corpus_truth import consumer_records
 from test_export import as_consumer_records, export, read_dataset
 
+try:  # the kafka-log data source needs PySpark
+    from test_datasource import spark  # noqa: F401  (fixture: one Spark session for the module)
+except ImportError:
+    spark = None
+
 RETENTION = REALKAFKA / "_retention"
 CASES = ["v2-none-delete-records", "v1-gzip-delete-records"]
 
@@ -183,3 +188,14 @@ def test_segments_wholly_below_the_log_start_offset_are_not_carried(case, tmp_pa
     assert f"({len(t['deleted_base_offsets'])} whole segment(s))" in \
         next(n for n in report["notes"] if "below the log start offset" in n)
     assert strip_where(cat(tmp_path / "out")) == served(t)
+
+
+@pytest.mark.spark
+@pytest.mark.skipif(spark is None, reason="PySpark is not installed")
+@pytest.mark.parametrize("case", case_params())
+def test_spark_reads_what_a_consumer_sees(case, spark, tmp_path):  # noqa: F811
+    root, t = log_dir(case, tmp_path)
+    df = spark.read.format("kafka-log").load(str(root))
+    assert [r["offset"] for r in df.orderBy("offset").collect()] == [r["offset"] for r in served(t)]
+    df = spark.read.format("kafka-log").option("includeDeleted", "true").load(str(root))
+    assert df.count() == len(served(t, t["remaining_base_offsets"][0]))
