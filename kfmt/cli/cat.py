@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import sys
 
-from kfmt.cli._common import add_format_argument, add_include_deleted_argument, add_path_arguments, b64, dumps, java_utf8, open_partitions
+from kfmt.cli._common import (add_format_argument, add_include_deleted_argument, add_path_arguments, b64,
+                              dumps, java_utf8, open_partitions)
 from kfmt.format.control import control_type
 from kfmt.errors import DataError, UsageError
 from kfmt.partition.reader import PartitionReader

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import datetime
 
-from kfmt.cli._common import add_format_argument, add_include_deleted_argument, add_path_arguments, dumps, open_partitions
+from kfmt.cli._common import (add_format_argument, add_include_deleted_argument, add_path_arguments, dumps,
+                              open_partitions)
 from kfmt.inspect.info import partition_info
 
 NAME = "info"
