@@ -13,6 +13,9 @@ Options (case-insensitive, as all Spark options; Spark's Kafka source names wher
 * `kafka.isolation.level`: `read_uncommitted` (default) or `read_committed` (records of aborted
   transactions and everything from the last stable offset on are left out; kfmt.partition.transactions).
 * `includeControl`: `true` to include control records (transaction markers); default `false`.
+* `includeDeleted`: `true` to read the records below each partition's log start offset too (deleted by
+  DeleteRecords or retention; no broker serves them); default `false`: a consumer's view, from the
+  log start offset (kfmt.partition.layout.PartitionDir.log_start_offset).
 * `maxBytesPerSplit`: bytes of log per task (default 128 MiB).
 * `storage.<key>`: an fsspec storage option, e.g. `storage.endpoint_url`, `storage.key`.
 Spark Kafka source options that have no meaning here (`kafka.bootstrap.servers`, `startingOffsets`,
@@ -31,7 +34,7 @@ from kfmt.rows.columns import EXPORT_DDL
 NAME = "kafka-log"
 STORAGE_PREFIX = "storage."
 OPTIONS = ("path", "subscribe", "subscribepattern", "assign", "kafka.isolation.level",
-           "includecontrol", "maxbytespersplit")
+           "includecontrol", "includedeleted", "maxbytespersplit")
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 
 
@@ -61,10 +64,11 @@ class SourceOptions:
     """The data source's options, checked (a ValueError names the option at fault)."""
 
     def __init__(self, path: str, storage: dict, topics: "TopicFilter", read_committed: bool,
-                 include_control: bool, split_bytes: int):
+                 include_control: bool, split_bytes: int, include_deleted: bool = False):
         self.path, self.storage, self.topics = path, storage, topics
         self.read_committed, self.include_control, self.split_bytes = (read_committed,
                                                                        include_control, split_bytes)
+        self.include_deleted = include_deleted
 
     @classmethod
     def parse(cls, options) -> "SourceOptions":
@@ -76,7 +80,7 @@ class SourceOptions:
         if unknown:
             raise ValueError(f"{NAME}: unsupported option(s) {', '.join(unknown)} (supported: path, "
                              f"subscribe, subscribePattern, assign, kafka.isolation.level, "
-                             f"includeControl, maxBytesPerSplit, storage.<fsspec option>)")
+                             f"includeControl, includeDeleted, maxBytesPerSplit, storage.<fsspec option>)")
         if "path" not in opts:
             raise ValueError(f'{NAME}: no path: use spark.read.format("{NAME}").load(PATH)')
         storage = parse_storage_options([f"{k[len(STORAGE_PREFIX):]}={v}" for k, v in opts.items()
@@ -87,7 +91,8 @@ class SourceOptions:
                              f"not {isolation!r}")
         return cls(opts["path"], storage, TopicFilter.parse(opts), isolation == "read_committed",
                    _boolean(opts, "includecontrol", "includeControl"),
-                   _positive(opts, "maxbytespersplit", "maxBytesPerSplit", DEFAULT_SPLIT_BYTES))
+                   _positive(opts, "maxbytespersplit", "maxBytesPerSplit", DEFAULT_SPLIT_BYTES),
+                   _boolean(opts, "includedeleted", "includeDeleted"))
 
 
 def _boolean(opts: dict, key: str, name: str) -> bool:
@@ -171,13 +176,13 @@ class KafkaLogReader(DataSourceReader):
         o = self.options
         storage, path = open_storage(o.path, o.storage)
         parts = [p for p in find_partitions(storage, path) if o.topics(p.topic, p.partition)]
-        selection = Selection(o.include_control, o.read_committed)
+        selection = Selection(o.include_control, o.read_committed, o.include_deleted)
         units = []
         for part in parts:
             ranges = plan_ranges(part, o.split_bytes)
             if not ranges:
                 continue
-            outcomes = partition_outcomes(PartitionReader(part)) if o.read_committed else None
+            outcomes = partition_outcomes(PartitionReader(part, recover_tail=True)) if o.read_committed else None
             units += [LogUnit(unit, selection, outcomes) for unit in pack_ranges(ranges, o.split_bytes)]
         # Spark wants at least one partition: an empty unit reads nothing.
         return units or [LogUnit((), selection, None)]

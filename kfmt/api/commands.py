@@ -80,7 +80,8 @@ def upgrade(src: Where, dst: Where, *, rebatch: bool = False, max_batch_bytes: i
             producer_expiration_ms: int = DEFAULT_PRODUCER_EXPIRATION_MS,
             storage_options: dict | None = None, dst_storage_options: dict | None = None,
             topic: str | None = None, partition: int | None = None, master: str | None = None,
-            dry_run: bool = False, progress: bool = False) -> Report:
+            dry_run: bool = False, progress: bool = False,
+            include_deleted: bool = False) -> Report:
     """Message formats v0/v1 to v2 by Kafka 4.0's rules (`kfmt upgrade`); `rebatch` groups runs of
     uncompressed legacy messages into batches of at most `max_batch_bytes`."""
     from kfmt.transforms.upgrade import DEFAULT_MAX_BATCH_BYTES, upgrade as run_upgrade
@@ -90,6 +91,7 @@ def upgrade(src: Where, dst: Where, *, rebatch: bool = False, max_batch_bytes: i
     return _outcome(*run_upgrade(
         *_paths(src, dst), rebatch=rebatch, max_batch_bytes=max_batch_bytes or DEFAULT_MAX_BATCH_BYTES,
         companions=_companions(index_interval_bytes, now_ms, producer_expiration_ms),
+        include_deleted=include_deleted,
         **_run(storage_options, dst_storage_options, topic, partition, dry_run, master, progress)))
 
 
@@ -99,7 +101,8 @@ def resegment(src: Where, dst: Where, *, segment_bytes: int, segment_ms: int | N
               producer_expiration_ms: int = DEFAULT_PRODUCER_EXPIRATION_MS,
               storage_options: dict | None = None, dst_storage_options: dict | None = None,
               topic: str | None = None, partition: int | None = None, master: str | None = None,
-              dry_run: bool = False, progress: bool = False) -> Report:
+              dry_run: bool = False, progress: bool = False,
+            include_deleted: bool = False) -> Report:
     """The same batches in segments cut by other segment.bytes / segment.ms / segment.index.bytes
     (`kfmt resegment`; None: the topic defaults)."""
     from kfmt.transforms.resegment import resegment as run_resegment
@@ -110,6 +113,7 @@ def resegment(src: Where, dst: Where, *, segment_bytes: int, segment_ms: int | N
         segment_ms=DEFAULT_SEGMENT_MS if segment_ms is None else segment_ms,
         segment_index_bytes=DEFAULT_MAX_INDEX_BYTES if segment_index_bytes is None else segment_index_bytes,
         companions=_companions(index_interval_bytes, now_ms, producer_expiration_ms),
+        include_deleted=include_deleted,
         **_run(storage_options, dst_storage_options, topic, partition, dry_run, master, progress)))
 
 
@@ -118,7 +122,8 @@ def recompress(src: Where, dst: Where, *, compression: str, level: int | None = 
                producer_expiration_ms: int = DEFAULT_PRODUCER_EXPIRATION_MS,
                storage_options: dict | None = None, dst_storage_options: dict | None = None,
                topic: str | None = None, partition: int | None = None, master: str | None = None,
-               dry_run: bool = False, progress: bool = False) -> Report:
+               dry_run: bool = False, progress: bool = False,
+            include_deleted: bool = False) -> Report:
     """Every data batch in v2 with another codec (none, gzip, snappy, lz4, zstd) or level
     (`kfmt recompress`)."""
     from kfmt.transforms.recompress import recompress as run_recompress
@@ -126,6 +131,7 @@ def recompress(src: Where, dst: Where, *, compression: str, level: int | None = 
     return _outcome(*run_recompress(
         *_paths(src, dst), compression=compression, level=level,
         companions=_companions(index_interval_bytes, now_ms, producer_expiration_ms),
+        include_deleted=include_deleted,
         **_run(storage_options, dst_storage_options, topic, partition, dry_run, master, progress)))
 
 
@@ -133,6 +139,7 @@ def export(src: Where, dst: Where, *, format: str = "parquet",
            partition_by: str | Sequence[str] = ("topic", "partition"),
            isolation: str = "read_uncommitted", include_control: bool = False,
            max_bytes_per_task: int | None = None, target_file_size: int | None = None,
+           include_deleted: bool = False,
            storage_options: dict | None = None, dst_storage_options: dict | None = None,
            topic: str | None = None, partition: int | None = None, master: str | None = None,
            dry_run: bool = False, progress: bool = False) -> Report:
@@ -153,7 +160,7 @@ def export(src: Where, dst: Where, *, format: str = "parquet",
     if target_file_size <= 0:
         raise UsageError("--target-file-size (target_file_size) must be positive")
     options = ExportOptions(format, tuple(c.strip() for c in partition_by), include_control, isolation,
-                            max_bytes_per_task, target_file_size)
+                            max_bytes_per_task, target_file_size, include_deleted)
     return _outcome(*run_export(*_paths(src, dst), options=options, **_run(
         storage_options, dst_storage_options, topic, partition, dry_run, master, progress)))
 
@@ -313,19 +320,20 @@ def verify(path: Where, *, storage_options: dict | None = None, topic: str | Non
 
 
 def partition_infos(path: Where, *, storage_options: dict | None = None, topic: str | None = None,
-                    partition: int | None = None) -> list:
+                    partition: int | None = None, include_deleted: bool = False) -> list:
     """kfmt.inspect.info's PartitionInfo of every partition at `path` (what `kfmt info` shows)."""
     from kfmt.inspect.info import partition_info
     from kfmt.partition.layout import find_partitions
     from kfmt.storage.store import open_storage
 
     storage, where = open_storage(os.fspath(path), storage_options or {})
-    return [partition_info(part) for part in find_partitions(storage, where, topic, partition)]
+    return [partition_info(part, include_deleted=include_deleted)
+            for part in find_partitions(storage, where, topic, partition)]
 
 
 def info(path: Where, *, storage_options: dict | None = None, topic: str | None = None,
-         partition: int | None = None) -> list[dict]:
+         partition: int | None = None, include_deleted: bool = False) -> list[dict]:
     """One summary per partition, as the JSON lines of `kfmt info --format json` (segments, offsets,
     timestamps, bytes, batches, records, and the (magic, compression) census under "formats")."""
     return [i.to_json() for i in partition_infos(path, storage_options=storage_options, topic=topic,
-                                                 partition=partition)]
+                                                 partition=partition, include_deleted=include_deleted)]

@@ -28,7 +28,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kfmt.errors import UsageError
-from kfmt.partition.checkpoints import checkpoint_text, read_offset_checkpoint
 from kfmt.partition.layout import PartitionDir, find_partitions
 from kfmt.partition.reader import PartitionReader
 from kfmt.rows.columns import EXPORT_SCHEMA
@@ -36,7 +35,6 @@ from kfmt.rows.ranges import ROWS_PER_CHUNK, Selection, plan_ranges, read_range
 from kfmt.storage.store import open_storage
 
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
-LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 
 
 @dataclass(frozen=True)
@@ -65,33 +63,13 @@ class Log:
             narrowed = topics is not None or partitions is not None
             raise UsageError(f"{self.storage.url_of(self.path)}: no partition directories"
                              + (" match the topics/partitions asked for" if narrowed else ""))
-        self._log_starts: dict[str, dict] = {}
 
     def partitions(self) -> list[PartitionSummary]:
         """Every selected partition, in (topic, partition) order."""
         return [PartitionSummary(p.topic, p.partition, p.storage.url_of(p.path), len(p.segments),
-                                 sum(s.size for s in p.segments), self.log_start_offset(p),
+                                 sum(s.size for s in p.segments), p.log_start_offset if p.segments else None,
                                  p.segments[0].base_offset if p.segments else None)
                 for p in self.parts]
-
-    def log_start_offset(self, part: PartitionDir) -> int | None:
-        """Where a consumer starts reading: the log directory's checkpoint entry, never below the
-        first segment (Kafka's LogLoader takes the larger); None for a partition without segments."""
-        if not part.segments:
-            return None
-        first = part.segments[0].base_offset
-        checkpointed = self._checkpoint(self.storage.parent(part.path)).get((part.topic, part.partition))
-        return first if checkpointed is None else max(first, checkpointed)
-
-    def _checkpoint(self, log_dir: str) -> dict:
-        if log_dir not in self._log_starts:
-            file = self.storage.join(log_dir, LOG_START_OFFSET_CHECKPOINT)
-            entries = {}
-            if self.storage.exists(file):
-                url = self.storage.url_of(file)
-                entries = read_offset_checkpoint(checkpoint_text(self.storage.read(file), url), url)
-            self._log_starts[log_dir] = entries
-        return self._log_starts[log_dir]
 
     def read(self, *, from_offset: int | None = None, to_offset: int | None = None,
              from_timestamp: int | None = None, to_timestamp: int | None = None,
@@ -111,7 +89,7 @@ class Log:
 
     def _partition_rows(self, part: PartitionDir, bounds: "_Bounds", selection: Selection,
                         batch_rows: int) -> Iterator[pa.RecordBatch]:
-        lo, hi = bounds.offsets(part, None if bounds.include_deleted else self.log_start_offset(part))
+        lo, hi = bounds.offsets(part, None if bounds.include_deleted else part.log_start_offset)
         if lo is not None and hi is not None and lo >= hi:
             return
         outcomes = None

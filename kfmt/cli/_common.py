@@ -27,6 +27,15 @@ def add_format_argument(p: argparse.ArgumentParser, choices=("text", "json")) ->
     p.add_argument("--format", choices=choices, default=choices[0], help="output format")
 
 
+def add_include_deleted_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--include-deleted", action="store_true",
+                   help="also read the records below each partition's log start offset (its entry in "
+                        "the log directory's log-start-offset-checkpoint, else its first segment's "
+                        "base offset), which DeleteRecords or retention deleted and no broker serves "
+                        "(forensics); by default records start at the log start offset, as a "
+                        "consumer sees them")
+
+
 def add_progress_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true", help="never show progress bars")
 

@@ -5,15 +5,17 @@ from __future__ import annotations
 import sys
 from typing import Callable
 
-from kfmt.cli._common import add_format_argument, add_progress_argument, add_storage_arguments, dumps
+from kfmt.cli._common import (add_format_argument, add_include_deleted_argument, add_progress_argument,
+                              add_storage_arguments, dumps)
 from kfmt.partition.segment_recovery import DEFAULT_INDEX_INTERVAL_BYTES
 from kfmt.partition.producer_state import DEFAULT_PRODUCER_EXPIRATION_MS
 from kfmt.storage.store import parse_storage_options
 
 
 def add_transform_arguments(p, *, spark: bool = True, src: tuple[str, str] | None = None,
-                            dst: tuple[str, str] | None = None) -> None:
-    """`src`/`dst`: (metavar, help) for commands whose SRC or DST is something else (an archive)."""
+                            dst: tuple[str, str] | None = None, include_deleted: bool = False) -> None:
+    """`src`/`dst`: (metavar, help) for commands whose SRC or DST is something else (an archive);
+    `include_deleted`: the command carries what a broker serves and takes --include-deleted."""
     src_metavar, src_help = src or ("SRC", "a partition directory or a log directory (local path or "
                                            "fsspec URL); only read")
     dst_metavar, dst_help = dst or ("DST", "where to write (must not exist, or be empty)")
@@ -29,6 +31,8 @@ def add_transform_arguments(p, *, spark: bool = True, src: tuple[str, str] | Non
                        help="Spark master (default: an embedded local[*] session; 'inprocess' runs the "
                             "same work in this process without Spark)")
     p.add_argument("--dry-run", action="store_true", help="print the plan and write nothing")
+    if include_deleted:
+        add_include_deleted_argument(p)
     add_format_argument(p)
     add_progress_argument(p)
 
@@ -44,6 +48,8 @@ def run_arguments(args, *, spark: bool = True) -> dict:
                progress=show_progress(args))
     if spark:
         run["master"] = args.master
+    if hasattr(args, "include_deleted"):
+        run["include_deleted"] = args.include_deleted
     return run
 
 

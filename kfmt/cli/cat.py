@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import sys
 
-from kfmt.cli._common import add_format_argument, add_path_arguments, b64, dumps, java_utf8, open_partitions
+from kfmt.cli._common import (add_format_argument, add_include_deleted_argument, add_path_arguments, b64,
+                              dumps, java_utf8, open_partitions)
 from kfmt.format.control import control_type
 from kfmt.errors import DataError, UsageError
 from kfmt.partition.reader import PartitionReader
@@ -24,6 +25,7 @@ def add_arguments(p):
                    default="read_uncommitted", help="read_committed leaves out aborted transactions")
     p.add_argument("--include-control", action="store_true",
                    help="also print control records (transaction markers)")
+    add_include_deleted_argument(p)
     add_format_argument(p)
 
 
@@ -42,12 +44,12 @@ def run(args) -> int:
 
 
 def partition_lines(part, args, where: dict):
-    reader = PartitionReader(part)
+    reader = PartitionReader(part, from_log_start=not args.include_deleted, recover_tail=True)
     start = reader.start_point(args.from_offset, args.from_timestamp)
     if start is None:
         return
     committed_only = args.isolation == "read_committed"
-    txns = (TransactionStatus(transaction_batches(PartitionReader(part), *start[:2]))
+    txns = (TransactionStatus(transaction_batches(PartitionReader(part, recover_tail=True), *start[:2]))
             if committed_only else None)
     left = args.max_records
     for seg, batch, skip in reader.batches_from(*start):

@@ -2,7 +2,7 @@
 ones, in Hive-style topic=/partition=/ directories (kfmt.transforms.export, docs/export.md)."""
 from __future__ import annotations
 
-from kfmt.cli._common import add_progress_argument, add_storage_arguments
+from kfmt.cli._common import add_include_deleted_argument, add_progress_argument, add_storage_arguments
 from kfmt.cli._transform import print_outcome, run_arguments
 
 NAME = "export"
@@ -33,6 +33,7 @@ def add_arguments(p):
                                                     "and everything from the last stable offset on")
     p.add_argument("--include-control", action="store_true",
                    help="also export control records (transaction markers)")
+    add_include_deleted_argument(p)
     p.add_argument("--max-bytes-per-task", type=int, default=DEFAULT_SPLIT_BYTES, metavar="N",
                    help="bytes of log per task: bigger segments are cut at batch boundaries, smaller "
                         f"consecutive ones share a task (default {DEFAULT_SPLIT_BYTES})")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import datetime
 
-from kfmt.cli._common import add_format_argument, add_path_arguments, dumps
+from kfmt.cli._common import add_format_argument, add_include_deleted_argument, add_path_arguments, dumps
 from kfmt.storage.store import parse_storage_options
 
 NAME = "info"
@@ -12,6 +12,7 @@ HELP = "summarise partitions: segments, offsets, times, bytes, batches, records,
 
 def add_arguments(p):
     add_path_arguments(p)
+    add_include_deleted_argument(p)
     add_format_argument(p)
 
 
@@ -19,7 +20,8 @@ def run(args) -> int:
     from kfmt.api.commands import partition_infos
 
     infos = partition_infos(args.path, storage_options=parse_storage_options(args.storage_option),
-                            topic=args.topic, partition=args.partition)
+                            topic=args.topic, partition=args.partition,
+                            include_deleted=args.include_deleted)
     if args.format == "json":
         for info in infos:
             print(dumps(info.to_json()))

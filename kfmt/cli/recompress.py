@@ -10,7 +10,7 @@ HELP = ("re-encode every data batch in v2 with another compression codec or leve
 
 
 def add_arguments(p):
-    add_transform_arguments(p)
+    add_transform_arguments(p, include_deleted=True)
     p.add_argument("--compression", required=True, choices=("none", "gzip", "snappy", "lz4", "zstd"),
                    help="the codec of the output's data batches")
     p.add_argument("--level", type=int, metavar="L",

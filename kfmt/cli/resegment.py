@@ -11,7 +11,7 @@ HELP = ("copy partitions byte for byte into segments cut by the broker's roll ru
 
 
 def add_arguments(p):
-    add_transform_arguments(p)
+    add_transform_arguments(p, include_deleted=True)
     p.add_argument("--segment-bytes", type=int, required=True, metavar="N",
                    help="the topic's segment.bytes: no segment grows past it (a larger batch gets a "
                         "segment of its own)")

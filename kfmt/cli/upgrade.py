@@ -10,7 +10,7 @@ HELP = ("convert message formats v0/v1 to v2 by Kafka 4.0's rules (offsets kept,
 
 
 def add_arguments(p):
-    add_transform_arguments(p)
+    add_transform_arguments(p, include_deleted=True)
     p.add_argument("--rebatch", action="store_true",
                    help="group consecutive uncompressed legacy messages into larger v2 batches (smaller "
                         "output, offsets still kept) instead of Kafka's one batch per message")

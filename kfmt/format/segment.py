@@ -6,6 +6,12 @@ tail, kfmt says what it found there: `Tail` describes what follows the last comp
 strict readers turn anything but a clean end into a DataError naming file, position and offset.
 A zero-filled tail (a preallocated segment, a copy from a running broker) is a clean end of data.
 
+A bad tail of the partition's LAST segment (a broker killed mid-write, a copy cut short) is what
+Kafka's log recovery truncates (LogSegment.recover stops at the first entry it cannot read and
+truncates the segment there): readers that serve records as a broker does (`scan(...,
+recover_tail=True)`) give every complete entry before it and one warning naming the file, the
+position and the byte count. Anywhere else a bad tail stays an error.
+
 Speed: the entries of the built-in formats are framed by the compiled scanner (kfmt.format.kernels) many
 at a time; everything it is not sure of (the tail, damaged entries, other formats' magics) goes
 through the Python step below, the reference, which makes every decision about bad data.
@@ -13,13 +19,14 @@ through the Python step below, the reference, which makes every decision about b
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Iterator
 
 import numpy as np
 
 from kfmt.plugin import registry
-from kfmt.errors import DataError
+from kfmt.errors import DataError, KfmtWarning
 from kfmt.format.message_formats import STRICT, ReadOptions
 from kfmt.format.frames import FRAME_DTYPE, headers_of, rows_of
 from kfmt.format.model import HEADER_SIZE_UP_TO_MAGIC, INT32_MAX, LOG_OVERHEAD, Batch, BatchHeader
@@ -50,6 +57,17 @@ class Tail:
 
     def error(self, file: str) -> DataError:
         return DataError(self.message, file=file, position=self.position, offset=self.offset)
+
+    def recovery_message(self, file: str) -> str:
+        """One line for a bad tail of a partition's last segment, which log recovery truncates."""
+        return (f"{file}: position {self.position}: {self.length} byte(s) after the last complete "
+                f"entry are left out ({self.message}), as Kafka's log recovery truncates them "
+                f"(LogSegment.recover)")
+
+    def recovered(self, file: str) -> None:
+        """Warn about a bad tail of a partition's last segment (no-op for a clean end)."""
+        if self.is_error:
+            warnings.warn(self.recovery_message(file), KfmtWarning, stacklevel=3)
 
 
 def _all_zero(data, start: int, end: int) -> bool:
@@ -192,12 +210,15 @@ def _offset_to_name(stored: int | None, previous: int | None) -> int | None:
 
 
 def scan(data, file: str, start: int | None = None, end: int | None = None,
-         base: int = 0) -> Iterator[BatchHeader]:
-    """Frames of a range; raises DataError if the range does not end cleanly."""
+         base: int = 0, recover_tail: bool = False) -> Iterator[BatchHeader]:
+    """Frames of a range; raises DataError if the range does not end cleanly, or with
+    `recover_tail` (the range ends the partition's last segment) warns that the tail is left out."""
     scanner = FrameScanner(data, file, start, end, base)
     yield from scanner
     if scanner.tail.is_error:
-        raise scanner.tail.error(file)
+        if not recover_tail:
+            raise scanner.tail.error(file)
+        scanner.tail.recovered(file)
 
 
 def entry_bytes(data, header: BatchHeader, base: int = 0):

@@ -1,7 +1,12 @@
 """Per-partition summaries: segments, offset and time ranges, bytes, batches, records, and a census of
-(magic, compression) -- the answer to "how much old-format data is still here?"."""
+(magic, compression) -- the answer to "how much old-format data is still here?".
+
+Batches and records are counted as a consumer sees the partition: from its log start offset
+(PartitionDir.log_start_offset) on, unless `include_deleted`; segments and bytes are the files on
+disk, whatever they hold."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import pyarrow.compute as pc
@@ -31,7 +36,7 @@ class PartitionInfo:
     control_records: int = 0
     first_offset: int | None = None  # of the first record
     last_offset: int | None = None  # of the last record
-    log_start_offset: int | None = None  # the first segment's base offset
+    log_start_offset: int | None = None  # where a broker serves from (PartitionDir.log_start_offset)
     log_end_offset: int | None = None  # next offset after the last batch
     min_timestamp: int | None = None  # over records that carry one
     max_timestamp: int | None = None
@@ -44,18 +49,22 @@ class PartitionInfo:
         return out
 
 
-def partition_info(part: PartitionDir) -> PartitionInfo:
-    reader = PartitionReader(part)
+def partition_info(part: PartitionDir, include_deleted: bool = False) -> PartitionInfo:
+    reader = PartitionReader(part, recover_tail=True)
     reg = registry.get()
     info = PartitionInfo(part.topic, part.partition, part.storage.url_of(part.path),
-                         segments=len(part.segments))
-    if part.segments:
-        info.log_start_offset = part.segments[0].base_offset
+                         segments=len(part.segments), log_start_offset=part.log_start_offset)
+    floor = None if include_deleted or info.log_start_offset is None else info.log_start_offset
     census: dict = {}
     for seg in part.segments:
         info.bytes += seg.size
         for header in reader.frames(seg):
+            if floor is not None and header.last_offset < floor:
+                info.log_end_offset = header.next_offset
+                continue  # deleted: a broker no longer serves it
             batch = reader.decode(seg, header)
+            if floor is not None and len(batch) and batch.records.column(0)[0].as_py() < floor:
+                batch = _from(batch, floor)
             h, n = batch.header, len(batch)
             info.batches += 1
             info.log_end_offset = h.next_offset
@@ -81,6 +90,13 @@ def partition_info(part: PartitionDir) -> PartitionInfo:
                 info.max_timestamp = _max(info.max_timestamp, hi.as_py())
     info.census = census
     return info
+
+
+def _from(batch, floor: int):
+    """The batch's records at offsets >= floor (the log start offset lies inside the batch)."""
+    offsets = batch.records.column(0)
+    kept = pc.greater_equal(offsets, floor)
+    return dataclasses.replace(batch, records=batch.records.filter(kept))
 
 
 def _min(a, b):

@@ -15,7 +15,7 @@ import re
 import warnings
 from dataclasses import dataclass, field
 
-from kfmt.errors import KfmtWarning, UsageError
+from kfmt.errors import DataError, KfmtWarning, UsageError
 from kfmt.storage.manifest import Manifest, find_manifest, own_manifest
 from kfmt.storage.store import FileInfo, Storage
 
@@ -27,6 +27,9 @@ SUFFIXED_DIR = re.compile(r"\.[0-9a-f]{32}-(delete|future|stray)$")
 SKIPPED_DIRS = {"__cluster_metadata-0", "remote-log-index-cache"}
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 PARTITION_METADATA = "partition.metadata"
+# In the log directory (the partition directory's parent): the log start offsets DeleteRecords and
+# retention raised (docs/format.md §11.2).
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
@@ -69,6 +72,28 @@ class PartitionDir:
     files: dict[str, FileInfo] = field(default_factory=dict)  # every file in the directory by name
     ignored: list[str] = field(default_factory=list)  # names that look like segment files but are not
     manifest_problems: list[str] = field(default_factory=list)  # files disagreeing with the manifest
+    # Its log directory's log-start-offset-checkpoint, read on first use (find_partitions sets it).
+    log_start_checkpoint: "LogStartCheckpoint | None" = field(default=None, repr=False)
+
+    @property
+    def log_start_entry(self) -> int | None:
+        """This partition's entry in its log directory's log-start-offset-checkpoint (None: none)."""
+        if self.log_start_checkpoint is None:
+            return None
+        return self.log_start_checkpoint.entries().get((self.topic, self.partition))
+
+    @property
+    def log_start_offset(self) -> int | None:
+        """Where a broker starts serving this partition: the log start offset, as UnifiedLog loads it,
+        the larger of the log-start-offset-checkpoint entry (which DeleteRecords and retention raise)
+        and the first segment's base offset. None for a partition without segments or entry.
+
+        This is the one place the rule lives: the consumer view of every reader (PartitionReader,
+        kfmt.rows.ranges, kfmt info, the transforms) starts here; --include-deleted reads below it."""
+        first = self.segments[0].base_offset if self.segments else None
+        if self.log_start_entry is None or (first is not None and first >= self.log_start_entry):
+            return first
+        return self.log_start_entry
 
     def file(self, name: str) -> FileInfo | None:
         return self.files.get(name)
@@ -167,7 +192,48 @@ def find_partitions(storage: Storage, path: str, topic: str | None = None,
         parts = [p for p in parts if p.topic is not None and fnmatch.fnmatchcase(p.topic, topic)]
     if partition is not None:
         parts = [p for p in parts if p.partition == partition]
+    if parts:
+        checkpoint = LogStartCheckpoint(storage, path if is_log_dir(parts, storage, path)
+                                        else storage.parent(path))
+        for p in parts:
+            p.log_start_checkpoint = checkpoint
     return parts
+
+
+class LogStartCheckpoint:
+    """A log directory's log-start-offset-checkpoint, read once, when a reader first asks for a log
+    start offset (`kfmt verify` checks the file itself and never asks)."""
+
+    def __init__(self, storage: Storage, log_dir: str):
+        self.storage, self.log_dir = storage, log_dir
+        self._entries: dict | None = None
+
+    def entries(self) -> dict[tuple[str, int], int]:
+        if self._entries is None:
+            self._entries = log_start_entries(self.storage, self.log_dir)
+        return self._entries
+
+
+def log_start_entries(storage: Storage, log_dir: str) -> dict[tuple[str, int], int]:
+    """The log directory's log-start-offset-checkpoint ((topic, partition) -> offset); empty when the
+    file is missing, or cannot be read (a warning: Kafka would refuse the directory, but the
+    records are still there to read; `kfmt verify` reports the file's problems)."""
+    from kfmt.partition.checkpoints import checkpoint_text, read_offset_checkpoint
+
+    if not log_dir:
+        return {}
+    checkpoint = storage.join(log_dir, LOG_START_OFFSET_CHECKPOINT)
+    try:
+        if not storage.exists(checkpoint) or storage.isdir(checkpoint):
+            return {}
+        url = storage.url_of(checkpoint)
+        return read_offset_checkpoint(checkpoint_text(storage.read(checkpoint), url), url)
+    except DataError as err:
+        warnings.warn(f"{err}: log start offsets unknown, reading from each partition's first "
+                      f"segment", KfmtWarning, stacklevel=2)
+    except (OSError, PermissionError):  # a parent directory the user may not list (a bucket's root)
+        pass
+    return {}
 
 
 def is_log_dir(parts: list[PartitionDir], storage: Storage, path: str) -> bool:

@@ -7,6 +7,12 @@ Timestamp seek (LogSegment.findOffsetByTimestamp): the first segment whose large
 `.timeindex` entry) is >= target; its `.timeindex` then `.index` give a start position; the answer
 is the first record with timestamp >= target, and reading continues from there.
 
+Consumer view (`from_log_start=True`): seeks start at the partition's log start offset
+(PartitionDir.log_start_offset), as a broker serves the partition after DeleteRecords or retention:
+an offset below it is read from the log start (a consumer's reset to earliest), and a timestamp
+seek answers with the first record at or after both the timestamp and the log start offset
+(LogSegment.findOffsetByTimestamp with the log start offset as its starting offset).
+
 Segments before the target are never read; a missing or implausible index costs a scan of its one
 segment, never of the partition. Only the byte range from the start position is read.
 """
@@ -38,8 +44,14 @@ class SegmentData:
 
 
 class PartitionReader:
-    def __init__(self, part: PartitionDir, options: ReadOptions = STRICT, cache_segments: int = 3):
+    def __init__(self, part: PartitionDir, options: ReadOptions = STRICT, cache_segments: int = 3,
+                 from_log_start: bool = False, recover_tail: bool = False):
         self.part = part
+        # A bad tail of the last segment: left out with a warning, as log recovery truncates it
+        # (kfmt.partition.segment), rather than an error.
+        self.recover_tail = recover_tail
+        # The first offset read (None: everything, the deleted records below the log start too).
+        self.floor = part.log_start_offset if from_log_start else None
         self.storage = part.storage
         self.options = options
         self._cache: OrderedDict = OrderedDict()
@@ -66,7 +78,8 @@ class PartitionReader:
 
     def frames(self, seg: Segment, start: int = 0) -> Iterator[BatchHeader]:
         d = self.data(seg, start)
-        return segment.scan(d.buf, d.file, start, None, d.base)
+        return segment.scan(d.buf, d.file, start, None, d.base,
+                            recover_tail=self.recover_tail and seg is self.part.segments[-1])
 
     def decode(self, seg: Segment, header: BatchHeader) -> Batch:
         d = self.data(seg, header.position)
@@ -78,6 +91,8 @@ class PartitionReader:
         """(segment index, file position, first offset wanted) of a seek; None if nothing qualifies."""
         if from_timestamp is not None:
             return self._seek_timestamp(from_timestamp)
+        if self.floor is not None and self.part.segments and self.floor > self.part.segments[0].base_offset:
+            from_offset = self.floor if from_offset is None else max(from_offset, self.floor)
         if from_offset is not None:
             return (*self._seek_offset(from_offset), from_offset)
         return 0, 0, None
@@ -185,19 +200,21 @@ class PartitionReader:
         return max((h.max_timestamp for h in self.frames(seg)), default=NO_TIMESTAMP)
 
     def _seek_timestamp(self, target: int) -> tuple[int, int, int] | None:
-        for i, seg in enumerate(self.part.segments):
+        floor = self.floor if self.floor is not None else -1
+        first = self._segment_for_offset(floor) if self.floor is not None else 0
+        for i, seg in enumerate(self.part.segments[first:], first):
             if self.largest_timestamp(seg) < target:
                 continue
             entries = self.time_index(seg) or []
             hint = indexes.lookup_time(entries, target, seg.base_offset)
-            start = self._index_position(seg, max(hint.offset, seg.base_offset))
+            start = self._index_position(seg, max(hint.offset, seg.base_offset, floor))
             for header in self.frames(seg, start):
-                if header.max_timestamp < target:
+                if header.max_timestamp < target or header.last_offset < floor:
                     continue
                 batch = self.decode(seg, header)
                 for offset, ts in zip(batch.records.column(0).to_pylist(),
                                       batch.records.column(1).to_pylist()):
-                    if ts >= target:
+                    if ts >= target and offset >= floor:
                         return i, header.position, offset
             # The index promised a timestamp the data does not hold: keep looking in later segments.
         return None

@@ -10,17 +10,20 @@ start of an append, still an entry start). Each cut is checked the way a seek ch
 (kfmt.partition.reader), and an implausible one is not used, so a stale index can cost parallelism but never
 correctness. Units carry a StorageSpec, never an open handle (executors open storage themselves).
 
-Which records a reader gets (`selection`): control records only when asked; with read_committed, no
+Which records a reader gets (`selection`): none below the partition's log start offset
+(PartitionDir.log_start_offset, which each range carries) unless `include_deleted`, as a broker
+serves the partition; control records only when asked; with read_committed, no
 record of an aborted transaction and nothing at or beyond the last stable offset, by the rule of
 kfmt.partition.transactions, whose outcomes for the whole partition each unit is given.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from kfmt.format import legacy_runs
 from kfmt.format import segment
@@ -40,6 +43,7 @@ BYTES_PER_CHUNK = 64 << 20  # ... or fewer, when the records are big
 LEFT_OUT_CONTROL = "control"
 LEFT_OUT_ABORTED = "aborted"
 LEFT_OUT_UNSTABLE = "beyond_last_stable_offset"
+LEFT_OUT_DELETED = "below_log_start_offset"
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,11 @@ class Selection:
 
     include_control: bool = False
     read_committed: bool = False
+    include_deleted: bool = False
+
+    def floor(self, rng: "SegmentRange") -> int | None:
+        """The first offset read from a range: its partition's log start offset (None: all)."""
+        return None if self.include_deleted else rng.log_start
 
     def left_out(self, header, outcomes: TransactionOutcomes | None) -> str | None:
         """Why a batch's records are left out (LEFT_OUT_*), or None if they are read."""
@@ -75,6 +84,9 @@ class SegmentRange:
     index: int  # its number among the ranges of its segment (0 when the segment is not cut)
     start: int
     end: int
+    log_start: int | None = None  # the partition's log start offset (PartitionDir.log_start_offset)
+    ends_log: bool = False  # the last range of the partition's last segment: a bad tail there is
+    # what log recovery truncates (kfmt.partition.segment), left out with a warning
 
 
 def partition_identity(part: PartitionDir) -> tuple[str, int]:
@@ -99,13 +111,15 @@ def plan_ranges(part: PartitionDir, split_bytes: int = DEFAULT_SPLIT_BYTES) -> l
     for seg in part.segments:
         if seg.size == 0:
             continue
+        last = seg is part.segments[-1]
         entries = reader.offset_index(seg) if seg.size > split_bytes else []
         by_position = {e.position: e for e in entries}
         cuts = split_points(seg.size, list(by_position), split_bytes,
                             lambda position: reader.plausible_entry(seg, by_position[position]))
         for i, (start, end) in enumerate(zip(cuts, cuts[1:])):
             out.append(SegmentRange(spec, seg.log.path, part.display(seg.log), topic, partition,
-                                    seg.base_offset, i, start, end))
+                                    seg.base_offset, i, start, end, part.log_start_offset,
+                                    last and end == seg.size))
     return out
 
 
@@ -156,6 +170,7 @@ class RangeTally:
     first_offset: int | None = None  # of the first data record read
     next_offset: int | None = None  # after the last batch of the range
     digest: ContentDigest = field(default_factory=ContentDigest)  # of the data records read
+    tails: list = field(default_factory=list)  # warnings about a last segment's tail left out
 
     @property
     def rows(self) -> int:
@@ -174,6 +189,7 @@ class RangeTally:
         if other.next_offset is not None:
             self.next_offset = other.next_offset
         self.digest.merge(other.digest)
+        self.tails += other.tails
         return self
 
 
@@ -196,20 +212,55 @@ def read_range(rng: SegmentRange, selection: Selection, outcomes: TransactionOut
                         f"the range at {rng.end} (did it change while being read?)",
                         file=rng.file, position=base + len(data))
     chunk = _Chunk(rng, rows_per_chunk, bytes_per_chunk)
+    floor = selection.floor(rng)
     scanner = segment.FrameScanner(data, rng.file, rng.start, rng.end, base)
     for rows in scanner.chunks():
+        if floor is not None and len(rows) and rows["last_offset"][0] < floor:
+            rows = _deleted_left_out(data, base, rows, floor, rng, tally)
         done = 0
         for start, stop in legacy_runs.message_runs(rows) + [(len(rows), len(rows))]:
             for row in rows[done:start].tolist():
                 batch = segment.decode(data, header_of(row), rng.file, base=base)
+                if floor is not None and len(batch) and batch.records.column(0)[0].as_py() < floor:
+                    batch = _records_from(batch, floor, tally)
                 yield from chunk.add_batch(batch, _selected(batch, selection, outcomes, tally))
             if stop > start:
                 yield from _read_messages(data, base, rows[start:stop], rng, selection, outcomes,
                                           tally, chunk)
             done = stop
     if scanner.tail.is_error:
-        raise scanner.tail.error(rng.file)
+        if not rng.ends_log:
+            raise scanner.tail.error(rng.file)
+        scanner.tail.recovered(rng.file)
+        tally.tails.append(scanner.tail.recovery_message(rng.file))
     yield from chunk.flush()
+
+
+def _deleted_left_out(data, base: int, rows, floor: int, rng: SegmentRange, tally: RangeTally):
+    """The frames of `rows` that hold offsets >= floor; the records of the others (deleted: below
+    the log start offset) are counted as left out without being checked, as a broker never reads
+    them again. Counts come from the headers; a legacy wrapper's only from decompressing it."""
+    below = rows[rows["last_offset"] < floor]
+    deleted = 0
+    for row in below.tolist():
+        header = header_of(row)
+        if header.records_count is not None:
+            deleted += header.records_count
+        else:
+            deleted += len(segment.decode(data, header, rng.file, base=base))
+    if deleted:
+        tally.left_out[LEFT_OUT_DELETED] = tally.left_out.get(LEFT_OUT_DELETED, 0) + deleted
+    return rows[len(below):]
+
+
+def _records_from(batch, floor: int, tally: RangeTally):
+    """A batch holding the log start offset: its records from there on (the others counted as left
+    out). Each row keeps its batch's facts, so it reads as it would from the whole batch."""
+    kept = pc.greater_equal(batch.records.column(0), floor)
+    records = batch.records.filter(kept)
+    tally.left_out[LEFT_OUT_DELETED] = (tally.left_out.get(LEFT_OUT_DELETED, 0)
+                                        + len(batch) - records.num_rows)
+    return replace(batch, records=records, legacy=None)
 
 
 def range_view(source: StorageSpec, path: str, start: int, end: int) -> tuple[object, int]:

@@ -30,13 +30,14 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kfmt.errors import KfmtError, UsageError
+from kfmt.errors import KfmtError, KfmtWarning, UsageError
 from kfmt.rows.columns import EXPORT_SCHEMA, record_dates, rows_to_records
 from kfmt.rows.exporters import exporters
 from kfmt.rows.part_files import DEFAULT_TARGET_FILE_BYTES, PartFiles
@@ -70,6 +71,7 @@ class ExportOptions:
     isolation: str = "read_uncommitted"
     split_bytes: int = DEFAULT_SPLIT_BYTES  # segments bigger than this are cut into ranges
     target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES  # a part file is closed once this big
+    include_deleted: bool = False  # also the records below each partition's log start offset
 
     def __post_init__(self):
         known = exporters()
@@ -87,7 +89,7 @@ class ExportOptions:
 
     @property
     def selection(self) -> Selection:
-        return Selection(self.include_control, self.isolation == "read_committed")
+        return Selection(self.include_control, self.isolation == "read_committed", self.include_deleted)
 
     @property
     def by_date(self) -> bool:
@@ -102,7 +104,8 @@ class ExportOptions:
     def to_json(self) -> dict:
         return {"format": self.format, "partition_by": list(self.partition_by),
                 "include_control": self.include_control, "isolation": self.isolation,
-                "split_bytes": self.split_bytes, "target_file_bytes": self.target_file_bytes}
+                "split_bytes": self.split_bytes, "target_file_bytes": self.target_file_bytes,
+                "include_deleted": self.include_deleted}
 
 
 # --- the plan -------------------------------------------------------------------------------------
@@ -200,7 +203,7 @@ class PartitionRef:
 
 
 def transactions_of(ref: PartitionRef) -> TransactionOutcomes:
-    return partition_outcomes(PartitionReader(ref.open()))
+    return partition_outcomes(PartitionReader(ref.open(), recover_tail=True))
 
 
 # --- stage 2: tasks of segment ranges -------------------------------------------------------------
@@ -338,7 +341,7 @@ def export(src: str, dst: str, *, src_options: dict | None = None, dst_options: 
                  for i, p in enumerate(plan.partitions) for unit in p.units]
         results = iter(run_tasks(export_task, tasks, master=master, description="export",
                                  progress=progress))
-        inputs, outputs = [], []
+        inputs, outputs, tails = [], [], []
         for i, p in enumerate(plan.partitions):
             read, written, files = RangeTally(), RangeTally(), []
             for _ in p.units:
@@ -347,6 +350,9 @@ def export(src: str, dst: str, *, src_options: dict | None = None, dst_options: 
                 written.merge(result.written)
                 files += result.files
             out.adopt(files)
+            for message in read.tails:  # said here too: a Spark executor's warnings go nowhere
+                warnings.warn(message, KfmtWarning, stacklevel=2)
+            tails += read.tails
             inputs.append(_input_summary(p, read))
             outputs.append(_output_summary(p, written, files, dst_storage, dst_path))
             if inputs[-1].content_digest != outputs[-1].content_digest:
@@ -355,7 +361,8 @@ def export(src: str, dst: str, *, src_options: dict | None = None, dst_options: 
                                 f"read ({inputs[-1].content_digest}); nothing was published")
         report = make_report("export", plan.source, plan.destination,
                              {**options.to_json(), "topic": topic, "partition": partition,
-                              "master": master}, inputs, outputs, out.files, _notes(plan, inputs))
+                              "master": master}, inputs, outputs, out.files,
+                             _notes(plan, inputs) + tails)
         report["duration_ms"] = round((time.monotonic() - started) * 1000)
         out.write(REPORT_NAME, report_bytes(report))
         out.write(SUCCESS_NAME, b"")

@@ -175,8 +175,11 @@ def _text(storage: Storage, path: str) -> str:
 
 
 def reindex_partition(plan: PartitionPlan, out: StagedOutput, options: CompanionOptions,
-                      on_progress: Callable[[int], None] | None = None) -> PartitionSummary:
-    """Copy one partition's segments into `out` and write its regenerated companion files."""
+                      on_progress: Callable[[int], None] | None = None,
+                      notes: list[str] | None = None) -> PartitionSummary:
+    """Copy one partition's segments into `out` and write its regenerated companion files. A bad
+    tail of the last segment is left out of the copy, as Kafka's log recovery truncates it, and said
+    in `notes` (a warning when None; kfmt.partition.segment); anywhere else it is an error."""
     part, storage = plan.part, plan.part.storage
     builder = CompanionBuilder(**options.builder_options(), log_start_offset=plan.log_start_offset,
                                leader_epochs=existing_leader_epochs(part))
@@ -191,7 +194,15 @@ def reindex_partition(plan: PartitionPlan, out: StagedOutput, options: Companion
         except DataError as err:
             raise err.located(file=file)
         tally.add_segment(len(data))
-        _check_segment(data, file, builder, tally)
+        tail = _check_segment(data, file, builder, tally)
+        if tail.is_error:
+            if seg is not part.segments[-1]:
+                raise tail.error(file)
+            data = data[:tail.position]
+            if notes is None:
+                tail.recovered(file)
+            else:
+                notes.append(tail.recovery_message(file))
         companions = builder.end_segment()
         out.write(plan.rel_path(seg.log.name), data, seg.log.mtime_ms)
         for name, content in companions.files().items():
@@ -207,11 +218,12 @@ def reindex_partition(plan: PartitionPlan, out: StagedOutput, options: Companion
     return tally.finish()
 
 
-def _check_segment(data, file: str, builder: CompanionBuilder, tally: PartitionTally) -> None:
+def _check_segment(data, file: str, builder: CompanionBuilder, tally: PartitionTally) -> segment.Tail:
     """Every batch of a segment checked (CRCs, record structure) and counted, in file order, and fed
-    to the companion builder. Uncompressed v2 data batches are checked and digested where they lie,
-    many at a time, and reach the builder as frames (kfmt.format.batch_runs); every other entry is decoded
-    (segment.decode). Nothing of it is written before the whole segment passed."""
+    to the companion builder; returns how the segment ended. Uncompressed v2 data batches are
+    checked and digested where they lie, many at a time, and reach the builder as frames
+    (kfmt.format.batch_runs); every other entry is decoded (segment.decode). Nothing of it is
+    written before the whole segment passed."""
     scanner = segment.FrameScanner(data, file)
     for rows in scanner.chunks():
         for item in batch_runs.checked(data, rows, file):
@@ -223,8 +235,7 @@ def _check_segment(data, file: str, builder: CompanionBuilder, tally: PartitionT
             except DataError as err:
                 raise _located(err, file, item)
             tally.add(item)
-    if scanner.tail.is_error:
-        raise scanner.tail.error(file)
+    return scanner.tail
 
 
 def _located(err: DataError, file: str, item) -> DataError:
@@ -290,10 +301,10 @@ def reindex(src: str, dst: str, *, src_options: dict | None = None, dst_options:
                                              or dst_storage.listdir(dst_path)):
             raise UsageError(f"{plan.destination}: the destination exists and is not empty")
         return plan, None
-    inputs, outputs = [], []
+    inputs, outputs, tails = [], [], []
     with StagedOutput(dst_storage, dst_path) as out:
         for p in plan.partitions:
-            summary = reindex_partition(p, out, options, on_progress)
+            summary = reindex_partition(p, out, options, on_progress, tails)
             inputs.append(summary)
             outputs.append(replace(summary, path=dst_storage.url_of(
                 dst_storage.join(dst_path, p.rel) if p.rel else dst_path)))
@@ -304,7 +315,7 @@ def reindex(src: str, dst: str, *, src_options: dict | None = None, dst_options:
             {"index_interval_bytes": options.index_interval_bytes, "now_ms": options.now_ms,
              "producer_expiration_ms": options.producer_expiration_ms, "topic": topic,
              "partition": partition},
-            inputs, outputs, out.files, _notes(plan))
+            inputs, outputs, out.files, _notes(plan) + tails)
         out.write(REPORT_NAME, report_bytes(report))
     return plan, report
 

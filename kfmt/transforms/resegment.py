@@ -59,9 +59,12 @@ class PlanPartitionTask:
     partition: int
     sources: tuple[SourceSegment, ...]
     policy: RollPolicy
+    floor: int | None = None  # batches ending below it (below the log start offset) are left out
 
     def run(self) -> TaskResult:
-        return TaskResult(self.partition, detail=plan_partition(self.sources, self.policy))
+        result = TaskResult(self.partition)
+        result.detail = plan_partition(self.sources, self.policy, self.floor, result.notes)
+        return result
 
 
 class _Plan:
@@ -128,17 +131,23 @@ class _Plan:
         return self.out
 
 
-def plan_partition(sources, policy: RollPolicy) -> list[OutputSegment]:
-    """The output segments of a partition whose source segments are `sources`, in order."""
+def plan_partition(sources, policy: RollPolicy, floor: int | None = None,
+                   notes: list[str] | None = None) -> list[OutputSegment]:
+    """The output segments of a partition whose source segments are `sources`, in order, holding
+    the batches that end at or after `floor` (the log start offset; None: all). `notes` gets a
+    line for a last segment's tail left out."""
+    notes = [] if notes is None else notes
     if not sources:
         return []
     plan = _Plan(policy, sources[0].base_offset)
     for index, src in enumerate(sources):
         scanner = segment.FrameScanner(src.read(), src.file)
         for rows in scanner.chunks():
-            plan.place(index, src, rows)
-        if scanner.tail.is_error:
-            raise scanner.tail.error(src.file)
+            if floor is not None:
+                rows = rows[rows["last_offset"] >= floor]  # a prefix: offsets increase
+            if len(rows):
+                plan.place(index, src, rows)
+        src.check_tail(scanner.tail, notes)  # the plan's ranges end before a tail left out
     return plan.finish(sources)
 
 
@@ -212,12 +221,13 @@ class ResegmentTransform(Transform):
                 "segment_index_bytes": p.max_index_bytes}
 
     def preparation_tasks(self, work: list[PartitionWork], dry_run: bool) -> list:
-        return [PlanPartitionTask(w.index, tuple(w.sources), self._policy) for w in work]
+        return [PlanPartitionTask(w.index, tuple(w.sources), self._policy, w.floor) for w in work]
 
     def prepared(self, work: list[PartitionWork], results: list[TaskResult]) -> None:
         for r in results:
             w = work[r.partition]
             w.detail = r.detail
+            w.notes += r.notes
             w.befores = [source_tally(w.sources)]
 
     def write_tasks(self, work: list[PartitionWork], target: StagingTarget) -> list:

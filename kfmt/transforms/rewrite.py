@@ -106,13 +106,13 @@ class CensusTask:
 
     def run(self) -> TaskResult:
         census = Census()
+        result = TaskResult(self.partition, detail=census)
         for src in self.sources:
             scanner = segment.FrameScanner(src.read(), src.file)
             for rows in scanner.chunks():
                 census.add_rows(rows)
-            if scanner.tail.is_error:
-                raise scanner.tail.error(src.file)
-        return TaskResult(self.partition, detail=census)
+            src.check_tail(scanner.tail, result.notes)
+        return result
 
 
 @dataclass(frozen=True)
@@ -127,6 +127,7 @@ class RewriteSegmentsTask:
     rel: str
     policy: RollPolicy
     rewriter: Rewriter
+    floor: int | None = None  # batches ending below it (below the log start offset) are left out
 
     def run(self) -> TaskResult:
         files = self.target.files()
@@ -145,7 +146,8 @@ class _SegmentRewrite:
     own bytes, walked (or decoded) again, so it checks the encoder's work, not its intentions."""
 
     def __init__(self, task: RewriteSegmentsTask, src: SourceSegment, files, result: TaskResult):
-        self.src, self.rewriter = src, task.rewriter
+        self.src, self.rewriter, self.floor = src, task.rewriter, task.floor
+        self.notes = result.notes
         self.before, self.after = result.before, result.after
         self.data = src.read()
         self.writer = SegmentRunWriter(files, task.rel, task.policy, start_offset=src.base_offset)
@@ -156,11 +158,14 @@ class _SegmentRewrite:
         try:
             scanner = segment.FrameScanner(self.data, self.src.file)
             for rows in scanner.chunks():
+                if self.floor is not None:
+                    rows = rows[rows["last_offset"] >= self.floor]  # a prefix: offsets increase
+                    if not len(rows):
+                        continue
                 self._chunk(rows)
             if self.runs is not None:
                 self._converted(self.runs.finish(self.writer.position), self.runs.waiting)
-            if scanner.tail.is_error:
-                raise scanner.tail.error(self.src.file)
+            self.src.check_tail(scanner.tail, self.notes)
             return self.writer.close(empty_mtime_ms=self.src.mtime_ms)
         except BaseException:
             self.writer.abort()
@@ -300,7 +305,7 @@ class RewriteTransform(Transform):
 
     def write_tasks(self, work, target):
         policy = self.policy()
-        return [RewriteSegmentsTask(w.index, g, target, w.plan.rel, policy, self.rewriter)
+        return [RewriteSegmentsTask(w.index, g, target, w.plan.rel, policy, self.rewriter, w.floor)
                 for w in work for g in task_groups(w.sources)]
 
     def describe(self, work: PartitionWork) -> list[str]:

@@ -17,6 +17,10 @@ A run (`run_transform`):
    is published;
 5. the log directory's own files (as reindex: offsets are unchanged, so its checkpoints stay valid),
    `kfmt-report.json`, and publication of DST at once (kfmt.storage.staging).
+
+What is carried is what a broker serves (kfmt.partition.log_start): from the log start offset on,
+unless `include_deleted`; segments wholly below it are not read, batches ending below it are left
+out by the tasks (each task is given the partition's `floor`), and the report's notes count them.
 """
 from __future__ import annotations
 
@@ -26,7 +30,9 @@ from typing import Sequence
 
 from kfmt.partition.companions import CompanionOptions, existing_leader_epochs
 from kfmt.errors import KfmtError, UsageError
+from kfmt.format import segment
 from kfmt.partition.layout import Segment
+from kfmt.partition.log_start import BelowLogStart, below_log_start, kept_segments, transform_floor
 from kfmt.storage.manifest import FileRecord
 from kfmt.pipelines.runner import run_tasks
 from kfmt.transforms.reindex import PartitionPlan, DirectoryPlan, write_log_dir_files, plan_reindex
@@ -49,12 +55,22 @@ class SourceSegment:
     base_offset: int
     size: int
     mtime_ms: int | None
+    ends_log: bool = False  # the partition's last segment: a bad tail is what log recovery truncates
 
     @classmethod
     def of(cls, plan: PartitionPlan, seg: Segment) -> "SourceSegment":
         part = plan.part
         return cls(part.storage.spec, seg.log.path, part.display(seg.log), seg.base_offset, seg.size,
-                   seg.log.mtime_ms)
+                   seg.log.mtime_ms, seg is part.segments[-1])
+
+    def check_tail(self, tail: segment.Tail, notes: list[str]) -> None:
+        """After a scan of the whole segment: a bad tail is an error, but in the partition's last
+        segment it is what Kafka's log recovery truncates, left out with a note (kfmt.format.segment)."""
+        if not tail.is_error:
+            return
+        if not self.ends_log:
+            raise tail.error(self.file)
+        notes.append(tail.recovery_message(self.file))
 
     def read(self, start: int = 0, end: int | None = None):
         """The segment's bytes from `start` (the whole file is mapped where the store allows)."""
@@ -82,6 +98,7 @@ class TaskResult:
     before: PartitionTally | None = None  # what it read
     after: PartitionTally | None = None  # what it wrote
     detail: object = None  # anything else a transform's tasks hand back (resegment: a plan)
+    notes: list[str] = field(default_factory=list)  # for the report (a last segment's tail left out)
 
 
 # A task takes consecutive segments of one partition up to this many bytes: a segment of its own when
@@ -119,6 +136,9 @@ class PartitionWork:
     sources: list[SourceSegment]
     detail: object = None  # the transform's own plan of the partition
     befores: list[PartitionTally] = field(default_factory=list)  # tallies of the source read in preparation
+    floor: int | None = None  # the first offset carried (the log start offset; None: all)
+    below: BelowLogStart | None = None  # what lies below it
+    notes: list[str] = field(default_factory=list)  # the preparation's notes for the report
 
     @property
     def label(self) -> str:
@@ -200,16 +220,20 @@ def _run_task(task):
 def run_transform(transform: Transform, src: str, dst: str, *, src_options: dict | None = None,
                   dst_options: dict | None = None, topic: str | None = None,
                   partition: int | None = None, master: str | None = None, dry_run: bool = False,
-                  progress: bool = True) -> tuple[RunPlan, dict | None]:
+                  progress: bool = True, include_deleted: bool = False) -> tuple[RunPlan, dict | None]:
     """Run `transform` from SRC into DST. Returns the plan and the report (None for a dry run, which
-    writes nothing)."""
+    writes nothing). `include_deleted`: also carry what lies below each log start offset."""
     started = time.time()
     transform.companions = transform.companions.with_clock()
     src_storage, src_path = open_storage(src, src_options)
     dst_storage, dst_path = open_storage(dst, dst_options if dst_options is not None else src_options)
     layout = plan_reindex(src_storage, src_path, dst_storage, dst_path, topic, partition)
-    work = [PartitionWork(i, p, [SourceSegment.of(p, s) for s in p.part.segments])
-            for i, p in enumerate(layout.partitions)]
+    work = []
+    for i, p in enumerate(layout.partitions):
+        floor = transform_floor(p.part, include_deleted)
+        work.append(PartitionWork(i, p, [SourceSegment.of(p, s) for s in kept_segments(p.part, floor)],
+                                  floor=floor,
+                                  below=None if floor is None else below_log_start(p.part, floor)))
     run = dict(master=master, progress=progress)
     plan = RunPlan(transform.command, layout, work, transform)
 
@@ -236,7 +260,8 @@ def run_transform(transform: Transform, src: str, dst: str, *, src_options: dict
             write_log_dir_files(layout, src_storage, src_path, out)
         report = make_report(transform.command, layout.source, layout.destination,
                              {**transform.options(), "topic": topic, "partition": partition},
-                             inputs, outputs, out.files, _notes(transform, layout))
+                             inputs, outputs, out.files,
+                             _notes(transform, layout, work) + [n for r in results for n in r.notes])
         report["duration_ms"] = int((time.time() - started) * 1000)
         out.write(REPORT_NAME, report_bytes(report))
     return plan, report
@@ -275,8 +300,10 @@ def _finish_partitions(transform: Transform, work: list[PartitionWork], results:
     return inputs, outputs
 
 
-def _notes(transform: Transform, layout: DirectoryPlan) -> list[str]:
+def _notes(transform: Transform, layout: DirectoryPlan, work: list[PartitionWork]) -> list[str]:
     notes = list(transform.notes())
+    notes += [w.below.note(w.label, layout.log_dir) for w in work if w.below is not None]
+    notes += [n for w in work for n in w.notes]
     notes.append(".index, .timeindex, .txnindex, producer .snapshot files and leader-epoch-checkpoint "
                  "built as Kafka 3.6's log recovery builds them; partition.metadata copied; the "
                  "content digest of the records written was checked against the records read")

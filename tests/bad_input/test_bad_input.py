@@ -23,7 +23,7 @@ import zstandard
 
 from support.cli import run_kfmt
 from support.corpus import REALKAFKA
-from support.corpus_truth import ListedEntry as Entry, kafka_listing
+from support.corpus_truth import ListedEntry as Entry, consumer_records, kafka_listing
 from test_codecs import legacy_message
 from kfmt.plugin import registry
 from kfmt.format.control import end_txn_marker_value
@@ -79,7 +79,7 @@ def assert_located(line: str, file: Path, position: int, offset: int) -> None:
 
 # --- truncated batches -----------------------------------------------------------------------
 
-# Cut points inside the last entry of a partition: inside the 12-byte log overhead, inside the
+# Cut points inside the last entry of a partition (a crash-cut tail, left out with a warning): inside the 12-byte log overhead, inside the
 # header before and after the magic byte, in the middle, one byte short. (A cut within the first
 # bytes of an entry whose offset field starts with zero bytes leaves bytes indistinguishable from a
 # zero-filled tail; those points are not used.)
@@ -94,8 +94,16 @@ def test_truncated_last_entry(tmp_path, name, cut):
     def truncate(data, e):
         del data[e.position + keep:]
     damage(part, last, truncate)
-    line = cat_error(part)
-    assert_located(line, part / last.file, last.position, last.offset)
+    # The tail Kafka's log recovery truncates (LogSegment.recover): every complete record, one
+    # warning naming the file, the position and the byte count, exit 0 (docs/consumer-view.md).
+    result = run_kfmt("cat", part, "--format", "json")
+    assert result.code == 0, result.err
+    before = kafka_listing(name)[-2].last_offset
+    assert [json.loads(line)["offset"] for line in result.lines] == \
+        [r["offset"] for r in consumer_records(name) if r["offset"] <= before]
+    lines = result.err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kfmt: warning: "), result.err
+    assert f"{part / last.file}: position {last.position}: {keep} byte(s) " in lines[0], lines[0]
 
 
 def test_truncated_entry_in_an_earlier_segment_stops_there(tmp_path):
@@ -205,14 +213,26 @@ def test_legacy_message_fields_disagree_with_its_size(tmp_path):
 @pytest.mark.parametrize("garbage", [b"garb", b"\x01" * 17, b"garbage! not a batch, not zeros" * 3])
 @pytest.mark.parametrize("name", ["v2-none-0", "v1-none-0", "compact-v1-gzip-0"])
 def test_trailing_garbage(tmp_path, name, garbage):
+    """Garbage after the last entry of a segment: an error (exit 65) in a segment that is not the
+    partition's last; in the last one, the tail log recovery truncates."""
     part = copy_partition(name, tmp_path)
     last = kafka_listing(name)[-1]
     log = part / last.file
     end = log.stat().st_size
     log.write_bytes(log.read_bytes() + garbage)
-    line = cat_error(part)
-    # garbage has no offset of its own: the error names the offset the last entry leads to
-    assert_located(line, log, end, last.last_offset + 1)
+    if log != max(part.glob("*.log")):
+        line = cat_error(part)
+        # garbage has no offset of its own: the error names the offset the last entry leads to
+        assert_located(line, log, end, last.last_offset + 1)
+        return
+    # After the last complete entry of the partition's last segment, garbage is a tail Kafka's log
+    # recovery truncates (LogSegment.recover stops at the first entry it cannot read): every
+    # record, one warning naming the file, the position and the byte count, exit 0.
+    result = run_kfmt("cat", part, "--format", "json")
+    assert result.code == 0, result.err
+    assert result.out == run_kfmt("cat", REALKAFKA / name, "--format", "json").out
+    lines = result.err.splitlines()
+    assert len(lines) == 1 and f"{log}: position {end}: {len(garbage)} byte(s) " in lines[0], result.err
 
 
 @pytest.mark.parametrize("name", ["v2-none-0", "v1-lz4-0", "v0-none-0", "compact-v2-none-0"])

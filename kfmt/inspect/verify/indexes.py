@@ -98,8 +98,10 @@ class IndexChecker:
         """Returns True if the file is a preallocated (running broker) one."""
         seg, report = facts.segment, self.report
         if seg.index is None:
-            report.note("offset-index-missing", "the segment has no .index: Kafka rebuilds the segment's "
-                        "indexes from the log at startup (LogSegment.sanityCheck)", facts.file)
+            report.note("offset-index-missing", "the segment has no .index: Kafka's log loading "
+                        "recovers the segment whole, rebuilding its .index and .timeindex from the log "
+                        "(LogSegment.sanityCheck throws NoSuchFileException, LogLoader recovers the "
+                        "segment)", facts.file)
             return False
         file = self.part.display(seg.index)
         data = self._read(seg.index)
@@ -155,11 +157,15 @@ class IndexChecker:
         seg, report = facts.segment, self.report
         largest = facts.max_timestamp
         if seg.timeindex is None:
-            if largest >= 0:
+            # Without its .index the segment is recovered whole on load (LogSegment.sanityCheck throws
+            # NoSuchFileException for the offset index; LogLoader recovers the segment), which
+            # rebuilds the time index too: the "offset-index-missing" note covers it. Only beside an
+            # existing .index does a missing .timeindex stay unrebuilt.
+            if largest >= 0 and seg.index is not None:
                 report.error("time-index-missing", f"the segment has no .timeindex although its batches "
-                             f"carry timestamps (largest {largest}): Kafka creates an empty one and never "
-                             f"rebuilds it, so time lookups and retention lose this segment's timestamps",
-                             facts.file)
+                             f"carry timestamps (largest {largest}) and its .index exists: Kafka creates "
+                             f"an empty one and never rebuilds it, so time lookups and retention lose "
+                             f"this segment's timestamps", facts.file)
             return
         file = self.part.display(seg.timeindex)
         data = self._read(seg.timeindex)

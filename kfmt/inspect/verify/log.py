@@ -83,6 +83,8 @@ class SegmentColumns:
         self.base_offsets, self.last_offsets, self.max_timestamps = array("q"), array("q"), array("q")
         #: where the readable entries end: the file size when the framing is intact
         self.readable_end = 0
+        #: the partition's last segment ends in a bad tail, which log recovery truncates
+        self.recovered_tail = False
 
     def add(self, facts: BatchFacts) -> None:
         self.positions.append(facts.position)
@@ -159,6 +161,7 @@ class LogChecker:
                 observer.on_batch(batch_facts, file, report)
         self._check_tail(scanner.tail, file, is_last)
         facts.readable_end = scanner.tail.position
+        facts.recovered_tail = is_last and scanner.tail.is_error
         return facts
 
     # --- one batch ---
@@ -298,6 +301,12 @@ class LogChecker:
                 self.report.error("framing", f"{message}: only the active segment is preallocated, an "
                                   f"inactive one is trimmed on roll (Kafka's reader rejects an entry size "
                                   f"below 14 there)", file, tail.position)
+            return
+        if is_last:  # a broker killed mid-write, a copy cut short: recovery truncates it
+            self.report.note("log-tail-truncated", f"{tail.message}; the remaining {tail.length} bytes "
+                             f"of the partition's last segment are the tail Kafka's log recovery "
+                             f"truncates (LogSegment.recover stops at the first entry it cannot read): "
+                             f"readers leave them out", file, tail.position, tail.offset)
             return
         self.report.error("framing", f"{tail.message}; the remaining {tail.length} bytes of the file "
                           f"cannot be read (expected a complete entry or the end of the file)", file,

@@ -19,7 +19,10 @@ from kfmt.partition.snapshots import ENTRY, HEADER, read_snapshot
 from .problems import Report
 
 
-def check_snapshots(part: PartitionDir, report: Report, log_end: int | None) -> None:
+def check_snapshots(part: PartitionDir, report: Report, log_end: int | None,
+                    recovered: bool = False) -> None:
+    """`recovered`: log recovery truncates the last segment's tail on load, and with it the
+    snapshots beyond the new log end offset (ProducerStateManager.truncateAndReload): notes."""
     bases = {seg.base_offset for seg in part.segments}
     log_start = part.segments[0].base_offset if part.segments else None
     last_base = part.segments[-1].base_offset if part.segments else None
@@ -32,7 +35,12 @@ def check_snapshots(part: PartitionDir, report: Report, log_end: int | None) -> 
         except DataError as err:
             report.data_error("snapshot", err, file, 0, offset)
             entries = []
-        if log_end is not None and offset > log_end:
+        if log_end is not None and offset > log_end and recovered:
+            report.note("snapshot-name", f"snapshot at offset {offset} is beyond the log end offset "
+                        f"{log_end} that log recovery leaves after truncating the last segment's "
+                        f"tail: Kafka deletes it on load and rebuilds producer state from the log",
+                        file, None, offset)
+        elif log_end is not None and offset > log_end:
             report.error("snapshot-name", f"snapshot at offset {offset} is beyond the log end offset "
                          f"{log_end}: it describes batches this log does not hold (expected a segment base "
                          f"or the log end offset)", file, None, offset)
