@@ -82,7 +82,7 @@ class Log:
         if batch_rows <= 0:
             raise UsageError(f"batch_rows must be positive, not {batch_rows}")
         bounds = _Bounds(from_offset, to_offset, from_timestamp, to_timestamp, include_deleted)
-        selection = Selection(include_control, isolation == "read_committed")
+        selection = Selection(include_control, isolation == "read_committed", include_deleted)
         batches = (rows for part in self.parts
                    for rows in self._partition_rows(part, bounds, selection, batch_rows))
         return pa.RecordBatchReader.from_batches(EXPORT_SCHEMA, batches)
