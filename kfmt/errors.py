@@ -70,6 +70,11 @@ class StorageError(KfmtError):
     refused, permission denied, a read-only or full disk (kfmt.storage.store.storage_failure says which)."""
 
 
+class StoragePermissionError(StorageError, PermissionError):
+    """Permission denied. Still a PermissionError, for callers that skip what they may not read
+    (kfmt salvage reports an unreadable segment and goes on)."""
+
+
 class StorageNotFound(StorageError):
     """A location that does not exist where the user pointed (an S3 bucket that is not there)."""
 

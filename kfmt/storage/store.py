@@ -18,7 +18,7 @@ import posixpath
 import re
 from dataclasses import dataclass, field
 
-from kfmt.errors import KfmtError, StorageError, StorageNotFound, UsageError
+from kfmt.errors import KfmtError, StorageError, StorageNotFound, StoragePermissionError, UsageError
 
 
 @dataclass(frozen=True)
@@ -345,7 +345,10 @@ def storage_failure(err: BaseException, storage: "Storage | None", path: str, ve
     if code in _CREDENTIALS_REFUSED:
         return StorageError(f"{service} refused the credentials ({code}) for {where}")
     if code in _ACCESS_DENIED:
-        return StorageError(f"{where}: access denied by {service} (cannot {verb})")
+        return StoragePermissionError(f"{where}: access denied by {service} (cannot {verb})")
+    if code in ("403", "Forbidden"):  # an answer without a body (HEAD): S3 does not say which
+        return StoragePermissionError(f"{service} refused access to {where} (HTTP 403: wrong "
+                                      f"credentials, or no permission to {verb})")
     if code == "NoSuchBucket":
         return StorageNotFound(f"{_bucket_url(where)}: no such bucket" + (f" at {remote}" if remote else ""))
     if names & _NO_CREDENTIALS:
@@ -354,7 +357,9 @@ def storage_failure(err: BaseException, storage: "Storage | None", path: str, ve
     if remote is not None and names & _UNREACHABLE:
         return StorageError(f"cannot reach {remote}: {_connection_reason(chain)} (trying to {verb} {where})")
     if isinstance(err, PermissionError):
-        return StorageError(f"{where}: permission denied (cannot {verb})")
+        return StoragePermissionError(f"{where}: permission denied (cannot {verb})")
+    if verb == "create" and isinstance(err, FileExistsError):  # makedirs: a file is in the way
+        return StorageError(f"{err.filename or where}: not a directory (cannot create {where})")
     if isinstance(err, OSError) and err.errno in (errno.EROFS, errno.ENOSPC, errno.EDQUOT):
         return StorageError(f"{where}: {err.strerror.lower() if err.strerror else 'write failed'} (cannot {verb})")
     return None
