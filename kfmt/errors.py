@@ -67,7 +67,7 @@ class DataError(KfmtError):
 
 class StorageError(KfmtError):
     """Storage failed for a reason outside the data: an endpoint that does not answer, credentials
-    refused, permission denied, a read-only or full disk (kfmt.storage.store.storage_failure says which)."""
+    refused, permission denied, a read-only or full disk (kfmt.storage.failures says which)."""
 
 
 class StoragePermissionError(StorageError, PermissionError):

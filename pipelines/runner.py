@@ -23,7 +23,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from kfmt.errors import DataError, EngineError, KfmtError, UsageError
+from kfmt.errors import EXIT_USAGE, DataError, EngineError, KfmtError, UsageError
 
 INPROCESS = "inprocess"
 #: seconds a cluster job may go without any executor before it is cancelled
@@ -44,7 +44,8 @@ class TaskFailure:
     def of(cls, err: KfmtError) -> "TaskFailure":
         if isinstance(err, DataError):
             return cls("data", err.message, err.file, err.position, err.offset)
-        return cls("usage" if isinstance(err, UsageError) else "failure", str(err))
+        # by exit code: a missing bucket (StorageNotFound) is a usage error without being a UsageError
+        return cls("usage" if err.exit_code == EXIT_USAGE else "failure", str(err))
 
     def raise_again(self):
         if self.kind == "data":

@@ -12,13 +12,11 @@ times say so (`keeps_mtime`); object stores do not, and kfmt carries mtimes in i
 """
 from __future__ import annotations
 
-import errno
-import functools
 import posixpath
-import re
 from dataclasses import dataclass, field
 
-from kfmt.errors import KfmtError, StorageError, StorageNotFound, StoragePermissionError, UsageError
+from kfmt.errors import KfmtError, UsageError
+from kfmt.storage.failures import STORAGE_VERBS, translated_method, translated_stream_method
 
 
 @dataclass(frozen=True)
@@ -61,7 +59,7 @@ class WriteStream:
         for name in ("write", "close", "abort"):
             method = cls.__dict__.get(name)
             if method is not None and not hasattr(method, "_kfmt_translated"):
-                setattr(cls, name, _translated_stream_method(method))
+                setattr(cls, name, translated_stream_method(method))
 
     def write(self, data) -> int:
         raise NotImplementedError
@@ -96,13 +94,13 @@ class Storage:
         self.bytes_read = 0
 
     def __init_subclass__(cls, **kwargs):
-        # Every backend's failures reach the user through one mapping (storage_failure), also the
+        # Every backend's failures reach the user through one mapping (kfmt.storage.failures), also the
         # failures of backends that plugins add: the methods a subclass defines are wrapped here.
         super().__init_subclass__(**kwargs)
-        for name, verb in _STORAGE_VERBS.items():
+        for name, verb in STORAGE_VERBS.items():
             method = cls.__dict__.get(name)
             if method is not None and not hasattr(method, "_kfmt_translated"):
-                setattr(cls, name, _translated_method(method, verb))
+                setattr(cls, name, translated_method(method, verb))
 
     # --- paths ---
     def join(self, *parts: str) -> str:
@@ -226,148 +224,6 @@ def open_storage(url: str, options: dict | None = None) -> tuple[Storage, str]:
                 raise KfmtError(f"{url}: the {backend.name} storage backend needs {e.name} "
                                 f"(pip install 'kfmt[s3]' for s3://)") from None
     raise UsageError(f"no storage backend handles {url!r}")
-
-
-# --- failures: one mapping from what backends raise to one line a person understands ---
-
-#: the Storage methods whose failures are translated, and what they were doing (for the message)
-_STORAGE_VERBS = {"listdir": "list", "walk": "list", "info": "read", "exists": "look up",
-                  "isdir": "look up", "_read": "read", "_map": "read", "makedirs": "create",
-                  "write": "write", "open_write": "write", "set_mtime": "write", "sync": "write",
-                  "remove": "remove", "remove_tree": "remove", "rename": "rename"}
-
-#: S3 error codes (the service's own, as botocore reports them) for refused credentials
-_CREDENTIALS_REFUSED = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken",
-                        "InvalidClientTokenId", "TokenRefreshRequired", "AuthorizationHeaderMalformed",
-                        "InvalidSecurity"}
-_ACCESS_DENIED = {"AccessDenied", "AllAccessDisabled", "AccountProblem"}
-#: exception class names (anywhere in the cause chain) meaning the service could not be reached:
-#: botocore's, aiohttp's and the standard library's, matched by name so that none must be installed
-_UNREACHABLE = {"EndpointConnectionError", "ConnectTimeoutError", "ReadTimeoutError",
-                "ConnectionClosedError", "ProxyConnectionError", "ClientConnectorError",
-                "ServerDisconnectedError", "ServerTimeoutError", "ConnectionError", "TimeoutError",
-                "FSTimeoutError", "gaierror"}
-_NO_CREDENTIALS = {"NoCredentialsError", "PartialCredentialsError", "CredentialRetrievalError"}
-
-
-def _translated_method(method, verb: str):
-    @functools.wraps(method)
-    def call(self, path, *args, **kwargs):
-        try:
-            return method(self, path, *args, **kwargs)
-        except KfmtError:
-            raise
-        except Exception as err:
-            failure = storage_failure(err, self, path, verb)
-            if failure is None:
-                raise
-            raise failure from None  # the cause could carry request details; the message says it all
-    call._kfmt_translated = True
-    return call
-
-
-def _translated_stream_method(method):
-    @functools.wraps(method)
-    def call(self, *args, **kwargs):
-        try:
-            return method(self, *args, **kwargs)
-        except KfmtError:
-            raise
-        except Exception as err:
-            failure = storage_failure(err, self.storage, self.path, "write")
-            if failure is None:
-                raise
-            raise failure from None
-    call._kfmt_translated = True
-    return call
-
-
-def _causes(err: BaseException):
-    """The exception and everything it wraps: causes, contexts, and the `error`/`os_error` botocore
-    and aiohttp keep the underlying socket error in."""
-    seen, todo = set(), [err]
-    while todo:
-        e = todo.pop(0)
-        if e is None or id(e) in seen or not isinstance(e, BaseException):
-            continue
-        seen.add(id(e))
-        yield e
-        todo += [e.__cause__, e.__context__, getattr(e, "os_error", None),
-                 (getattr(e, "kwargs", None) or {}).get("error") if isinstance(getattr(e, "kwargs", None), dict) else None]
-        todo += [a for a in getattr(e, "args", ()) if isinstance(a, BaseException)]
-
-
-def _service_code(chain: list[BaseException]) -> str | None:
-    for e in chain:
-        response = getattr(e, "response", None)
-        if isinstance(response, dict):
-            code = (response.get("Error") or {}).get("Code")
-            if code:
-                return str(code)
-    return None
-
-
-def _connection_reason(chain: list[BaseException]) -> str:
-    for e in chain:
-        if isinstance(e, ConnectionRefusedError) or getattr(e, "errno", None) == errno.ECONNREFUSED:
-            return "connection refused"
-    names = {c.__name__ for e in chain for c in type(e).__mro__}
-    text = " ".join(str(e) for e in chain).lower()
-    if "refused" in text:
-        return "connection refused"
-    if "gaierror" in names or "name or service not known" in text or "name resolution" in text:
-        return "host name not found"
-    if names & {"ConnectTimeoutError", "ReadTimeoutError", "TimeoutError", "ServerTimeoutError",
-                "FSTimeoutError"} or "timed out" in text or "timeout" in text:
-        return "timed out"
-    if names & {"ConnectionClosedError", "ServerDisconnectedError"} or "reset" in text:
-        return "connection closed by the server"
-    return "connection failed"
-
-
-def _bucket_url(where: str) -> str:
-    m = re.match(r"^([a-z0-9]+://[^/]+)", where)
-    return m[1] if m else where
-
-
-def storage_failure(err: BaseException, storage: "Storage | None", path: str, verb: str) -> KfmtError | None:
-    """The kfmt error a backend failure means, or None for failures that are not about reaching or
-    being allowed into storage (a missing file, a file in the way: callers decide what those mean).
-
-    Messages name the location (the URL or path the user gave) and, for a remote store, the service;
-    never the credentials."""
-    where = storage.url_of(path) if storage is not None else str(path)
-    remote = getattr(storage, "remote", None)
-    chain = list(_causes(err))
-    names = {c.__name__ for e in chain for c in type(e).__mro__}
-    code = _service_code(chain)
-    service = remote or where
-    if code in _CREDENTIALS_REFUSED:
-        return StorageError(f"{service} refused the credentials ({code}) for {where}")
-    if code in _ACCESS_DENIED:
-        return StoragePermissionError(f"{where}: access denied by {service} (cannot {verb})")
-    if code in ("403", "Forbidden"):  # an answer without a body (HEAD): S3 does not say which
-        return StoragePermissionError(f"{service} refused access to {where} (HTTP 403: wrong "
-                                      f"credentials, or no permission to {verb})")
-    if code == "NoSuchBucket":
-        return StorageNotFound(f"{_bucket_url(where)}: no such bucket" + (f" at {remote}" if remote else ""))
-    if names & _NO_CREDENTIALS:
-        return StorageError(f"{service}: no credentials for {where} (give key= and secret= storage "
-                            f"options, or set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)")
-    if remote is not None and names & _UNREACHABLE:
-        return StorageError(f"cannot reach {remote}: {_connection_reason(chain)} (trying to {verb} {where})")
-    if isinstance(err, PermissionError):
-        return StoragePermissionError(f"{where}: permission denied (cannot {verb})")
-    if verb == "create" and isinstance(err, FileExistsError):  # makedirs: a file is in the way
-        return StorageError(f"{err.filename or where}: not a directory (cannot create {where})")
-    if isinstance(err, OSError) and err.errno in (errno.EROFS, errno.ENOSPC, errno.EDQUOT):
-        return StorageError(f"{where}: {err.strerror.lower() if err.strerror else 'write failed'} (cannot {verb})")
-    return None
-
-
-def without_credentials(url: str) -> str:
-    """A URL as messages show it: user and password removed (http://user:pass@host -> http://host)."""
-    return re.sub(r"^([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@]*@", r"\1", url)
 
 
 def parse_storage_options(pairs: list[str] | None) -> dict:

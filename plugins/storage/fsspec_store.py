@@ -8,7 +8,7 @@ a stale cached listing would hide files another process (an executor, an earlier
 
 On S3, retries and timeouts are bounded unless the user set them (S3_BOUNDS): botocore's defaults (a
 60 s connect timeout, and s3fs retrying botocore's retries five times) keep a command that cannot
-reach its endpoint waiting for minutes. Failures become one-line kfmt errors in kfmt.storage.store.
+reach its endpoint waiting for minutes. Failures become one-line kfmt errors in kfmt.storage.failures.
 """
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ from fsspec.spec import AbstractBufferedFile
 
 from kfmt.plugin.hookspecs import hookimpl
 from kfmt.errors import StorageNotFound
-from kfmt.storage.store import FileInfo, Storage, StorageBackend, WriteStream, without_credentials
+from kfmt.storage.failures import without_credentials
+from kfmt.storage.store import FileInfo, Storage, StorageBackend, WriteStream
 
 #: botocore settings (config_kwargs) that bound how long an unreachable or silent S3 endpoint holds a
 #: command: at most 3 attempts (botocore's "standard" mode retries connection errors and timeouts),
