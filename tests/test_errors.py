@@ -149,6 +149,20 @@ def uploaded(s3_server, s3_url):
     return f"{s3_url}/{PARTITION}"
 
 
+def test_s3_bounds_leave_what_the_user_set():
+    """kfmt bounds botocore's waits only where the user said nothing (read back from s3fs itself)."""
+    pytest.importorskip("s3fs")
+    user = {"connect_timeout": 30, "retries": {"max_attempts": 7, "mode": "adaptive"}}
+    storage, _ = open_storage("s3://bucket/x", {"endpoint_url": "http://127.0.0.1:1", "key": "k",
+                                                "secret": "s", "config_kwargs": user})
+    assert storage.fs.config_kwargs["connect_timeout"] == 30
+    assert storage.fs.config_kwargs["retries"] == {"max_attempts": 7, "mode": "adaptive"}
+    assert storage.fs.config_kwargs["read_timeout"] < 60  # not set by the user: bounded
+    storage, _ = open_storage("s3://bucket/x", {"endpoint_url": "http://127.0.0.1:1", "key": "k", "secret": "s"})
+    assert storage.fs.config_kwargs["connect_timeout"] < 60
+    assert user == {"connect_timeout": 30, "retries": {"max_attempts": 7, "mode": "adaptive"}}  # not mutated
+
+
 @pytest.mark.s3
 def test_an_s3_endpoint_nothing_listens_on(tmp_path):
     endpoint = f"http://127.0.0.1:{free_port()}"
