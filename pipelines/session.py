@@ -106,10 +106,15 @@ def _launch_filtered_gateway(conf) -> None:
 
 
 def _pass_stderr(stream) -> None:
+    """To file descriptor 2, where the JVM wrote before (sys.stderr may be replaced, by a test's
+    capture say). Never stops draining: a JVM blocked on a full stderr pipe would hang the job."""
     for line in iter(stream.readline, b""):
-        if not line.decode(errors="replace").startswith(_JVM_NOISE):
-            sys.stderr.buffer.write(line)
-            sys.stderr.flush()
+        if line.decode(errors="replace").startswith(_JVM_NOISE):
+            continue
+        try:
+            os.write(2, line)
+        except OSError:
+            pass
 
 
 def spark_error_line(err: BaseException) -> str:
