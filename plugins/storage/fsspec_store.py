@@ -136,8 +136,14 @@ class FsspecStorage(Storage):
         bucket = path.lstrip("/").split("/", 1)[0]
         if not bucket or bucket in self._buckets_seen:
             return
-        if not self.fs.exists(bucket):
-            raise StorageNotFound(f"{self.protocol}://{bucket}: no such bucket at {self.remote}")
+        # s3fs's exists() says False for a bucket it may not probe as for one that is not there:
+        # only a "not found" answer to HeadBucket counts
+        try:
+            self.fs.call_s3("head_bucket", Bucket=bucket)
+        except FileNotFoundError:
+            raise StorageNotFound(f"{self.protocol}://{bucket}: no such bucket at {self.remote}") from None
+        except Exception:
+            return  # not allowed to ask, or no answer: the path is simply not there
         self._buckets_seen.add(bucket)
 
     def isdir(self, path):
