@@ -163,7 +163,8 @@ def find_partitions(storage: Storage, path: str, topic: str | None = None,
         parts.sort(key=lambda p: (p.topic or "", p.partition or 0))
         if not parts:  # not a log directory at all: one error, not a warning per directory in it
             raise UsageError(f"{storage.url_of(path)}: no partition directories (<topic>-<partition>) "
-                             f"and no segment files" + (f" ({len(strangers)} other directories)"
+                             f"and no segment files" + (f" ({len(strangers)} other "
+                                                        f"director{'y' if len(strangers) == 1 else 'ies'})"
                                                         if strangers else ""))
         for info in strangers:
             warnings.warn(f"{storage.url_of(info.path)}: not a partition directory "
