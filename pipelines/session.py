@@ -24,6 +24,8 @@ from kfmt.errors import EngineError
 LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
 #: how long a connection to a standalone master may take before it counts as unreachable
 MASTER_CONNECT_TIMEOUT_S = 5
+#: how long a standalone master may take to register kfmt's application once the JVM runs
+REGISTRATION_TIMEOUT_S = 30
 #: lines the JVM prints on every start that say nothing to a kfmt user
 _JVM_NOISE = ("WARNING: Using incubator modules",)
 
@@ -54,10 +56,38 @@ def spark_session(master: str | None = None, app_name: str = "kfmt"):
             .set("spark.executor.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG4J_CONFIG}"))
     try:
         _launch_filtered_gateway(conf)
-        _session = SparkSession.builder.config(conf=conf).getOrCreate()
+        _session = _create(SparkSession.builder.config(conf=conf), master)
+    except EngineError:
+        raise
     except Exception as err:
         raise EngineError(f"cannot start Spark on master {master}: {spark_error_line(err)}") from None
     return _session
+
+
+def _create(builder, master: str):
+    """builder.getOrCreate(), bounded for a standalone master: Spark's context waits for the master
+    to register the application (StandaloneSchedulerBackend), and a peer that accepts connections
+    without answering as a master holds it for three 20 s attempts. The call is left running in a
+    daemon thread after REGISTRATION_TIMEOUT_S; the JVM goes when this process exits."""
+    if not master.startswith("spark://"):
+        return builder.getOrCreate()
+    outcome: list = []
+
+    def create():
+        try:
+            outcome.append(builder.getOrCreate())
+        except BaseException as err:  # handed to the waiting thread
+            outcome.append(err)
+
+    thread = threading.Thread(target=create, daemon=True, name="kfmt-spark-start")
+    thread.start()
+    thread.join(REGISTRATION_TIMEOUT_S)
+    if not outcome:
+        raise EngineError(f"cannot start Spark on master {master}: the application was not registered "
+                          f"within {REGISTRATION_TIMEOUT_S} s (is a Spark master listening there?)")
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    return outcome[0]
 
 
 def stop_session() -> None:
@@ -122,7 +152,7 @@ def spark_error_line(err: BaseException) -> str:
     frame, without Java class prefixes where a message follows."""
     text = str(err)
     lines = [line.strip() for line in text.replace("\\n", "\n").splitlines() if line.strip()]
-    lines = [line for line in lines if not line.startswith(("at ", "..."))]
+    lines = [line.lstrip(": ") for line in lines if not line.startswith(("at ", "..."))]
     for line in lines:
         head, sep, message = line.partition(": ")
         if sep and head.rsplit(".", 1)[-1].endswith(("Exception", "Error")) and message:
