@@ -25,8 +25,8 @@ from kfmt.storage.store import FileInfo, Storage, StorageBackend, WriteStream
 
 #: botocore settings (config_kwargs) that bound how long an unreachable or silent S3 endpoint holds a
 #: command: at most 3 attempts (botocore's "standard" mode retries connection errors and timeouts),
-#: 5 s to connect, 15 s of silence on a connection: about a minute at worst, seconds when refused.
-S3_BOUNDS = {"connect_timeout": 5, "read_timeout": 15, "retries": {"max_attempts": 3, "mode": "standard"}}
+#: 5 s to connect, 10 s of silence on a connection: about a minute at worst, seconds when refused.
+S3_BOUNDS = {"connect_timeout": 5, "read_timeout": 10, "retries": {"max_attempts": 3, "mode": "standard"}}
 #: s3fs retries timeouts and throttling itself, around botocore's retries (5 times by default);
 #: botocore's standard mode retries the same failures, so its attempts are enough
 S3FS_RETRIES = 1
