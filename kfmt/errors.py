@@ -65,6 +65,26 @@ class DataError(KfmtError):
         return f"{': '.join([', '.join(where), self.message]) if where else self.message}"
 
 
+class StorageError(KfmtError):
+    """Storage failed for a reason outside the data: an endpoint that does not answer, credentials
+    refused, permission denied, a read-only or full disk (kfmt.storage.failures says which)."""
+
+
+class StoragePermissionError(StorageError, PermissionError):
+    """Permission denied. Still a PermissionError, for callers that skip what they may not read
+    (kfmt salvage reports an unreadable segment and goes on)."""
+
+
+class StorageNotFound(StorageError):
+    """A location that does not exist where the user pointed (an S3 bucket that is not there)."""
+
+    exit_code = EXIT_USAGE
+
+
+class EngineError(KfmtError):
+    """The engine that runs a job failed: a Spark master that does not answer, no executors."""
+
+
 class KfmtWarning(UserWarning):
     """Something kfmt skipped and says so (the command line prints it as one `kfmt: warning:` line)."""
 

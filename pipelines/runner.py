@@ -9,18 +9,25 @@ process (no JVM): for tiny inputs and for tests of the job logic.
 Errors keep their meaning across the executor boundary: a kfmt error raised by a task (bad data, a
 usage problem) is caught there and raised again on the driver as the same kind of error, so the CLI
 still prints one line and exits 65 or 2; anything else is a failure of the job.
+
+A job on a cluster that has no executors (none accepted it, or all were lost) would wait forever:
+the watcher cancels it after KFMT_SPARK_EXECUTOR_WAIT seconds without one (EXECUTOR_WAIT_S).
 """
 from __future__ import annotations
 
+import os
 import sys
 import threading
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from kfmt.errors import DataError, KfmtError, UsageError
+from kfmt.errors import EXIT_USAGE, DataError, EngineError, KfmtError, UsageError
 
 INPROCESS = "inprocess"
+#: seconds a cluster job may go without any executor before it is cancelled
+EXECUTOR_WAIT_S = 45
 
 
 @dataclass(frozen=True)
@@ -37,7 +44,8 @@ class TaskFailure:
     def of(cls, err: KfmtError) -> "TaskFailure":
         if isinstance(err, DataError):
             return cls("data", err.message, err.file, err.position, err.offset)
-        return cls("usage" if isinstance(err, UsageError) else "failure", str(err))
+        # by exit code: a missing bucket (StorageNotFound) is a usage error without being a UsageError
+        return cls("usage" if err.exit_code == EXIT_USAGE else "failure", str(err))
 
     def raise_again(self):
         if self.kind == "data":
@@ -87,23 +95,53 @@ def _run_on_spark(fn, tasks, master, description, progress):
     sc.setJobGroup(group, description or "kfmt", interruptOnCancel=True)
     rdd = sc.parallelize(list(enumerate(tasks)), numSlices=len(tasks)).map(_guarded(fn))
     done = threading.Event()
-    watcher = threading.Thread(target=_watch, args=(sc, group, len(tasks), description, progress, done),
-                               daemon=True)
+    stalled: list[str] = []  # why the watcher cancelled the job, if it did
+    watcher = threading.Thread(target=_watch, args=(sc, group, len(tasks), description, progress, done,
+                                                    stalled), daemon=True)
     watcher.start()
     try:
         return rdd.collect()
     except Exception as err:  # a failure that is not a kfmt error: report it in one line
-        raise KfmtError(f"the Spark job failed: {_root_cause(err)}") from err
+        if stalled:
+            raise EngineError(stalled[0]) from None
+        raise EngineError(f"the Spark job failed: {_root_cause(err)}") from None
     finally:
         done.set()
         watcher.join()
 
 
-def _watch(sc, group, total, description, enabled, done):
-    """Advance a progress bar from Spark's status tracker while the job runs."""
+def _executor_wait_s() -> float:
+    try:
+        return float(os.environ.get("KFMT_SPARK_EXECUTOR_WAIT", EXECUTOR_WAIT_S))
+    except ValueError:
+        return EXECUTOR_WAIT_S
+
+
+def _executor_count(sc) -> int | None:
+    """Executors registered with the driver (the driver itself not counted); None if unknown."""
+    try:
+        return len(sc._jsc.sc().statusTracker().getExecutorInfos()) - 1
+    except Exception:
+        return None
+
+
+def _watch(sc, group, total, description, enabled, done, stalled):
+    """Advance a progress bar from Spark's status tracker while the job runs; on a cluster, cancel
+    the job when it has had no executor for _executor_wait_s()."""
     bar = _progress(range(total), description, enabled)
     tracker = sc.statusTracker()
+    cluster = not sc.master.startswith("local")
+    wait_s, executor_seen = _executor_wait_s(), time.monotonic()
     while not done.wait(0.5):
+        if cluster:
+            count = _executor_count(sc)
+            if count is None or count > 0:
+                executor_seen = time.monotonic()
+            elif time.monotonic() - executor_seen > wait_s:
+                stalled.append(f"no Spark executors on master {sc.master} for {wait_s:g} s (none "
+                               f"accepted the job, or all were lost): job cancelled")
+                sc.cancelJobGroup(group)
+                break
         finished = 0
         for job_id in tracker.getJobIdsForGroup(group):
             job = tracker.getJobInfo(job_id)

@@ -3,14 +3,31 @@
 Settings these machines require (reference/environment-notes.md): the workers must run this
 interpreter (it has pyarrow and kfmt), Spark binds 127.0.0.1 only, and the UI (which listens on all
 interfaces) is off.
+
+Failures to start are one-line kfmt errors (EngineError), quickly: a standalone master that does not
+answer is found by connecting to it first, because Spark's StandaloneAppClient would retry its
+registration for a minute and then leave a stopped context behind. The JVM's stderr passes through a
+filter that drops the one line every run prints ("WARNING: Using incubator modules"), so that a
+failing command still prints one line.
 """
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
 import sys
+import threading
 from pathlib import Path
 
+from kfmt.errors import EngineError
+
 LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
+#: how long a connection to a standalone master may take before it counts as unreachable
+MASTER_CONNECT_TIMEOUT_S = 5
+#: how long a standalone master may take to register kfmt's application once the JVM runs
+REGISTRATION_TIMEOUT_S = 30
+#: lines the JVM prints on every start that say nothing to a kfmt user
+_JVM_NOISE = ("WARNING: Using incubator modules",)
 
 _session = None
 
@@ -23,20 +40,54 @@ def spark_session(master: str | None = None, app_name: str = "kfmt"):
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    master = master or os.environ.get("KFMT_SPARK_MASTER", "local[*]")
+    check_master_reachable(master)
+    from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
-    builder = (SparkSession.builder.appName(app_name)
-               .master(master or os.environ.get("KFMT_SPARK_MASTER", "local[*]"))
-               .config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.driver.host", "127.0.0.1")
-               .config("spark.driver.bindAddress", "127.0.0.1")
-               .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-               .config("spark.python.worker.reuse", "true")
-               .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG4J_CONFIG}")
-               .config("spark.executor.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG4J_CONFIG}"))
-    _session = builder.getOrCreate()
+    conf = (SparkConf().setAppName(app_name).setMaster(master)
+            .set("spark.ui.enabled", "false")
+            .set("spark.ui.showConsoleProgress", "false")
+            .set("spark.driver.host", "127.0.0.1")
+            .set("spark.driver.bindAddress", "127.0.0.1")
+            .set("spark.sql.execution.arrow.pyspark.enabled", "true")
+            .set("spark.python.worker.reuse", "true")
+            .set("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG4J_CONFIG}")
+            .set("spark.executor.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG4J_CONFIG}"))
+    try:
+        _launch_filtered_gateway(conf)
+        _session = _create(SparkSession.builder.config(conf=conf), master)
+    except EngineError:
+        raise
+    except Exception as err:
+        raise EngineError(f"cannot start Spark on master {master}: {spark_error_line(err)}") from None
     return _session
+
+
+def _create(builder, master: str):
+    """builder.getOrCreate(), bounded for a standalone master: Spark's context waits for the master
+    to register the application (StandaloneSchedulerBackend), and a peer that accepts connections
+    without answering as a master holds it for three 20 s attempts. The call is left running in a
+    daemon thread after REGISTRATION_TIMEOUT_S; the JVM goes when this process exits."""
+    if not master.startswith("spark://"):
+        return builder.getOrCreate()
+    outcome: list = []
+
+    def create():
+        try:
+            outcome.append(builder.getOrCreate())
+        except BaseException as err:  # handed to the waiting thread
+            outcome.append(err)
+
+    thread = threading.Thread(target=create, daemon=True, name="kfmt-spark-start")
+    thread.start()
+    thread.join(REGISTRATION_TIMEOUT_S)
+    if not outcome:
+        raise EngineError(f"cannot start Spark on master {master}: the application was not registered "
+                          f"within {REGISTRATION_TIMEOUT_S} s (is a Spark master listening there?)")
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    return outcome[0]
 
 
 def stop_session() -> None:
@@ -44,3 +95,67 @@ def stop_session() -> None:
     if _session is not None:
         _session.stop()
         _session = None
+
+
+def check_master_reachable(master: str) -> None:
+    """For spark://host:port[,host:port...]: an EngineError unless one of the masters accepts a
+    connection. Other masters (local, yarn, k8s) are not checked here."""
+    if not master.startswith("spark://"):
+        return
+    reasons = []
+    for address in master[len("spark://"):].split(","):
+        host, _, port = address.strip().rpartition(":")
+        try:
+            with socket.create_connection((host or "127.0.0.1", int(port)), MASTER_CONNECT_TIMEOUT_S):
+                return
+        except ValueError:
+            raise EngineError(f"{master}: not a Spark master URL (spark://HOST:PORT)") from None
+        except ConnectionRefusedError:
+            reasons.append("connection refused")
+        except socket.timeout:
+            reasons.append(f"no answer within {MASTER_CONNECT_TIMEOUT_S} s")
+        except OSError as err:
+            reasons.append((err.strerror or str(err)).lower())
+    raise EngineError(f"cannot reach Spark master {master}: {', '.join(dict.fromkeys(reasons))}")
+
+
+def _launch_filtered_gateway(conf) -> None:
+    """Start the JVM as pyspark would, its stderr passed on line by line minus _JVM_NOISE."""
+    from pyspark import SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+        return  # a JVM is running already (an earlier session, or pyspark's own shell)
+    gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
+    process = getattr(gateway, "proc", None)
+    if process is not None and process.stderr is not None:
+        threading.Thread(target=_pass_stderr, args=(process.stderr,), daemon=True,
+                         name="kfmt-jvm-stderr").start()
+    SparkContext._gateway = gateway
+    SparkContext._jvm = gateway.jvm
+
+
+def _pass_stderr(stream) -> None:
+    """To file descriptor 2, where the JVM wrote before (sys.stderr may be replaced, by a test's
+    capture say). Never stops draining: a JVM blocked on a full stderr pipe would hang the job."""
+    for line in iter(stream.readline, b""):
+        if line.decode(errors="replace").startswith(_JVM_NOISE):
+            continue
+        try:
+            os.write(2, line)
+        except OSError:
+            pass
+
+
+def spark_error_line(err: BaseException) -> str:
+    """One line out of a Spark error's long text: the innermost exception line that is not a stack
+    frame, without Java class prefixes where a message follows."""
+    text = str(err)
+    lines = [line.strip() for line in text.replace("\\n", "\n").splitlines() if line.strip()]
+    lines = [line.lstrip(": ") for line in lines if not line.startswith(("at ", "..."))]
+    for line in lines:
+        head, sep, message = line.partition(": ")
+        if sep and head.rsplit(".", 1)[-1].endswith(("Exception", "Error")) and message:
+            if not head.startswith("py4j") and "An error occurred while calling" not in line:
+                return message
+    return lines[0] if lines else type(err).__name__

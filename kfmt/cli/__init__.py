@@ -55,6 +55,15 @@ def one_line(text: str) -> str:
     return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in str(text))
 
 
+def os_error_line(err: OSError) -> str:
+    """`/path: no such file or directory` rather than `[Errno 2] No such file or directory: '/path'`."""
+    if not err.strerror:
+        return str(err) or type(err).__name__
+    reason = err.strerror[:1].lower() + err.strerror[1:]
+    where = ": ".join(str(f) for f in (err.filename, err.filename2) if f is not None)
+    return f"{where}: {reason}" if where else reason
+
+
 def main(argv: list[str] | None = None) -> int:
     shown: set[str] = set()
 
@@ -90,8 +99,8 @@ def _main(argv: list[str] | None) -> int:
         return 0
     except KeyboardInterrupt:
         return 130
-    except OSError as err:
-        print(f"kfmt: error: {one_line(err)}", file=sys.stderr)
+    except OSError as err:  # what storage_failure leaves to callers and no caller handled
+        print(f"kfmt: error: {one_line(os_error_line(err))}", file=sys.stderr)
         return EXIT_FAILURE
     except Exception as err:  # a bug: say so in one line; KFMT_DEBUG=1 shows where
         if os.environ.get("KFMT_DEBUG"):

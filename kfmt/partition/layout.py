@@ -176,18 +176,25 @@ def find_partitions(storage: Storage, path: str, topic: str | None = None,
     if is_partition_dir(storage, path, seen):
         parts = [load_partition(storage, path, listing, manifest)]
     else:
-        parts = []
+        parts, strangers = [], []
         for info in seen:
             if not info.is_dir or info.name in SKIPPED_DIRS:
                 continue
             if parse_topic_partition(info.name) is None:
                 if not SUFFIXED_DIR.search(info.name) and not info.name.startswith("_kfmt"):
-                    warnings.warn(f"{storage.url_of(info.path)}: not a partition directory "
-                                  f"(<topic>-<partition>), which Kafka refuses in a log directory: "
-                                  f"skipped", KfmtWarning, stacklevel=2)
+                    strangers.append(info)
                 continue
             parts.append(load_partition(storage, info.path, manifest=manifest))
         parts.sort(key=lambda p: (p.topic or "", p.partition or 0))
+        if not parts:  # not a log directory at all: one error, not a warning per directory in it
+            raise UsageError(f"{storage.url_of(path)}: no partition directories (<topic>-<partition>) "
+                             f"and no segment files" + (f" ({len(strangers)} other "
+                                                        f"director{'y' if len(strangers) == 1 else 'ies'})"
+                                                        if strangers else ""))
+        for info in strangers:
+            warnings.warn(f"{storage.url_of(info.path)}: not a partition directory "
+                          f"(<topic>-<partition>), which Kafka refuses in a log directory: "
+                          f"skipped", KfmtWarning, stacklevel=2)
     if topic is not None:
         parts = [p for p in parts if p.topic is not None and fnmatch.fnmatchcase(p.topic, topic)]
     if partition is not None:

@@ -16,6 +16,7 @@ import posixpath
 from dataclasses import dataclass, field
 
 from kfmt.errors import KfmtError, UsageError
+from kfmt.storage.failures import STORAGE_VERBS, translated_method, translated_stream_method
 
 
 @dataclass(frozen=True)
@@ -46,8 +47,19 @@ class WriteStream:
     """A file being written: `write()` appends, `close()` publishes it, `abort()` discards it.
 
     As a context manager it closes on success and aborts when the block raises, so an exception
-    never leaves a half-written file behind under the final name.
+    never leaves a half-written file behind under the final name. Subclasses keep the file's path
+    in `path` (and the storage in `storage`), which failures are reported with.
     """
+
+    path: str = "?"
+    storage: "Storage | None" = None
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for name in ("write", "close", "abort"):
+            method = cls.__dict__.get(name)
+            if method is not None and not hasattr(method, "_kfmt_translated"):
+                setattr(cls, name, translated_stream_method(method))
 
     def write(self, data) -> int:
         raise NotImplementedError
@@ -74,9 +86,21 @@ class Storage:
     sep = "/"
     #: how to open this storage again in another process (set by open_storage)
     spec: StorageSpec | None = None
+    #: the service behind a remote store as messages name it ("S3 endpoint http://127.0.0.1:9000");
+    #: None for local disk
+    remote: str | None = None
 
     def __init__(self):
         self.bytes_read = 0
+
+    def __init_subclass__(cls, **kwargs):
+        # Every backend's failures reach the user through one mapping (kfmt.storage.failures), also the
+        # failures of backends that plugins add: the methods a subclass defines are wrapped here.
+        super().__init_subclass__(**kwargs)
+        for name, verb in STORAGE_VERBS.items():
+            method = cls.__dict__.get(name)
+            if method is not None and not hasattr(method, "_kfmt_translated"):
+                setattr(cls, name, translated_method(method, verb))
 
     # --- paths ---
     def join(self, *parts: str) -> str:

@@ -5,16 +5,32 @@ manifest written last (kfmt.storage.staging), and mtimes travel in that manifest
 
 Listings are not cached unless the caller asks for it (`use_listings_cache`): kfmt lists rarely, and
 a stale cached listing would hide files another process (an executor, an earlier killed run) wrote.
+
+On S3, retries and timeouts are bounded unless the user set them (S3_BOUNDS): botocore's defaults (a
+60 s connect timeout, and s3fs retrying botocore's retries five times) keep a command that cannot
+reach its endpoint waiting for minutes. Failures become one-line kfmt errors in kfmt.storage.failures.
 """
 from __future__ import annotations
 
 import datetime
 import errno
+import os
 
 from fsspec.spec import AbstractBufferedFile
 
 from kfmt.plugin.hookspecs import hookimpl
+from kfmt.errors import StorageNotFound
+from kfmt.storage.failures import without_credentials
 from kfmt.storage.store import FileInfo, Storage, StorageBackend, WriteStream
+
+#: botocore settings (config_kwargs) that bound how long an unreachable or silent S3 endpoint holds a
+#: command: at most 3 attempts (botocore's "standard" mode retries connection errors and timeouts),
+#: 5 s to connect, 10 s of silence on a connection: about a minute at worst, seconds when refused.
+S3_BOUNDS = {"connect_timeout": 5, "read_timeout": 10, "retries": {"max_attempts": 3, "mode": "standard"}}
+#: s3fs retries timeouts and throttling itself, around botocore's retries (5 times by default);
+#: botocore's standard mode retries the same failures, so its attempts are enough
+S3FS_RETRIES = 1
+AWS_S3_ENDPOINT = "https://s3.amazonaws.com"
 
 
 def _mtime_ms(entry: dict) -> int | None:
@@ -44,9 +60,10 @@ class FsspecWriteStream(WriteStream):
     #: write buffer (and multipart part) size: S3's minimum part is 5 MiB
     BLOCK_SIZE = 8 * 1024 * 1024
 
-    def __init__(self, fs, path: str):
+    def __init__(self, fs, path: str, storage: Storage | None = None):
         self.fs = fs
         self.path = path
+        self.storage = storage
         self._file = fs.open(path, "wb", block_size=self.BLOCK_SIZE)
         self._done = False
 
@@ -75,10 +92,12 @@ class FsspecWriteStream(WriteStream):
 
 
 class FsspecStorage(Storage):
-    def __init__(self, fs, protocol: str):
+    def __init__(self, fs, protocol: str, remote: str | None = None):
         super().__init__()
         self.fs = fs
         self.protocol = protocol
+        self.remote = remote
+        self._buckets_seen: set[str] = set()
 
     def url_of(self, path):
         return path if "://" in path else f"{self.protocol}://{path.lstrip('/') if self.protocol != 'memory' else path}"
@@ -104,7 +123,28 @@ class FsspecStorage(Storage):
         return self._entry(self.fs.info(path))
 
     def exists(self, path):
-        return self.fs.exists(path)
+        if self.fs.exists(path):
+            return True
+        self._check_bucket(path)
+        return False
+
+    def _check_bucket(self, path: str) -> None:
+        """On S3 a path in a bucket that does not exist is "not there" like any other; say which
+        (once a bucket has been seen, it is not asked again)."""
+        if self.protocol not in ("s3", "s3a"):
+            return
+        bucket = path.lstrip("/").split("/", 1)[0]
+        if not bucket or bucket in self._buckets_seen:
+            return
+        # s3fs's exists() says False for a bucket it may not probe as for one that is not there:
+        # only a "not found" answer to HeadBucket counts
+        try:
+            self.fs.call_s3("head_bucket", Bucket=bucket)
+        except FileNotFoundError:
+            raise StorageNotFound(f"{self.protocol}://{bucket}: no such bucket at {self.remote}") from None
+        except Exception:
+            return  # not allowed to ask, or no answer: the path is simply not there
+        self._buckets_seen.add(bucket)
 
     def isdir(self, path):
         return self.fs.isdir(path)
@@ -129,7 +169,7 @@ class FsspecStorage(Storage):
         self.fs.pipe_file(path, bytes(data))  # one request; object stores keep no settable mtime
 
     def open_write(self, path):
-        return FsspecWriteStream(self.fs, path)
+        return FsspecWriteStream(self.fs, path, self)
 
     def remove(self, path):
         self.fs.rm_file(path)
@@ -153,9 +193,34 @@ class FsspecBackend(StorageBackend):
 
         options = dict(options)
         options.setdefault("use_listings_cache", False)
+        scheme = url.split("://", 1)[0].lower()
+        if scheme in ("s3", "s3a"):
+            options = bounded_s3_options(options)
         fs, path = fsspec.core.url_to_fs(url, **options)
         protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
-        return FsspecStorage(fs, protocol), path.rstrip("/") or "/"
+        remote = None
+        if scheme in ("s3", "s3a"):
+            remote = f"S3 endpoint {s3_endpoint(fs, options)}"
+            fs.retries = S3FS_RETRIES  # a class attribute of s3fs, not an option
+        return FsspecStorage(fs, protocol, remote), path.rstrip("/") or "/"
+
+
+def bounded_s3_options(options: dict) -> dict:
+    """The options with S3_BOUNDS filled in where the user set nothing (their values win)."""
+    options = dict(options)
+    config = dict(options.get("config_kwargs") or {})
+    for key, value in S3_BOUNDS.items():
+        config.setdefault(key, value)
+    options["config_kwargs"] = config
+    return options
+
+
+def s3_endpoint(fs, options: dict) -> str:
+    """The endpoint requests go to, as messages show it (without any user:password in it)."""
+    endpoint = (options.get("endpoint_url") or (options.get("client_kwargs") or {}).get("endpoint_url")
+                or getattr(fs, "endpoint_url", None) or os.environ.get("AWS_ENDPOINT_URL_S3")
+                or os.environ.get("AWS_ENDPOINT_URL") or AWS_S3_ENDPOINT)
+    return without_credentials(str(endpoint))
 
 
 @hookimpl

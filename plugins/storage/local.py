@@ -20,8 +20,9 @@ from kfmt.storage.store import FileInfo, Storage, StorageBackend, WriteStream
 
 
 class LocalWriteStream(WriteStream):
-    def __init__(self, path: str):
+    def __init__(self, path: str, storage: Storage | None = None):
         self.path = path
+        self.storage = storage
         self._file = DirectFile(path)  # the bulk of a large file past the page cache (kfmt.storage.direct_io)
 
     def write(self, data) -> int:
@@ -113,7 +114,7 @@ class LocalStorage(Storage):
 
     def open_write(self, path):
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        return LocalWriteStream(path)
+        return LocalWriteStream(path, self)
 
     def set_mtime(self, path, mtime_ms):
         os.utime(path, ns=(mtime_ms * 1_000_000, mtime_ms * 1_000_000))

@@ -153,8 +153,8 @@ def test_files_named_like_segments_that_are_not_files_never_block_a_reader(tmp_p
                 assert not (target / "notes.log").exists() and kfmt("verify", target).returncode == 0
                 shutil.rmtree(target)
         dumped = kfmt("dump", part / "00000000000000999991.log")
-        assert clear(dumped, codes=(1,))[-1] == (f"kfmt: error: [Errno 22] not a regular file: "
-                                                 f"'{part / '00000000000000999991.log'}'")
+        assert clear(dumped, codes=(1,))[-1] == (f"kfmt: error: {part / '00000000000000999991.log'}: "
+                                                 f"not a regular file")
     finally:
         listener.close()
     assert scratch_state(tmp_path, dst) == before
@@ -300,7 +300,7 @@ def test_unreadable_files_are_a_clear_error_for_readers_and_transforms(tmp_path,
     before = scratch_state(tmp_path, dst)
     for command in [("cat",), ("info",), ("reindex", dst), ("upgrade", dst, "--master", "inprocess")]:
         [line] = clear(kfmt_unprivileged(command[0], logs, *command[1:]), codes=(1,))
-        assert any(line == f"kfmt: error: [Errno 13] Permission denied: '{path}'" for path in denied), line
+        assert any(line.startswith(f"kfmt: error: {path}: permission denied") for path in denied), line
     assert not dst.exists()
     assert scratch_state(tmp_path, dst) == before
 
