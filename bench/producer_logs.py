@@ -47,9 +47,6 @@ import time
 import zlib
 from dataclasses import dataclass
 
-from aiokafka.record.default_records import DefaultRecordBatchBuilder
-from aiokafka.record.legacy_records import LegacyRecordBatchBuilder
-
 BASE_TIMESTAMP = 1_700_000_000_000  # 2023-11-14T22:13:20Z
 SPAN_MS = 7 * 86_400_000  # each partition's records span a week of record time
 KEY_SPACE = 200_000  # distinct user ids
@@ -165,6 +162,10 @@ def _wrapper_stamped(entry: bytes, last_offset: int, timestamp: int) -> bytes:
 
 def write_partition(task: tuple) -> dict:
     """Write one partition directory; returns its facts (records, entries, bytes, segments)."""
+    # imported here so that bench/commands.py can use this module's helpers without aiokafka loaded
+    from aiokafka.record.default_records import DefaultRecordBatchBuilder
+    from aiokafka.record.legacy_records import LegacyRecordBatchBuilder
+
     root, topic, partition, size, segment_bytes, seed = task
     shape = SHAPES[topic]
     rng = random.Random(f"{seed}/{topic}/{partition}")
