@@ -243,8 +243,7 @@ def main(argv=None) -> int:
     subprocess.run([PY, "-c", "import sys; sys.path.insert(0, sys.argv[1]); import producer_logs as p; "
                     "p.cached(sys.argv[2], *map(int, sys.argv[3:]))", HERE, args.root, str(args.size),
                     str(args.seed), str(args.segment_bytes), str(args.partitions)], check=True)
-    name = (f"producer-{producer_logs.size_name(args.size)}-seed{args.seed}-"
-            f"seg{producer_logs.size_name(args.segment_bytes)}-p{args.partitions}")
+    name = producer_logs.dir_name(args.size, args.seed, args.segment_bytes, args.partitions)
     with open(os.path.join(args.root, name + ".json")) as f:
         facts = json.load(f)
     ctx = Context(args, facts, os.path.join(args.root, name + "-indexed"))
@@ -264,19 +263,19 @@ def main(argv=None) -> int:
           f"median of {args.runs}, master {args.master or 'kfmt default'}\n")
     print("| command | input | kfmt | floor | ratio | target | met | peak RSS, largest process (tree) |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |", flush=True)
-    rows = []
+    path = args.json or os.path.join(HERE, "results", f"commands-{started.replace(':', '')}.json")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    results = {"started": started, "args": vars(args), "input": facts, "load_start": load, "rows": []}
     for bench in selected:
         row = measure_bench(ctx, bench, table)
         print_row(bench, row, table)
-        rows.append({"command": bench.command, "input": bench.input, "argv": kfmt_argv(ctx, bench.argv),
-                     "floors": {k: {"label": table[k].label, "wall": [r.wall for r in table[k].runs]}
-                                for k in bench.floors}, "target": bench.target, **row})
-    results = {"started": started, "args": vars(args), "input": facts, "load_start": load,
-               "load_end": os.getloadavg(), "seconds": time.perf_counter() - t0, "rows": rows}
-    path = args.json or os.path.join(HERE, "results", f"commands-{started.replace(':', '')}.json")
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as f:
-        json.dump(results, f, indent=1)
+        results["rows"].append({"command": bench.command, "input": bench.input,
+                                "argv": kfmt_argv(ctx, bench.argv), "target": bench.target,
+                                "floors": {k: {"label": table[k].label, "wall": [r.wall for r in table[k].runs]}
+                                           for k in bench.floors}, **row})
+        results.update(load_end=os.getloadavg(), seconds=time.perf_counter() - t0)
+        with open(path, "w") as f:  # after every row, so that an interrupted run keeps what it measured
+            json.dump(results, f, indent=1)
     print(f"\nload at end {results['load_end'][0]:.2f}; {results['seconds']:.0f} s in all; results: {path}")
     return 0
 

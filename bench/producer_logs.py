@@ -263,13 +263,16 @@ def generate(dst: str, size: int, seed: int = 1, segment_bytes: int = 64 << 20, 
             "records": sum(f["records"] for f in facts)}
 
 
+def dir_name(size: int, seed: int, segment_bytes: int, partitions: int, reindex: bool = False) -> str:
+    return (f"producer-{size_name(size)}-seed{seed}-seg{size_name(segment_bytes)}-p{partitions}"
+            + ("-indexed" if reindex else ""))
+
+
 def cached(root: str, size: int, seed: int = 1, segment_bytes: int = 64 << 20, partitions: int = 2,
            reindex: bool = False) -> dict:
     """The directory for these arguments under `root`, generated on first use and reused after (a
     JSON file beside it, written last, records what it holds; a half-written one is redone)."""
-    name = f"producer-{size_name(size)}-seed{seed}-seg{size_name(segment_bytes)}-p{partitions}" + \
-        ("-indexed" if reindex else "")
-    dst = os.path.join(root, name)
+    dst = os.path.join(root, dir_name(size, seed, segment_bytes, partitions, reindex))
     facts_path = dst + ".json"
     if os.path.exists(facts_path) and os.path.isdir(dst):
         with open(facts_path) as f:
