@@ -155,9 +155,15 @@ class Producer:
 def _wrapper_stamped(entry: bytes, last_offset: int, timestamp: int) -> bytes:
     """A v1 wrapper as the broker stores it: its offset the last inner offset and its timestamp the
     largest inner one (aiokafka, like Kafka's producer, leaves both for the broker), CRC recomputed
-    (CRC-32 over magic..end; the offset and size precede it)."""
+    (CRC-32 over magic..end; the offset and size precede it). A gzip value's header time (MTIME, bytes
+    4..7 of the stream), which the gzip module sets from the clock, becomes the batch's time in seconds,
+    so that the bytes depend on the seed only."""
     body = bytearray(entry[16:])  # magic, attributes, timestamp, key, value
     struct.pack_into(">q", body, 2, timestamp)
+    key_length = struct.unpack_from(">i", body, 10)[0]
+    value_at = 10 + 4 + max(key_length, 0) + 4
+    if body[value_at:value_at + 2] == b"\x1f\x8b":
+        struct.pack_into("<I", body, value_at + 4, timestamp // 1000)
     return struct.pack(">qiI", last_offset, len(body) + 4, zlib.crc32(body)) + bytes(body)
 
 
