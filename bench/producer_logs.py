@@ -25,7 +25,7 @@ offset, a v1 wrapper's offset = its last inner offset, LogValidator's in-place a
 wrapper's timestamp = the largest inner timestamp (the CRC recomputed, as LogValidator does), the
 partition leader epoch (one leader change half way through). Segments roll as the broker's do: before an
 append that would take the segment past `--segment-bytes`, named by the first offset of that append.
-No index files; `--reindex` adds them with `kfmt reindex` (as Kafka's log recovery would write them).
+No index files; `--reindex` adds them with `bin/kfmt reindex` (as Kafka's log recovery would write them).
 
 Deterministic: the bytes depend only on the arguments (each partition seeds its own generator from the
 seed, topic and partition). Partitions are written in parallel, one process per core.
@@ -260,8 +260,8 @@ def generate(dst: str, size: int, seed: int = 1, segment_bytes: int = 64 << 20, 
     reindex_seconds = None
     if reindex:
         t = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "kfmt", "reindex", raw, dst, "--no-progress"], check=True,
-                       stdout=subprocess.DEVNULL)
+        kfmt = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bin", "kfmt")
+        subprocess.run([kfmt, "reindex", raw, dst, "--no-progress"], check=True, stdout=subprocess.DEVNULL)
         shutil.rmtree(raw)
         reindex_seconds = time.perf_counter() - t
     else:
