@@ -45,7 +45,7 @@ class Bench:
     target: float  # ratio to the floor, or seconds when floors is empty
     writes: bool = False  # its output is removed between runs, and `sync` is inside the timed span
     ok: tuple = (0,)
-    prepare: list | None = None  # a kfmt command run (untimed) before each run, e.g. archive for restore
+    prepare: list | None = None  # a kfmt command run once (untimed) before the runs, writing PREPARED
 
 
 @dataclass
@@ -77,6 +77,7 @@ class Context:
         self.src, self.indexed = facts["path"], indexed
         scratch = os.path.join(args.root, "scratch")
         self.out, self.archive = os.path.join(scratch, "out"), os.path.join(scratch, "archive")
+        self.prepared = os.path.join(scratch, "prepared")
         os.makedirs(scratch, exist_ok=True)
 
     def parts(self, prefix: str = "", src: str | None = None) -> list[str]:
@@ -137,8 +138,8 @@ def benches(ctx: Context) -> list[Bench]:
               rewrite, writes=True),
         Bench("upgrade", f"{v1} of uncompressed v1", ["upgrade", ctx.src, "OUT", "--topic", "v1-single"],
               ["copy v1-single"], 3.0, writes=True),
-        Bench("restore", f"{size}, from a local directory", ["restore", "ARCHIVE", "OUT"], ["copy"], rewrite,
-              writes=True, prepare=["archive", ctx.src, "ARCHIVE"]),
+        Bench("restore", f"{size}, from a local directory", ["restore", "PREPARED", "OUT"], ["copy"], rewrite,
+              writes=True, prepare=["archive", ctx.src, "PREPARED"]),
         Bench("recompress", f"{size}, to lz4", ["recompress", ctx.src, "OUT", "--compression", "lz4"],
               ["copy", "lz4 codec"], rewrite, writes=True),
         Bench("compact", size, ["compact", ctx.src, "OUT"], ["copy", "same codec"], rewrite, writes=True),
@@ -157,7 +158,7 @@ def clear(ctx: Context) -> None:
 
 
 def kfmt_argv(ctx: Context, argv: list[str]) -> list[str]:
-    argv = [{"OUT": ctx.out, "ARCHIVE": ctx.archive}.get(a, a) for a in argv]
+    argv = [{"OUT": ctx.out, "ARCHIVE": ctx.archive, "PREPARED": ctx.prepared}.get(a, a) for a in argv]
     if ctx.args.master and argv[0] in MASTER_COMMANDS:
         argv += ["--master", ctx.args.master]
     return [KFMT, *argv]
@@ -175,12 +176,13 @@ def measure_floor(ctx: Context, floor: Floor) -> None:
 
 def measure_bench(ctx: Context, bench: Bench, table: dict[str, Floor]) -> dict:
     runs: list[Run] = []
+    shutil.rmtree(ctx.prepared, ignore_errors=True)
+    if bench.prepare:
+        prepared = run(kfmt_argv(ctx, bench.prepare))
+        if prepared.code:
+            return {"error": f"{bench.prepare[0]} (preparing) failed: {prepared.error}"}
     for _ in range(ctx.args.runs):
         clear(ctx)
-        if bench.prepare:
-            prepared = run(kfmt_argv(ctx, bench.prepare))
-            if prepared.code:
-                return {"error": f"{bench.prepare[0]} (preparing) failed: {prepared.error}"}
         result = run(kfmt_argv(ctx, bench.argv), then=["sync"] if bench.writes else None, ok=bench.ok)
         if result.code not in bench.ok:
             return {"error": f"exit {result.code}: {result.error}"}
@@ -189,6 +191,7 @@ def measure_bench(ctx: Context, bench: Bench, table: dict[str, Floor]) -> dict:
             if len(table[key].runs) < ctx.args.runs:
                 measure_floor(ctx, table[key])
     clear(ctx)
+    shutil.rmtree(ctx.prepared, ignore_errors=True)
     row = {"wall": [r.wall for r in runs], "median": statistics.median(r.wall for r in runs),
            "peak_rss": max(r.peak_rss for r in runs), "peak_tree_rss": max(r.peak_tree_rss for r in runs)}
     if bench.floors:
