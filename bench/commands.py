@@ -251,8 +251,11 @@ def main(argv=None) -> int:
     with open(os.path.join(args.root, name + ".json")) as f:
         facts = json.load(f)
     ctx = Context(args, facts, os.path.join(args.root, name + "-indexed"))
-    selected = [b for b in benches(ctx) if not args.only or b.command in args.only
-                or b.command.split()[0] in args.only]
+    every = benches(ctx)
+    exact = {b.command for b in every} & set(args.only or ())
+    # `--only upgrade` is upgrade alone; `--only cat` is `cat --format json` (no row is called cat)
+    selected = [b for b in every if not args.only or b.command in args.only
+                or (b.command.split()[0] in args.only and b.command.split()[0] not in exact)]
     if not selected:
         raise SystemExit(f"bench: --only {args.only} matches no command")
     if any(b.command == "verify" for b in selected):
