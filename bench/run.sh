@@ -1,5 +1,19 @@
 #!/usr/bin/env bash
 # kfmt's benchmark harness (bench/README.md): sets up .venv on first use as bin/kfmt does (the bench
 # extra: kafka-python, aiokafka; the C extension is built by the editable install), then runs.
+#   bench/run.sh [--quick] ...              the kernel and codec benchmarks (bench/run.py)
+#   bench/run.sh commands 2G [--runs N] ... whole commands on a generated 2 GB input (bench/commands.py)
+#   bench/run.sh generate DST --size 2G ... a producer-shaped log directory (bench/producer_logs.py)
 source "$(dirname "${BASH_SOURCE[0]}")/../bin/_bootstrap.sh"
-exec "$VENV/bin/python" "$KFMT_ROOT/bench/run.py" "$@"
+case "${1:-}" in
+    commands)
+        shift
+        size=()
+        if [ $# -gt 0 ] && [[ "$1" != -* ]]; then size=(--size "$1"); shift; fi
+        exec "$VENV/bin/python" "$KFMT_ROOT/bench/commands.py" "${size[@]}" "$@" ;;
+    generate)
+        shift
+        exec "$VENV/bin/python" "$KFMT_ROOT/bench/producer_logs.py" "$@" ;;
+    *)
+        exec "$VENV/bin/python" "$KFMT_ROOT/bench/run.py" "$@" ;;
+esac
