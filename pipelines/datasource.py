@@ -222,6 +222,12 @@ class KafkaLogReader(DataSourceReader):
                     yield batch
 
 
-def register(spark) -> None:
-    """Make `spark.read.format("kafka-log")` available in this session."""
+def register(spark, check_workers: bool = True) -> None:
+    """Make `spark.read.format("kafka-log")` available in this session. First (unless
+    `check_workers` is false) one tiny job checks that Spark's Python workers can import kfmt, so
+    that a worker interpreter without it is one clear error here, not a traceback in every task."""
+    if check_workers:
+        from kfmt.pipelines.worker_check import check_workers_import_kfmt
+
+        check_workers_import_kfmt(spark)
     spark.dataSource.register(KafkaLogDataSource)

@@ -10,7 +10,9 @@ force from those records (support.corpus_truth.first_offset_at_or_after), never 
 from __future__ import annotations
 
 import json
+import re
 import shutil
+import subprocess
 
 import pytest
 
@@ -253,3 +255,31 @@ def test_spark_sql_over_a_time_window():
         stop_session()
     expected = truth_between(name, first_offset_at_or_after(name, t1), first_offset_at_or_after(name, t2))
     assert (count, low, high) == (len(expected), expected[0]["offset"], expected[-1]["offset"])
+
+
+# --- workers without kfmt ------------------------------------------------------------------------
+
+@pytest.mark.spark
+def test_register_says_in_one_line_when_workers_cannot_import_kfmt(monkeypatch):
+    """Workers running an interpreter without kfmt (the system python3; Spark gives its workers
+    pyspark itself): register() fails with one line naming that interpreter and the fix."""
+    from kfmt.errors import KfmtError
+    from kfmt.pipelines.datasource import register
+    from kfmt.pipelines.session import spark_session, stop_session
+
+    system_python = shutil.which("python3", path="/usr/bin")
+    if system_python is None or subprocess.run([system_python, "-c", "import kfmt.pipelines"],
+                                               capture_output=True, cwd="/").returncode == 0:
+        pytest.skip("no python3 without kfmt in /usr/bin")
+    monkeypatch.setenv("PYSPARK_PYTHON", system_python)
+    spark = spark_session("local[1]")
+    try:
+        with pytest.raises(KfmtError) as err:
+            register(spark)
+    finally:
+        stop_session()
+    message = str(err.value)
+    assert "\n" not in message
+    assert f"Spark's Python workers ({system_python}) cannot import kfmt" in message
+    # (a worker started in a checkout finds its kfmt/ folder, without the installed kfmt.pipelines)
+    assert re.search(r"No module named 'kfmt(\.pipelines)?'", message) and "PYSPARK_PYTHON" in message
