@@ -163,3 +163,62 @@ def test_export_on_the_cluster_equals_the_inprocess_run(spark_cluster, s3_server
         assert pq.read_table(tmp_path / "s3.parquet").equals(pq.read_table(tmp_path / "local" / name))
     assert_no_secret(s3_server, spark_cluster, result.stdout, result.stderr,
                      *(v.decode("utf-8", "replace") for k, v in written.items() if k.endswith(".json")))
+
+
+# Several commands run by one driver process (one Spark application, as a notebook or a scheduled
+# script would run them): the JVMs start once, which keeps the cluster tests within minutes.
+DRIVER = """
+import json, sys
+from kfmt.cli import main
+for args in json.loads(sys.argv[1]):
+    code = main(args)
+    print(f"=== {args[0]} exit {code}", flush=True)
+    if code:
+        sys.exit(code)
+"""
+
+MORE = {  # command -> its options (the source is the log directory, the destination a new folder)
+    "resegment": ["--segment-bytes", "3000"],
+    "recompress": ["--compression", "zstd"],
+    "compact": ["--now", NOW_MS, "--keep-format"],
+    "retain": ["--retention-ms", "1000", "--include-active", "--now", "1700000300000"],
+    "archive": [],
+}
+
+
+def same_tree(s3_server, url: str, local: Path) -> None:
+    """The files under `url` equal those under `local`, byte for byte, except the report (compared
+    by its digests and checksums) and object storage's publication manifest."""
+    written = downloaded(s3_server, url)
+    written.pop("_kfmt_manifest.json", None)
+    expected = {str(p.relative_to(local)): p.read_bytes() for p in local.rglob("*") if p.is_file()}
+    expected.pop("_kfmt_manifest.json", None)
+    for name in [n for n in written if n.endswith(REPORT_NAME)]:
+        assert comparable(json.loads(written.pop(name))) == comparable(json.loads(expected.pop(name))), name
+    assert sorted(written) == sorted(expected)
+    for name in expected:
+        assert written[name] == expected[name], name
+
+
+def test_every_transform_on_the_cluster_equals_the_inprocess_run(spark_cluster, s3_server, s3_logs,
+                                                                local_logs, s3_url, tmp_path):
+    storage = [str(o) for o in s3_server.cli_options()]
+    remote = [[command, s3_logs, f"{s3_url}/{command}", "--no-progress", *map(str, options), *storage,
+               "--master", spark_cluster.master_url] for command, options in MORE.items()]
+    remote.append(["restore", f"{s3_url}/archive", f"{s3_url}/restore", "--no-progress", *storage,
+                   "--master", spark_cluster.master_url])
+    result = subprocess.run([sys.executable, "-c", DRIVER, json.dumps(remote)], env=spark_cluster.env(),
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+
+    for command, options in MORE.items():
+        local_kfmt(command, local_logs, tmp_path / command, "--no-progress", *options, "--master", "inprocess")
+    local_kfmt("restore", tmp_path / "archive", tmp_path / "restore", "--no-progress", "--master", "inprocess")
+    for command in [*MORE, "restore"]:
+        if command != "archive":  # an archive names its source and time; its restore is compared
+            same_tree(s3_server, f"{s3_url}/{command}", tmp_path / command)
+    assert local_kfmt("cat", f"{s3_url}/restore", "--format", "json", *storage) == \
+        local_kfmt("cat", local_logs, "--format", "json")
+    assert_no_secret(s3_server, spark_cluster, result.stdout, result.stderr,
+                     *(v.decode("utf-8", "replace") for v in downloaded(s3_server, s3_url).values()
+                       if b"\0" not in v[:512]))

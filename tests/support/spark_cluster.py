@@ -30,6 +30,10 @@ MASTER = "org.apache.spark.deploy.master.Master"
 WORKER = "org.apache.spark.deploy.worker.Worker"
 
 
+class PortTaken(RuntimeError):
+    """Another process holds a port chosen for the cluster."""
+
+
 def spark_home() -> str:
     from pyspark.find_spark_home import _find_spark_home
 
@@ -47,7 +51,20 @@ class SparkCluster:
         self.ports: list[int] = []
 
     # --- lifecycle ---
-    def start(self) -> "SparkCluster":
+    def start(self, attempts: int = 3) -> "SparkCluster":
+        """Start the cluster; on ports taken between choosing and binding them (the machine is
+        shared), again with other ports."""
+        for attempt in range(attempts):
+            try:
+                return self._start()
+            except PortTaken:
+                self.stop(remove=False)
+                if attempt == attempts - 1:
+                    raise RuntimeError(f"the Spark cluster found its ports taken {attempts} times:\n"
+                                       f"{self.log_tail()}") from None
+        return self
+
+    def _start(self) -> "SparkCluster":
         master_port, master_ui, *worker_ports = _free_ports(2 + 2 * self.worker_count)
         self.ports = [master_port, master_ui, *worker_ports]
         self.master_url = f"spark://127.0.0.1:{master_port}"
@@ -61,13 +78,15 @@ class SparkCluster:
             for n in range(self.worker_count):
                 port, ui = worker_ports[2 * n], worker_ports[2 * n + 1]
                 work = os.path.join(self.root, f"worker-{n}")
-                os.makedirs(work)
+                os.makedirs(work, exist_ok=True)
                 self._launch(f"worker-{n}", [WORKER, "--host", "127.0.0.1", "--port", str(port),
                                              "--cores", "1", "--memory", self.worker_memory,
                                              "--webui-port", str(ui), "--work-dir", work,
                                              self.master_url])
             self._wait_until(lambda: self.alive_workers() == self.worker_count,
                              f"{self.worker_count} workers to register")
+        except PortTaken:
+            raise
         except BaseException:
             self.stop()
             raise
@@ -86,7 +105,9 @@ class SparkCluster:
                     "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false", "SPARK_WORKER_OPTS": "",
                     # daemons that start fast: they do little work, so the JIT's top tier and a
                     # parallel collector only cost start-up time
-                    "SPARK_DAEMON_JAVA_OPTS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+                    # and a taken port fails the daemon instead of moving it to another one
+                    "SPARK_DAEMON_JAVA_OPTS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC "
+                                              "-Dspark.port.maxRetries=0",
                     "SPARK_DAEMON_MEMORY": "256m"})
         return env
 
@@ -113,8 +134,16 @@ class SparkCluster:
         return "\n".join(out)
 
     def state(self) -> dict:
+        """The master's state (its web UI's /json), checked to be our master's."""
         with urllib.request.urlopen(f"{self.master_ui}/json", timeout=2) as response:
-            return json.load(response)
+            body = response.read()
+        try:
+            state = json.loads(body)
+        except ValueError:
+            state = {}
+        if state.get("url") != self.master_url:
+            raise PortTaken(f"{self.master_ui} is not the UI of {self.master_url}")
+        return state
 
     def alive_workers(self) -> int:
         return sum(1 for w in self.state().get("workers", []) if w.get("state") == "ALIVE")
@@ -125,6 +154,8 @@ class SparkCluster:
         while time.monotonic() < deadline:
             for process in self.processes:
                 if process.poll() is not None:
+                    if "BindException" in self.log_tail(200):
+                        raise PortTaken("a Spark daemon found its port taken")
                     raise RuntimeError(f"a Spark daemon exited with code {process.returncode}:\n"
                                        f"{self.log_tail()}")
             try:
@@ -142,7 +173,7 @@ class SparkCluster:
                 out.append(f"--- {name}\n" + "".join(f.readlines()[-lines:]))
         return "\n".join(out)
 
-    def stop(self) -> None:
+    def stop(self, remove: bool = True) -> None:
         """Workers first, then the master: SIGTERM to each daemon's process group (a worker's
         executors are its children), SIGKILL after 15 s."""
         processes, self.processes = self.processes, []
@@ -157,4 +188,5 @@ class SparkCluster:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(process.pid, signal.SIGKILL)
                 process.wait(timeout=15)
-        shutil.rmtree(self.root, ignore_errors=True)
+        if remove:
+            shutil.rmtree(self.root, ignore_errors=True)
