@@ -9,6 +9,7 @@ secret must not show in any output, report or log.
 """
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -21,6 +22,7 @@ import pytest
 
 from support.cli import run_kfmt
 from support.corpus import REALKAFKA
+from support.corpus_truth import consumer_records, first_offset_at_or_after
 
 from kfmt.storage.store import open_storage
 from kfmt.transforms.report import REPORT_NAME
@@ -118,72 +120,70 @@ def test_the_cluster_listens_on_loopback_only(spark_cluster):
 
 # --- pipelines ----------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("command", ["upgrade"])
-def test_transform_on_the_cluster_equals_the_inprocess_run(command, spark_cluster, s3_server, s3_logs,
-                                                          local_logs, s3_url, tmp_path):
-    out = f"{s3_url}/out"
-    result = kfmt_process(spark_cluster, command, s3_logs, out, "--no-progress", "--now", NOW_MS,
-                          *s3_server.cli_options(), "--master", spark_cluster.master_url)
-    assert result.returncode == 0, result.stderr[-3000:]
-    local_kfmt(command, local_logs, tmp_path / "local", "--no-progress", "--now", NOW_MS,
-               "--master", "inprocess")
-
-    written = downloaded(s3_server, out)
-    report = json.loads(written.pop(REPORT_NAME))
-    assert written.pop("_kfmt_manifest.json")  # object storage publishes through a manifest
-    local_report = json.loads((tmp_path / "local" / REPORT_NAME).read_text())
-    assert comparable(report) == comparable(local_report)
-    assert report["totals"]["content_unchanged"]
-    expected = {str(p.relative_to(tmp_path / "local")): p.read_bytes()
-                for p in (tmp_path / "local").rglob("*") if p.is_file() and p.name != REPORT_NAME}
-    assert written == expected  # byte for byte, names included
-    for name in SOURCES:
-        assert local_kfmt("cat", f"{out}/{name}", "--format", "json", *s3_server.cli_options()) == \
-            local_kfmt("cat", tmp_path / "local" / name, "--format", "json")
-    assert_no_secret(s3_server, spark_cluster, result.stdout, result.stderr, json.dumps(report))
-
-
-def test_export_on_the_cluster_equals_the_inprocess_run(spark_cluster, s3_server, s3_logs, local_logs,
-                                                       s3_url, tmp_path):
-    out = f"{s3_url}/export"
-    result = kfmt_process(spark_cluster, "export", s3_logs, out, "--no-progress",
-                          *s3_server.cli_options(), "--master", spark_cluster.master_url)
-    assert result.returncode == 0, result.stderr[-3000:]
-    local_kfmt("export", local_logs, tmp_path / "local", "--no-progress", "--master", "inprocess")
-
-    written = downloaded(s3_server, out)
-    local = {str(p.relative_to(tmp_path / "local")): p.read_bytes()
-             for p in (tmp_path / "local").rglob("*") if p.is_file()}
-    data = sorted(name for name in local if name.endswith(".parquet"))
-    assert data and sorted(n for n in written if n.endswith(".parquet")) == data
-    report = json.loads(written[REPORT_NAME])
-    assert report["totals"] == json.loads(local[REPORT_NAME])["totals"]
-    for name in data:  # the same rows in the same files (Parquet metadata names the writer's time)
-        (tmp_path / "s3.parquet").write_bytes(written[name])
-        assert pq.read_table(tmp_path / "s3.parquet").equals(pq.read_table(tmp_path / "local" / name))
-    assert_no_secret(s3_server, spark_cluster, result.stdout, result.stderr,
-                     *(v.decode("utf-8", "replace") for k, v in written.items() if k.endswith(".json")))
-
-
-# Several commands run by one driver process (one Spark application, as a notebook or a scheduled
-# script would run them): the JVMs start once, which keeps the cluster tests within minutes.
+# Every command is run by one driver process (one Spark application, as a notebook or a scheduled
+# script would run them): the JVMs start once, which keeps the cluster tests within minutes. Then
+# the driver queries the `kafka-log` data source on S3 with Spark SQL.
 DRIVER = """
 import json, sys
 from kfmt.cli import main
-for args in json.loads(sys.argv[1]):
+commands, query = json.loads(sys.argv[1])
+for args in commands:
     code = main(args)
     print(f"=== {args[0]} exit {code}", flush=True)
     if code:
         sys.exit(code)
+from kfmt.pipelines.datasource import register
+from kfmt.pipelines.session import spark_session
+spark = spark_session()
+register(spark)
+reader = spark.read.format("kafka-log")
+for key, value in query["options"].items():
+    reader = reader.option(key, value)
+reader.load(query["path"]).createOrReplaceTempView("logs")
+rows = spark.sql("SELECT topic, count(*) AS n, min(offset) AS lo, max(offset) AS hi, "
+                 "sum(length(value)) AS bytes FROM logs GROUP BY topic ORDER BY topic").collect()
+print("=== query " + json.dumps([r.asDict() for r in rows]), flush=True)
 """
 
-MORE = {  # command -> its options (the source is the log directory, the destination a new folder)
+TRANSFORMS = {  # command -> its options (the source is the log directory, the destination a new folder)
+    "upgrade": ["--now", NOW_MS],
     "resegment": ["--segment-bytes", "3000"],
     "recompress": ["--compression", "zstd"],
     "compact": ["--now", NOW_MS, "--keep-format"],
     "retain": ["--retention-ms", "1000", "--include-active", "--now", "1700000300000"],
     "archive": [],
+    "export": [],
 }
+WINDOW_START = 1_700_000_100_000  # startingTimestamp of the data source query
+
+
+@pytest.fixture(scope="module")
+def cluster_run(spark_cluster, s3_server, s3_logs, tmp_path_factory):
+    """The driver's run: (its output, the S3 prefix of the destinations)."""
+    out = s3_server.url("cluster-out")
+    storage = [str(o) for o in s3_server.cli_options()]
+    master = ["--master", spark_cluster.master_url]
+    commands = [[command, s3_logs, f"{out}/{command}", "--no-progress", *map(str, options), *storage, *master]
+                for command, options in TRANSFORMS.items()]
+    commands.append(["restore", f"{out}/archive", f"{out}/restore", "--no-progress", *storage, *master])
+    query = {"path": s3_logs, "options": {"startingTimestamp": str(WINDOW_START),
+                                          "startingOffsetsByTimestampStrategy": "latest",
+                                          **{f"storage.{k}": v for k, v in s3_server.storage_options.items()}}}
+    result = subprocess.run([sys.executable, "-c", DRIVER, json.dumps([commands, query])],
+                            env={**spark_cluster.env(), "KFMT_SPARK_MASTER": spark_cluster.master_url},
+                            capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    return result, out
+
+
+@pytest.fixture(scope="module")
+def local_run(local_logs, tmp_path_factory) -> Path:
+    """The same commands in process on local files."""
+    root = tmp_path_factory.mktemp("local-run")
+    for command, options in TRANSFORMS.items():
+        local_kfmt(command, local_logs, root / command, "--no-progress", *options, "--master", "inprocess")
+    local_kfmt("restore", root / "archive", root / "restore", "--no-progress", "--master", "inprocess")
+    return root
 
 
 def same_tree(s3_server, url: str, local: Path) -> None:
@@ -200,25 +200,63 @@ def same_tree(s3_server, url: str, local: Path) -> None:
         assert written[name] == expected[name], name
 
 
-def test_every_transform_on_the_cluster_equals_the_inprocess_run(spark_cluster, s3_server, s3_logs,
-                                                                local_logs, s3_url, tmp_path):
-    storage = [str(o) for o in s3_server.cli_options()]
-    remote = [[command, s3_logs, f"{s3_url}/{command}", "--no-progress", *map(str, options), *storage,
-               "--master", spark_cluster.master_url] for command, options in MORE.items()]
-    remote.append(["restore", f"{s3_url}/archive", f"{s3_url}/restore", "--no-progress", *storage,
-                   "--master", spark_cluster.master_url])
-    result = subprocess.run([sys.executable, "-c", DRIVER, json.dumps(remote)], env=spark_cluster.env(),
-                            capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+@pytest.mark.parametrize("command", ["upgrade", "resegment", "recompress", "compact", "retain", "restore"])
+def test_transform_on_the_cluster_equals_the_inprocess_run(command, cluster_run, local_run, s3_server):
+    """Segment files and companions byte for byte, reports' digests and checksums; an archive names
+    its source and time, so what it holds is compared through its restore."""
+    _, out = cluster_run
+    same_tree(s3_server, f"{out}/{command}", local_run / command)
 
-    for command, options in MORE.items():
-        local_kfmt(command, local_logs, tmp_path / command, "--no-progress", *options, "--master", "inprocess")
-    local_kfmt("restore", tmp_path / "archive", tmp_path / "restore", "--no-progress", "--master", "inprocess")
-    for command in [*MORE, "restore"]:
-        if command != "archive":  # an archive names its source and time; its restore is compared
-            same_tree(s3_server, f"{s3_url}/{command}", tmp_path / command)
-    assert local_kfmt("cat", f"{s3_url}/restore", "--format", "json", *storage) == \
-        local_kfmt("cat", local_logs, "--format", "json")
-    assert_no_secret(s3_server, spark_cluster, result.stdout, result.stderr,
-                     *(v.decode("utf-8", "replace") for v in downloaded(s3_server, s3_url).values()
-                       if b"\0" not in v[:512]))
+
+def test_records_after_the_cluster_run(cluster_run, local_logs, s3_server):
+    """`kfmt cat` of the upgraded and the restored partitions shows the source's records."""
+    _, out = cluster_run
+    storage = s3_server.cli_options()
+    for name in SOURCES:
+        source = json.loads("[" + ",".join(local_kfmt("cat", local_logs / name, "--format", "json")
+                                           .splitlines()) + "]")
+        assert local_kfmt("cat", f"{out}/restore/{name}", "--format", "json", *storage) == \
+            local_kfmt("cat", local_logs / name, "--format", "json")
+        upgraded = json.loads("[" + ",".join(local_kfmt("cat", f"{out}/upgrade/{name}", "--format", "json",
+                                                        *storage).splitlines()) + "]")
+        assert [(r["offset"], r["key"], r["value"], r["headers"]) for r in upgraded] == \
+            [(r["offset"], r["key"], r["value"], r["headers"]) for r in source]
+
+
+def test_export_on_the_cluster_equals_the_inprocess_run(cluster_run, local_run, s3_server, tmp_path):
+    _, out = cluster_run
+    written = downloaded(s3_server, f"{out}/export")
+    local = {str(p.relative_to(local_run / "export")): p.read_bytes()
+             for p in (local_run / "export").rglob("*") if p.is_file()}
+    data = sorted(name for name in local if name.endswith(".parquet"))
+    assert data and sorted(n for n in written if n.endswith(".parquet")) == data
+    report = json.loads(written[REPORT_NAME])
+    assert report["totals"] == json.loads(local[REPORT_NAME])["totals"]
+    for name in data:  # the same rows in the same files (Parquet metadata names the writer's time)
+        (tmp_path / "s3.parquet").write_bytes(written[name])
+        assert pq.read_table(tmp_path / "s3.parquet").equals(pq.read_table(local_run / "export" / name))
+
+
+def test_data_source_sql_on_the_cluster(cluster_run):
+    """The query's aggregates equal those of the consumer's records from the first offset at or
+    after the window's start (truth files; v0 messages have no timestamp, so that topic reads
+    nothing with strategy latest)."""
+    result, _ = cluster_run
+    (line,) = [l for l in result.stdout.splitlines() if l.startswith("=== query ")]
+    got = {r["topic"]: (r["n"], r["lo"], r["hi"], r["bytes"]) for r in json.loads(line[len("=== query "):])}
+    expected = {}
+    for name in SOURCES:
+        start = first_offset_at_or_after(name, WINDOW_START)
+        if start is None:
+            continue
+        records = [r for r in consumer_records(name) if r["offset"] >= start]
+        expected[name.rsplit("-", 1)[0]] = (len(records), records[0]["offset"], records[-1]["offset"],
+                                            sum(len(base64.b64decode(r["value"] or "")) for r in records))
+    assert got == expected and "v2-none" in got
+
+
+def test_no_secret_in_output_reports_or_logs(cluster_run, spark_cluster, s3_server):
+    result, out = cluster_run
+    texts = [v.decode("utf-8", "replace") for v in downloaded(s3_server, out).values() if b"\0" not in v[:512]]
+    assert texts
+    assert_no_secret(s3_server, spark_cluster, result.stdout, result.stderr, *texts)
