@@ -17,11 +17,12 @@ def _import_probe():
     """A function cloudpickle sends by value (it is local), so that unpickling it on a worker does
     not itself need kfmt; it reports the worker's interpreter and what importing kfmt raised."""
     def probe(_):
+        import importlib
         import sys as worker_sys
 
-        try:
-            import kfmt.pipelines.datasource  # noqa: F401  (what the data source's tasks import)
-            import kfmt.rows.ranges  # noqa: F401
+        try:  # the modules the data source's tasks unpickle and run (by name: no import cycle)
+            for module in ("kfmt.pipelines.datasource", "kfmt.rows.ranges"):
+                importlib.import_module(module)
         except ImportError as err:
             return worker_sys.executable, f"{type(err).__name__}: {err}"
         return worker_sys.executable, None
