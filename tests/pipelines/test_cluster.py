@@ -260,3 +260,11 @@ def test_no_secret_in_output_reports_or_logs(cluster_run, spark_cluster, s3_serv
     texts = [v.decode("utf-8", "replace") for v in downloaded(s3_server, out).values() if b"\0" not in v[:512]]
     assert texts
     assert_no_secret(s3_server, spark_cluster, result.stdout, result.stderr, *texts)
+
+
+def test_the_work_ran_on_both_workers(cluster_run, spark_cluster):
+    """Executors of the driver's application ran under both workers (their work directories hold
+    the executors' logs), i.e. the jobs did not run inside the driver."""
+    for n in range(spark_cluster.worker_count):
+        work = Path(spark_cluster.root) / f"worker-{n}"
+        assert list(work.glob("app-*/*/stderr")), f"no executor ran under worker {n}"
