@@ -189,7 +189,7 @@ class KafkaLogReader(DataSourceReader):
         for part in parts:
             reader = PartitionReader(part)
             bounds = o.offsets.resolve(reader, *partition_identity(part))
-            ranges = kafka_options.ranges_within(plan_ranges(part, o.split_bytes), *bounds)
+            ranges = kafka_options.ranges_within(plan_ranges(part, o.split_bytes), *bounds, reader)
             if ranges:
                 planned.append((part, ranges, partition_outcomes(reader) if o.read_committed else None,
                                 bounds))
@@ -198,8 +198,9 @@ class KafkaLogReader(DataSourceReader):
             # Spark's minPartitions: smaller tasks, as far as the segments can be cut
             total = sum(r.end - r.start for _, ranges, _, _ in planned for r in ranges)
             split = max(1, total // o.offsets.min_partitions)
-            planned = [(part, kafka_options.ranges_within(plan_ranges(part, split), *bounds), outcomes,
-                        bounds) for part, _, outcomes, bounds in planned]
+            planned = [(part, kafka_options.ranges_within(plan_ranges(part, split), *bounds,
+                                                          PartitionReader(part)), outcomes, bounds)
+                       for part, _, outcomes, bounds in planned]
             units = self._units(planned, split)
         # Spark wants at least one partition: an empty unit reads nothing.
         return units or [LogUnit((), selection, None)]

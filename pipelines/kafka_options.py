@@ -243,12 +243,20 @@ def _names(partitions) -> str:
     return ", ".join(f"{t}-{p}" for t, p in sorted(partitions)) or "none"
 
 
-def ranges_within(ranges: list, start: int | None, end: int | None) -> list:
-    """The planned ranges (kfmt.rows.ranges.SegmentRange, one partition, offset order) of segments
-    that can hold offsets in [start, end): a segment holds offsets from its base offset up to the
-    next segment's. The rows are clipped to [start, end) when read."""
+def ranges_within(ranges: list, start: int | None, end: int | None, reader=None) -> list:
+    """The planned ranges (kfmt.rows.ranges.SegmentRange, one partition, offset order) that can hold
+    offsets in [start, end): a segment holds offsets from its base offset up to the next segment's,
+    and (given the partition's PartitionReader) the ranges of the start's segment that end before
+    the position its `.index` gives for the start hold only earlier offsets. The rows are clipped
+    to [start, end) when read."""
     bases = sorted({r.segment_base for r in ranges})
     next_base = dict(zip(bases, bases[1:]))
-    return [r for r in ranges
+    kept = [r for r in ranges
             if (end is None or r.segment_base < end)
             and (start is None or r.segment_base not in next_base or next_base[r.segment_base] > start)]
+    if reader is None or start is None or not kept or not reader.part.segments:
+        return kept
+    # the offset seek of a consumer (docs/format.md §6.5): a checked index entry at or below start
+    seg_index, position, _ = reader.start_point(from_offset=start)
+    seg_base = reader.part.segments[seg_index].base_offset
+    return [r for r in kept if r.segment_base != seg_base or r.end > position]

@@ -118,6 +118,30 @@ def test_whole_segments_before_the_start_are_not_read():
     assert bases == [399, 416, 422, 441]  # the segments holding offsets 400..449
 
 
+def first_index_entry(name: str) -> tuple[str, int, int]:
+    """(segment file, offset, position) of the first `.index` entry kafka-dump-log listed."""
+    file = None
+    for line in (REALKAFKA / f"{name}.truth" / "dump-index.txt").read_text().splitlines():
+        if line.startswith("Dumping "):
+            file = line.split()[1]
+        elif line.startswith("offset:"):
+            _, offset, _, position = line.split()
+            return file, int(offset), int(position)
+    raise AssertionError(f"{name} has no index entry")
+
+
+@pytest.mark.parametrize("name", ["v2-none-0", "v1-gzip-0", "v0-none-0"])
+def test_ranges_of_a_cut_segment_before_the_start_are_not_read(name):
+    """A segment cut at its `.index` entries (small maxBytesPerSplit): starting at an indexed
+    offset, the ranges before that entry's position are not planned, and the rows stay right."""
+    file, start, position = first_index_entry(name)
+    base = int(file.rsplit("/", 1)[-1].split(".")[0])
+    rows, units = read_all(REALKAFKA / name, maxBytesPerSplit=512, startingOffsets=one_partition(name, start))
+    assert as_consumer_records(rows) == truth_between(name, start, None)
+    first = units[0].ranges[0]
+    assert (first.segment_base, first.start) == (base, position)
+
+
 # --- timestamps ----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", TIMESTAMPED)
