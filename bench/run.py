@@ -23,7 +23,7 @@ import columns  # noqa: E402
 import data  # noqa: E402
 from measure import Sample, child, load_average, median, timed  # noqa: E402
 
-from kfmt import speedups  # noqa: E402
+from kfmt.format import kernels as speedups  # noqa: E402
 
 MB = 1e6
 

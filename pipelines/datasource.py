@@ -17,8 +17,11 @@ Options (case-insensitive, as all Spark options; Spark's Kafka source names wher
   DeleteRecords or retention; no broker serves them); default `false`: a consumer's view, from the
   log start offset (kfmt.partition.layout.PartitionDir.log_start_offset).
 * `maxBytesPerSplit`: bytes of log per task (default 128 MiB).
+* `startingOffsets`, `endingOffsets`, `startingTimestamp`, `endingTimestamp`,
+  `startingOffsetsByTimestamp`, `endingOffsetsByTimestamp`, `startingOffsetsByTimestampStrategy`,
+  `minPartitions`: which offsets, as Spark's Kafka source takes them (kfmt/pipelines/kafka_options.py).
 * `storage.<key>`: an fsspec storage option, e.g. `storage.endpoint_url`, `storage.key`.
-Spark Kafka source options that have no meaning here (`kafka.bootstrap.servers`, `startingOffsets`,
+Spark Kafka source options that have no meaning here (`kafka.bootstrap.servers`, `failOnDataLoss`,
 ...) and unknown options are refused rather than ignored: a query must not silently read something
 else than it asks for.
 """
@@ -29,23 +32,27 @@ import re
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
+from kfmt.pipelines import kafka_options
+from kfmt.pipelines.kafka_options import OffsetRange
 from kfmt.rows.columns import EXPORT_DDL
 
 NAME = "kafka-log"
 STORAGE_PREFIX = "storage."
 OPTIONS = ("path", "subscribe", "subscribepattern", "assign", "kafka.isolation.level",
-           "includecontrol", "includedeleted", "maxbytespersplit")
+           "includecontrol", "includedeleted", "maxbytespersplit", *kafka_options.OPTIONS)
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 
 
 class LogUnit(InputPartition):
-    """One task: consecutive segment ranges of one partition, and how to select their records."""
+    """One task: consecutive segment ranges of one partition, how to select their records, and
+    the offsets [start, end) wanted (None: no bound)."""
 
-    def __init__(self, ranges: tuple, selection, outcomes):
+    def __init__(self, ranges: tuple, selection, outcomes, offsets: tuple = (None, None)):
         super().__init__(None)
         self.ranges = ranges
         self.selection = selection
         self.outcomes = outcomes
+        self.offsets = offsets
 
 
 class KafkaLogDataSource(DataSource):
@@ -64,8 +71,10 @@ class SourceOptions:
     """The data source's options, checked (a ValueError names the option at fault)."""
 
     def __init__(self, path: str, storage: dict, topics: "TopicFilter", read_committed: bool,
-                 include_control: bool, split_bytes: int, include_deleted: bool = False):
+                 include_control: bool, split_bytes: int, offsets: OffsetRange | None = None,
+                 include_deleted: bool = False):
         self.path, self.storage, self.topics = path, storage, topics
+        self.offsets = offsets or OffsetRange.parse({})
         self.read_committed, self.include_control, self.split_bytes = (read_committed,
                                                                        include_control, split_bytes)
         self.include_deleted = include_deleted
@@ -80,7 +89,10 @@ class SourceOptions:
         if unknown:
             raise ValueError(f"{NAME}: unsupported option(s) {', '.join(unknown)} (supported: path, "
                              f"subscribe, subscribePattern, assign, kafka.isolation.level, "
-                             f"includeControl, includeDeleted, maxBytesPerSplit, storage.<fsspec option>)")
+                             f"includeControl, includeDeleted, maxBytesPerSplit, startingOffsets, endingOffsets, "
+                             f"startingTimestamp, endingTimestamp, startingOffsetsByTimestamp, "
+                             f"endingOffsetsByTimestamp, startingOffsetsByTimestampStrategy, "
+                             f"minPartitions, storage.<fsspec option>)")
         if "path" not in opts:
             raise ValueError(f'{NAME}: no path: use spark.read.format("{NAME}").load(PATH)')
         storage = parse_storage_options([f"{k[len(STORAGE_PREFIX):]}={v}" for k, v in opts.items()
@@ -92,7 +104,7 @@ class SourceOptions:
         return cls(opts["path"], storage, TopicFilter.parse(opts), isolation == "read_committed",
                    _boolean(opts, "includecontrol", "includeControl"),
                    _positive(opts, "maxbytespersplit", "maxBytesPerSplit", DEFAULT_SPLIT_BYTES),
-                   _boolean(opts, "includedeleted", "includeDeleted"))
+                   OffsetRange.parse(opts), _boolean(opts, "includedeleted", "includeDeleted"))
 
 
 def _boolean(opts: dict, key: str, name: str) -> bool:
@@ -169,31 +181,60 @@ class KafkaLogReader(DataSourceReader):
     def partitions(self):
         from kfmt.partition.layout import find_partitions
         from kfmt.partition.reader import PartitionReader
-        from kfmt.rows.ranges import Selection, pack_ranges, plan_ranges
+        from kfmt.rows.ranges import Selection, partition_identity, plan_ranges
         from kfmt.storage.store import open_storage
         from kfmt.partition.transactions import partition_outcomes
 
         o = self.options
         storage, path = open_storage(o.path, o.storage)
         parts = [p for p in find_partitions(storage, path) if o.topics(p.topic, p.partition)]
+        o.offsets.check_partitions([partition_identity(p) for p in parts])
         selection = Selection(o.include_control, o.read_committed, o.include_deleted)
-        units = []
+        planned = []  # (ranges, outcomes, offsets) of every partition with something to read
         for part in parts:
-            ranges = plan_ranges(part, o.split_bytes)
-            if not ranges:
-                continue
-            outcomes = partition_outcomes(PartitionReader(part, recover_tail=True)) if o.read_committed else None
-            units += [LogUnit(unit, selection, outcomes) for unit in pack_ranges(ranges, o.split_bytes)]
+            reader = PartitionReader(part, recover_tail=True)
+            bounds = o.offsets.resolve(reader, *partition_identity(part))
+            ranges = kafka_options.ranges_within(plan_ranges(part, o.split_bytes), *bounds, reader)
+            if ranges:
+                planned.append((part, ranges, partition_outcomes(reader) if o.read_committed else None,
+                                bounds))
+        units = self._units(planned, o.split_bytes)
+        if o.offsets.min_partitions and len(units) < o.offsets.min_partitions:
+            # Spark's minPartitions: smaller tasks, as far as the segments can be cut
+            total = sum(r.end - r.start for _, ranges, _, _ in planned for r in ranges)
+            split = max(1, total // o.offsets.min_partitions)
+            planned = [(part, kafka_options.ranges_within(plan_ranges(part, split), *bounds,
+                                                          PartitionReader(part)), outcomes, bounds)
+                       for part, _, outcomes, bounds in planned]
+            units = self._units(planned, split)
         # Spark wants at least one partition: an empty unit reads nothing.
         return units or [LogUnit((), selection, None)]
+
+    def _units(self, planned, split_bytes) -> list[LogUnit]:
+        from kfmt.rows.ranges import Selection, pack_ranges
+
+        selection = Selection(self.options.include_control, self.options.read_committed,
+                              self.options.include_deleted)
+        return [LogUnit(unit, selection, outcomes, bounds)
+                for _, ranges, outcomes, bounds in planned for unit in pack_ranges(ranges, split_bytes)]
 
     def read(self, unit: LogUnit):
         from kfmt.rows.ranges import read_range
 
+        start, end = unit.offsets
         for rng in unit.ranges:
-            yield from read_range(rng, unit.selection, unit.outcomes)
+            for batch in read_range(rng, unit.selection, unit.outcomes):
+                batch = kafka_options.clip(batch, start, end)
+                if batch.num_rows:
+                    yield batch
 
 
-def register(spark) -> None:
-    """Make `spark.read.format("kafka-log")` available in this session."""
+def register(spark, check_workers: bool = True) -> None:
+    """Make `spark.read.format("kafka-log")` available in this session. First (unless
+    `check_workers` is false) one tiny job checks that Spark's Python workers can import kfmt, so
+    that a worker interpreter without it is one clear error here, not a traceback in every task."""
+    if check_workers:
+        from kfmt.pipelines.worker_check import check_workers_import_kfmt
+
+        check_workers_import_kfmt(spark)
     spark.dataSource.register(KafkaLogDataSource)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import atexit
+import sys
 import uuid
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import pytest
 
 from support.corpus import REALKAFKA, corpus_problem
 from support.s3server import SeaweedServer
+from support.spark_cluster import SparkCluster
 from support.tools import missing, require, weed
 
 
@@ -45,6 +47,19 @@ def s3_server():
         yield server.start()
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_cluster():
+    """A Spark standalone master and two one-core workers on 127.0.0.1 for the session
+    (support.spark_cluster.SparkCluster); tests that use it are marked `cluster`."""
+    require("java")
+    cluster = SparkCluster(python=sys.executable)
+    atexit.register(cluster.stop)  # a last resort; the finaliser below normally stops it
+    try:
+        yield cluster.start()
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture

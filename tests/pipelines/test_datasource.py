@@ -149,7 +149,7 @@ def test_topic_selection_as_in_sparks_kafka_source(logdir):
 
 
 @pytest.mark.parametrize("options, words", [
-    ({"startingOffsets": "earliest"}, "unsupported option(s) startingoffsets"),
+    ({"maxOffsetsPerTrigger": "10"}, "unsupported option(s) maxoffsetspertrigger"),
     ({"kafka.bootstrap.servers": "localhost:9092"}, "unsupported option(s) kafka.bootstrap.servers"),
     ({"subscribe": "a", "assign": '{"a":[0]}'}, "at most one of subscribe"),
     ({"subscribe": " , "}, "subscribe names no topic"),
