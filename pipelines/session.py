@@ -26,7 +26,7 @@ def spark_session(master: str | None = None, app_name: str = "kfmt"):
     from pyspark.sql import SparkSession
 
     builder = (SparkSession.builder.appName(app_name)
-               .master(master or os.environ.get("KFMT_SPARK_MASTER", "local[*]"))
+               .master(master or _site_spark_master())
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.driver.host", "127.0.0.1")
@@ -37,6 +37,15 @@ def spark_session(master: str | None = None, app_name: str = "kfmt"):
                .config("spark.executor.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG4J_CONFIG}"))
     _session = builder.getOrCreate()
     return _session
+
+
+def _site_spark_master() -> str:
+    """KFMT_SPARK_MASTER when it names a Spark master, else local[*] (it may also say auto, pool or
+    inprocess, which choose kfmt's engine, not Spark's: kfmt.pipelines.engine)."""
+    from kfmt.pipelines.engine import choose_engine
+
+    engine = choose_engine(None, 0)
+    return engine.master if engine.engine == "spark" else "local[*]"
 
 
 def stop_session() -> None:
