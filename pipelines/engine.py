@@ -132,3 +132,10 @@ def human_bytes(n: int) -> str:
             value = n / scale
             return f"{value:.0f} {unit}" if value >= 10 or value == int(value) else f"{value:.1f} {unit}"
     return f"{n} bytes"
+
+
+def engine_note(report: dict) -> str:
+    """The end of a summary line: ', on a pool of 2 workers: input 120 MB below the 1 GB threshold
+    for Spark' (nothing for a report without an engine)."""
+    engine = report.get("engine")
+    return f", {Engine(**engine).describe()}" if engine else ""

@@ -52,6 +52,7 @@ def add_arguments(p):
 
 
 def run(args) -> int:
+    from kfmt.pipelines.engine import engine_note
     from kfmt.transforms.cleanup.compact import compact
 
     options = CompactOptions(
@@ -84,5 +85,5 @@ def run(args) -> int:
         for note in e["notes"]:
             out.write(f"  {note}\n")
     if not args.dry_run:
-        out.write(f"wrote {plan.layout.destination}\n")
+        out.write(f"wrote {plan.layout.destination}{engine_note(report)}\n")
     return 0

@@ -3,7 +3,7 @@ ones, in Hive-style topic=/partition=/ directories (kfmt.transforms.export, docs
 from __future__ import annotations
 
 from kfmt.cli._common import add_progress_argument, add_storage_arguments
-from kfmt.cli._transform import print_outcome, run_arguments
+from kfmt.cli._transform import add_master_argument, print_outcome, run_arguments
 from kfmt.errors import UsageError
 
 NAME = "export"
@@ -36,9 +36,7 @@ def add_arguments(p):
     p.add_argument("--max-bytes-per-task", type=int, default=DEFAULT_SPLIT_BYTES, metavar="N",
                    help="bytes of log per task: bigger segments are cut at batch boundaries, smaller "
                         f"consecutive ones share a task (default {DEFAULT_SPLIT_BYTES})")
-    p.add_argument("--master", metavar="URL",
-                   help="Spark master (default: an embedded local[*] session; 'inprocess' runs the "
-                        "same work in this process without Spark)")
+    add_master_argument(p)
     p.add_argument("--dry-run", action="store_true", help="print the plan and write nothing")
     p.add_argument("--output", choices=("text", "json"), default="text",
                    help="what is printed: text, or JSON (the plan with --dry-run, else the report)")
@@ -46,6 +44,7 @@ def add_arguments(p):
 
 
 def run(args) -> int:
+    from kfmt.pipelines.engine import engine_note
     from kfmt.transforms.export import ExportOptions, export
 
     partition_by = tuple(c.strip() for c in args.partition_by.split(","))
@@ -59,6 +58,6 @@ def run(args) -> int:
         files = sum(p["files"] for p in r["outputs"])
         return (f"exported {r['totals']['output_records']} records of {r['totals']['partitions']} "
                 f"partition(s) into {files} {args.format} file(s) in {plan.destination} "
-                f"({r['duration_ms'] / 1000:.1f} s)")
+                f"({r['duration_ms'] / 1000:.1f} s{engine_note(r)})")
     return print_outcome(plan, report, args.output == "json", summary)
     return 0

@@ -2,9 +2,9 @@
 as Kafka's log recovery builds them (kfmt.transforms.reindex)."""
 from __future__ import annotations
 
-from kfmt.cli._common import progress
 from kfmt.cli._transform import (add_companion_arguments, add_transform_arguments, companion_options,
                                  print_outcome, run_arguments)
+from kfmt.pipelines.engine import engine_note
 from kfmt.transforms.reindex import reindex
 
 NAME = "reindex"
@@ -13,15 +13,13 @@ HELP = ("copy partitions with .index, .timeindex, .txnindex, producer snapshots 
 
 
 def add_arguments(p):
-    add_transform_arguments(p, spark=False)
+    add_transform_arguments(p)
     add_companion_arguments(p)
 
 
 def run(args) -> int:
-    with progress(args, unit="B", unit_scale=True, desc="reindex") as bar:
-        plan, report = reindex(args.src, args.dst, options=companion_options(args),
-                               **run_arguments(args, spark=False), on_progress=bar.update)
+    plan, report = reindex(args.src, args.dst, options=companion_options(args), **run_arguments(args))
     return print_outcome(plan, report, args.format == "json",
                          lambda r: f"reindexed {r['totals']['partitions']} partition(s): "
                                    f"{r['totals']['input_batches']} batches, {r['totals']['input_records']} "
-                                   f"records, into {plan.destination}")
+                                   f"records, into {plan.destination}{engine_note(r)}")

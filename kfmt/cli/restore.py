@@ -16,6 +16,7 @@ def add_arguments(p):
 
 
 def run(args) -> int:
+    from kfmt.pipelines.engine import engine_note
     from kfmt.transforms.archive.restore import restore
 
     result = restore(args.src, args.dst, options=companion_options(args), **run_arguments(args))
@@ -23,4 +24,4 @@ def run(args) -> int:
                          lambda r: f"restored {r['totals']['partitions']} partition(s): "
                                    f"{r['totals']['output_batches']} batches, {r['totals']['output_records']} "
                                    f"records, content digests equal to the archive's, into "
-                                   f"{result.plan.destination}")
+                                   f"{result.plan.destination}{engine_note(r)}")

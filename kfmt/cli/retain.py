@@ -34,6 +34,7 @@ def add_arguments(p):
 
 
 def run(args) -> int:
+    from kfmt.pipelines.engine import engine_note
     from kfmt.transforms.cleanup.retain import retain
 
     options = RetentionOptions(args.retention_ms, args.retention_bytes, args.log_start_offset,
@@ -58,5 +59,5 @@ def run(args) -> int:
         for d in deleted if args.dry_run else []:
             out.write(f"  {d['base_offset']:>20}  {d['rule']}: {d['reason']}\n")
     if not args.dry_run:
-        out.write(f"wrote {plan.layout.destination}\n")
+        out.write(f"wrote {plan.layout.destination}{engine_note(report)}\n")
     return 0

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import sys
 
-from kfmt.cli._common import dumps, progress
+from kfmt.cli._common import dumps
+from kfmt.pipelines.engine import engine_note
 from kfmt.cli._transform import add_companion_arguments, add_transform_arguments, companion_options, run_arguments
 from kfmt.transforms.report import REPORT_NAME
 from kfmt.transforms.salvage import SalvageOptions, salvage
@@ -16,15 +17,13 @@ HELP = ("recover every intact batch of a damaged partition directory into a brok
 
 
 def add_arguments(p):
-    add_transform_arguments(p, spark=False)
+    add_transform_arguments(p)
     add_companion_arguments(p)
 
 
 def run(args) -> int:
     options = SalvageOptions(**companion_options(args).builder_options())
-    with progress(args, unit="B", unit_scale=True, desc="salvage") as bar:
-        plan, report = salvage(args.src, args.dst, options=options, **run_arguments(args, spark=False),
-                               on_progress=bar.update)
+    plan, report = salvage(args.src, args.dst, options=options, **run_arguments(args))
     out = sys.stdout
     if args.format == "json":
         out.write(dumps(report) + "\n")
@@ -34,7 +33,7 @@ def run(args) -> int:
     if args.dry_run:
         out.write(f"dry run: nothing written to {plan.destination}\n")
     else:
-        out.write(f"written to {plan.destination} (report: {REPORT_NAME})\n")
+        out.write(f"written to {plan.destination} (report: {REPORT_NAME}){engine_note(report)}\n")
     return 0
 
 

@@ -28,9 +28,9 @@ from kfmt.partition.companions import CompanionOptions, existing_leader_epochs
 from kfmt.errors import KfmtError, UsageError
 from kfmt.partition.layout import Segment
 from kfmt.storage.manifest import FileRecord
-from kfmt.pipelines.engine import Engine, choose_engine, is_process_local
+from kfmt.pipelines.engine import engine_note
 from kfmt.pipelines.runner import run_tasks
-from kfmt.transforms.reindex import PartitionPlan, DirectoryPlan, write_log_dir_files, plan_reindex
+from kfmt.transforms.reindex import PartitionPlan, DirectoryPlan, plan_engine, plan_reindex, write_log_dir_files
 from kfmt.transforms.report import REPORT_NAME, make_report, report_bytes
 from kfmt.partition.summary import PartitionSummary, PartitionTally, merge_tallies
 from kfmt.storage.staging import StagedOutput, StagingTarget
@@ -211,7 +211,7 @@ def run_transform(transform: Transform, src: str, dst: str, *, src_options: dict
     layout = plan_reindex(src_storage, src_path, dst_storage, dst_path, topic, partition)
     work = [PartitionWork(i, p, [SourceSegment.of(p, s) for s in p.part.segments])
             for i, p in enumerate(layout.partitions)]
-    engine = command_engine(master, sum(s.size for w in work for s in w.sources), src_storage, dst_storage)
+    engine = plan_engine(master, sum(s.size for w in work for s in w.sources), src_storage, dst_storage)
     run = dict(master=engine, progress=progress)
     plan = RunPlan(transform.command, layout, work, transform)
 
@@ -243,14 +243,6 @@ def run_transform(transform: Transform, src: str, dst: str, *, src_options: dict
         report["duration_ms"] = int((time.time() - started) * 1000)
         out.write(REPORT_NAME, report_bytes(report))
     return plan, report
-
-
-def command_engine(master: "str | Engine | None", input_bytes: int, *storages) -> Engine:
-    """The engine for a command reading `input_bytes` from and into these storages (kfmt.pipelines.engine)."""
-    if isinstance(master, Engine):
-        return master
-    urls = [s.spec.url for s in storages if getattr(s, "spec", None) is not None]
-    return choose_engine(master, input_bytes, process_local=is_process_local(*urls))
 
 
 def _finish_partitions(transform: Transform, work: list[PartitionWork], results: list[TaskResult],
@@ -304,11 +296,3 @@ def summary_line(report: dict, destination: str) -> str:
             f"{t['output_records']} records out, into {destination} "
             f"({report['duration_ms'] / 1000:.1f} s{engine_note(report)})")
 
-
-def engine_note(report: dict) -> str:
-    """', on a pool of 2 worker process(es): input 120 MB below the 1 GB threshold for Spark' (or
-    nothing for a report without an engine)."""
-    engine = report.get("engine")
-    if not engine:
-        return ""
-    return f", {Engine(**engine).describe()}"
