@@ -55,6 +55,8 @@ def shutdown(kill: bool = False) -> None:
             if p.is_alive():
                 p.terminate()
     pool.shutdown(wait=not kill, cancel_futures=True)
+    for p in processes if kill else ():
+        p.join(timeout=5)
 
 
 def run_on_pool(call, indexed_tasks: list, workers: int, description: str, bar) -> list:
