@@ -152,7 +152,8 @@ def run_on(command: str, src: Path, dst: Path, master: str) -> dict:
     result = run_kfmt(command, src, dst, "--no-progress", "--master", master, *args)
     assert result.code == 0, result.err
     report = json.loads((dst / REPORT_NAME).read_text())
-    assert report["engine"]["engine"] == ("spark" if master.startswith("local[") else master)
+    expected = {"inprocess": "inprocess", "pool": "pool", "local-pool[2]": "pool"}.get(master, "spark")
+    assert (report["engine"]["engine"], report["engine"]["master"]) == (expected, master)
     return report
 
 
