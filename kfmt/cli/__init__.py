@@ -88,7 +88,8 @@ def _main(argv: list[str] | None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # the worker pool stops its workers first (kfmt.pipelines.pool)
+        print("kfmt: interrupted", file=sys.stderr)
         return 130
     except OSError as err:
         print(f"kfmt: error: {one_line(err)}", file=sys.stderr)
