@@ -16,6 +16,9 @@ from __future__ import annotations
 
 import multiprocessing
 import signal
+import sys
+import types
+from contextlib import contextmanager
 from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 
@@ -59,13 +62,27 @@ def shutdown(kill: bool = False) -> None:
         p.join(timeout=5)
 
 
+@contextmanager
+def _main_hidden():
+    """A spawned worker imports the parent's __main__ again (to find functions defined there), which
+    runs a script without an `if __name__ == "__main__"` guard a second time, in every worker. kfmt's
+    task functions never live in __main__, so workers are started without it."""
+    main = sys.modules.get("__main__")
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = main
+
+
 def run_on_pool(call, indexed_tasks: list, workers: int, description: str, bar) -> list:
     """call((index, task)) for every item on the pool; [(index, result)] in task order.
 
     `call` and the tasks must pickle by reference/value (top-level functions, dataclasses)."""
     pool = executor(workers)
     name = description or "kfmt"
-    futures = [pool.submit(call, item) for item in indexed_tasks]
+    with _main_hidden():  # workers spawn as tasks are submitted
+        futures = [pool.submit(call, item) for item in indexed_tasks]
     # the processes serving this job (spawned by submit): their exit codes explain a broken pool
     processes = list((getattr(pool, "_processes", None) or {}).values())
     try:

@@ -256,6 +256,20 @@ def test_ctrl_c_stops_the_workers(tmp_path):
     assert out.split()[1] == "0"  # no worker left behind
 
 
+def test_a_script_without_a_main_guard_can_use_the_pool(tmp_path):
+    """Spawned workers do not run the calling script again."""
+    script = tmp_path / "unguarded.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from support import engine_tasks
+        from kfmt.pipelines.runner import run_tasks
+        print(run_tasks(engine_tasks.fail_on_two, [1, 3, 4], master="local-pool[2]", progress=False))
+    """))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout) == (0, "[10, 30, 40]\n"), done.stderr[-2000:]
+
+
 # --- every core works -----------------------------------------------------------------------------
 
 def test_the_pool_uses_every_worker():
