@@ -5,8 +5,8 @@ variable (a site default), then `auto`. Its values:
 
 * `auto`: choose by the size of the input (`choose_engine`). Below POOL_THRESHOLD_BYTES the work
   runs in this process (starting worker processes would cost more than a tenth of the job); below
-  SPARK_THRESHOLD_BYTES on a pool of local worker processes, one per core (kfmt.pipelines.pool);
-  above it on embedded Spark `local[*]`. Both numbers were measured on the project's 2-core machine
+  spark_threshold_bytes() (2 GB per core) on a pool of local worker processes, one per core
+  (kfmt.pipelines.pool); above it on embedded Spark `local[*]`. Both numbers were measured on the project's 2-core machine
   (docs/performance.md, "Which engine runs a job").
 * `inprocess`: the tasks one after another in this process.
 * `pool`, `local-pool[N]` (`local-pool[*]`: one per core): a pool of N local worker processes.
@@ -29,13 +29,22 @@ INPROCESS = "inprocess"
 POOL = "pool"
 MASTER_ENV = "KFMT_SPARK_MASTER"
 
-# Measured (docs/performance.md): a pool of 2 spawned workers costs about 0.5 s before the first task
-# runs, and a job reads about 100 MB/s per core; below this size the pool's start is more than a
-# tenth of the job.
+# Measured on the project's 2-core machine (docs/performance.md, "Which engine runs a job"): a job
+# reads 30-50 MB/s per core (CPU time; upgrade of v1 and export the slow end, reindex the fast one).
+# Spawned pool workers cost about 0.5 s each before their first task (they start in parallel); in
+# process a job of B bytes takes B/r, on a pool of n workers about 0.5 s + B/(n*r): the pool pays off
+# from about 2*0.5 s*r, some 40-60 MB.
 POOL_THRESHOLD_BYTES = 64 << 20
-# Measured (docs/performance.md): the embedded Spark session costs 4-6 s (idle machine) before the
-# first task runs; below this size that fixed start is more than a tenth of the job on the pool.
-SPARK_THRESHOLD_BYTES = 1 << 30
+# Spark's embedded session costs about 5 s (4-6 s on an idle machine) before its first task, and its
+# tasks are no faster per core than the pool's. That start is at most a tenth of the job when the job
+# runs 50 s or more on n cores: B >= 10 * 5 s * n * ~40 MB/s, about 2 GB per core.
+SPARK_THRESHOLD_BYTES_PER_CORE = 2 << 30
+
+
+def spark_threshold_bytes(workers: int | None = None) -> int:
+    """The input size from which `auto` starts Spark: it grows with the cores the pool would use."""
+    return SPARK_THRESHOLD_BYTES_PER_CORE * (workers or cores())
+
 
 _LOCAL_POOL = re.compile(r"local-pool(?:\[(\*|\d+)\])?")
 _LOCAL_SPARK = re.compile(r"local(?:\[(\*|\d+)(?:,\s*\d+)?\])?")
@@ -54,7 +63,7 @@ class Engine:
         return {"engine": self.engine, "master": self.master, "workers": self.workers, "why": self.why}
 
     def describe(self) -> str:
-        """For the summary line: 'on a pool of 2 workers: input 120 MB below the 1 GB threshold for Spark'."""
+        """For the summary line: 'on a pool of 2 workers: input 120 MB below the 4 GB threshold for Spark'."""
         if self.engine == "pool":
             how = f"on a pool of {self.workers} worker{'s' if self.workers != 1 else ''}"
         elif self.engine == "spark":
@@ -86,12 +95,12 @@ def requested_master(master: str | None, env: dict | None = None) -> str:
 
 def choose_engine(master: str | None, input_bytes: int, *, process_local: bool = False,
                   env: dict | None = None, pool_threshold: int = POOL_THRESHOLD_BYTES,
-                  spark_threshold: int = SPARK_THRESHOLD_BYTES) -> Engine:
+                  spark_threshold: int | None = None) -> Engine:
     """The engine for a job reading `input_bytes`. `process_local`: its storage lives in this process."""
     asked = requested_master(master, env)
     source = "--master" if master else f"{MASTER_ENV}"
     if asked == AUTO:
-        return _auto(input_bytes, process_local, pool_threshold, spark_threshold)
+        return _auto(input_bytes, process_local, pool_threshold, spark_threshold or spark_threshold_bytes())
     if asked == INPROCESS:
         return Engine("inprocess", asked, 1, f"{source} {asked}")
     if asked == POOL or _LOCAL_POOL.fullmatch(asked):
@@ -135,7 +144,7 @@ def human_bytes(n: int) -> str:
 
 
 def engine_note(report: dict) -> str:
-    """The end of a summary line: ', on a pool of 2 workers: input 120 MB below the 1 GB threshold
+    """The end of a summary line: ', on a pool of 2 workers: input 120 MB below the 4 GB threshold
     for Spark' (nothing for a report without an engine)."""
     engine = report.get("engine")
     return f", {Engine(**engine).describe()}" if engine else ""

@@ -21,7 +21,8 @@ from support.cli import run_kfmt
 from support.corpus import REAL_DIRS, REALKAFKA
 
 from kfmt.errors import DataError, KfmtError, UsageError
-from kfmt.pipelines.engine import MASTER_ENV, POOL_THRESHOLD_BYTES, SPARK_THRESHOLD_BYTES, choose_engine, cores
+from kfmt.pipelines.engine import (MASTER_ENV, POOL_THRESHOLD_BYTES, choose_engine, cores, human_bytes,
+                                   spark_threshold_bytes)
 from kfmt.pipelines.runner import run_tasks
 from kfmt.transforms.report import REPORT_NAME
 
@@ -29,6 +30,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples" / "kafka-logs"
 NOW_MS = 1_700_000_000_000
 NO_ENV: dict = {}
+SPARK_THRESHOLD_BYTES = spark_threshold_bytes()  # for the cores this process may use
+SPARK_AT = human_bytes(SPARK_THRESHOLD_BYTES)
 
 
 # --- the choice -----------------------------------------------------------------------------------
@@ -41,15 +44,23 @@ def test_auto_chooses_by_input_size(size, engine):
     assert (chosen.engine, chosen.master) == (engine, "auto")
     if engine == "spark":
         assert chosen.spark_master == "local[*]"
-        assert "at or above the 1 GB threshold for Spark" in chosen.why
+        assert f"at or above the {SPARK_AT} threshold for Spark" in chosen.why
     if engine == "pool":
         assert chosen.workers == cores()
-        assert "below the 1 GB threshold for Spark" in chosen.why
+        assert f"below the {SPARK_AT} threshold for Spark" in chosen.why
     assert choose_engine("auto", size, env=NO_ENV) == chosen
 
 
 def test_the_why_names_the_input_size():
-    assert choose_engine(None, 120 << 20, env=NO_ENV).why == "input 120 MB below the 1 GB threshold for Spark"
+    assert (choose_engine(None, 120 << 20, env=NO_ENV, spark_threshold=1 << 30).why
+            == "input 120 MB below the 1 GB threshold for Spark")
+    assert choose_engine(None, 5 << 20, env=NO_ENV).why == "input 5 MB below the 64 MB threshold for a worker pool"
+
+
+def test_the_spark_threshold_grows_with_the_cores():
+    """Spark's start is fixed while the pool's job gets shorter with every core (2 GB per core)."""
+    assert [spark_threshold_bytes(n) >> 30 for n in (1, 2, 8)] == [2, 4, 16]
+    assert SPARK_THRESHOLD_BYTES == spark_threshold_bytes(cores())
 
 
 @pytest.mark.parametrize("master, engine, workers", [
