@@ -267,6 +267,17 @@ def test_ctrl_c_stops_the_workers(tmp_path):
     assert out.split()[1] == "0"  # no worker left behind
 
 
+def test_ctrl_c_ends_the_command_with_one_line(tmp_path, monkeypatch):
+    import kfmt.cli.reindex
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(kfmt.cli.reindex, "reindex", interrupted)
+    result = run_kfmt("reindex", SAMPLES, tmp_path / "out")
+    assert (result.code, result.out, result.err) == (130, "", "kfmt: interrupted\n")
+
+
 def test_a_script_without_a_main_guard_can_use_the_pool(tmp_path):
     """Spawned workers do not run the calling script again."""
     script = tmp_path / "unguarded.py"
