@@ -1,14 +1,16 @@
 """Running kfmt's units of work (a segment, a partition, a planned output segment) in parallel.
 
-`run_tasks(fn, tasks)` maps a picklable function over picklable task descriptions on Spark, one Spark
-task per unit, and returns the results in task order. Tasks open storage themselves from
-StorageSpec values and write through a StagedOutput's picklable target; results stay small (file
-records, counts, digests). `master="inprocess"` runs the same functions one after another in this
-process (no JVM): for tiny inputs and for tests of the job logic.
+`run_tasks(fn, tasks)` maps a picklable function over picklable task descriptions and returns the
+results in task order, on the engine kfmt.pipelines.engine chose for the command: in this process
+one after another (no JVM, no workers), on a pool of local worker processes (kfmt.pipelines.pool),
+or on Spark, one Spark task per unit. Tasks open storage themselves from StorageSpec values and
+write through a StagedOutput's picklable target; results stay small (file records, counts,
+digests).
 
 Errors keep their meaning across the executor boundary: a kfmt error raised by a task (bad data, a
 usage problem) is caught there and raised again on the driver as the same kind of error, so the CLI
-still prints one line and exits 65 or 2; anything else is a failure of the job.
+still prints one line and exits 65 or 2; anything else is a failure of the job. The pool and Spark
+carry errors back the same way (TaskFailure), so an error means the same whatever ran the task.
 
 A job on a cluster that has no executors (none accepted it, or all were lost) would wait forever:
 the watcher cancels it after KFMT_SPARK_EXECUTOR_WAIT seconds without one (EXECUTOR_WAIT_S).
@@ -24,8 +26,8 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from kfmt.errors import EXIT_USAGE, DataError, EngineError, KfmtError, UsageError
+from kfmt.pipelines.engine import INPROCESS, Engine, choose_engine
 
-INPROCESS = "inprocess"
 #: seconds a cluster job may go without any executor before it is cancelled
 EXECUTOR_WAIT_S = 45
 
@@ -53,30 +55,49 @@ class TaskFailure:
         raise (UsageError if self.kind == "usage" else KfmtError)(self.message)
 
 
-def _guarded(fn: Callable):
-    def call(indexed):
+@dataclass(frozen=True)
+class _Guarded:
+    """fn(task) with a kfmt error turned into a TaskFailure (picklable by reference for the pool;
+    Spark's cloudpickle takes it as it is)."""
+
+    fn: Callable
+
+    def __call__(self, indexed):
         index, task = indexed
         try:
-            return index, fn(task)
+            return index, self.fn(task)
         except KfmtError as err:
             return index, TaskFailure.of(err)
-    return call
 
 
-def run_tasks(fn: Callable, tasks: Sequence, *, master: str | None = None, description: str = "",
+def run_tasks(fn: Callable, tasks: Sequence, *, master: "str | Engine | None" = None, description: str = "",
               progress: bool = True) -> list:
-    """fn(task) for every task, in parallel; results in task order. Raises the first task's kfmt error."""
+    """fn(task) for every task, in parallel; results in task order. Raises the first task's kfmt error.
+
+    `master`: the Engine the command chose (kfmt.pipelines.engine.choose_engine), or a --master
+    value; `auto` (or nothing) without a known input size runs on the pool."""
     if not tasks:
         return []
-    if master == INPROCESS:
-        results = [_guarded(fn)((i, t)) for i, t in enumerate(_progress(tasks, description, progress))]
+    engine = master if isinstance(master, Engine) else choose_engine(master, _UNKNOWN_SIZE)
+    call = _Guarded(fn)
+    if engine.engine == INPROCESS:
+        results = [call((i, t)) for i, t in enumerate(_progress(tasks, description, progress))]
+    elif engine.engine == "pool":
+        from kfmt.pipelines.pool import run_on_pool
+
+        results = run_on_pool(call, list(enumerate(tasks)), engine.workers, description,
+                              _progress(range(len(tasks)), description, progress))
     else:
-        results = _run_on_spark(fn, list(tasks), master, description, progress)
+        results = _run_on_spark(call, list(tasks), engine.spark_master, description, progress)
     ordered = [r for _, r in sorted(results, key=lambda r: r[0])]
     for result in ordered:
         if isinstance(result, TaskFailure):
             result.raise_again()
     return ordered
+
+
+# an unresolved `auto` (a caller that did not measure its input) lands between the thresholds: the pool
+_UNKNOWN_SIZE = (256 << 20)
 
 
 def _progress(items, description, enabled):
@@ -86,14 +107,14 @@ def _progress(items, description, enabled):
                 disable=not enabled or not sys.stderr.isatty())
 
 
-def _run_on_spark(fn, tasks, master, description, progress):
+def _run_on_spark(call, tasks, master, description, progress):
     from kfmt.pipelines.session import spark_session
 
     spark = spark_session(master)
     sc = spark.sparkContext
     group = f"kfmt-{uuid.uuid4().hex[:12]}"
     sc.setJobGroup(group, description or "kfmt", interruptOnCancel=True)
-    rdd = sc.parallelize(list(enumerate(tasks)), numSlices=len(tasks)).map(_guarded(fn))
+    rdd = sc.parallelize(list(enumerate(tasks)), numSlices=len(tasks)).map(call)
     done = threading.Event()
     stalled: list[str] = []  # why the watcher cancelled the job, if it did
     watcher = threading.Thread(target=_watch, args=(sc, group, len(tasks), description, progress, done,

@@ -40,7 +40,7 @@ def spark_session(master: str | None = None, app_name: str = "kfmt"):
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    master = master or os.environ.get("KFMT_SPARK_MASTER", "local[*]")
+    master = master or _site_spark_master()
     check_master_reachable(master)
     from pyspark import SparkConf
     from pyspark.sql import SparkSession
@@ -159,3 +159,12 @@ def spark_error_line(err: BaseException) -> str:
             if not head.startswith("py4j") and "An error occurred while calling" not in line:
                 return message
     return lines[0] if lines else type(err).__name__
+
+
+def _site_spark_master() -> str:
+    """KFMT_SPARK_MASTER when it names a Spark master, else local[*] (it may also say auto, pool or
+    inprocess, which choose kfmt's engine, not Spark's: kfmt.pipelines.engine)."""
+    from kfmt.pipelines.engine import choose_engine
+
+    engine = choose_engine(None, 0)
+    return engine.master if engine.engine == "spark" else "local[*]"

@@ -49,15 +49,12 @@ def _outcome(plan, report: dict | None) -> Report:
     return Report(report, plan=plan)
 
 
-def _run(storage_options, dst_storage_options, topic, partition, dry_run, master=None, progress=False,
-         engine: bool = True) -> dict:
+def _run(storage_options, dst_storage_options, topic, partition, dry_run, master=None, progress=False
+         ) -> dict:
     """The keyword arguments every transform's library entry point takes."""
-    run = dict(src_options=storage_options or {},
-               dst_options=dict(dst_storage_options) if dst_storage_options is not None else None,
-               topic=topic, partition=partition, dry_run=dry_run)
-    if engine:
-        run.update(master=master, progress=progress)
-    return run
+    return dict(src_options=storage_options or {},
+                dst_options=dict(dst_storage_options) if dst_storage_options is not None else None,
+                topic=topic, partition=partition, dry_run=dry_run, master=master, progress=progress)
 
 
 def _companions(index_interval_bytes, now_ms, producer_expiration_ms):
@@ -221,13 +218,13 @@ def retain(src: Where, dst: Where, *, retention_ms: int = -1, retention_bytes: i
     return Report(report, plan=plan)
 
 
-# --- transforms in this process ---
+# --- transforms a partition at a time ---
 
 def reindex(src: Where, dst: Where, *, index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
             now_ms: int | None = None, producer_expiration_ms: int = DEFAULT_PRODUCER_EXPIRATION_MS,
             storage_options: dict | None = None, dst_storage_options: dict | None = None,
-            topic: str | None = None, partition: int | None = None, dry_run: bool = False,
-            progress: bool = False) -> Report:
+            topic: str | None = None, partition: int | None = None, master: str | None = None,
+            dry_run: bool = False, progress: bool = False) -> Report:
     """A copy with .index, .timeindex, .txnindex, producer snapshots and leader-epoch-checkpoint
     regenerated as Kafka's log recovery builds them (`kfmt reindex`)."""
     from kfmt.transforms.reindex import reindex as run_reindex
@@ -236,14 +233,14 @@ def reindex(src: Where, dst: Where, *, index_interval_bytes: int = DEFAULT_INDEX
         return _outcome(*run_reindex(
             *_paths(src, dst), options=_companions(index_interval_bytes, now_ms, producer_expiration_ms),
             on_progress=bar.update,
-            **_run(storage_options, dst_storage_options, topic, partition, dry_run, engine=False)))
+            **_run(storage_options, dst_storage_options, topic, partition, dry_run, master, progress)))
 
 
 def salvage(src: Where, dst: Where, *, index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
             now_ms: int | None = None, producer_expiration_ms: int = DEFAULT_PRODUCER_EXPIRATION_MS,
             storage_options: dict | None = None, dst_storage_options: dict | None = None,
-            topic: str | None = None, partition: int | None = None, dry_run: bool = False,
-            progress: bool = False) -> Report:
+            topic: str | None = None, partition: int | None = None, master: str | None = None,
+            dry_run: bool = False, progress: bool = False) -> Report:
     """Every intact batch of a damaged partition or log directory into a broker-ready copy, with
     every byte range dropped in the report (`kfmt salvage`)."""
     from kfmt.transforms.salvage import SalvageOptions, salvage as run_salvage
@@ -252,7 +249,7 @@ def salvage(src: Where, dst: Where, *, index_interval_bytes: int = DEFAULT_INDEX
                                            producer_expiration_ms).builder_options())
     with _bar(progress, unit="B", unit_scale=True, desc="salvage") as bar:
         plan, report = run_salvage(*_paths(src, dst), options=options, on_progress=bar.update, **_run(
-            storage_options, dst_storage_options, topic, partition, dry_run, engine=False))
+            storage_options, dst_storage_options, topic, partition, dry_run, master, progress))
     return Report(report, plan=plan)
 
 

@@ -97,7 +97,8 @@ def _main(argv: list[str] | None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # the worker pool stops its workers first (kfmt.pipelines.pool)
+        print("kfmt: interrupted", file=sys.stderr)
         return 130
     except OSError as err:  # what storage_failure leaves to callers and no caller handled
         print(f"kfmt: error: {one_line(os_error_line(err))}", file=sys.stderr)

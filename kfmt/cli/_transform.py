@@ -1,5 +1,5 @@
 """Arguments every transform shares (CLI.md "Transform"): SRC and DST, storage options for each,
---topic/--partition, --master (Spark), --dry-run, --format, --no-progress."""
+--topic/--partition, --master (the engine: kfmt.pipelines.engine), --dry-run, --format, --no-progress."""
 from __future__ import annotations
 
 import sys
@@ -27,14 +27,23 @@ def add_transform_arguments(p, *, spark: bool = True, src: tuple[str, str] | Non
     p.add_argument("--topic", metavar="GLOB", help="only topics matching this glob (log directories)")
     p.add_argument("--partition", type=int, metavar="N", help="only this partition number")
     if spark:
-        p.add_argument("--master", metavar="URL",
-                       help="Spark master (default: an embedded local[*] session; 'inprocess' runs the "
-                            "same work in this process without Spark)")
+        add_master_argument(p)
     p.add_argument("--dry-run", action="store_true", help="print the plan and write nothing")
     if include_deleted:
         add_include_deleted_argument(p)
     add_format_argument(p)
     add_progress_argument(p)
+
+
+MASTER_HELP = ("where the tasks run (default: $KFMT_SPARK_MASTER, else 'auto': in this process for small "
+               "inputs, a pool of local worker processes below 2 GB per core, embedded Spark local[*] above); "
+               "'inprocess', 'pool' or 'local-pool[N]' (N worker processes), or a Spark master URL: "
+               "'local[N]', 'spark://HOST:PORT', 'yarn', 'k8s://...'")
+
+
+def add_master_argument(p) -> None:
+    """--master: which engine runs the tasks (kfmt.pipelines.engine; the report says which ran and why)."""
+    p.add_argument("--master", metavar="URL", help=MASTER_HELP)
 
 
 def run_arguments(args, *, spark: bool = True) -> dict:

@@ -21,6 +21,7 @@ def add_arguments(p):
 
 def run(args) -> int:
     from kfmt.api.commands import archive
+    from kfmt.pipelines.engine import engine_note
 
     outcome = archive(args.src, args.dst, **run_arguments(args))
     result, plan, out = outcome.detail, outcome.plan, sys.stdout
@@ -44,5 +45,5 @@ def run(args) -> int:
     out.write(f"archived {t['partitions']} partition(s), {segments} segment(s), {t['input_records']} "
               f"records into {plan.plan.destination}: {files['uploaded']} file(s) uploaded, "
               f"{files['verified']} already there and verified, {files['reuploaded']} damaged and "
-              f"uploaded again\n")
+              f"uploaded again{engine_note(report)}\n")
     return 0

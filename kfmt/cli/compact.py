@@ -52,6 +52,7 @@ def add_arguments(p):
 
 def run(args) -> int:
     from kfmt.api.commands import compact
+    from kfmt.pipelines.engine import engine_note
 
     report = compact(
         args.src, args.dst, now_ms=args.now_ms, delete_retention_ms=args.delete_retention_ms,
@@ -83,5 +84,5 @@ def run(args) -> int:
         for note in e["notes"]:
             out.write(f"  {note}\n")
     if not args.dry_run:
-        out.write(f"wrote {plan.layout.destination}\n")
+        out.write(f"wrote {plan.layout.destination}{engine_note(report)}\n")
     return 0

@@ -3,7 +3,7 @@ ones, in Hive-style topic=/partition=/ directories (kfmt.transforms.export, docs
 from __future__ import annotations
 
 from kfmt.cli._common import add_include_deleted_argument, add_progress_argument, add_storage_arguments
-from kfmt.cli._transform import print_outcome, run_arguments
+from kfmt.cli._transform import add_master_argument, print_outcome, run_arguments
 
 NAME = "export"
 HELP = ("export records to Parquet or JSON Lines (Spark's Kafka source columns plus on-disk columns) in "
@@ -40,9 +40,7 @@ def add_arguments(p):
     p.add_argument("--target-file-size", type=int, default=DEFAULT_TARGET_FILE_BYTES, metavar="N",
                    help="bytes of output per file: a task's file is closed once this big and the task "
                         f"goes on in a next one (default {DEFAULT_TARGET_FILE_BYTES})")
-    p.add_argument("--master", metavar="URL",
-                   help="Spark master (default: an embedded local[*] session; 'inprocess' runs the "
-                        "same work in this process without Spark)")
+    add_master_argument(p)
     p.add_argument("--dry-run", action="store_true", help="print the plan and write nothing")
     p.add_argument("--output", choices=("text", "json"), default="text",
                    help="what is printed: text, or JSON (the plan with --dry-run, else the report)")
@@ -51,6 +49,7 @@ def add_arguments(p):
 
 def run(args) -> int:
     from kfmt.api.commands import export
+    from kfmt.pipelines.engine import engine_note
 
     result = export(args.src, args.dst, format=args.format, partition_by=args.partition_by,
                     include_control=args.include_control, isolation=args.isolation,
@@ -62,5 +61,5 @@ def run(args) -> int:
         files = sum(p["files"] for p in r["outputs"])
         return (f"exported {r['totals']['output_records']} records of {r['totals']['partitions']} "
                 f"partition(s) into {files} {args.format} file(s) in {plan.destination} "
-                f"({r['duration_ms'] / 1000:.1f} s)")
+                f"({r['duration_ms'] / 1000:.1f} s{engine_note(r)})")
     return print_outcome(plan, None if result.is_plan else result, args.output == "json", summary)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kfmt.cli._transform import (add_companion_arguments, add_transform_arguments, companion_arguments,
                                  print_outcome, run_arguments)
+from kfmt.pipelines.engine import engine_note
 
 NAME = "reindex"
 HELP = ("copy partitions with .index, .timeindex, .txnindex, producer snapshots and "
@@ -11,16 +12,16 @@ HELP = ("copy partitions with .index, .timeindex, .txnindex, producer snapshots 
 
 
 def add_arguments(p):
-    add_transform_arguments(p, spark=False)
+    add_transform_arguments(p)
     add_companion_arguments(p)
 
 
 def run(args) -> int:
     from kfmt.api.commands import reindex
 
-    result = reindex(args.src, args.dst, **companion_arguments(args), **run_arguments(args, spark=False))
+    result = reindex(args.src, args.dst, **companion_arguments(args), **run_arguments(args))
     plan = result.plan
     return print_outcome(plan, None if result.is_plan else result, args.format == "json",
                          lambda r: f"reindexed {r['totals']['partitions']} partition(s): "
                                    f"{r['totals']['input_batches']} batches, {r['totals']['input_records']} "
-                                   f"records, into {plan.destination}")
+                                   f"records, into {plan.destination}{engine_note(r)}")

@@ -17,6 +17,7 @@ def add_arguments(p):
 
 def run(args) -> int:
     from kfmt.api.commands import restore
+    from kfmt.pipelines.engine import engine_note
 
     outcome = restore(args.src, args.dst, **companion_arguments(args), **run_arguments(args))
     result = outcome.plan  # the RestoreResultSet: its plan and the archive restored
@@ -24,4 +25,4 @@ def run(args) -> int:
                          lambda r: f"restored {r['totals']['partitions']} partition(s): "
                                    f"{r['totals']['output_batches']} batches, {r['totals']['output_records']} "
                                    f"records, content digests equal to the archive's, into "
-                                   f"{result.plan.destination}")
+                                   f"{result.plan.destination}{engine_note(r)}")

@@ -7,6 +7,7 @@ import sys
 
 from kfmt.cli._common import dumps
 from kfmt.cli._transform import add_companion_arguments, add_transform_arguments, companion_arguments, run_arguments
+from kfmt.pipelines.engine import engine_note
 from kfmt.transforms.report import REPORT_NAME
 
 NAME = "salvage"
@@ -15,14 +16,14 @@ HELP = ("recover every intact batch of a damaged partition directory into a brok
 
 
 def add_arguments(p):
-    add_transform_arguments(p, spark=False)
+    add_transform_arguments(p)
     add_companion_arguments(p)
 
 
 def run(args) -> int:
     from kfmt.api.commands import salvage
 
-    report = salvage(args.src, args.dst, **companion_arguments(args), **run_arguments(args, spark=False))
+    report = salvage(args.src, args.dst, **companion_arguments(args), **run_arguments(args))
     plan, out = report.plan, sys.stdout
     if args.format == "json":
         out.write(dumps(report) + "\n")
@@ -32,7 +33,7 @@ def run(args) -> int:
     if args.dry_run:
         out.write(f"dry run: nothing written to {plan.destination}\n")
     else:
-        out.write(f"written to {plan.destination} (report: {REPORT_NAME})\n")
+        out.write(f"written to {plan.destination} (report: {REPORT_NAME}){engine_note(report)}\n")
     return 0
 
 

@@ -47,7 +47,7 @@ from kfmt.partition.reader import PartitionReader
 from kfmt.rows.ranges import (DEFAULT_SPLIT_BYTES, RangeTally, SegmentRange, Selection,
                                        pack_ranges, partition_identity, plan_ranges, read_range)
 from kfmt.pipelines.runner import run_tasks
-from kfmt.transforms.reindex import check_not_inside
+from kfmt.transforms.reindex import check_not_inside, plan_engine
 from kfmt.partition.summary import PartitionSummary
 from kfmt.transforms.report import make_report, report_bytes
 from kfmt.storage.staging import StagedOutput, StagingTarget
@@ -335,11 +335,13 @@ def export(src: str, dst: str, *, src_options: dict | None = None, dst_options: 
     # the staged output refuses a DST that is not empty, or in use, before any planning work
     with StagedOutput(dst_storage, dst_path) as out:
         plan = plan_export(src_storage, src_path, dst_storage, dst_path, options, topic, partition)
-        outcomes = _transaction_outcomes(plan, master, progress)
+        engine = plan_engine(master, sum(s.size for p in plan.partitions for s in p.part.segments),
+                             src_storage, dst_storage)
+        outcomes = _transaction_outcomes(plan, engine, progress)
         target = out.target()
         tasks = [ExportTask(unit, p.rel, options, outcomes[i], target)
                  for i, p in enumerate(plan.partitions) for unit in p.units]
-        results = iter(run_tasks(export_task, tasks, master=master, description="export",
+        results = iter(run_tasks(export_task, tasks, master=engine, description="export",
                                  progress=progress))
         inputs, outputs, tails = [], [], []
         for i, p in enumerate(plan.partitions):
@@ -363,6 +365,7 @@ def export(src: str, dst: str, *, src_options: dict | None = None, dst_options: 
                              {**options.to_json(), "topic": topic, "partition": partition,
                               "master": master}, inputs, outputs, out.files,
                              _notes(plan, inputs) + tails)
+        report["engine"] = engine.to_json()
         report["duration_ms"] = round((time.monotonic() - started) * 1000)
         out.write(REPORT_NAME, report_bytes(report))
         out.write(SUCCESS_NAME, b"")

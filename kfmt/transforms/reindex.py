@@ -7,6 +7,11 @@ at all. Every batch is decoded and checked (CRCs, record structure) on the way, 
 run (DataError, exit 65) before anything is published; the report (kfmt.transforms.report) records counts and
 the content digest of every partition.
 
+Partitions are reindexed in parallel, one task per partition (a partition's companion files carry
+producer state and leader epochs from one segment to the next), on the engine `--master` chooses
+(kfmt.pipelines.engine, kfmt.pipelines.runner): tasks write through the staged output's picklable
+target and hand back the partition's summary and the records of the files they wrote.
+
 Log-directory files (docs/format.md §11), for a log-directory SRC:
 * `meta.properties` is copied: it ties the directory to its broker and cluster, and the segments
   are unchanged.
@@ -35,7 +40,9 @@ from kfmt.partition.layout import (LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA, 
                          find_partitions, is_log_dir)
 from kfmt.transforms.report import REPORT_NAME, make_report, report_bytes
 from kfmt.partition.summary import PartitionSummary, PartitionTally
-from kfmt.storage.staging import StagedOutput
+from kfmt.pipelines.engine import Engine, choose_engine, is_process_local
+from kfmt.pipelines.runner import run_tasks
+from kfmt.storage.staging import StagedOutput, StagingTarget
 from kfmt.storage.store import Storage, open_storage
 
 COPIED_LOG_DIR_FILES = ("meta.properties",)
@@ -286,12 +293,41 @@ def _updated(offsets: dict, changes: dict | None) -> dict:
     return offsets
 
 
+@dataclass(frozen=True)
+class ReindexTask:
+    """One partition's reindex, as a task of kfmt.pipelines.runner (picklable)."""
+
+    plan: PartitionPlan
+    target: StagingTarget
+    options: CompanionOptions
+
+    def run(self) -> tuple[PartitionSummary, list, list[str]]:
+        files, notes = self.target.files(), []
+        summary = reindex_partition(self.plan, files, self.options, notes=notes)
+        return summary, list(files.records.values()), notes
+
+
+def run_reindex_task(task: ReindexTask):
+    return task.run()
+
+
+def plan_engine(master: "str | Engine | None", input_bytes: int, src_storage: Storage,
+                dst_storage: Storage) -> Engine:
+    """The engine for a run reading `input_bytes` (kfmt.pipelines.engine): memory:// storage stays in
+    this process."""
+    if isinstance(master, Engine):
+        return master
+    urls = [s.spec.url for s in (src_storage, dst_storage) if getattr(s, "spec", None) is not None]
+    return choose_engine(master, input_bytes, process_local=is_process_local(*urls))
+
+
 def reindex(src: str, dst: str, *, src_options: dict | None = None, dst_options: dict | None = None,
             topic: str | None = None, partition: int | None = None,
-            options: CompanionOptions | None = None, dry_run: bool = False,
+            options: CompanionOptions | None = None, master: "str | Engine | None" = None,
+            dry_run: bool = False, progress: bool = True,
             on_progress: Callable[[int], None] | None = None) -> tuple[DirectoryPlan, dict | None]:
     """Reindex SRC into DST. Returns the plan and the report (None for a dry run, which writes
-    nothing)."""
+    nothing). `on_progress(bytes)` is called as segments are done when the work runs in this process."""
     options = (options or CompanionOptions()).with_clock()
     src_storage, src_path = open_storage(src, src_options)
     dst_storage, dst_path = open_storage(dst, dst_options if dst_options is not None else src_options)
@@ -301,10 +337,22 @@ def reindex(src: str, dst: str, *, src_options: dict | None = None, dst_options:
                                              or dst_storage.listdir(dst_path)):
             raise UsageError(f"{plan.destination}: the destination exists and is not empty")
         return plan, None
+    engine = plan_engine(master, sum(s.size for p in plan.partitions for s in p.part.segments),
+                         src_storage, dst_storage)
     inputs, outputs, tails = [], [], []
     with StagedOutput(dst_storage, dst_path) as out:
-        for p in plan.partitions:
-            summary = reindex_partition(p, out, options, on_progress, tails)
+        if engine.engine == "inprocess" and on_progress is not None:
+            summaries = [reindex_partition(p, out, options, on_progress, tails) for p in plan.partitions]
+        else:
+            target = out.target()
+            results = run_tasks(run_reindex_task, [ReindexTask(p, target, options) for p in plan.partitions],
+                                master=engine, description="reindex", progress=progress)
+            summaries = []
+            for summary, records, notes in results:
+                out.adopt(records)
+                summaries.append(summary)
+                tails += notes
+        for p, summary in zip(plan.partitions, summaries):
             inputs.append(summary)
             outputs.append(replace(summary, path=dst_storage.url_of(
                 dst_storage.join(dst_path, p.rel) if p.rel else dst_path)))
@@ -316,6 +364,7 @@ def reindex(src: str, dst: str, *, src_options: dict | None = None, dst_options:
              "producer_expiration_ms": options.producer_expiration_ms, "topic": topic,
              "partition": partition},
             inputs, outputs, out.files, _notes(plan) + tails)
+        report["engine"] = engine.to_json()
         out.write(REPORT_NAME, report_bytes(report))
     return plan, report
 

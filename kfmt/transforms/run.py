@@ -34,8 +34,9 @@ from kfmt.format import segment
 from kfmt.partition.layout import Segment
 from kfmt.partition.log_start import BelowLogStart, below_log_start, kept_segments, transform_floor
 from kfmt.storage.manifest import FileRecord
+from kfmt.pipelines.engine import engine_note
 from kfmt.pipelines.runner import run_tasks
-from kfmt.transforms.reindex import PartitionPlan, DirectoryPlan, write_log_dir_files, plan_reindex
+from kfmt.transforms.reindex import PartitionPlan, DirectoryPlan, plan_engine, plan_reindex, write_log_dir_files
 from kfmt.transforms.report import REPORT_NAME, make_report, report_bytes
 from kfmt.partition.summary import PartitionSummary, PartitionTally, merge_tallies
 from kfmt.storage.staging import StagedOutput, StagingTarget
@@ -234,7 +235,8 @@ def run_transform(transform: Transform, src: str, dst: str, *, src_options: dict
         work.append(PartitionWork(i, p, [SourceSegment.of(p, s) for s in kept_segments(p.part, floor)],
                                   floor=floor,
                                   below=None if floor is None else below_log_start(p.part, floor)))
-    run = dict(master=master, progress=progress)
+    engine = plan_engine(master, sum(s.size for w in work for s in w.sources), src_storage, dst_storage)
+    run = dict(master=engine, progress=progress)
     plan = RunPlan(transform.command, layout, work, transform)
 
     def prepare():
@@ -262,6 +264,7 @@ def run_transform(transform: Transform, src: str, dst: str, *, src_options: dict
                              {**transform.options(), "topic": topic, "partition": partition},
                              inputs, outputs, out.files,
                              _notes(transform, layout, work) + [n for r in results for n in r.notes])
+        report["engine"] = engine.to_json()
         report["duration_ms"] = int((time.time() - started) * 1000)
         out.write(REPORT_NAME, report_bytes(report))
     return plan, report
@@ -318,4 +321,5 @@ def summary_line(report: dict, destination: str) -> str:
     return (f"{report['command']}: {t['partitions']} partition(s), {t['input_batches']} batches "
             f"and {t['input_records']} records in, {t['output_batches']} batches and "
             f"{t['output_records']} records out, into {destination} "
-            f"({report['duration_ms'] / 1000:.1f} s)")
+            f"({report['duration_ms'] / 1000:.1f} s{engine_note(report)})")
+

@@ -445,15 +445,17 @@ def test_the_report(tmp_path):
     assert listed == written - {REPORT_NAME}
 
 
-@pytest.mark.spark
-def test_the_readme_command_upgrades_the_bundled_samples(tmp_path):
-    """`bin/kfmt upgrade samples/kafka-logs /tmp/x`: Spark by default; every partition comes out v2
-    (its records unchanged, as the job's digest check and verify confirm)."""
+def test_the_readme_command_upgrades_the_bundled_samples(tmp_path, monkeypatch):
+    """`bin/kfmt upgrade samples/kafka-logs /tmp/x`: by default (--master auto) so small an input runs
+    in process; every partition comes out v2 (its records unchanged, as the job's digest check and
+    verify confirm)."""
+    monkeypatch.delenv("KFMT_SPARK_MASTER", raising=False)
     samples = Path(__file__).resolve().parents[2] / "samples" / "kafka-logs"
     result = run_kfmt("upgrade", samples, tmp_path / "x")
     assert result.code == 0, result.err
     assert re.fullmatch(r"upgrade: 6 partition\(s\), \d+ batches and 2042 records in, \d+ batches and "
-                        r"2042 records out, into \S+ \(\d+\.\d s\)\n", result.out)
+                        r"2042 records out, into \S+ \(\d+\.\d s, in process: input 476 KB below the "
+                        r"64 MB threshold for a worker pool\)\n", result.out)
     kfmt_ok("verify", tmp_path / "x")
     assert {b.header.magic for p in (tmp_path / "x").iterdir() if p.is_dir() for b in batches_of(p)} == {2}
 

@@ -20,7 +20,8 @@ from kfmt.partition.layout import load_partition
 from kfmt.storage.manifest import FileRecord, Manifest
 from kfmt.pipelines.runner import run_tasks
 from kfmt.partition.companions import CompanionOptions
-from kfmt.transforms.reindex import PartitionPlan, DirectoryPlan, plan_reindex, reindex_partition, write_log_dir_files
+from kfmt.transforms.reindex import (PartitionPlan, DirectoryPlan, plan_engine, plan_reindex, reindex_partition,
+                                     write_log_dir_files)
 from kfmt.transforms.report import REPORT_NAME, make_report, report_bytes
 from kfmt.partition.summary import PartitionSummary
 from kfmt.storage.staging import StagedOutput, StagingTarget
@@ -113,7 +114,9 @@ def restore(url: str, dst: str, *, src_options: dict | None = None, dst_options:
                              pp.part.path, pp.rel, pp.log_start_offset, tuple(pp.skipped), options,
                              target)
                  for pp in plan.partitions]
-        results = run_tasks(restore_partition, tasks, master=master, description="restore",
+        engine = plan_engine(master, sum(s.size for pp in plan.partitions for s in pp.part.segments),
+                             storage, dst_storage)
+        results = run_tasks(restore_partition, tasks, master=engine, description="restore",
                             progress=progress)
         inputs, outputs = [], []
         for pp, r in zip(plan.partitions, results):
@@ -136,6 +139,7 @@ def restore(url: str, dst: str, *, src_options: dict | None = None, dst_options:
             inputs, outputs, out.files, _notes(plan, archive))
         report["archive"] = {"source": archive.section.get("source"), "run": archive.manifest.run,
                              "created_ms": archive.manifest.created_ms}
+        report["engine"] = engine.to_json()
         report["duration_ms"] = int((time.monotonic() - started) * 1000)
         out.write(REPORT_NAME, report_bytes(report))
     result.report = report

@@ -19,7 +19,7 @@ from kfmt.errors import DataError, UsageError
 from kfmt.partition.layout import LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA, SEGMENT_NAME
 from kfmt.storage.manifest import FileRecord
 from kfmt.pipelines.runner import run_tasks
-from kfmt.transforms.reindex import DirectoryPlan, write_log_dir_files, plan_reindex
+from kfmt.transforms.reindex import DirectoryPlan, plan_engine, plan_reindex, write_log_dir_files
 from kfmt.transforms.report import make_report, report_bytes
 from kfmt.storage.store import StorageSpec, open_storage
 
@@ -178,8 +178,10 @@ def _run(aplan: ArchivePlan, destination: ArchiveDestination, src_storage, maste
          options: dict, started: float) -> dict:
     plan = aplan.plan
     target = destination.target()
+    engine = plan_engine(master, sum(s.size for pp in plan.partitions for s in pp.part.segments),
+                         src_storage, destination.storage)
     tasks = [ArchiveTask(src_storage.spec, tuple(files), target) for files in aplan.tasks]
-    results = [r for rs in run_tasks(archive_files, tasks, master=master, description="archive",
+    results = [r for rs in run_tasks(archive_files, tasks, master=engine, description="archive",
                                      progress=progress) for r in rs]
     writer = destination.writer()
     uploads = [r.upload for r in results]
@@ -212,6 +214,7 @@ def _run(aplan: ArchivePlan, destination: ArchiveDestination, src_storage, maste
         "files": {kind: outcomes.get(kind, 0) for kind in ("uploaded", "verified", "reuploaded")},
         "bytes_uploaded": sum(u.record.size for u in uploads if u.outcome != "verified"),
         "reuploaded": sorted(u.record.rel for u in uploads if u.outcome == "reuploaded")}
+    report["engine"] = engine.to_json()
     report["duration_ms"] = int((time.monotonic() - started) * 1000)
     destination.publish(records, encode_section(plan.source, plan.log_dir, partitions, notes),
                         report_bytes(report))

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from kfmt.transforms.cleanup.plan import CleanupPlan, PartitionJob, check_destination_empty, plan_cleanup
-from kfmt.transforms.reindex import write_log_dir_files
+from kfmt.transforms.reindex import plan_engine, write_log_dir_files
 from kfmt.transforms.report import REPORT_NAME, make_report, report_bytes
 from kfmt.partition.summary import PartitionSummary
 from kfmt.storage.staging import StagedOutput, StagingTarget
@@ -62,8 +62,11 @@ def run_cleanup(policy: CleanupPolicy, src: str, dst: str, options, *, src_optio
     options_json = {**{k: getattr(options, k) for k in options.__dataclass_fields__}, "topic": topic,
                     "partition": partition}
 
+    engine = plan_engine(master, sum(s.size for p in layout.partitions for s in p.part.segments),
+                         src_storage, dst_storage)
+
     def tasks(target):
-        return run_tasks(run_task, [CleanupTask(policy, j, target, options) for j in plan.jobs], master=master,
+        return run_tasks(run_task, [CleanupTask(policy, j, target, options) for j in plan.jobs], master=engine,
                          description=policy.command + (" (dry run)" if target is None else ""), progress=progress)
 
     if dry_run:
@@ -71,7 +74,8 @@ def run_cleanup(policy: CleanupPolicy, src: str, dst: str, options, *, src_optio
         results = tasks(None)
         return plan, {"command": policy.command, "dry_run": True, "source": layout.source,
                       "destination": layout.destination, "options": options_json,
-                      "partitions": [r.report_entry() for r in results], "notes": policy.notes(plan, results)}
+                      "partitions": [r.report_entry() for r in results], "notes": policy.notes(plan, results),
+                      "engine": engine.to_json()}
     with StagedOutput(dst_storage, dst_path) as out:
         results = tasks(out.target())
         for result in results:
@@ -84,5 +88,6 @@ def run_cleanup(policy: CleanupPolicy, src: str, dst: str, options, *, src_optio
                              [policy.input_summary(r) for r in results], outputs, out.files,
                              policy.notes(plan, results))
         report["partitions"] = [r.report_entry() for r in results]
+        report["engine"] = engine.to_json()
         out.write(REPORT_NAME, report_bytes(report))
     return plan, report

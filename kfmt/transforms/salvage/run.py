@@ -1,5 +1,6 @@
 """A whole salvage run: the plan (a partition directory or a log directory), the staged output, the
-log directory's own files, and the report."""
+log directory's own files, and the report. Partitions are salvaged in parallel, one task per
+partition, on the engine `--master` chooses (kfmt.pipelines.engine, kfmt.pipelines.runner)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -8,9 +9,12 @@ from typing import Callable
 from kfmt.partition.checkpoints import checkpoint_text, read_offset_checkpoint, write_offset_checkpoint
 from kfmt.errors import DataError, UsageError
 from kfmt.partition.layout import PartitionDir
-from kfmt.transforms.reindex import COPIED_LOG_DIR_FILES, LOG_START_OFFSET_CHECKPOINT, OFFSET_CHECKPOINTS, source_partitions
+from kfmt.pipelines.engine import Engine
+from kfmt.pipelines.runner import run_tasks
+from kfmt.transforms.reindex import (COPIED_LOG_DIR_FILES, LOG_START_OFFSET_CHECKPOINT, OFFSET_CHECKPOINTS,
+                                     plan_engine, source_partitions)
 from kfmt.transforms.report import REPORT_NAME, make_report, report_bytes
-from kfmt.storage.staging import StagedOutput
+from kfmt.storage.staging import StagedOutput, StagingTarget
 from kfmt.storage.store import Storage, open_storage
 
 from .partition import PartitionSalvage, SalvageOptions, salvage_partition
@@ -74,33 +78,75 @@ def write_salvaged_log_dir_files(plan: SalvagePlan, storage: Storage, path: str,
             out.write(name, write_offset_checkpoint(kept).encode("utf-8"), info.mtime_ms)
 
 
+@dataclass(frozen=True)
+class SalvageTask:
+    """One partition's salvage, as a task of kfmt.pipelines.runner (picklable). No target: a dry run."""
+
+    part: PartitionDir
+    rel: str
+    log_start_offset: int
+    destination: str  # the partition's URL in DST, as the report names it
+    options: SalvageOptions
+    target: StagingTarget | None
+
+    def run(self) -> tuple[PartitionSalvage, list]:
+        files = self.target.files() if self.target is not None else None
+        result = salvage_partition(self.part, self.rel, files, self.options, self.log_start_offset,
+                                   self.destination)
+        return result, list(files.records.values()) if files is not None else []
+
+
+def run_salvage_task(task: SalvageTask):
+    return task.run()
+
+
+def _salvage_all(plan: SalvagePlan, out: StagedOutput | None, options: SalvageOptions, dst_storage: Storage,
+                 dst_path: str, engine: Engine, progress: bool, on_progress) -> list[PartitionSalvage]:
+    if engine.engine == "inprocess" and on_progress is not None:
+        return [salvage_partition(p, rel, out, options, start, _dst_url(dst_storage, dst_path, rel), on_progress)
+                for p, rel, start in plan.partitions]
+    target = out.target() if out is not None else None
+    tasks = [SalvageTask(p, rel, start, _dst_url(dst_storage, dst_path, rel), options, target)
+             for p, rel, start in plan.partitions]
+    results = []
+    for result, records in run_tasks(run_salvage_task, tasks, master=engine, description="salvage",
+                                      progress=progress):
+        if out is not None:
+            out.adopt(records)
+        results.append(result)
+    return results
+
+
 def salvage(src: str, dst: str, *, src_options: dict | None = None, dst_options: dict | None = None,
             topic: str | None = None, partition: int | None = None,
-            options: SalvageOptions | None = None, dry_run: bool = False,
+            options: SalvageOptions | None = None, master: "str | Engine | None" = None,
+            dry_run: bool = False, progress: bool = True,
             on_progress: Callable[[int], None] | None = None) -> tuple[SalvagePlan, dict]:
     """Salvage SRC into DST. Returns the plan and the report (a dry run writes nothing and returns
-    what the run would do, without a destination)."""
+    what the run would do, without a destination). `on_progress(bytes)` is called as segments are
+    scanned when the work runs in this process."""
     options = (options or SalvageOptions()).with_clock()
     src_storage, src_path = open_storage(src, src_options)
     dst_storage, dst_path = open_storage(dst, dst_options if dst_options is not None else src_options)
     plan = plan_salvage(src_storage, src_path, dst_storage, dst_path, topic, partition)
     run_options = {**options.builder_options(), "max_decompressed_bytes": options.read.max_decompressed,
                    "topic": topic, "partition": partition, "dry_run": dry_run}
+    engine = plan_engine(master, sum(s.size for p, _, _ in plan.partitions for s in p.segments),
+                         src_storage, dst_storage)
+    run = dict(engine=engine, progress=progress, on_progress=on_progress)
     if dry_run:
         if dst_storage.exists(dst_path) and (not dst_storage.isdir(dst_path)
                                              or dst_storage.listdir(dst_path)):
             raise UsageError(f"{plan.destination}: the destination exists and is not empty")
-        results = [salvage_partition(p, rel, None, options, start, _dst_url(dst_storage, dst_path, rel),
-                                     on_progress) for p, rel, start in plan.partitions]
-        return plan, _report(plan, run_options, results, {})
+        results = _salvage_all(plan, None, options, dst_storage, dst_path, **run)
+        return plan, _report(plan, run_options, results, {}, engine)
     with StagedOutput(dst_storage, dst_path) as out:
-        results = [salvage_partition(p, rel, out, options, start, _dst_url(dst_storage, dst_path, rel),
-                                     on_progress) for p, rel, start in plan.partitions]
+        results = _salvage_all(plan, out, options, dst_storage, dst_path, **run)
         if plan.log_dir:
             log_ends = {(p.topic, p.partition): r.log_end_offset
                         for (p, _, _), r in zip(plan.partitions, results)}
             write_salvaged_log_dir_files(plan, src_storage, src_path, out, log_ends)
-        report = _report(plan, run_options, results, out.files)
+        report = _report(plan, run_options, results, out.files, engine)
         out.write(REPORT_NAME, report_bytes(report))
     return plan, report
 
@@ -109,7 +155,8 @@ def _dst_url(storage: Storage, path: str, rel: str) -> str:
     return storage.url_of(storage.join(path, rel) if rel else path)
 
 
-def _report(plan: SalvagePlan, run_options: dict, results: list[PartitionSalvage], files: dict) -> dict:
+def _report(plan: SalvagePlan, run_options: dict, results: list[PartitionSalvage], files: dict,
+            engine: Engine) -> dict:
     notes = [".log entries that are intact (framing, CRC, strict decoding, plausible offsets) copied byte "
              "for byte in offset order; every other byte range dropped and listed under salvage.dropped "
              "with the offsets it may have held; .index, .timeindex, .txnindex, producer .snapshot files "
@@ -125,4 +172,5 @@ def _report(plan: SalvagePlan, run_options: dict, results: list[PartitionSalvage
         "dropped_bytes": sum(d.length for r in results for d in r.dropped),
         "log_dir_files": plan.log_dir_files,
     }
+    report["engine"] = engine.to_json()
     return report

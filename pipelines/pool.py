@@ -1,0 +1,128 @@
+"""A pool of local worker processes running kfmt's tasks: the engine for inputs too small to pay for
+Spark's start (kfmt.pipelines.engine), running the very task functions Spark runs.
+
+Why 'spawn': by the time a job starts, the driver has threads (numpy's BLAS pool, Arrow's pools,
+tqdm's monitor); fork would copy their locks in whatever state they are, and a forkserver that
+preloads kfmt would import numpy and start the same threads before forking. A spawned worker is a
+fresh interpreter that imports what its tasks need (about half a second, paid once per worker: the
+pool is kept for the rest of the process, as the Spark session is).
+
+Workers ignore SIGINT: Ctrl-C reaches the driver (the terminal sends it to the whole process group),
+which stops the workers and lets the CLI print its one line. A worker that dies (killed, out of
+memory, a crash in a C extension) breaks the pool; the driver says so in one line and the next job
+gets a new pool.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import signal
+import sys
+import types
+from contextlib import contextmanager
+from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+
+from kfmt.errors import KfmtError
+
+CONTEXT = "spawn"
+
+_executor: ProcessPoolExecutor | None = None
+_workers = 0
+
+
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def executor(workers: int) -> ProcessPoolExecutor:
+    """The process's pool of `workers` processes (started lazily: workers spawn as tasks arrive)."""
+    global _executor, _workers
+    if _executor is not None and _workers != workers:
+        shutdown()
+    if _executor is None:
+        _executor = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(CONTEXT),
+                                        initializer=_ignore_sigint)
+        _workers = workers
+    return _executor
+
+
+def shutdown(kill: bool = False) -> None:
+    """Stop the pool (kill: without waiting for running tasks)."""
+    global _executor, _workers
+    pool, _executor, _workers = _executor, None, 0
+    if pool is None:
+        return
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    if kill:
+        for p in processes:
+            if p.is_alive():
+                p.terminate()
+    pool.shutdown(wait=not kill, cancel_futures=True)
+    for p in processes if kill else ():
+        p.join(timeout=5)
+
+
+@contextmanager
+def _main_hidden():
+    """A spawned worker imports the parent's __main__ again (to find functions defined there), which
+    runs a script without an `if __name__ == "__main__"` guard a second time, in every worker. kfmt's
+    task functions never live in __main__, so workers are started without it."""
+    main = sys.modules.get("__main__")
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = main
+
+
+def run_on_pool(call, indexed_tasks: list, workers: int, description: str, bar) -> list:
+    """call((index, task)) for every item on the pool; [(index, result)] in task order.
+
+    `call` and the tasks must pickle by reference/value (top-level functions, dataclasses)."""
+    pool = executor(workers)
+    name = description or "kfmt"
+    with _main_hidden():  # workers spawn as tasks are submitted
+        futures = [pool.submit(call, item) for item in indexed_tasks]
+    # the processes serving this job (spawned by submit): their exit codes explain a broken pool
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    try:
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, timeout=0.5, return_when=FIRST_EXCEPTION)
+            bar.update(len(done))
+            if any(f.exception() is not None for f in done):
+                break
+        return [f.result() for f in futures]
+    except BrokenProcessPool as err:
+        shutdown(kill=True)
+        raise KfmtError(f"{name}: {_died(processes)}; nothing was published") from err
+    except KeyboardInterrupt:
+        shutdown(kill=True)
+        raise
+    except KfmtError:
+        raise
+    except Exception as err:  # a task raised something that is not a kfmt error (or did not pickle)
+        shutdown(kill=True)
+        raise KfmtError(f"{name}: a task on the worker pool failed: {type(err).__name__}: {err}") from err
+    finally:
+        bar.close()
+
+
+def _died(processes) -> str:
+    for p in processes:
+        p.join(timeout=1)
+    codes = [p.exitcode for p in processes if p.exitcode not in (None, 0)]
+    if not codes:
+        return "a worker process of the pool ended abruptly"
+    # shutdown() has just sent the other workers SIGTERM: the worker that broke the pool is the one
+    # that ended some other way
+    code = next((c for c in codes if c != -signal.SIGTERM), codes[0])
+    if code < 0:
+        try:
+            how = f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            how = f"was killed by signal {-code}"
+        hint = " (out of memory?)" if -code == signal.SIGKILL else ""
+        return f"a worker process of the pool {how}{hint}"
+    return f"a worker process of the pool exited with status {code}"
+
