@@ -17,7 +17,12 @@ def add_arguments(p):
 
     p.add_argument("src", metavar="SRC", help="a partition directory or a log directory (local path or "
                                               "fsspec URL); only read")
-    p.add_argument("dst", metavar="DST", help="where to write (must not exist, or be empty)")
+    p.add_argument("dst", metavar="DST", help="where to write (must not exist, or be empty, unless "
+                                              "--append)")
+    p.add_argument("--append", action="store_true",
+                   help="add to the export in DST the records after each partition's last exported "
+                        "offset (its _kfmt-export-state.json), as new files; writes nothing if there "
+                        "is nothing new; an empty or missing DST is exported whole")
     add_storage_arguments(p)
     p.add_argument("--dst-storage-option", action="append", metavar="KEY=VALUE",
                    help="fsspec storage option for DST (repeatable; default: the --storage-option values)")
@@ -59,9 +64,13 @@ def run(args) -> int:
         raise UsageError("--target-file-size must be positive")
     options = ExportOptions(args.format, partition_by, args.include_control, args.isolation,
                             args.max_bytes_per_task, args.target_file_size)
-    plan, report = export(args.src, args.dst, options=options, **run_arguments(args))
+    plan, report = export(args.src, args.dst, options=options, append=args.append,
+                          **run_arguments(args))
 
     def summary(r: dict) -> str:
+        if r.get("written") is False:
+            return (f"nothing new to export from {plan.source} since the last run: {plan.destination} "
+                    f"left as it was ({r['duration_ms'] / 1000:.1f} s)")
         files = sum(p["files"] for p in r["outputs"])
         return (f"exported {r['totals']['output_records']} records of {r['totals']['partitions']} "
                 f"partition(s) into {files} {args.format} file(s) in {plan.destination} "

@@ -24,7 +24,12 @@ The job, on Spark (pipelines/runner.py; `inprocess` runs the same functions with
    and the storage round trip, at the cost of reading the output once.
 3. The driver adds the digests up per partition, checks the digest of what was read against the
    digest of what was written (a mismatch fails the run: exit 1, nothing published), writes
-   `_kfmt-report.json` and `_SUCCESS` and publishes DST at once (kfmt.storage.staging).
+   `_kfmt-report.json`, `_SUCCESS` and `_kfmt-export-state.json` (each partition's high-water mark,
+   kfmt.transforms.export_state) and publishes DST at once (kfmt.storage.staging).
+
+`append=True` (`kfmt export --append`) on a destination that holds an export adds what is new since
+its last run instead (kfmt.transforms.export_append): the same job, on ranges cut at each partition's
+high-water mark (kfmt.rows.resume).
 """
 from __future__ import annotations
 
@@ -48,6 +53,7 @@ from kfmt.rows.ranges import (DEFAULT_SPLIT_BYTES, RangeTally, SegmentRange, Sel
 from kfmt.pipelines.runner import run_tasks
 from kfmt.transforms.reindex import check_not_inside
 from kfmt.partition.summary import PartitionSummary
+from kfmt.transforms.export_state import STATE_NAME, ExportState
 from kfmt.transforms.report import make_report, report_bytes
 from kfmt.storage.staging import StagedOutput, StagingTarget
 from kfmt.storage.store import Storage, StorageSpec, open_storage
@@ -113,6 +119,8 @@ class ExportPartitionPlan:
     rel: str  # its directory in DST: topic=<t>/partition=<p>
     ranges: list[SegmentRange]
     units: list[tuple[SegmentRange, ...]]  # the ranges, grouped into tasks
+    from_offset: int | None = None  # an appending run: the offset it resumes from
+    lost: tuple[int, int] | None = None  # an appending run: offsets deleted before they were exported
 
 
 @dataclass
@@ -165,8 +173,10 @@ _HIVE_ESCAPED = set(map(chr, range(0x01, 0x20))) | set("\"#%'*/:=?\\\x7f{[]^")
 
 
 def plan_export(src_storage: Storage, src_path: str, dst_storage: Storage, dst_path: str,
-                options: ExportOptions, topic: str | None = None, partition: int | None = None
-                ) -> ExportPlan:
+                options: ExportOptions, topic: str | None = None, partition: int | None = None,
+                resume=None) -> ExportPlan:
+    """`resume(part, ranges)`: for an appending run, (the ranges from where it resumes, the offset it
+    resumes from, the lost range or None) (kfmt.transforms.export_append)."""
     parts = find_partitions(src_storage, src_path, topic, partition)
     source, destination = src_storage.url_of(src_path), dst_storage.url_of(dst_path)
     if not parts:
@@ -176,8 +186,11 @@ def plan_export(src_storage: Storage, src_path: str, dst_storage: Storage, dst_p
     for part in parts:
         t, p = partition_identity(part)
         ranges = plan_ranges(part, options.split_bytes)
+        from_offset = lost = None
+        if resume is not None:
+            ranges, from_offset, lost = resume(part, ranges)
         plans.append(ExportPartitionPlan(part, f"topic={hive_value(t)}/partition={p}", ranges,
-                                   pack_ranges(ranges, options.split_bytes)))
+                                         pack_ranges(ranges, options.split_bytes), from_offset, lost))
     return ExportPlan(source, destination, options, plans)
 
 
@@ -212,6 +225,7 @@ class ExportTask:
     options: ExportOptions
     outcomes: TransactionOutcomes | None
     target: StagingTarget
+    first_offset: int | None = None  # an appending run: where it resumed the partition (file names)
 
 
 @dataclass
@@ -229,7 +243,8 @@ def export_task(task: ExportTask) -> TaskResult:
     schema = options.file_schema
     files = task.target.files()
     first = task.ranges[0]
-    out = PartFiles(fmt, files, schema, first.segment_base, first.index, options.target_file_bytes)
+    out = PartFiles(fmt, files, schema, first.segment_base, first.index, options.target_file_bytes,
+                    first_offset=task.first_offset)
     read = RangeTally()
     try:
         for rng in task.ranges:
@@ -315,15 +330,22 @@ class ExportOutput(PartitionSummary):
 def export(src: str, dst: str, *, src_options: dict | None = None, dst_options: dict | None = None,
            options: ExportOptions | None = None, topic: str | None = None,
            partition: int | None = None, master: str | None = None, dry_run: bool = False,
-           progress: bool = True) -> tuple[ExportPlan, dict | None]:
+           progress: bool = True, append: bool = False) -> tuple[ExportPlan, dict | None]:
     """Export SRC into DST. Returns the plan and the report (None for a dry run, which writes
-    nothing)."""
+    nothing). `append`: add to the export in DST what is new since its last run (an empty or
+    missing DST is exported whole)."""
     started = time.monotonic()
     options = options or ExportOptions()
     src_storage, src_path = open_storage(src, src_options)
     dst_storage, dst_path = open_storage(dst, dst_options if dst_options is not None else src_options)
     destination = dst_storage.url_of(dst_path)
     check_not_inside(src_storage.url_of(src_path), destination)
+    appending = append and dst_storage.isdir(dst_path) and bool(dst_storage.listdir(dst_path))
+    if appending:
+        from kfmt.transforms.export_append import append_export
+
+        return append_export(src_storage, src_path, dst_storage, dst_path, options, topic, partition,
+                             master, progress, started, dry_run)
     if dry_run:
         if dst_storage.exists(dst_path) and (not dst_storage.isdir(dst_path)
                                              or dst_storage.listdir(dst_path)):
@@ -332,34 +354,70 @@ def export(src: str, dst: str, *, src_options: dict | None = None, dst_options: 
     # the staged output refuses a DST that is not empty, or in use, before any planning work
     with StagedOutput(dst_storage, dst_path) as out:
         plan = plan_export(src_storage, src_path, dst_storage, dst_path, options, topic, partition)
-        outcomes = _transaction_outcomes(plan, master, progress)
-        target = out.target()
-        tasks = [ExportTask(unit, p.rel, options, outcomes[i], target)
-                 for i, p in enumerate(plan.partitions) for unit in p.units]
-        results = iter(run_tasks(export_task, tasks, master=master, description="export",
-                                 progress=progress))
-        inputs, outputs = [], []
-        for i, p in enumerate(plan.partitions):
-            read, written, files = RangeTally(), RangeTally(), []
-            for _ in p.units:
-                result = next(results)
-                read.merge(result.read)
-                written.merge(result.written)
-                files += result.files
+        job = run_export_job(plan, out.target(), dst_storage, dst_path, master, progress)
+        for files in job.files:
             out.adopt(files)
-            inputs.append(_input_summary(p, read))
-            outputs.append(_output_summary(p, written, files, dst_storage, dst_path))
-            if inputs[-1].content_digest != outputs[-1].content_digest:
-                raise KfmtError(f"{p.part.name}: the content digest of the exported files "
-                                f"({outputs[-1].content_digest}) differs from that of the records "
-                                f"read ({inputs[-1].content_digest}); nothing was published")
         report = make_report("export", plan.source, plan.destination,
                              {**options.to_json(), "topic": topic, "partition": partition,
-                              "master": master}, inputs, outputs, out.files, _notes(plan, inputs))
+                              "master": master}, job.inputs, job.outputs, out.files,
+                             _notes(plan, job.inputs))
         report["duration_ms"] = round((time.monotonic() - started) * 1000)
         out.write(REPORT_NAME, report_bytes(report))
         out.write(SUCCESS_NAME, b"")
+        out.write(STATE_NAME, ExportState(options.to_json(), job.next_offsets, 1).to_bytes())
     return plan, report
+
+
+@dataclass
+class ExportJob:
+    """What the tasks of a plan wrote, per partition of the plan."""
+
+    inputs: list[ExportInput]
+    outputs: list[ExportOutput]
+    files: list[list[FileRecord]]
+    next_offsets: dict  # (topic, partition) -> high-water mark after the run
+
+
+def run_export_job(plan: ExportPlan, target: StagingTarget, dst_storage: Storage, dst_path: str,
+                   master, progress) -> ExportJob:
+    """Run the tasks of `plan` writing through `target`; check each partition's digests."""
+    options = plan.options
+    outcomes = _transaction_outcomes(plan, master, progress)
+    tasks = [ExportTask(unit, p.rel, options, outcomes[i], target, p.from_offset)
+             for i, p in enumerate(plan.partitions) for unit in p.units]
+    results = iter(run_tasks(export_task, tasks, master=master, description="export",
+                             progress=progress))
+    job = ExportJob([], [], [], {})
+    for i, p in enumerate(plan.partitions):
+        read, written, files = RangeTally(), RangeTally(), []
+        for _ in p.units:
+            result = next(results)
+            read.merge(result.read)
+            written.merge(result.written)
+            files += result.files
+        job.files.append(files)
+        job.inputs.append(_input_summary(p, read))
+        job.outputs.append(_output_summary(p, written, files, dst_storage, dst_path))
+        if job.inputs[-1].content_digest != job.outputs[-1].content_digest:
+            raise KfmtError(f"{p.part.name}: the content digest of the exported files "
+                            f"({job.outputs[-1].content_digest}) differs from that of the records "
+                            f"read ({job.inputs[-1].content_digest}); nothing was published")
+        job.next_offsets[partition_identity(p.part)] = _high_water_mark(p, read, outcomes[i])
+    return job
+
+
+def _high_water_mark(p: ExportPartitionPlan, read: RangeTally, outcomes: TransactionOutcomes | None
+                     ) -> int | None:
+    """The next offset to export: after the last batch read, but no further than the last stable
+    offset where read_committed left an open transaction's records out (they come once it ends)."""
+    mark = read.next_offset if read.next_offset is not None else p.from_offset
+    if mark is None:  # nothing read at all: the log start, where a later run begins anyway
+        mark = p.part.segments[0].base_offset if p.part.segments else 0
+    if outcomes is not None and outcomes.last_stable_offset is not None:
+        mark = min(mark, outcomes.last_stable_offset)
+    if p.from_offset is not None:
+        mark = max(mark, p.from_offset)
+    return mark
 
 
 def _transaction_outcomes(plan: ExportPlan, master, progress) -> list[TransactionOutcomes | None]:
