@@ -308,3 +308,47 @@ def test_a_log_start_raised_by_delete_records_is_honoured(tmp_path):
     assert exported_records(dst, "parquet", "v2-none") == \
         [r for r in truth(name) if r["offset"] < 116 or r["offset"] >= 141]
     assert state(dst) == {name: 500}
+
+
+# --- read_committed, object storage ---------------------------------------------------------------
+
+def test_read_committed_append_equals_the_committed_consumer(tmp_path):
+    src = cut_log_dir(tmp_path / "logs")
+    dst = tmp_path / "out"
+    assert export(src, dst, "--isolation", "read_committed").code == 0
+    complete_log_dir(src)
+    result = export(src, dst, "--append", "--isolation", "read_committed")
+    assert result.code == 0, result.err
+    assert exported_records(dst, "parquet", "txn-v2-none") == truth("txn-v2-none-0", committed=True)
+
+
+def test_append_on_s3(tmp_path, s3_server):
+    import s3fs
+
+    src = cut_log_dir(tmp_path / "logs")
+    dst = s3_server.url(f"append-{tmp_path.name}")
+    args = ("--master", "inprocess", "--no-progress", *s3_server.cli_options())
+    assert run_kfmt("export", src, dst, *args).code == 0
+    complete_log_dir(src)
+    result = run_kfmt("export", src, dst, "--append", *args)
+    assert result.code == 0, result.err
+    fs = s3fs.S3FileSystem(**s3_server.storage_options, skip_instance_cache=True)
+    root = dst[len("s3://"):]
+    names = set(fs.find(root))
+    assert not any(f"/{TEMPORARY}/" in n for n in names)
+    table = read_s3_dataset(root, fs)
+    for name in [*CUTS, NEW_PARTITION]:
+        rows = table.filter(pc.equal(table.column("topic"), name.rsplit("-", 1)[0]))
+        assert as_consumer_records(rows) == truth(name), name
+    # the manifest lists every data file of both runs, and nothing else of the data
+    manifest = json.loads(fs.cat(f"{root}/_kfmt_manifest.json"))
+    data_files = {n[len(root) + 1:] for n in names if n.endswith(".parquet")}
+    assert data_files and data_files <= set(manifest["files"])
+    again = run_kfmt("export", src, dst, "--append", *args)
+    assert again.code == 0 and "nothing new" in again.out
+    assert set(fs.find(root)) == names
+
+
+def read_s3_dataset(root: str, fs) -> pa.Table:
+    table = ds.dataset(root, filesystem=fs, partitioning="hive").to_table()
+    return table.sort_by([("topic", "ascending"), ("offset", "ascending")])
