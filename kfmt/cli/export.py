@@ -31,6 +31,14 @@ def add_arguments(p):
     p.add_argument("--format", default="parquet", metavar="NAME",
                    help="file format: parquet (default), jsonl, or one an exporter plugin provides "
                         "(kfmt plugins lists them)")
+    p.add_argument("--iceberg-catalog", metavar="NAME",
+                   help="--format iceberg: the pyiceberg catalog to use (load_catalog(NAME), configured in "
+                        "~/.pyiceberg.yaml or PYICEBERG_CATALOG__ variables; default: a SQLite catalog "
+                        "in DST/_catalog.db with the warehouse in DST/warehouse)")
+    p.add_argument("--iceberg-table", metavar="NS.TABLE",
+                   help="--format iceberg: the table (default kafka.records)")
+    p.add_argument("--iceberg-property", action="append", metavar="KEY=VALUE",
+                   help="--format iceberg: a catalog property (repeatable), e.g. uri=... or warehouse=...")
     p.add_argument("--partition-by", default="topic,partition", metavar="COLUMNS",
                    help="directory levels: topic,partition (default) or topic,partition,date (the UTC "
                         "date of the record timestamp)")
@@ -64,10 +72,17 @@ def run(args) -> int:
         raise UsageError("--target-file-size must be positive")
     options = ExportOptions(args.format, partition_by, args.include_control, args.isolation,
                             args.max_bytes_per_task, args.target_file_size)
+    settings = {"catalog": args.iceberg_catalog, "table": args.iceberg_table,
+                "properties": _properties(args.iceberg_property)}
     plan, report = export(args.src, args.dst, options=options, append=args.append,
-                          **run_arguments(args))
+                          table_settings=settings, **run_arguments(args))
 
     def summary(r: dict) -> str:
+        if "table" in r:
+            return (f"exported {r['totals']['output_records']} records of {r['totals']['partitions']} "
+                    f"partition(s) into {r['table']['data_files']} data file(s) of {plan.destination}, "
+                    f"committed as snapshot {r['table']['snapshot_id']} "
+                    f"({r['duration_ms'] / 1000:.1f} s)")
         if r.get("written") is False:
             return (f"nothing new to export from {plan.source} since the last run: {plan.destination} "
                     f"left as it was ({r['duration_ms'] / 1000:.1f} s)")
@@ -76,3 +91,13 @@ def run(args) -> int:
                 f"partition(s) into {files} {args.format} file(s) in {plan.destination} "
                 f"({r['duration_ms'] / 1000:.1f} s)")
     return print_outcome(plan, report, args.output == "json", summary)
+
+
+def _properties(pairs: list[str] | None) -> dict:
+    out = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--iceberg-property {pair!r}: give it as KEY=VALUE")
+        out[key] = value
+    return out

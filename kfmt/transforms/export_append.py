@@ -10,7 +10,7 @@
    retention before those offsets were exported, which the report and a warning (one line per
    partition) say.
 3. Nothing new anywhere (no record, no moved mark): nothing is written at all, not even a report.
-   Otherwise the export job (kfmt.transforms.export.run_export_job) writes the new part files under
+   Otherwise the export job (kfmt.transforms.export_job.run_export_job) writes the new part files under
    `DST/_temporary/<run>/` with names that carry the offset each partition resumed from, checks them
    as a whole export's, and one commit publishes them, then `_kfmt-report.json` (this run's),
    `_SUCCESS` and the new state last.
@@ -25,7 +25,7 @@ from kfmt.rows.ranges import partition_identity
 from kfmt.rows.resume import ranges_from
 from kfmt.storage.append_staging import AppendStaging, recover
 from kfmt.storage.store import Storage
-from kfmt.transforms.export import (REPORT_NAME, SUCCESS_NAME, ExportOptions, ExportPlan, _notes,
+from kfmt.transforms.export_job import (REPORT_NAME, SUCCESS_NAME, ExportOptions, ExportPlan, _notes,
                                     plan_export, run_export_job)
 from kfmt.transforms.export_state import STATE_NAME, ExportState, load_state, log_start_offsets
 from kfmt.partition.layout import find_partitions
@@ -43,27 +43,12 @@ def append_export(src_storage: Storage, src_path: str, dst_storage: Storage, dst
         raise UsageError(f"{destination}: not an export kfmt can add to (no {STATE_NAME}; export it "
                          f"anew into an empty destination)")
     state.check_options(options.to_json(), destination)
-    log_starts = log_start_offsets(find_partitions(src_storage, src_path, topic, partition))
-
-    def resume(part, ranges):
-        tp = partition_identity(part)
-        log_start = log_starts.get(tp)
-        mark = state.next_offsets.get(tp)
-        if mark is None:  # new in SRC: from its log start
-            start = log_start
-        else:
-            start = mark if log_start is None else max(mark, log_start)
-        lost = (mark, log_start) if mark is not None and log_start is not None and log_start > mark \
-            else None
-        return ranges_from(part, ranges, start), start, lost
-
+    resume = make_resume(state.next_offsets, log_start_offsets(
+        find_partitions(src_storage, src_path, topic, partition)))
     plan = plan_export(src_storage, src_path, dst_storage, dst_path, options, topic, partition, resume)
     for p in plan.partitions:
         if p.lost is not None:
-            warnings.warn(KfmtWarning(
-                f"{p.part.storage.url_of(p.part.path)}: offsets {p.lost[0]} to {p.lost[1] - 1} were deleted from the log "
-                f"(retention or DeleteRecords) before they were exported; the export goes on from "
-                f"{p.lost[1]}"))
+            warnings.warn(KfmtWarning(lost_warning(p)))
     if dry_run:
         return plan, None
     with AppendStaging(dst_storage, dst_path) as out:
@@ -89,6 +74,31 @@ def append_export(src_storage: Storage, src_path: str, dst_storage: Storage, dst
         out.write(STATE_NAME, ExportState(state.options, new_offsets, state.runs + 1).to_bytes())
         out.commit(last=(REPORT_NAME, SUCCESS_NAME, STATE_NAME))
     return plan, report
+
+
+def make_resume(marks: dict, log_starts: dict):
+    """plan_export's `resume`: a partition's ranges from max(its mark, its log start offset) (from its
+    log start when it has no mark yet), and the offsets lost in between."""
+
+    def resume(part, ranges):
+        tp = partition_identity(part)
+        log_start = log_starts.get(tp)
+        mark = marks.get(tp)
+        if mark is None:  # new in SRC: from its log start
+            start = log_start
+        else:
+            start = mark if log_start is None else max(mark, log_start)
+        lost = (mark, log_start) if mark is not None and log_start is not None and log_start > mark \
+            else None
+        return ranges_from(part, ranges, start), start, lost
+
+    return resume
+
+
+def lost_warning(p) -> str:
+    return (f"{p.part.storage.url_of(p.part.path)}: offsets {p.lost[0]} to {p.lost[1] - 1} were deleted "
+            f"from the log (retention or DeleteRecords) before they were exported; the export goes on "
+            f"from {p.lost[1]}")
 
 
 def _resumed(plan: ExportPlan, job, state: ExportState) -> list[dict]:
