@@ -352,3 +352,19 @@ def test_append_on_s3(tmp_path, s3_server):
 def read_s3_dataset(root: str, fs) -> pa.Table:
     table = ds.dataset(root, filesystem=fs, partitioning="hive").to_table()
     return table.sort_by([("topic", "ascending"), ("offset", "ascending")])
+
+
+def test_a_dry_run_append_prints_where_each_partition_resumes_and_writes_nothing(tmp_path):
+    src = cut_log_dir(tmp_path / "logs")
+    dst = tmp_path / "out"
+    assert export(src, dst).code == 0
+    complete_log_dir(src)
+    before = tree_state(dst)
+    result = export(src, dst, "--append", "--dry-run", "--output", "json")
+    assert result.code == 0, result.err
+    plan = json.loads(result.out)
+    # v2-none-0's first task begins in segment 116 at the batch of offset 117, by kafka-dump-log
+    positions = sorted(pos for base, pos in listing("v2-none-0") if base == 116)
+    v2 = next(p for p in plan["partitions"] if p["name"] == "v2-none-0")
+    assert v2["tasks"][0][0] == [116, positions[1], (REALKAFKA / "v2-none-0" / f"{116:020d}.log").stat().st_size]
+    assert tree_state(dst) == before
