@@ -368,3 +368,32 @@ def test_a_dry_run_append_prints_where_each_partition_resumes_and_writes_nothing
     v2 = next(p for p in plan["partitions"] if p["name"] == "v2-none-0")
     assert v2["tasks"][0][0] == [116, positions[1], (REALKAFKA / "v2-none-0" / f"{116:020d}.log").stat().st_size]
     assert tree_state(dst) == before
+
+
+# --- Spark ------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def spark():
+    from kfmt.pipelines.session import spark_session, stop_session
+
+    session = spark_session("local[2]")
+    yield session
+    stop_session()
+
+
+@pytest.mark.spark
+def test_a_spark_append_reads_back_with_spark_which_skips_staged_files(spark, tmp_path):
+    src = cut_log_dir(tmp_path / "logs")
+    dst = tmp_path / "out"
+    assert export(src, dst).code == 0
+    complete_log_dir(src)
+    result = run_kfmt("export", src, dst, "--append", "--master", "local[2]", "--no-progress")
+    assert result.code == 0, result.err
+    # what a killed run leaves staged: a data file below _temporary/<run>/
+    staged = dst / TEMPORARY / ("0" * 32) / "topic=v2-none" / "partition=0"
+    staged.mkdir(parents=True)
+    shutil.copy(next((dst / "topic=v2-none" / "partition=0").glob("*.parquet")), staged / "x.parquet")
+    rows = spark.read.parquet(str(dst)).select("topic", "offset").collect()
+    for name in [*CUTS, NEW_PARTITION]:
+        offsets = sorted(r["offset"] for r in rows if r["topic"] == name.rsplit("-", 1)[0])
+        assert offsets == [r["offset"] for r in truth(name)], name
