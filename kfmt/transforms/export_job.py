@@ -329,7 +329,9 @@ def run_export_job(plan: ExportPlan, target: StagingTarget, dst_storage: Storage
             raise KfmtError(f"{p.part.name}: the content digest of the exported files "
                             f"({job.outputs[-1].content_digest}) differs from that of the records "
                             f"read ({job.inputs[-1].content_digest}); nothing was published")
-        job.next_offsets[partition_identity(p.part)] = _high_water_mark(p, read, outcomes[i])
+        mark = _high_water_mark(p, read, outcomes[i])
+        if mark is not None:  # a partition without segments has none: a later run starts at its log start
+            job.next_offsets[partition_identity(p.part)] = mark
     return job
 
 
@@ -339,7 +341,9 @@ def _high_water_mark(p: ExportPartitionPlan, read: RangeTally, outcomes: Transac
     offset where read_committed left an open transaction's records out (they come once it ends)."""
     mark = read.next_offset if read.next_offset is not None else p.from_offset
     if mark is None:  # nothing read at all: the log start, where a later run begins anyway
-        mark = p.part.segments[0].base_offset if p.part.segments else 0
+        if not p.part.segments:
+            return None
+        mark = p.part.segments[0].base_offset
     if outcomes is not None and outcomes.last_stable_offset is not None:
         mark = min(mark, outcomes.last_stable_offset)
     if p.from_offset is not None:

@@ -397,3 +397,20 @@ def test_a_spark_append_reads_back_with_spark_which_skips_staged_files(spark, tm
     for name in [*CUTS, NEW_PARTITION]:
         offsets = sorted(r["offset"] for r in rows if r["topic"] == name.rsplit("-", 1)[0])
         assert offsets == [r["offset"] for r in truth(name)], name
+
+
+def test_a_partition_without_segments_yet_starts_at_its_log_start_later(tmp_path):
+    """No mark for a partition that had nothing to read: nothing is reported lost when its log
+    starts above 0 (the corpus's retention copy starts at 247)."""
+    src = tmp_path / "logs"
+    (src / "v2-none-0").mkdir(parents=True)
+    shutil.copytree(REALKAFKA / "v2-lz4-0", src / "v2-lz4-0")
+    dst = tmp_path / "out"
+    assert export(src, dst).code == 0
+    assert state(dst) == {"v2-lz4-0": 500}
+    shutil.rmtree(src / "v2-none-0")
+    shutil.copytree(REALKAFKA / "_retention" / "v2-none-retention-bytes" / "remaining", src / "v2-none-0")
+    result = export(src, dst, "--append")
+    assert result.code == 0 and result.err == ""
+    assert exported_records(dst, "parquet", "v2-none") == [r for r in truth("v2-none-0") if r["offset"] >= 247]
+    assert state(dst) == {"v2-lz4-0": 500, "v2-none-0": 500}
