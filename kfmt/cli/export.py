@@ -80,11 +80,11 @@ def run(args) -> int:
     def summary(r: dict) -> str:
         if "table" in r:
             return (f"exported {r['totals']['output_records']} records of {r['totals']['partitions']} "
-                    f"partition(s) into {r['table']['data_files']} data file(s) of {plan.destination}, "
+                    f"partition(s) into {r['table']['data_files']} data file(s) of {r['destination']}, "
                     f"committed as snapshot {r['table']['snapshot_id']} "
                     f"({r['duration_ms'] / 1000:.1f} s)")
         if r.get("written") is False:
-            return (f"nothing new to export from {plan.source} since the last run: {plan.destination} "
+            return (f"nothing new to export from {plan.source} since the last run: {r['destination']} "
                     f"left as it was ({r['duration_ms'] / 1000:.1f} s)")
         files = sum(p["files"] for p in r["outputs"])
         return (f"exported {r['totals']['output_records']} records of {r['totals']['partitions']} "

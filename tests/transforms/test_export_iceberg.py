@@ -198,3 +198,24 @@ def test_a_killed_run_commits_nothing(tmp_path):
     rows = table_rows(dst)
     for name in [*CUTS, NEW_PARTITION]:
         assert records_of(rows, name) == truth(name), name
+
+
+def test_any_pyiceberg_catalog_by_name_and_properties(tmp_path):
+    """--iceberg-catalog NAME with its properties given as --iceberg-property (pyiceberg's
+    load_catalog), and --iceberg-table; DST is then only a name for messages."""
+    from pyiceberg.catalog import load_catalog
+
+    props = {"type": "sql", "uri": f"sqlite:///{tmp_path / 'lake.db'}",
+             "warehouse": f"file://{tmp_path / 'lake'}"}
+    args = ["--iceberg-catalog", "lake", "--iceberg-table", "raw.v2_lz4"]
+    for k, v in props.items():
+        args += ["--iceberg-property", f"{k}={v}"]
+    result = export(REALKAFKA / "v2-lz4-0", tmp_path / "unused", *ICEBERG, *args)
+    assert result.code == 0, result.err
+    assert "raw.v2_lz4" in result.out
+    table = load_catalog("lake", **props).load_table("raw.v2_lz4")
+    rows = table.scan().to_arrow().sort_by("offset")
+    assert as_consumer_records(rows.select(EXPORT_SCHEMA.names).cast(EXPORT_SCHEMA)) == truth("v2-lz4-0")
+    assert marks(table.current_snapshot()) == {"kfmt.hwm.v2-lz4.0": 500}
+    bad = export(REALKAFKA / "v2-lz4-0", tmp_path / "unused", *ICEBERG, "--iceberg-property", "novalue")
+    assert bad.code == 2 and bad.err == "kfmt: error: --iceberg-property 'novalue': give it as KEY=VALUE\n"
