@@ -346,4 +346,4 @@ def test_export_writes_a_third_party_format(exporter_distribution, tmp_path):
                 for r in map(json.loads, cat.stdout.splitlines())]
     assert lines == expected
     unknown = run(exporter_distribution, "export", str(src), str(tmp_path / "x"), "--format", "csv")
-    assert unknown.returncode == 2 and "known: jsonl, parquet, toy-tsv" in unknown.stderr
+    assert unknown.returncode == 2 and "known: iceberg, jsonl, parquet, toy-tsv" in unknown.stderr

@@ -136,12 +136,14 @@ def export(src: Where, dst: Where, *, format: str = "parquet",
            partition_by: str | Sequence[str] = ("topic", "partition"),
            isolation: str = "read_uncommitted", include_control: bool = False,
            max_bytes_per_task: int | None = None, target_file_size: int | None = None,
-           include_deleted: bool = False,
+           include_deleted: bool = False, append: bool = False, iceberg_catalog: str | None = None,
+           iceberg_table: str | None = None, iceberg_properties: dict | None = None,
            storage_options: dict | None = None, dst_storage_options: dict | None = None,
            topic: str | None = None, partition: int | None = None, master: str | None = None,
            dry_run: bool = False, progress: bool = False) -> Report:
-    """Records to Parquet or JSON Lines files in Hive-style directories (`kfmt export`);
-    `partition_by` "topic,partition" or "topic,partition,date" (a string or a sequence)."""
+    """Records to Parquet or JSON Lines files in Hive-style directories, or to an Iceberg table
+    (`kfmt export`); `partition_by` "topic,partition" or "topic,partition,date" (a string or a
+    sequence); `append` adds what is new since the export's last run (docs/export.md)."""
     from kfmt.rows.ranges import DEFAULT_SPLIT_BYTES
     from kfmt.rows.part_files import DEFAULT_TARGET_FILE_BYTES
     from kfmt.transforms.export import ExportOptions, export as run_export
@@ -158,8 +160,10 @@ def export(src: Where, dst: Where, *, format: str = "parquet",
         raise UsageError("--target-file-size (target_file_size) must be positive")
     options = ExportOptions(format, tuple(c.strip() for c in partition_by), include_control, isolation,
                             max_bytes_per_task, target_file_size, include_deleted)
-    return _outcome(*run_export(*_paths(src, dst), options=options, **_run(
-        storage_options, dst_storage_options, topic, partition, dry_run, master, progress)))
+    table = {"catalog": iceberg_catalog, "table": iceberg_table, "properties": dict(iceberg_properties or {})}
+    return _outcome(*run_export(*_paths(src, dst), options=options, append=append, table_settings=table,
+                                **_run(storage_options, dst_storage_options, topic, partition, dry_run,
+                                       master, progress)))
 
 
 # --- cleanup policies (kfmt.transforms.cleanup) ---

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kfmt.cli._common import add_include_deleted_argument, add_progress_argument, add_storage_arguments
 from kfmt.cli._transform import add_master_argument, print_outcome, run_arguments
+from kfmt.errors import UsageError
 
 NAME = "export"
 HELP = ("export records to Parquet or JSON Lines (Spark's Kafka source columns plus on-disk columns) in "
@@ -16,7 +17,12 @@ def add_arguments(p):
 
     p.add_argument("src", metavar="SRC", help="a partition directory or a log directory (local path or "
                                               "fsspec URL); only read")
-    p.add_argument("dst", metavar="DST", help="where to write (must not exist, or be empty)")
+    p.add_argument("dst", metavar="DST", help="where to write (must not exist, or be empty, unless "
+                                              "--append)")
+    p.add_argument("--append", action="store_true",
+                   help="add to the export in DST the records after each partition's last exported "
+                        "offset (its _kfmt-export-state.json), as new files; writes nothing if there "
+                        "is nothing new; an empty or missing DST is exported whole")
     add_storage_arguments(p)
     p.add_argument("--dst-storage-option", action="append", metavar="KEY=VALUE",
                    help="fsspec storage option for DST (repeatable; default: the --storage-option values)")
@@ -25,6 +31,14 @@ def add_arguments(p):
     p.add_argument("--format", default="parquet", metavar="NAME",
                    help="file format: parquet (default), jsonl, or one an exporter plugin provides "
                         "(kfmt plugins lists them)")
+    p.add_argument("--iceberg-catalog", metavar="NAME",
+                   help="--format iceberg: the pyiceberg catalog to use (load_catalog(NAME), configured in "
+                        "~/.pyiceberg.yaml or PYICEBERG_CATALOG__ variables; default: a SQLite catalog "
+                        "in DST/_catalog.db with the warehouse in DST/warehouse)")
+    p.add_argument("--iceberg-table", metavar="NS.TABLE",
+                   help="--format iceberg: the table (default kafka.records)")
+    p.add_argument("--iceberg-property", action="append", metavar="KEY=VALUE",
+                   help="--format iceberg: a catalog property (repeatable), e.g. uri=... or warehouse=...")
     p.add_argument("--partition-by", default="topic,partition", metavar="COLUMNS",
                    help="directory levels: topic,partition (default) or topic,partition,date (the UTC "
                         "date of the record timestamp)")
@@ -54,12 +68,32 @@ def run(args) -> int:
     result = export(args.src, args.dst, format=args.format, partition_by=args.partition_by,
                     include_control=args.include_control, isolation=args.isolation,
                     max_bytes_per_task=args.max_bytes_per_task,
-                    target_file_size=args.target_file_size, **run_arguments(args))
+                    target_file_size=args.target_file_size, append=args.append,
+                    iceberg_catalog=args.iceberg_catalog, iceberg_table=args.iceberg_table,
+                    iceberg_properties=_properties(args.iceberg_property), **run_arguments(args))
     plan = result.plan
 
     def summary(r: dict) -> str:
+        if "table" in r:
+            return (f"exported {r['totals']['output_records']} records of {r['totals']['partitions']} "
+                    f"partition(s) into {r['table']['data_files']} data file(s) of {r['destination']}, "
+                    f"committed as snapshot {r['table']['snapshot_id']} "
+                    f"({r['duration_ms'] / 1000:.1f} s)")
+        if r.get("written") is False:
+            return (f"nothing new to export from {plan.source} since the last run: {r['destination']} "
+                    f"left as it was ({r['duration_ms'] / 1000:.1f} s)")
         files = sum(p["files"] for p in r["outputs"])
         return (f"exported {r['totals']['output_records']} records of {r['totals']['partitions']} "
                 f"partition(s) into {files} {args.format} file(s) in {plan.destination} "
                 f"({r['duration_ms'] / 1000:.1f} s{engine_note(r)})")
     return print_outcome(plan, None if result.is_plan else result, args.output == "json", summary)
+
+
+def _properties(pairs: list[str] | None) -> dict:
+    out = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--iceberg-property {pair!r}: give it as KEY=VALUE")
+        out[key] = value
+    return out

@@ -5,6 +5,11 @@ rows of each file, a row group at a time (an Arrow RecordBatch with the export s
 partition-by columns, kfmt.rows.part_files), into a writer the exporter opens on a staged output
 stream, then reads the published bytes back through `read_back` and checks that they hold the same
 records (count and content digest) before the run publishes.
+
+A table format (`kind = "table"`, e.g. `iceberg`, kfmt.default_plugins.exporters.iceberg) is not a
+file per task but a table that a catalog keeps: `open_table` gives a TableSink, which says how far
+earlier runs exported each partition (their high-water marks), writes all of a run's rows as data
+files, and commits them with the new marks in one atomic commit (kfmt.transforms.export_table).
 """
 from __future__ import annotations
 
@@ -30,6 +35,36 @@ class Exporter(Protocol):
 
     def read_back(self, data, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
         """The rows of a written file, with `schema`; a KfmtError when they cannot be read."""
+
+
+class TableSink(Protocol):
+    description: str  # where the table is, for messages and the report
+
+    def high_water_marks(self) -> tuple[dict | None, dict]:
+        """(the options of the export that wrote the table, or None for a new table; (topic, partition)
+        -> next offset to export), as the table's last kfmt commit left them."""
+
+    def write(self, chunks, schema: pa.Schema) -> dict:
+        """Write `chunks` (pa.Tables with `schema`, the export schema, which a new table gets) as data
+        files not yet in the table.
+        Returns {"records": rows written, ...}."""
+
+    def commit(self, high_water_marks: dict, options: dict) -> dict:
+        """Add every file written to the table with the marks and options, in one atomic commit: on any
+        failure nothing is committed. Returns facts for the report ("records", ...)."""
+
+
+class TableExporter(Protocol):
+    name: str
+    kind: str  # "table"
+
+    def open_table(self, destination: str, storage_options: dict, settings: dict) -> TableSink:
+        """The table at `destination` (created on the first commit); `settings`: the format's own
+        options (`kfmt export --iceberg-...`)."""
+
+
+def is_table(exporter) -> bool:
+    return getattr(exporter, "kind", "files") == "table"
 
 
 def exporters() -> dict[str, Exporter]:

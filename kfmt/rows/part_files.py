@@ -14,7 +14,10 @@ biggest gathering is written out early.
 
 File names depend only on the task's first range and the file's number in its directory
 (`part-<segment base offset>-<range>-c<NNN>.<ext>`, Spark's `c000` counter), so a re-run with the
-same settings writes the same names, and the same bytes.
+same settings writes the same names, and the same bytes. A run that adds to an export (`kfmt export
+--append`) also names the offset it resumed its partition from (`part-<segment base offset>-<range>-
+o<first offset>-c<NNN>.<ext>`): an earlier run may have read the start of the same segment range, and
+each run starts a partition at a later offset than the one before, so names never collide.
 """
 from __future__ import annotations
 
@@ -27,8 +30,10 @@ ROW_GROUP_ROWS = 128 * 1024
 ROW_GROUP_BYTES = 64 << 20  # of Arrow data: about what a Parquet reader decodes at once
 
 
-def part_file_name(segment_base: int, range_index: int, number: int, extension: str) -> str:
-    return f"part-{segment_base:020d}-{range_index:04d}-c{number:03d}{extension}"
+def part_file_name(segment_base: int, range_index: int, number: int, extension: str,
+                   first_offset: int | None = None) -> str:
+    resumed = "" if first_offset is None else f"-o{first_offset:020d}"
+    return f"part-{segment_base:020d}-{range_index:04d}{resumed}-c{number:03d}{extension}"
 
 
 class _Directory:
@@ -49,8 +54,10 @@ class PartFiles:
 
     def __init__(self, exporter, files, schema: pa.Schema, segment_base: int, range_index: int,
                  target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES,
-                 row_group_rows: int | None = None, row_group_bytes: int | None = None):
+                 row_group_rows: int | None = None, row_group_bytes: int | None = None,
+                 first_offset: int | None = None):
         self.exporter, self.files, self.schema = exporter, files, schema
+        self.first_offset = first_offset  # where an appending run resumed the partition (names)
         self.segment_base, self.range_index = segment_base, range_index
         self.target_file_bytes = target_file_bytes
         self.row_group_rows = row_group_rows or ROW_GROUP_ROWS
@@ -102,7 +109,7 @@ class PartFiles:
         for start in range(0, table.num_rows, self.row_group_rows):
             if d.writer is None:
                 file_name = part_file_name(self.segment_base, self.range_index, d.files,
-                                           self.exporter.extension)
+                                           self.exporter.extension, self.first_offset)
                 d.writer = self.exporter.open(self.files.open(f"{name}/{file_name}"), self.schema)
                 self._writers.append(d.writer)
                 d.files += 1

@@ -24,309 +24,54 @@ The job, on Spark (pipelines/runner.py; `inprocess` runs the same functions with
    and the storage round trip, at the cost of reading the output once.
 3. The driver adds the digests up per partition, checks the digest of what was read against the
    digest of what was written (a mismatch fails the run: exit 1, nothing published), writes
-   `_kfmt-report.json` and `_SUCCESS` and publishes DST at once (kfmt.storage.staging).
+   `_kfmt-report.json`, `_SUCCESS` and `_kfmt-export-state.json` (each partition's high-water mark,
+   kfmt.transforms.export_state) and publishes DST at once (kfmt.storage.staging).
+
+`append=True` (`kfmt export --append`) on a destination that holds an export adds what is new since
+its last run instead (kfmt.transforms.export_append): the same job, on ranges cut at each partition's
+high-water mark (kfmt.rows.resume).
 """
 from __future__ import annotations
 
-import dataclasses
 import time
-import warnings
-from dataclasses import dataclass, field
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
-
-from kfmt.errors import KfmtError, KfmtWarning, UsageError
-from kfmt.rows.columns import EXPORT_SCHEMA, record_dates, rows_to_records
-from kfmt.rows.exporters import exporters
-from kfmt.rows.part_files import DEFAULT_TARGET_FILE_BYTES, PartFiles
-from kfmt.partition.layout import PartitionDir, find_partitions
-from kfmt.storage.manifest import FileRecord
-from kfmt.partition.reader import PartitionReader
-from kfmt.rows.ranges import (DEFAULT_SPLIT_BYTES, RangeTally, SegmentRange, Selection,
-                                       pack_ranges, partition_identity, plan_ranges, read_range)
-from kfmt.pipelines.runner import run_tasks
-from kfmt.transforms.reindex import check_not_inside, plan_engine
-from kfmt.partition.summary import PartitionSummary
+from kfmt.errors import UsageError
+from kfmt.rows.exporters import exporters, is_table
+from kfmt.storage.staging import StagedOutput
+from kfmt.storage.store import open_storage
+from kfmt.transforms.export_append import append_export
+from kfmt.transforms.export_job import (ISOLATION_LEVELS, PARTITION_BY, REPORT_NAME,  # noqa: F401
+                                        SUCCESS_NAME, ExportOptions, ExportPlan, _notes, hive_value,
+                                        plan_export, run_export_job)
+from kfmt.transforms.export_state import STATE_NAME, ExportState
+from kfmt.transforms.export_table import table_export
+from kfmt.transforms.reindex import check_not_inside
 from kfmt.transforms.report import make_report, report_bytes
-from kfmt.storage.staging import StagedOutput, StagingTarget
-from kfmt.storage.store import Storage, StorageSpec, open_storage
-from kfmt.partition.transactions import TransactionOutcomes, partition_outcomes
-
-PARTITION_BY = {"topic,partition": ("topic", "partition"),
-                "topic,partition,date": ("topic", "partition", "date")}
-ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
-# Not data: named as Hadoop's FileInputFormat and Arrow's dataset discovery skip them (a leading `_`),
-# unlike the other transforms' `kfmt-report.json`, whose destinations are log directories.
-REPORT_NAME = "_kfmt-report.json"
-SUCCESS_NAME = "_SUCCESS"  # an empty marker, as Hadoop's FileOutputCommitter leaves after a job
-
-
-@dataclass(frozen=True)
-class ExportOptions:
-    format: str = "parquet"  # an exporter's name (kfmt.rows.exporters)
-    partition_by: tuple = ("topic", "partition")
-    include_control: bool = False
-    isolation: str = "read_uncommitted"
-    split_bytes: int = DEFAULT_SPLIT_BYTES  # segments bigger than this are cut into ranges
-    target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES  # a part file is closed once this big
-    include_deleted: bool = False  # also the records below each partition's log start offset
-
-    def __post_init__(self):
-        known = exporters()
-        if self.format not in known:
-            raise UsageError(f"unknown export format {self.format!r} (known: {', '.join(sorted(known))})")
-        if ",".join(self.partition_by) not in PARTITION_BY:
-            raise UsageError(f"cannot partition by {','.join(self.partition_by)!r} (choose one of: "
-                             f"{'; '.join(PARTITION_BY)})")
-        if self.isolation not in ISOLATION_LEVELS:
-            raise UsageError(f"unknown isolation level {self.isolation!r}")
-        if self.split_bytes <= 0:
-            raise UsageError(f"the split size must be positive, not {self.split_bytes}")
-        if self.target_file_bytes <= 0:
-            raise UsageError(f"the target file size must be positive, not {self.target_file_bytes}")
-
-    @property
-    def selection(self) -> Selection:
-        return Selection(self.include_control, self.isolation == "read_committed", self.include_deleted)
-
-    @property
-    def by_date(self) -> bool:
-        return "date" in self.partition_by
-
-    @property
-    def file_schema(self) -> pa.Schema:
-        """The columns of the files: the export schema without the partition-by columns, which
-        are in the directory names only (a Hive table's layout)."""
-        return pa.schema([f for f in EXPORT_SCHEMA if f.name not in self.partition_by])
-
-    def to_json(self) -> dict:
-        return {"format": self.format, "partition_by": list(self.partition_by),
-                "include_control": self.include_control, "isolation": self.isolation,
-                "split_bytes": self.split_bytes, "target_file_bytes": self.target_file_bytes,
-                "include_deleted": self.include_deleted}
-
-
-# --- the plan -------------------------------------------------------------------------------------
-
-@dataclass
-class ExportPartitionPlan:
-    part: PartitionDir
-    rel: str  # its directory in DST: topic=<t>/partition=<p>
-    ranges: list[SegmentRange]
-    units: list[tuple[SegmentRange, ...]]  # the ranges, grouped into tasks
-
-
-@dataclass
-class ExportPlan:
-    source: str
-    destination: str
-    options: ExportOptions
-    partitions: list[ExportPartitionPlan]
-
-    @property
-    def tasks(self) -> int:
-        return sum(len(p.units) for p in self.partitions)
-
-    def lines(self) -> list[str]:
-        """The plan as text (--dry-run)."""
-        o = self.options
-        out = [f"export {self.source} -> {self.destination}: {o.format}, partitioned by "
-               f"{','.join(o.partition_by)}, {o.isolation}, control records "
-               f"{'included' if o.include_control else 'left out'}; {len(self.partitions)} "
-               f"partition(s), {self.tasks} task(s) writing files rolled at {o.target_file_bytes} "
-               f"bytes"]
-        if o.isolation == "read_committed":
-            out.append(f"  first {len(self.partitions)} task(s) to find the aborted transactions and "
-                       f"last stable offset of each partition")
-        for p in self.partitions:
-            log_bytes = sum(s.size for s in p.part.segments)
-            out.append(f"  {p.part.name} -> {p.rel}/: {len(p.part.segments)} segment(s), {log_bytes} "
-                       f"bytes of .log, {len(p.ranges)} range(s) in {len(p.units)} task(s)")
-        out.append(f"  then {REPORT_NAME} and {SUCCESS_NAME}")
-        return out
-
-    def to_json(self) -> dict:
-        return {"source": self.source, "destination": self.destination, "options": self.options.to_json(),
-                "partitions": [{"name": p.part.name, "destination": p.rel,
-                                "segments": len(p.part.segments),
-                                "log_bytes": sum(s.size for s in p.part.segments),
-                                "tasks": [[[r.segment_base, r.start, r.end] for r in unit]
-                                          for unit in p.units]}
-                               for p in self.partitions]}
-
-
-def hive_value(value) -> str:
-    """A partition value as a Hive directory name segment: the characters Spark escapes
-    (ExternalCatalogUtils.escapePathName) as %XX; pyarrow and Spark decode them."""
-    text = str(value)
-    return "".join(f"%{ord(c):02X}" if c in _HIVE_ESCAPED else c for c in text)
-
-
-_HIVE_ESCAPED = set(map(chr, range(0x01, 0x20))) | set("\"#%'*/:=?\\\x7f{[]^")
-
-
-def plan_export(src_storage: Storage, src_path: str, dst_storage: Storage, dst_path: str,
-                options: ExportOptions, topic: str | None = None, partition: int | None = None
-                ) -> ExportPlan:
-    parts = find_partitions(src_storage, src_path, topic, partition)
-    source, destination = src_storage.url_of(src_path), dst_storage.url_of(dst_path)
-    if not parts:
-        raise UsageError(f"{source}: no partition directories"
-                         + (" match --topic/--partition" if topic or partition is not None else ""))
-    plans = []
-    for part in parts:
-        t, p = partition_identity(part)
-        ranges = plan_ranges(part, options.split_bytes)
-        plans.append(ExportPartitionPlan(part, f"topic={hive_value(t)}/partition={p}", ranges,
-                                   pack_ranges(ranges, options.split_bytes)))
-    return ExportPlan(source, destination, options, plans)
-
-
-# --- stage 1: transaction outcomes per partition ---------------------------------------------------
-
-@dataclass(frozen=True)
-class PartitionRef:
-    """A partition directory as the driver listed it, without its storage handle (picklable)."""
-
-    spec: StorageSpec
-    part: PartitionDir  # with storage=None
-
-    @classmethod
-    def of(cls, part: PartitionDir) -> "PartitionRef":
-        return cls(part.storage.spec, dataclasses.replace(part, storage=None))
-
-    def open(self) -> PartitionDir:
-        storage, _ = self.spec.open()
-        return dataclasses.replace(self.part, storage=storage)
-
-
-def transactions_of(ref: PartitionRef) -> TransactionOutcomes:
-    return partition_outcomes(PartitionReader(ref.open(), recover_tail=True))
-
-
-# --- stage 2: tasks of segment ranges -------------------------------------------------------------
-
-@dataclass(frozen=True)
-class ExportTask:
-    ranges: tuple[SegmentRange, ...]  # consecutive ranges of one partition
-    rel: str  # the partition's directory in DST
-    options: ExportOptions
-    outcomes: TransactionOutcomes | None
-    target: StagingTarget
-
-
-@dataclass
-class TaskResult:
-    read: RangeTally  # what was read and selected
-    written: RangeTally  # what the written files hold, read back
-    files: list[FileRecord] = field(default_factory=list)
-
-
-def export_task(task: ExportTask) -> TaskResult:
-    """Export the ranges of a task one after the other into its part files, read them back, and
-    check that they hold what was read."""
-    options = task.options
-    fmt = exporters()[options.format]
-    schema = options.file_schema
-    files = task.target.files()
-    first = task.ranges[0]
-    out = PartFiles(fmt, files, schema, first.segment_base, first.index, options.target_file_bytes)
-    read = RangeTally()
-    try:
-        for rng in task.ranges:
-            tally = RangeTally()
-            for rows in read_range(rng, options.selection, task.outcomes, tally):
-                for directory, chunk in _by_directory(rows, task.rel, options.by_date):
-                    out.write(directory, chunk.select(schema.names))
-            read.merge(tally)
-        records = out.close()
-    except BaseException:
-        out.abort()
-        raise
-    written = RangeTally()
-    batches = set()
-    for record in records:
-        _read_back(fmt, files, record, schema, written, batches)
-    written.batches = len(batches)
-    _check_same_content(task.ranges, read, written)
-    return TaskResult(read, written, records)
-
-
-def _by_directory(rows: pa.RecordBatch, rel: str, by_date: bool):
-    """(directory, rows) pairs: the partition's directory, or one per date of the rows."""
-    if not by_date:
-        yield rel, rows
-        return
-    days = record_dates(rows)
-    for day in np.unique(days):
-        yield f"{rel}/date={np.datetime64(int(day), 'D')}", rows.filter(pa.array(days == day))
-
-
-def _read_back(fmt, files, record: FileRecord, schema: pa.Schema, tally: RangeTally, batches: set):
-    """Add what a written file holds to `tally`: data records and their digest, control records,
-    and the (segment, position) of every batch they came from."""
-    path = files.path(record.rel)
-    data = files.storage.map(path)  # a local file is mapped: read back without holding it
-    if len(data) != record.size:
-        raise KfmtError(f"{files.storage.url_of(path)}: {len(data)} bytes read back, {record.size} "
-                        f"written; nothing was published")
-    try:
-        for rows in fmt.read_back(data, schema):
-            control = rows.column("is_control")
-            tally.control_records += pc.sum(control.cast(pa.int64())).as_py() or 0
-            data_rows = rows.filter(pc.invert(control))
-            tally.records += data_rows.num_rows
-            tally.digest.update(rows_to_records(data_rows))
-            if data_rows.num_rows:
-                first = pc.min(data_rows.column("offset")).as_py()
-                tally.first_offset = first if tally.first_offset is None else min(first, tally.first_offset)
-            batches.update(zip(rows.column("segment_base_offset").to_pylist(),
-                               rows.column("file_position").to_pylist()))
-    except (KfmtError, ValueError, pa.ArrowException) as err:
-        raise KfmtError(f"{files.storage.url_of(path)}: the written file does not read back: {err}; "
-                        f"nothing was published") from None
-
-
-def _check_same_content(ranges: tuple[SegmentRange, ...], read: RangeTally, written: RangeTally) -> None:
-    if (read.digest, read.records, read.control_records) != \
-            (written.digest, written.records, written.control_records):
-        first, last = ranges[0], ranges[-1]
-        where = f"{first.file} [{first.start}, {first.end})" + (
-            "" if len(ranges) == 1 else f" to {last.file} [{last.start}, {last.end})")
-        raise KfmtError(f"{where}: the exported files hold "
-                        f"{written.records} records ({written.control_records} control, digest "
-                        f"{written.digest.hexdigest()}) but {read.records} were read ("
-                        f"{read.control_records} control, digest {read.digest.hexdigest()}); nothing "
-                        f"was published")
-
-
-# --- the job ---------------------------------------------------------------------------------------
-
-@dataclass
-class ExportInput(PartitionSummary):
-    left_out_records: dict = field(default_factory=dict)  # reason -> records not exported
-
-
-@dataclass
-class ExportOutput(PartitionSummary):
-    files: int = 0
-    file_bytes: int = 0
 
 
 def export(src: str, dst: str, *, src_options: dict | None = None, dst_options: dict | None = None,
            options: ExportOptions | None = None, topic: str | None = None,
            partition: int | None = None, master: str | None = None, dry_run: bool = False,
-           progress: bool = True) -> tuple[ExportPlan, dict | None]:
+           progress: bool = True, append: bool = False, table_settings: dict | None = None
+           ) -> tuple[ExportPlan, dict | None]:
     """Export SRC into DST. Returns the plan and the report (None for a dry run, which writes
-    nothing)."""
+    nothing). `append`: add to the export in DST what is new since its last run (an empty or
+    missing DST is exported whole). A table format (`--format iceberg`) goes to
+    kfmt.transforms.export_table, with `table_settings` (catalog, table, properties)."""
     started = time.monotonic()
     options = options or ExportOptions()
     src_storage, src_path = open_storage(src, src_options)
     dst_storage, dst_path = open_storage(dst, dst_options if dst_options is not None else src_options)
     destination = dst_storage.url_of(dst_path)
     check_not_inside(src_storage.url_of(src_path), destination)
+    if is_table(exporters()[options.format]):
+        return table_export(src_storage, src_path, dst_storage, dst_path, dst,
+                            dst_options if dst_options is not None else src_options, options,
+                            table_settings or {}, topic, partition, append, progress, started, dry_run)
+    appending = append and dst_storage.isdir(dst_path) and bool(dst_storage.listdir(dst_path))
+    if appending:
+        return append_export(src_storage, src_path, dst_storage, dst_path, options, topic, partition,
+                             master, progress, started, dry_run)
     if dry_run:
         if dst_storage.exists(dst_path) and (not dst_storage.isdir(dst_path)
                                              or dst_storage.listdir(dst_path)):
@@ -335,81 +80,16 @@ def export(src: str, dst: str, *, src_options: dict | None = None, dst_options: 
     # the staged output refuses a DST that is not empty, or in use, before any planning work
     with StagedOutput(dst_storage, dst_path) as out:
         plan = plan_export(src_storage, src_path, dst_storage, dst_path, options, topic, partition)
-        engine = plan_engine(master, sum(s.size for p in plan.partitions for s in p.part.segments),
-                             src_storage, dst_storage)
-        outcomes = _transaction_outcomes(plan, engine, progress)
-        target = out.target()
-        tasks = [ExportTask(unit, p.rel, options, outcomes[i], target)
-                 for i, p in enumerate(plan.partitions) for unit in p.units]
-        results = iter(run_tasks(export_task, tasks, master=engine, description="export",
-                                 progress=progress))
-        inputs, outputs, tails = [], [], []
-        for i, p in enumerate(plan.partitions):
-            read, written, files = RangeTally(), RangeTally(), []
-            for _ in p.units:
-                result = next(results)
-                read.merge(result.read)
-                written.merge(result.written)
-                files += result.files
+        job = run_export_job(plan, out.target(), dst_storage, dst_path, master, progress)
+        for files in job.files:
             out.adopt(files)
-            for message in read.tails:  # said here too: a Spark executor's warnings go nowhere
-                warnings.warn(message, KfmtWarning, stacklevel=2)
-            tails += read.tails
-            inputs.append(_input_summary(p, read))
-            outputs.append(_output_summary(p, written, files, dst_storage, dst_path))
-            if inputs[-1].content_digest != outputs[-1].content_digest:
-                raise KfmtError(f"{p.part.name}: the content digest of the exported files "
-                                f"({outputs[-1].content_digest}) differs from that of the records "
-                                f"read ({inputs[-1].content_digest}); nothing was published")
         report = make_report("export", plan.source, plan.destination,
                              {**options.to_json(), "topic": topic, "partition": partition,
-                              "master": master}, inputs, outputs, out.files,
-                             _notes(plan, inputs) + tails)
-        report["engine"] = engine.to_json()
+                              "master": master}, job.inputs, job.outputs, out.files,
+                             _notes(plan, job.inputs) + job.tails)
+        report["engine"] = job.engine.to_json()
         report["duration_ms"] = round((time.monotonic() - started) * 1000)
         out.write(REPORT_NAME, report_bytes(report))
         out.write(SUCCESS_NAME, b"")
+        out.write(STATE_NAME, ExportState(options.to_json(), job.next_offsets, 1).to_bytes())
     return plan, report
-
-
-def _transaction_outcomes(plan: ExportPlan, master, progress) -> list[TransactionOutcomes | None]:
-    if plan.options.isolation != "read_committed":
-        return [None] * len(plan.partitions)
-    refs = [PartitionRef.of(p.part) for p in plan.partitions]
-    return run_tasks(transactions_of, refs, master=master, description="transactions", progress=progress)
-
-
-def _input_summary(p: ExportPartitionPlan, read: RangeTally) -> ExportInput:
-    part = p.part
-    return ExportInput(part.storage.url_of(part.path), part.topic, part.partition,
-                       segments=len(part.segments), batches=read.batches, records=read.records,
-                       control_records=read.control_seen,
-                       log_bytes=sum(s.size for s in part.segments), first_offset=read.first_offset,
-                       next_offset=read.next_offset, content_digest=read.digest.hexdigest(),
-                       left_out_records=dict(sorted(read.left_out.items())))
-
-
-def _output_summary(p: ExportPartitionPlan, written: RangeTally, files: list[FileRecord], storage: Storage,
-                    root: str) -> ExportOutput:
-    return ExportOutput(storage.url_of(storage.join(root, *p.rel.split("/"))), p.part.topic,
-                        p.part.partition, batches=written.batches, records=written.records,
-                        control_records=written.control_records, first_offset=written.first_offset,
-                        content_digest=written.digest.hexdigest(), files=len(files),
-                        file_bytes=sum(f.size for f in files))
-
-
-def _notes(plan: ExportPlan, inputs: list[ExportInput]) -> list[str]:
-    o = plan.options
-    notes = [f"{o.format} files with Spark's Kafka source columns and kfmt's on-disk columns "
-             f"(docs/export.md), {','.join(o.partition_by)} only in the directory names; every file "
-             f"was read back and its content digest checked against the records read",
-             "outputs: batches = Kafka batches with records in the files; control_records = control "
-             "records written"]
-    if o.by_date:
-        notes.append("date = the UTC date of the exported timestamp; records without one (v0, -1 ms) "
-                     "under date=1969-12-31, as their timestamp column says")
-    for p in inputs:
-        if p.left_out_records:
-            left = ", ".join(f"{n} {reason.replace('_', ' ')}" for reason, n in p.left_out_records.items())
-            notes.append(f"{p.topic}-{p.partition}: records left out: {left}")
-    return notes

@@ -25,6 +25,7 @@ from kfmt.pipelines.engine import (MASTER_ENV, POOL_THRESHOLD_BYTES, choose_engi
                                    spark_threshold_bytes)
 from kfmt.pipelines.runner import run_tasks
 from kfmt.transforms.export import REPORT_NAME as EXPORT_REPORT_NAME, SUCCESS_NAME
+from kfmt.transforms.export_state import STATE_NAME
 from kfmt.transforms.report import REPORT_NAME
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -172,7 +173,7 @@ def run_on(command: str, src: Path, dst: Path, master: str) -> dict:
 def what_was_written(report: dict, dst: Path) -> dict:
     """Everything but the engine and the clock: content digests, counts, every file's bytes."""
     files = {str(p.relative_to(dst)): p.read_bytes() for p in sorted(dst.rglob("*"))
-             if p.is_file() and p.name not in (REPORT_NAME, EXPORT_REPORT_NAME, SUCCESS_NAME)}
+             if p.is_file() and p.name not in (REPORT_NAME, EXPORT_REPORT_NAME, SUCCESS_NAME, STATE_NAME)}
     assert set(files) == set(report["files"])
     return {"inputs": report["inputs"], "outputs": [{**p, "path": None} for p in report["outputs"]],
             "totals": report["totals"], "files": report["files"], "bytes": files}

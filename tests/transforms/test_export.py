@@ -38,6 +38,7 @@ from kfmt.partition.layout import find_partitions
 from kfmt.partition.reader import PartitionReader
 from kfmt.format.digest import ContentDigest
 from kfmt.transforms.export import REPORT_NAME
+from kfmt.transforms.export_state import STATE_NAME
 from kfmt.storage.store import open_storage
 from kfmt.partition.transactions import AbortedTransaction, partition_outcomes
 
@@ -226,7 +227,7 @@ def test_layout_is_hive_style_with_reproducible_names(tmp_path):
     files = sorted(p.relative_to(dst).as_posix() for p in dst.rglob("*.parquet"))
     # one task for the whole small partition: one file, named after its first segment
     assert files == ["topic=v2-none/partition=0/part-00000000000000000000-0000-c000.parquet"]
-    assert sorted(p.name for p in dst.iterdir()) == ["_SUCCESS", REPORT_NAME, "topic=v2-none"]
+    assert sorted(p.name for p in dst.iterdir()) == ["_SUCCESS", STATE_NAME, REPORT_NAME, "topic=v2-none"]
     # topic and partition are in the path only, as a Spark writer leaves them
     one = pq.read_table(dst / files[0])
     assert "topic" not in one.column_names and "partition" not in one.column_names
@@ -291,7 +292,8 @@ def test_topic_and_partition_filters(tmp_path):
     (logdir / "meta.properties").write_text("broker.id=0\n")
     dst = tmp_path / "out"
     assert export(logdir, dst, "--topic", "v2-*").code == 0
-    assert sorted(p.name for p in dst.iterdir()) == ["_SUCCESS", REPORT_NAME, "topic=v2-lz4", "topic=v2-none"]
+    assert sorted(p.name for p in dst.iterdir()) == ["_SUCCESS", STATE_NAME, REPORT_NAME,
+                                                      "topic=v2-lz4", "topic=v2-none"]
     report = json.loads((dst / REPORT_NAME).read_text())
     assert [(p["topic"], p["partition"], p["records"]) for p in report["inputs"]] == \
         [("v2-empty", 3, 0), ("v2-lz4", 0, 500), ("v2-none", 0, 500)]

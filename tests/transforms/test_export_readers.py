@@ -25,6 +25,7 @@ from test_export import export, truth, utc_date
 
 from kfmt.rows.columns import EXPORT_DDL, EXPORT_SCHEMA
 from kfmt.transforms.export import REPORT_NAME
+from kfmt.transforms.export_state import STATE_NAME
 
 SAMPLES = REPO / "samples" / "kafka-logs"
 EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
@@ -237,7 +238,7 @@ def test_twenty_small_partitions_give_twenty_files(exports, fmt):
     assert len(REAL_DIRS) == 20 and len(files) == 20
     assert sorted(Path(f).parent.as_posix() for f in files) == \
         sorted(f"topic={n.rsplit('-', 1)[0]}/partition=0" for n in REAL_DIRS)
-    assert sorted(p.name for p in dst.iterdir() if p.is_file()) == ["_SUCCESS", REPORT_NAME]
+    assert sorted(p.name for p in dst.iterdir() if p.is_file()) == ["_SUCCESS", STATE_NAME, REPORT_NAME]
     assert (dst / "_SUCCESS").read_bytes() == b""
     report = json.loads((dst / REPORT_NAME).read_text())
     assert set(report["files"]) == set(files)

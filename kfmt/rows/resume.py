@@ -1,0 +1,53 @@
+"""Segment ranges from an offset on: what an incremental export (`kfmt export --append`) reads.
+
+A partition's planned ranges (kfmt.rows.ranges.plan_ranges) are cut to begin at the first batch
+holding an offset at or after `from_offset`: segments wholly before it are dropped (a segment ends
+where the next one begins, docs/format.md §1), and the range of the segment holding it begins at that
+batch's entry, found by walking the segment's headers (cheap: no record is decoded). The offsets an
+export resumes from are batch boundaries (the offset after the last batch read, or a last stable
+offset, which is a batch's first offset), so no record before `from_offset` is read again. Only a log
+start offset that DeleteRecords raised into the middle of a batch is not: that batch is read whole, as a
+broker's fetch from that offset returns it whole.
+"""
+from __future__ import annotations
+
+import bisect
+import dataclasses
+
+from kfmt.format import segment
+from kfmt.partition.layout import PartitionDir
+from kfmt.rows.ranges import SegmentRange
+
+
+def ranges_from(part: PartitionDir, ranges: list[SegmentRange], from_offset: int | None
+                ) -> list[SegmentRange]:
+    """The part of `ranges` (a partition's, in offset order) from `from_offset` on (all of them for
+    None)."""
+    if from_offset is None or not ranges:
+        return ranges
+    bases = [seg.base_offset for seg in part.segments]
+    # the segment holding from_offset: the last whose base offset is at or below it
+    holding = bases[max(bisect.bisect_right(bases, from_offset) - 1, 0)]
+    start = _first_position_from(part, holding, from_offset)
+    out = []
+    for rng in ranges:
+        if rng.segment_base < holding:
+            continue
+        if rng.segment_base == holding:
+            if start is None or rng.end <= start:
+                continue
+            if rng.start < start:
+                rng = dataclasses.replace(rng, start=start)
+        out.append(rng)
+    return out
+
+
+def _first_position_from(part: PartitionDir, base_offset: int, from_offset: int) -> int | None:
+    """The file position of the first entry of segment `base_offset` that holds an offset at or after
+    `from_offset`, or None if none does."""
+    seg = next(s for s in part.segments if s.base_offset == base_offset)
+    data = part.storage.map(seg.log.path)
+    for header in segment.scan(data, part.display(seg.log), 0, None, 0):
+        if header.last_offset >= from_offset:
+            return header.position
+    return None

@@ -1,0 +1,159 @@
+"""The `iceberg` export format (a table exporter, kfmt.rows.exporters): an Apache Iceberg table written
+with pyiceberg (`pip install 'kfmt[iceberg]'`).
+
+The table has the export schema (Spark's Kafka source columns plus the on-disk ones, kfmt.rows.columns;
+pyiceberg gives int8/int16 columns Iceberg's `int`) and is partitioned by `topic`, `partition` and
+`day(timestamp)`. Where it lives:
+
+* by default a SQLite-backed catalog (pyiceberg's SqlCatalog) in `DST/_catalog.db` with the warehouse
+  in `DST/warehouse` (DST a local directory), or, with DST a URL (`s3://...`), DST as the warehouse and
+  the catalog's `uri` given with `--iceberg-property uri=...`;
+* with `--iceberg-catalog NAME`, any catalog pyiceberg's `load_catalog(NAME, **properties)` opens
+  (`~/.pyiceberg.yaml`, `PYICEBERG_CATALOG__...` variables, or `--iceberg-property k=v`);
+* the table is `--iceberg-table NS.TABLE` (default `kafka.records`).
+
+Each run is one Iceberg commit: a fast append of all the run's data files (a new table is created in
+the same commit, Catalog.create_table_transaction) whose snapshot summary carries every partition's
+high-water mark as `kfmt.hwm.<topic>.<partition>=<next offset>`, and the export's options as
+`kfmt.options`. Data files are written before the commit, under the table's location; a run killed
+before it leaves them unreferenced (orphans, which Iceberg's orphan-file maintenance removes) and the
+table as it was.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import uuid
+from urllib.parse import urlparse
+
+from kfmt.errors import KfmtError, UsageError
+from kfmt.plugin.hookspecs import hookimpl
+
+DEFAULT_TABLE = "kafka.records"
+HWM_PREFIX = "kfmt.hwm."
+OPTIONS_KEY = "kfmt.options"
+
+
+def _pyiceberg():
+    try:
+        import pyiceberg  # noqa: F401
+    except ImportError:
+        raise UsageError("--format iceberg needs pyiceberg: pip install 'kfmt[iceberg]'") from None
+
+
+class IcebergFormat:
+    name = "iceberg"
+    kind = "table"
+    extension = ""
+
+    def open(self, stream, schema):
+        raise UsageError("iceberg is a table format: it is written through open_table")
+
+    def read_back(self, data, schema):
+        raise UsageError("iceberg is a table format: read it with an Iceberg reader")
+
+    def open_table(self, destination: str, storage_options: dict, settings: dict) -> "IcebergSink":
+        _pyiceberg()
+        return IcebergSink(destination, storage_options, settings)
+
+
+class IcebergSink:
+    def __init__(self, destination: str, storage_options: dict, settings: dict):
+        from pyiceberg.catalog import load_catalog
+        from pyiceberg.catalog.sql import SqlCatalog
+
+        properties = {**{k: str(v) for k, v in (storage_options or {}).items()},
+                      **settings.get("properties", {})}
+        name = settings.get("catalog")
+        self.identifier = settings.get("table") or DEFAULT_TABLE
+        if "." not in self.identifier:
+            raise UsageError(f"--iceberg-table {self.identifier!r}: give it as NAMESPACE.TABLE")
+        if name:
+            self.catalog = load_catalog(name, **properties)
+            where = f"catalog {name}"
+        else:
+            scheme = urlparse(destination).scheme
+            if scheme in ("", "file"):
+                root = os.path.abspath(destination[len("file://"):] if scheme else destination)
+                os.makedirs(root, exist_ok=True)
+                properties.setdefault("uri", f"sqlite:///{os.path.join(root, '_catalog.db')}")
+                properties.setdefault("warehouse", f"file://{os.path.join(root, 'warehouse')}")
+            else:
+                if "uri" not in properties:
+                    raise UsageError(f"{destination}: a warehouse URL needs the catalog's database: "
+                                     f"--iceberg-property uri=... (or --iceberg-catalog NAME)")
+                properties.setdefault("warehouse", destination)
+            self.catalog = SqlCatalog("kfmt", **properties)
+            where = f"SQLite catalog {properties['uri']}"
+        self.description = f"Iceberg table {self.identifier} in {where}"
+        self.table = self.catalog.load_table(self.identifier) if self.catalog.table_exists(
+            self.identifier) else None
+
+    def high_water_marks(self) -> tuple[dict | None, dict]:
+        """From the newest snapshot that a kfmt run committed (others may append to the table too)."""
+        if self.table is None:
+            return None, {}
+        snapshot = self.table.current_snapshot()
+        while snapshot is not None:
+            summary = snapshot.summary.additional_properties if snapshot.summary else {}
+            if OPTIONS_KEY in summary:
+                marks = {}
+                for key, value in summary.items():
+                    if key.startswith(HWM_PREFIX):
+                        topic, partition = key[len(HWM_PREFIX):].rsplit(".", 1)
+                        marks[(topic, int(partition))] = int(value)
+                return json.loads(summary[OPTIONS_KEY]), marks
+            snapshot = (self.table.snapshot_by_id(snapshot.parent_snapshot_id)
+                        if snapshot.parent_snapshot_id is not None else None)
+        raise UsageError(f"{self.description}: no snapshot of it was written by kfmt export (no "
+                         f"{OPTIONS_KEY} in the snapshot summaries): export into a new table")
+
+    def write(self, chunks, schema) -> dict:
+        """Write the chunks as data files of the table (not yet part of it: commit adds them); a new
+        table gets `schema` (the export schema)."""
+        from pyiceberg.io.pyarrow import _dataframe_to_data_files, schema_to_pyarrow
+        from pyiceberg.transforms import DayTransform
+
+        if self.table is None:  # created by the same commit that adds the first data files
+            namespace = self.identifier.rsplit(".", 1)[0]
+            self.catalog.create_namespace_if_not_exists(namespace)
+            self._tx = self.catalog.create_table_transaction(self.identifier, schema=schema)
+            with self._tx.update_spec() as spec:
+                spec.add_identity("topic")
+                spec.add_identity("partition")
+                spec.add_field("timestamp", DayTransform(), "timestamp_day")
+        else:
+            self._tx = self.table.transaction()
+        tx = self._tx
+        arrow_schema = schema_to_pyarrow(tx.table_metadata.schema())
+        counter, write_uuid = itertools.count(0), uuid.uuid4()
+        self._data_files = []
+        for chunk in chunks:
+            # pyiceberg's data file writer, as Transaction.append uses it (split by partition value)
+            self._data_files += _dataframe_to_data_files(tx.table_metadata, chunk.cast(arrow_schema),
+                                                         tx._table.io, write_uuid, counter)
+        return {"data_files": len(self._data_files),
+                "records": sum(f.record_count for f in self._data_files)}
+
+    def commit(self, high_water_marks: dict, options: dict) -> dict:
+        """One fast append of every data file written, with the marks in its snapshot summary."""
+        summary = {OPTIONS_KEY: json.dumps(options, sort_keys=True)}
+        summary.update({f"{HWM_PREFIX}{t}.{p}": str(n) for (t, p), n in sorted(high_water_marks.items())})
+        tx = self._tx
+        with tx.update_snapshot(snapshot_properties=summary).fast_append() as append:
+            for data_file in self._data_files:
+                append.append_data_file(data_file)
+        try:
+            self.table = tx.commit_transaction()
+        except Exception as err:  # a concurrent commit, a catalog that refuses: one line, nothing committed
+            raise KfmtError(f"{self.description}: the commit failed: {err}; nothing was committed") from None
+        snapshot = self.table.current_snapshot()
+        return {"table": self.identifier, "snapshot_id": snapshot.snapshot_id,
+                "data_files": len(self._data_files),
+                "records": sum(f.record_count for f in self._data_files)}
+
+
+@hookimpl
+def kfmt_register_exporters(register):
+    register(IcebergFormat())
