@@ -8,11 +8,17 @@ entries of a chunk of frames (kfmt.format.frames) in order, as
   decode checks it (CRC-32C, record count, every record as decode_records parses it) and its records
   hashed into the content digest straight from their bytes, in one compiled call
   (kfmt/csrc/digest.c, digest_v2_batches);
-* decoded `Batch`es (segment.decode) for every other entry: compressed, control, legacy, and any
-  batch the kernel does not vouch for, which the decode then rejects with the reader's error.
+* with `messages=True`, `CheckedRun`s of consecutive uncompressed v0/v1 messages too (each its own
+  entry, so a legacy segment holds millions: per-entry Python work is what made reindex of old logs
+  slow), each message checked as the legacy format plugin's decode checks it and hashed from its
+  bytes (kfmt/csrc/legacy.c, digest_legacy_messages). Callers that copy entries byte for byte
+  (reindex, resegment) want these; upgrade converts legacy messages and leaves it off;
+* decoded `Batch`es (segment.decode) for every other entry: compressed, control, and any batch the
+  kernels do not vouch for, which the decode then rejects with the reader's error.
 
-`digest_run_reference` defines what a run gives (decode each batch, digest its columns); the kernel
-gives the same (tests/test_fast_paths.py), and without it (KFMT_PURE_PYTHON=1) the reference runs.
+`digest_run_reference` and `digest_messages_reference` define what a run gives (decode each entry,
+digest its columns); the kernels give the same (tests/test_fast_paths.py), and without them
+(KFMT_PURE_PYTHON=1) the references run.
 """
 from __future__ import annotations
 
@@ -34,7 +40,7 @@ from kfmt.format.kernels import native
 class CheckedRun:
     """Consecutive uncompressed v2 data batches, checked; their records were not decoded."""
 
-    rows: np.ndarray  # their frames (FRAME_DTYPE)
+    rows: np.ndarray  # their frames (FRAME_DTYPE): all v2, or all uncompressed v0/v1 messages
     digest: ContentDigest  # of their records
     first_offset: int | None  # of their first record (None: they hold none)
 
@@ -50,13 +56,16 @@ class CheckedRun:
 
 
 def checked(data, rows: np.ndarray, file: str, options: ReadOptions = STRICT,
-            base: int = 0) -> Iterator[CheckedRun | Batch]:
+            base: int = 0, messages: bool = False) -> Iterator[CheckedRun | Batch]:
     """The entries of `rows` (frames of `data`, the file from position `base` on), in order: runs of
-    uncompressed v2 data batches checked and digested in place, every other entry decoded."""
+    uncompressed v2 data batches (and with `messages`, of uncompressed v0/v1 messages) checked and
+    digested in place, every other entry decoded."""
     rows = _frame_rows(rows)
     start = 0
     while start < len(rows):
         stop, digest, first = _digest_run(data, rows, start, len(rows), base, options)
+        if stop == start and messages:
+            stop, digest, first = _digest_messages(data, rows, start, len(rows), base, options)
         if stop > start:
             yield CheckedRun(rows[start:stop], digest, first)
         if stop < len(rows):
@@ -93,6 +102,38 @@ def digest_run_reference(data, rows: np.ndarray, start: int, stop: int, base: in
         except DataError:  # the caller's decode of this row reports it
             return i, digest, first
         if first is None and len(batch):
+            first = batch.records.column(0)[0].as_py()
+        digest.update(batch.records)
+    return stop, digest, first
+
+
+def digest_messages(data, rows: np.ndarray, start: int, stop: int, base: int = 0,
+                    options: ReadOptions = STRICT) -> tuple[int, ContentDigest, int | None]:
+    """digest_run for uncompressed v0/v1 messages: up to the first row that is not one or that
+    decode would refuse."""
+    return _digest_messages(data, _frame_rows(rows), start, stop, base, options)
+
+
+def _digest_messages(data, rows, start, stop, base, options):
+    if native is None:
+        return digest_messages_reference(data, rows, start, stop, base, options)
+    at, records, high, low, first = native.digest_legacy_messages(data, rows, start, stop, base,
+                                                                  options.check_crc)
+    return at, ContentDigest(records, high << 64 | low), first
+
+
+def digest_messages_reference(data, rows: np.ndarray, start: int, stop: int, base: int = 0,
+                              options: ReadOptions = STRICT) -> tuple[int, ContentDigest, int | None]:
+    digest, first = ContentDigest(), None
+    for i in range(start, stop):
+        row = rows[i]
+        if row["magic"] > 1 or row["compression"]:
+            return i, digest, first
+        try:
+            batch = segment.decode(data, header_of(row.item()), "", options, base)
+        except DataError:  # the caller's decode of this row reports it
+            return i, digest, first
+        if first is None:
             first = batch.records.column(0)[0].as_py()
         digest.update(batch.records)
     return stop, digest, first

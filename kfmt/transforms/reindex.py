@@ -209,12 +209,12 @@ def reindex_partition(plan: PartitionPlan, out: StagedOutput, options: Companion
 
 def _check_segment(data, file: str, builder: CompanionBuilder, tally: PartitionTally) -> None:
     """Every batch of a segment checked (CRCs, record structure) and counted, in file order, and fed
-    to the companion builder. Uncompressed v2 data batches are checked and digested where they lie,
-    many at a time, and reach the builder as frames (kfmt.format.batch_runs); every other entry is decoded
-    (segment.decode). Nothing of it is written before the whole segment passed."""
+    to the companion builder. Uncompressed v2 data batches and uncompressed v0/v1 messages are checked
+    and digested where they lie, many at a time, and reach the builder as frames
+    (kfmt.format.batch_runs); every other entry is decoded (segment.decode). Nothing of it is written before the whole segment passed."""
     scanner = segment.FrameScanner(data, file)
     for rows in scanner.chunks():
-        for item in batch_runs.checked(data, rows, file):
+        for item in batch_runs.checked(data, rows, file, messages=True):
             try:
                 if isinstance(item, CheckedRun):
                     builder.add_frames(item.rows)
