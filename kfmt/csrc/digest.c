@@ -87,6 +87,8 @@ static int row_describes(const uint8_t *p, const frame *f) {
            f->compression == (be16(p + 21) & 0x07) && f->timestamp_type == (be16(p + 21) & 0x08 ? 1 : 0);
 }
 
+int v2_row_describes(const uint8_t *p, const frame *f) { return row_describes(p, f); }
+
 /* The sum of the record hashes of one uncompressed batch's records d[0..end) (decode_records' walk,
  * records_v2.h); 0 if decode would refuse them. */
 static int hash_batch_records(const uint8_t *d, int64_t end, int64_t count, int64_t base_offset, int64_t base_ts,

@@ -638,6 +638,12 @@ static int message_row_describes(const uint8_t *p, const frame *f, const message
            f->attributes == (int8_t)p[17] && f->max_timestamp == m->timestamp;
 }
 
+int legacy_message_vouched(const uint8_t *p, const frame *f, int check_crc) {
+    message m;
+    return f->magic <= 1 && f->compression == 0 && parse_message(p, f->size, &m) &&
+           message_row_describes(p, f, &m) && (!check_crc || m.crc_valid);
+}
+
 /* digest_legacy_messages(data, rows, start, stop, base, check_crc)
  *   -> (stopped_at, records, digest_high, digest_low, first_offset | None)
  * The content digest (kfmt.format.digest) of consecutive uncompressed v0/v1 messages, rows [start,

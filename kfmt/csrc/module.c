@@ -109,6 +109,9 @@ static PyMethodDef methods[] = {
      "message_info_layout() -> (itemsize, [(field, offset)])"},
     {"encode_legacy_messages", py_encode_legacy_messages, METH_VARARGS,
      "encode_legacy_messages(records, magic, base_offset, log_append_time) -> bytes"},
+    {"clean_entries", py_clean_entries, METH_VARARGS,
+     "clean_entries(data, rows, start, stop, base) -> (stopped_at, records): entries verify finds nothing "
+     "wrong with"},
     {"digest_legacy_messages", py_digest_legacy_messages, METH_VARARGS,
      "digest_legacy_messages(data, rows, start, stop, base, check_crc) -> (stopped_at, records, digest_high, "
      "digest_low, first_offset): uncompressed v0/v1 messages checked and digested in place"},
