@@ -109,6 +109,9 @@ static PyMethodDef methods[] = {
      "message_info_layout() -> (itemsize, [(field, offset)])"},
     {"encode_legacy_messages", py_encode_legacy_messages, METH_VARARGS,
      "encode_legacy_messages(records, magic, base_offset, log_append_time) -> bytes"},
+    {"json_record_lines", py_json_record_lines, METH_VARARGS,
+     "json_record_lines(records, skip, timestamp_type_json, leader_epoch_json, where_json) -> bytes: "
+     "kfmt cat's JSON lines"},
     {"v2_record_lines", py_v2_record_lines, METH_VARARGS,
      "v2_record_lines(records, base_offset, base_sequence, timestamp_name, print_data_log) -> bytes: "
      "kafka-dump-log's record lines"},
