@@ -157,7 +157,7 @@ class LogChecker:
         for chunk in scanner.chunks():
             # runs the kernels find nothing wrong with are taken whole (log_runs); the rest entry by entry
             for rows, records in log_runs.split(buf, chunk):
-                if records is not None and log_runs.add_clean_run(self, rows, records, facts, file):
+                if records is not None and log_runs.add_clean_run(self, rows, records, facts, file, BatchFacts):
                     continue
                 for header in headers_of(rows):
                     batch_facts = self._check_batch(buf, header, seg, file, first=not len(facts))

@@ -62,9 +62,10 @@ def offsets_clean(rows: np.ndarray, prev_last: int | None, segment_base: int, fi
                 and (last - segment_base <= INT32_MAX).all())
 
 
-def add_clean_run(checker, rows: np.ndarray, records: int, facts, file: str) -> bool:
+def add_clean_run(checker, rows: np.ndarray, records: int, facts, file: str, batch_facts) -> bool:
     """Account for a run clean_entries vouched for as _check_batch would, if no offset check
-    complains about it; False (nothing done) when one would, for the per-entry checks to report."""
+    complains about it; False (nothing done) when one would, for the per-entry checks to report.
+    `batch_facts`: the BatchFacts class (kfmt.inspect.verify.log) the observers are shown."""
     if not offsets_clean(rows, checker.prev_last, facts.segment.base_offset, first=not len(facts)):
         return False
     report = checker.report
@@ -73,7 +74,7 @@ def add_clean_run(checker, rows: np.ndarray, records: int, facts, file: str) -> 
     for name, column in (("positions", "position"), ("sizes", "size"), ("base_offsets", "base_offset"),
                          ("last_offsets", "last_offset"), ("max_timestamps", "max_timestamp")):
         getattr(facts, name).frombytes(rows[column].astype(np.int64).tobytes())
-    _observe(checker.observers, rows, file, report)
+    _observe(checker.observers, rows, file, report, batch_facts)
     checker.prev_last, checker.prev_file = int(rows["last_offset"][-1]), file
     return True
 
@@ -88,11 +89,9 @@ def inner_messages_clean(batch, magic: int) -> bool:
     return bool(rows["crc_valid"].all() and (rows["magic"] == magic).all())
 
 
-def _observe(observers, rows: np.ndarray, file: str, report) -> None:
+def _observe(observers, rows: np.ndarray, file: str, report, batch_facts) -> None:
     """on_batch for the rows any observer wants, each row shown to its observers in turn (as the
     per-entry walk does, so that what they report comes in the same order)."""
-    from .log import BatchFacts
-
     masks = []
     for observer in observers:
         wants = getattr(observer, "wants", None)
@@ -106,7 +105,7 @@ def _observe(observers, rows: np.ndarray, file: str, report) -> None:
                                                   "max_timestamp", "magic", "producer_id",
                                                   "partition_leader_epoch", "attributes")]
     for i, (position, size, base, last, max_ts, magic, pid, epoch, attrs) in zip(picked.tolist(), zip(*columns)):
-        facts = BatchFacts(position=position, size=size, base_offset=base, last_offset=last,
+        facts = batch_facts(position=position, size=size, base_offset=base, last_offset=last,
                            max_timestamp=max_ts, magic=magic, producer_id=pid,
                            is_transactional=magic >= 2 and bool(attrs & ATTR_TRANSACTIONAL),
                            is_control=False, partition_leader_epoch=epoch)
