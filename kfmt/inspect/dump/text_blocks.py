@@ -41,6 +41,10 @@ def non_consecutive(offsets: np.ndarray, last_offset: int) -> tuple[list[tuple[i
     as in Kafka's loop). None where numpy's int64 cannot follow Python's arithmetic."""
     if not len(offsets):
         return [], last_offset
+    first, last = int(offsets[0]), int(offsets[-1])
+    if ((last_offset == -1 or first == last_offset + 1) and last - first == len(offsets) - 1
+            and (len(offsets) == 1 or (np.diff(offsets) == 1).all())):
+        return [], last  # the usual case: consecutive from the offset before
     previous = np.empty_like(offsets)
     previous[0] = last_offset
     previous[1:] = offsets[:-1]
