@@ -61,8 +61,16 @@ def checked(data, rows: np.ndarray, file: str, options: ReadOptions = STRICT,
     uncompressed v2 data batches (and with `messages`, of uncompressed v0/v1 messages) checked and
     digested in place, every other entry decoded."""
     rows = _frame_rows(rows)
+    # rows no kernel takes (compressed, control) are decoded without asking one first: a segment of
+    # compressed batches is all such rows
+    plain = ((rows["compression"] == 0) & ((rows["magic"] >= 2) if not messages else True)
+             & ~((rows["magic"] >= 2) & (rows["attributes"] & ATTR_CONTROL != 0))).tolist()
     start = 0
     while start < len(rows):
+        if not plain[start]:
+            yield segment.decode(data, header_of(rows[start].item()), file, options, base)
+            start += 1
+            continue
         stop, digest, first = _digest_run(data, rows, start, len(rows), base, options)
         if stop == start and messages:
             stop, digest, first = _digest_messages(data, rows, start, len(rows), base, options)
