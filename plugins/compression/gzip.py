@@ -57,7 +57,11 @@ class Gzip(Compression):
         while True:  # one pass per gzip member
             d = lib.decompressobj(zlib.MAX_WBITS | 16)
             try:
-                out += d.decompress(data, max_size + 1 - len(out))
+                piece = d.decompress(data, max_size + 1 - len(out))
+                if (not out and d.eof and not d.unconsumed_tail and len(piece) <= max_size
+                        and d.unused_data[:2] != b"\x1f\x8b"):
+                    return piece  # the usual single member: no copies into and out of `out`
+                out += piece
                 while d.unconsumed_tail and len(out) <= max_size:
                     out += d.decompress(d.unconsumed_tail, max_size + 1 - len(out))
             except lib.error as e:
