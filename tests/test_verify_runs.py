@@ -85,3 +85,25 @@ def test_clean_runs_are_taken_whole(tmp_path):
     pieces = list(log_runs.split(log, rows))
     assert [(len(r), n) for r, n in pieces] == [(100, 100)]
     assert np.array_equal(pieces[0][0], rows)
+
+
+def gzip_wrapper(wrapper_offset: int, timestamps: list[int], inner_offsets: list[int]) -> bytes:
+    """A v1 gzip wrapper built with kafka-python (an independent encoder), its inner offsets as
+    given (relative, as producers write them) and its own offset as given."""
+    from kafka.record.legacy_records import LegacyRecordBatchBuilder
+    builder = LegacyRecordBatchBuilder(1, 1, 1 << 20)
+    for offset, ts in zip(inner_offsets, timestamps):
+        builder.append(offset, ts, b"k", b"v")
+    entry = bytearray(builder.build())
+    entry[0:8] = wrapper_offset.to_bytes(8, "big", signed=True)  # not under the CRC (§3.1)
+    return bytes(entry)
+
+
+@SETTINGS
+@given(st.lists(st.integers(0, 6), min_size=1, max_size=5), st.integers(0, 12),
+       st.lists(st.integers(1_699_999_999_990, 1_700_000_000_010), min_size=5, max_size=5))
+def test_compressed_records_checked_in_one_call_report_the_same(tmp_path_factory, inner, wrapper, ts):
+    """Wrapper offsets that are not their last inner one, inner offsets out of order, timestamps
+    above the wrapper's: the compiled records_keep_rules must send every such batch to the checks."""
+    log = gzip_wrapper(wrapper, ts[:len(inner)], inner) + gzip_wrapper(wrapper + 20, ts[:1], [0])
+    same_both_ways(partition_with(tmp_path_factory.mktemp("v"), log))

@@ -115,6 +115,9 @@ static PyMethodDef methods[] = {
     {"v2_record_lines", py_v2_record_lines, METH_VARARGS,
      "v2_record_lines(records, base_offset, base_sequence, timestamp_name, print_data_log) -> bytes: "
      "kafka-dump-log's record lines"},
+    {"records_keep_rules", py_records_keep_rules, METH_VARARGS,
+     "records_keep_rules(records, base_offset, last_offset, wrapper, max_timestamp) -> bool: the record "
+     "checks of kfmt verify find nothing"},
     {"clean_entries", py_clean_entries, METH_VARARGS,
      "clean_entries(data, rows, start, stop, base) -> (stopped_at, records): entries verify finds nothing "
      "wrong with"},

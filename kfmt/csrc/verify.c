@@ -71,3 +71,34 @@ PyObject *py_clean_entries(PyObject *self, PyObject *args) {
     PyBuffer_Release(&rows);
     return Py_BuildValue("nL", i, (long long)records);
 }
+
+/* records_keep_rules(records, base_offset, last_offset, wrapper, max_timestamp | None) -> bool |
+ * NotImplemented: whether LogChecker._check_records would find nothing wrong with a decoded batch's
+ * records: offsets increasing, inside [base_offset, last_offset] (a legacy wrapper's last record at
+ * its last offset), and, when max_timestamp is given (CreateTime), no timestamp above it. */
+PyObject *py_records_keep_rules(PyObject *self, PyObject *args) {
+    PyObject *records, *o_max;
+    long long base_offset, last_offset;
+    int wrapper;
+    if (!PyArg_ParseTuple(args, "OLLpO", &records, &base_offset, &last_offset, &wrapper, &o_max)) return NULL;
+    int check_ts = o_max != Py_None;
+    long long max_ts = 0;
+    if (check_ts && (max_ts = PyLong_AsLongLong(o_max)) == -1 && PyErr_Occurred()) return NULL;
+    record_view v;
+    int r = record_view_open(&v, records);
+    if (r != 1) {
+        if (r < 0) return NULL;
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    int ok = v.n > 0;
+    const int64_t *offsets = v.offsets + v.off0, *timestamps = v.timestamps + v.ts0;
+    for (int64_t i = 0; ok && i < v.n; i++) {
+        if (i > 0 && offsets[i] <= offsets[i - 1]) ok = 0;
+        if (check_ts && timestamps[i] > max_ts) ok = 0;
+    }
+    if (ok && (offsets[0] < base_offset || offsets[v.n - 1] > last_offset ||
+               (wrapper && offsets[v.n - 1] != last_offset)))
+        ok = 0;
+    record_view_release(&v);
+    return PyBool_FromLong(ok);
+}

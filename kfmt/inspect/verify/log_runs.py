@@ -16,10 +16,11 @@ from __future__ import annotations
 from typing import Iterator
 
 import numpy as np
+import pyarrow as pa
 
 from kfmt.format.frames import ATTR_TRANSACTIONAL, FRAME_DTYPE
 from kfmt.format.kernels import native
-from kfmt.format.model import INT32_MAX, NO_PARTITION_LEADER_EPOCH
+from kfmt.format.model import INT32_MAX, NO_PARTITION_LEADER_EPOCH, TimestampType
 
 
 def split(buf, rows: np.ndarray) -> Iterator[tuple[np.ndarray, int | None]]:
@@ -87,6 +88,21 @@ def inner_messages_clean(batch, magic: int) -> bool:
     if not isinstance(rows, np.ndarray):
         return False
     return bool(rows["crc_valid"].all() and (rows["magic"] == magic).all())
+
+
+def records_keep_rules(batch) -> bool:
+    """Whether LogChecker._check_records would find nothing to report in a decoded batch (offsets
+    increasing and inside the batch's, CreateTime timestamps not above its maxTimestamp), judged in
+    one compiled call (kfmt/csrc/verify.c) instead of a numpy and a pyarrow call per batch; False
+    (the checks then run and report) where it cannot tell."""
+    h = batch.header
+    if native is None or type(batch.records) is not pa.RecordBatch or h.base_offset is None:
+        return False
+    create_time = h.magic >= 1 and h.timestamp_type == TimestampType.CREATE_TIME
+    verdict = native.records_keep_rules(batch.records, h.base_offset, h.last_offset,
+                                        h.magic < 2 and bool(h.compression),
+                                        h.max_timestamp if create_time else None)
+    return verdict is True
 
 
 def _observe(observers, rows: np.ndarray, file: str, report, batch_facts) -> None:
