@@ -58,20 +58,27 @@ def same_both_ways(fn):
 # --- kfmt.format.batch_runs ---
 
 def checked_summary(data, options=STRICT, base=0, messages=False):
-    """What batch_runs.checked gives for every chunk of a segment, reduced to comparable facts: per
-    batch its offsets, and the digest and first offset of each run of checked batches and of each
-    decoded batch (which the reference gives as runs of one)."""
-    out, digest = [], ContentDigest()
+    """What batch_runs.checked gives for every chunk of a segment, reduced to facts that do not
+    depend on how batches are grouped into runs: each batch's last offset in order, the digest of
+    all the records, and the first data record's offset."""
+    out, digest, firsts = [], ContentDigest(), []
     scanner = segment.FrameScanner(memoryview(data), "seg.log", base=base)
     for rows in scanner.chunks():
         for item in batch_runs.checked(memoryview(data), rows, "seg.log", options, base, messages):
+            # batches named by their last offset: a checked run of legacy wrappers keeps their
+            # frames, whose base offset is the wrapper's own (the decode gives the first inner one)
             if isinstance(item, batch_runs.CheckedRun):
-                out += [("batch", r) for r in item.rows[["base_offset", "last_offset"]].tolist()]
+                out += [("batch", r) for r in item.rows["last_offset"].tolist()]
                 digest.merge(item.digest)
+                firsts.append(item.first_offset)
             else:
-                out.append(("batch", (item.header.base_offset, item.header.last_offset)))
+                out.append(("batch", item.header.last_offset))
+                if not item.header.is_control and len(item):
+                    firsts.append(item.records.column(0)[0].as_py())
                 if not item.header.is_control:
                     digest.update(item.records)
+    # the first data record's offset (what a tally reports), however the batches were grouped
+    out.append(("first", next((f for f in firsts if f is not None), None)))
     return out, digest.hexdigest(), scanner.tail
 
 

@@ -121,6 +121,9 @@ static PyMethodDef methods[] = {
     {"clean_entries", py_clean_entries, METH_VARARGS,
      "clean_entries(data, rows, start, stop, base) -> (stopped_at, records): entries verify finds nothing "
      "wrong with"},
+    {"digest_legacy_set", py_digest_legacy_set, METH_VARARGS,
+     "digest_legacy_set(data, wrapper_offset, wrapper_magic, log_append_time, check_crc) -> (records, "
+     "digest_high, digest_low, first_offset): a wrapper's inner set digested without columns"},
     {"digest_legacy_messages", py_digest_legacy_messages, METH_VARARGS,
      "digest_legacy_messages(data, rows, start, stop, base, check_crc) -> (stopped_at, records, digest_high, "
      "digest_low, first_offset): uncompressed v0/v1 messages checked and digested in place"},

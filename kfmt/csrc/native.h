@@ -211,6 +211,7 @@ PyObject *py_frames_describe(PyObject *self, PyObject *args);
 PyObject *py_decode_legacy_messages(PyObject *self, PyObject *args);
 PyObject *py_upgrade_legacy_messages(PyObject *self, PyObject *args);
 PyObject *py_digest_legacy_messages(PyObject *self, PyObject *args);
+PyObject *py_digest_legacy_set(PyObject *self, PyObject *args);
 PyObject *py_clean_entries(PyObject *self, PyObject *args);
 PyObject *py_records_keep_rules(PyObject *self, PyObject *args);
 PyObject *py_v2_record_lines(PyObject *self, PyObject *args);

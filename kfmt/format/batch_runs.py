@@ -28,6 +28,7 @@ from typing import Iterator
 import numpy as np
 
 from kfmt.format import segment
+from kfmt.plugin import registry
 from kfmt.errors import DataError
 from kfmt.format.message_formats import STRICT, ReadOptions
 from kfmt.format.frames import ATTR_CONTROL, FRAME_DTYPE, header_of
@@ -65,9 +66,17 @@ def checked(data, rows: np.ndarray, file: str, options: ReadOptions = STRICT,
     # compressed batches is all such rows
     plain = ((rows["compression"] == 0) & ((rows["magic"] >= 2) if not messages else True)
              & ~((rows["magic"] >= 2) & (rows["attributes"] & ATTR_CONTROL != 0))).tolist()
+    wrappers = (((rows["magic"] < 2) & (rows["compression"] != 0)).tolist()
+                if messages and native is not None and options.check_crc else None)
     start = 0
     while start < len(rows):
         if not plain[start]:
+            if wrappers is not None and wrappers[start]:
+                stop, digest, first = _digest_wrappers(data, rows, start, wrappers, base, options)
+                if stop > start:
+                    yield CheckedRun(rows[start:stop], digest, first)
+                    start = stop
+                    continue
             yield segment.decode(data, header_of(rows[start].item()), file, options, base)
             start += 1
             continue
@@ -145,6 +154,54 @@ def digest_messages_reference(data, rows: np.ndarray, start: int, stop: int, bas
             first = batch.records.column(0)[0].as_py()
         digest.update(batch.records)
     return stop, digest, first
+
+
+def _digest_wrappers(data, rows, start: int, wrappers: list[bool], base: int,
+                     options: ReadOptions) -> tuple[int, ContentDigest, int | None]:
+    """digest_run for consecutive compressed v0/v1 wrappers from `start`: each inflated by its codec
+    and its inner messages checked and hashed in one compiled call (digest_legacy_set), the records
+    the legacy format's decode would give, without their columns; up to the first wrapper left to
+    that decode (anything it is not sure of, which the decode then reports)."""
+    digest, first = ContentDigest(), None
+    i = start
+    while i < len(rows) and wrappers[i]:
+        done = _digest_wrapper(data, rows[i], base, options)
+        if done is None:
+            break
+        digest.merge(done[0])
+        if first is None:
+            first = done[1]
+        i += 1
+    return i, digest, first
+
+
+def _digest_wrapper(data, row, base: int, options: ReadOptions) -> tuple[ContentDigest, int] | None:
+    """LegacyFormat._decode_wrapper_native's steps for one wrapper, digesting instead of decoding;
+    None wherever that decode should decide. Strict reads only (a lenient one keeps a bad CRC)."""
+    formats = registry.get()
+    magic = int(row["magic"])
+    if not type(formats.format_for(magic)).__dict__.get("native_frames", False):
+        return None  # another plugin's format: its own decode decides
+    at = int(row["position"]) - base
+    entry = data[at:at + int(row["size"])]
+    facts = native.legacy_wrapper(entry)
+    if facts is NotImplemented:
+        return None
+    offset, magic, attributes, _crc, crc_valid, timestamp, value_at, value_len = facts
+    if not attributes & 0x07 or value_len < 0 or not crc_valid or offset != int(row["last_offset"]):
+        return None
+    try:
+        codec = formats.compression_for(attributes & 0x07, magic)
+        payload = codec.decompress(entry[value_at:value_at + value_len], magic=magic,
+                                   max_size=options.max_decompressed)
+    except DataError:
+        return None
+    lat = magic == 1 and attributes & 0x08  # LogAppendTime: every inner record has the wrapper's time
+    done = native.digest_legacy_set(payload, offset, magic, timestamp if lat else None, True)
+    if done is NotImplemented:
+        return None
+    records, high, low, first = done
+    return ContentDigest(records, high << 64 | low), first
 
 
 def _frame_rows(rows: np.ndarray) -> np.ndarray:
