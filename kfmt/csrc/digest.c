@@ -134,6 +134,37 @@ static int hash_batch_records(const uint8_t *d, int64_t end, int64_t count, int6
     return pos == end;
 }
 
+/* digest_v2_records(payload, count, base_offset, base_timestamp, log_append_time | None)
+ *   -> (records, digest_high, digest_low, first_offset) | NotImplemented
+ * The content digest of a v2 batch's records from its (decompressed) records section, walked as
+ * decode_records walks it (records_v2.h), without building columns; NotImplemented where decode
+ * would refuse them (it then reports). */
+PyObject *py_digest_v2_records(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    long long count, base_offset, base_ts;
+    PyObject *o_lat;
+    if (!PyArg_ParseTuple(args, "y*LLLO", &buf, &count, &base_offset, &base_ts, &o_lat)) return NULL;
+    int has_lat = o_lat != Py_None;
+    long long lat = 0;
+    if (has_lat && (lat = PyLong_AsLongLong(o_lat)) == -1 && PyErr_Occurred()) {
+        PyBuffer_Release(&buf);
+        return NULL;
+    }
+    uint64_t lo = 0, hi = 0;
+    int64_t first = 0;
+    int nomem = 0, ok;
+    gbuf scratch = {0};
+    Py_BEGIN_ALLOW_THREADS
+    ok = count > 0 && hash_batch_records(buf.buf, buf.len, count, base_offset, base_ts, has_lat, lat, &scratch, &lo,
+                                         &hi, &first, &nomem);
+    Py_END_ALLOW_THREADS
+    gbuf_free(&scratch);
+    PyBuffer_Release(&buf);
+    if (nomem) return PyErr_NoMemory();
+    if (!ok) Py_RETURN_NOTIMPLEMENTED;
+    return Py_BuildValue("LKKL", count, (unsigned long long)hi, (unsigned long long)lo, (long long)first);
+}
+
 /* digest_v2_batches(data, rows, start, stop, base, check_crc)
  *   -> (stopped_at, records, digest_high, digest_low, first_offset | None)
  * The content digest (kfmt.report) of the records of consecutive uncompressed v2 data batches, rows

@@ -87,6 +87,9 @@ static PyMethodDef methods[] = {
     {"digest_v2_batches", py_digest_v2_batches, METH_VARARGS,
      "digest_v2_batches(data, rows, start, stop, base, check_crc) -> (stopped_at, records, digest_high, "
      "digest_low, first_offset): uncompressed v2 data batches checked and digested in place"},
+    {"digest_v2_records", py_digest_v2_records, METH_VARARGS,
+     "digest_v2_records(payload, count, base_offset, base_timestamp, log_append_time) -> (records, "
+     "digest_high, digest_low, first_offset): a v2 batch's records digested without columns"},
     {"key_md5s", py_key_md5s, METH_VARARGS,
      "key_md5s(records, indices) -> bytes: the MD5 of each named record's key (the offset map's key hash)"},
     {"offset_map_put", py_offset_map_put, METH_VARARGS,
