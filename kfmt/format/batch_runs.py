@@ -11,8 +11,10 @@ entries of a chunk of frames (kfmt.format.frames) in order, as
 * with `messages=True`, `CheckedRun`s of consecutive uncompressed v0/v1 messages too (each its own
   entry, so a legacy segment holds millions: per-entry Python work is what made reindex of old logs
   slow), each message checked as the legacy format plugin's decode checks it and hashed from its
-  bytes (kfmt/csrc/legacy.c, digest_legacy_messages). Callers that copy entries byte for byte
-  (reindex, resegment) want these; upgrade converts legacy messages and leaves it off;
+  bytes (kfmt/csrc/legacy.c, digest_legacy_messages); and, on a strict read, runs of compressed
+  data batches (v0/v1 wrappers and v2), each inflated by its codec and its records checked and
+  hashed without building columns (digest_legacy_set, digest_v2_records). reindex wants these;
+  upgrade converts legacy messages and leaves it off;
 * decoded `Batch`es (segment.decode) for every other entry: compressed, control, and any batch the
   kernels do not vouch for, which the decode then rejects with the reader's error.
 
