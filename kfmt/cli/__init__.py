@@ -17,11 +17,13 @@ from kfmt.plugin import registry
 from kfmt.errors import EXIT_DATA, EXIT_FAILURE, EXIT_USAGE, DataError, KfmtError, KfmtWarning, UsageError
 
 
-def _builtin_commands():
+def _builtin_commands(only: str | None = None):
+    """The built-in commands (one module each, named as the command); with `only`, just that one,
+    if there is such a module: each imports what it runs, so a command loads only its own code."""
     import kfmt.cli as package
 
     for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
-        if info.name.startswith("_"):
+        if info.name.startswith("_") or (only is not None and info.name != only):
             continue
         module = importlib.import_module(f"{package.__name__}.{info.name}")
         yield registry.Command(module.NAME, module.add_arguments, module.run, module.HELP)
@@ -34,13 +36,25 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(EXIT_USAGE)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _command_named(argv: list[str] | None) -> str | None:
+    """The command an argument list names (its first word: kfmt's own options are --help and
+    --version, which take no value); None when there is none."""
+    argv = sys.argv[1:] if argv is None else argv
+    return argv[0] if argv and not argv[0].startswith("-") else None
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser for `argv`: when it names a built-in command, only that command's module is
+    imported (a typo or a plugin's command gets every command, for argparse to list or run)."""
     parser = _Parser(prog="kfmt", description="Read, verify, convert and write Kafka partition "
                                               "directories without a broker.")
     parser.add_argument("--version", action="version", version=f"kfmt {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
-    commands = {c.name: c for c in _builtin_commands()}
+    named = _command_named(argv)
+    commands = {c.name: c for c in _builtin_commands(named)} if named else {}
+    if named not in commands:
+        commands = {c.name: c for c in _builtin_commands()}
     commands.update(registry.get().commands)
     for name in sorted(commands):
         command = commands[name]
@@ -81,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser(argv).parse_args(argv)
         return args._run(args) or 0
     except DataError as err:
         print(f"kfmt: error: {one_line(err)}", file=sys.stderr)

@@ -8,6 +8,7 @@ from kfmt.cli._common import (add_format_argument, add_include_deleted_argument,
 from kfmt.format.control import control_type
 from kfmt.errors import DataError, UsageError
 from kfmt.partition.reader import PartitionReader
+from kfmt.rows import json_lines
 from kfmt.partition.transactions import ABORTED, OPEN, TransactionStatus, transaction_batches
 
 NAME = "cat"
@@ -61,6 +62,12 @@ def partition_lines(part, args, where: dict):
             if status == OPEN:
                 return  # the last stable offset: a committed reader sees nothing beyond it
             if status == ABORTED:
+                continue
+        if left is None and args.format == "json":
+            block = json_lines.record_block(batch, skip, where)  # a batch's lines in one call
+            if block is not None:
+                if block:
+                    yield block
                 continue
         try:
             for record in records_of(batch, skip, where, args.format == "json"):

@@ -87,6 +87,8 @@ static int row_describes(const uint8_t *p, const frame *f) {
            f->compression == (be16(p + 21) & 0x07) && f->timestamp_type == (be16(p + 21) & 0x08 ? 1 : 0);
 }
 
+int v2_row_describes(const uint8_t *p, const frame *f) { return row_describes(p, f); }
+
 /* The sum of the record hashes of one uncompressed batch's records d[0..end) (decode_records' walk,
  * records_v2.h); 0 if decode would refuse them. */
 static int hash_batch_records(const uint8_t *d, int64_t end, int64_t count, int64_t base_offset, int64_t base_ts,
@@ -130,6 +132,37 @@ static int hash_batch_records(const uint8_t *d, int64_t end, int64_t count, int6
         *hi += hash.hi + (*lo < before); /* mod 2**128 */
     }
     return pos == end;
+}
+
+/* digest_v2_records(payload, count, base_offset, base_timestamp, log_append_time | None)
+ *   -> (records, digest_high, digest_low, first_offset) | NotImplemented
+ * The content digest of a v2 batch's records from its (decompressed) records section, walked as
+ * decode_records walks it (records_v2.h), without building columns; NotImplemented where decode
+ * would refuse them (it then reports). */
+PyObject *py_digest_v2_records(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    long long count, base_offset, base_ts;
+    PyObject *o_lat;
+    if (!PyArg_ParseTuple(args, "y*LLLO", &buf, &count, &base_offset, &base_ts, &o_lat)) return NULL;
+    int has_lat = o_lat != Py_None;
+    long long lat = 0;
+    if (has_lat && (lat = PyLong_AsLongLong(o_lat)) == -1 && PyErr_Occurred()) {
+        PyBuffer_Release(&buf);
+        return NULL;
+    }
+    uint64_t lo = 0, hi = 0;
+    int64_t first = 0;
+    int nomem = 0, ok;
+    gbuf scratch = {0};
+    Py_BEGIN_ALLOW_THREADS
+    ok = count > 0 && hash_batch_records(buf.buf, buf.len, count, base_offset, base_ts, has_lat, lat, &scratch, &lo,
+                                         &hi, &first, &nomem);
+    Py_END_ALLOW_THREADS
+    gbuf_free(&scratch);
+    PyBuffer_Release(&buf);
+    if (nomem) return PyErr_NoMemory();
+    if (!ok) Py_RETURN_NOTIMPLEMENTED;
+    return Py_BuildValue("LKKL", count, (unsigned long long)hi, (unsigned long long)lo, (long long)first);
 }
 
 /* digest_v2_batches(data, rows, start, stop, base, check_crc)

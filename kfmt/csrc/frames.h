@@ -27,4 +27,10 @@ typedef struct {
     int8_t timestamp_type; /* -1 none (v0), 0 CreateTime, 1 LogAppendTime */
 } frame;
 
+/* Whether a row describes its entry p as the frame scan reads it (the walks over rows trust no row
+ * they did not check): an uncompressed legacy message that decode accepts (legacy.c; its CRC-32
+ * checked when check_crc), a v2 batch header (digest.c). */
+int legacy_message_vouched(const uint8_t *p, const frame *f, int check_crc);
+int v2_row_describes(const uint8_t *p, const frame *f);
+
 #endif

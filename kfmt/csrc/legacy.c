@@ -627,3 +627,128 @@ PyObject *py_legacy_wrapper(PyObject *self, PyObject *args) {
     if (result == NULL && !PyErr_Occurred()) Py_RETURN_NOTIMPLEMENTED;
     return result;
 }
+
+/* ---------------------------------------------------------------- checked and digested in place */
+
+/* Whether a row describes its uncompressed legacy message p (what the frame scan reads of it): the
+ * walk trusts no row it did not check. */
+static int message_row_describes(const uint8_t *p, const frame *f, const message *m) {
+    return f->magic == m->magic && f->compression == 0 && f->base_offset == m->offset &&
+           f->last_offset == m->offset && f->records_count == 1 && f->crc == (uint32_t)be32(p + 12) &&
+           f->attributes == (int8_t)p[17] && f->max_timestamp == m->timestamp;
+}
+
+int legacy_message_vouched(const uint8_t *p, const frame *f, int check_crc) {
+    message m;
+    return f->magic <= 1 && f->compression == 0 && parse_message(p, f->size, &m) &&
+           message_row_describes(p, f, &m) && (!check_crc || m.crc_valid);
+}
+
+/* digest_legacy_messages(data, rows, start, stop, base, check_crc)
+ *   -> (stopped_at, records, digest_high, digest_low, first_offset | None)
+ * The content digest (kfmt.format.digest) of consecutive uncompressed v0/v1 messages, rows [start,
+ * stop) of frames of `data` (the file from position `base` on), straight from their bytes: each
+ * message checked as LegacyFormat.decode checks it (structure; its CRC-32 when check_crc) and hashed
+ * in the canonical form of the record decode gives (offset, the stored timestamp or -1 for v0, key,
+ * value, no headers). It stops at the first row it leaves to the per-entry path: a row that is not an
+ * uncompressed legacy message, does not describe its entry, or one decode refuses. Reference:
+ * kfmt.format.batch_runs.digest_messages_reference. */
+PyObject *py_digest_legacy_messages(PyObject *self, PyObject *args) {
+    Py_buffer data, rows;
+    Py_ssize_t start, stop;
+    long long base;
+    int check_crc;
+    if (!PyArg_ParseTuple(args, "y*y*nnLp", &data, &rows, &start, &stop, &base, &check_crc)) return NULL;
+    if (rows_arg(&rows, start, stop)) {
+        PyBuffer_Release(&data);
+        PyBuffer_Release(&rows);
+        return NULL;
+    }
+    const frame *f = (const frame *)rows.buf;
+    int64_t first_offset = 0;
+    int nomem = 0;
+    uint64_t lo = 0, hi = 0;
+    gbuf scratch = {0};
+    Py_ssize_t i = start;
+    Py_BEGIN_ALLOW_THREADS
+    for (; i < stop; i++) {
+        const frame *row = &f[i];
+        const uint8_t *p = entry_of(data.buf, data.len, base, row);
+        message m;
+        if (p == NULL || row->magic > 1 || row->compression != 0 || !parse_message(p, row->size, &m) ||
+            !message_row_describes(p, row, &m) || (check_crc && !m.crc_valid))
+            break;
+        uint64_t h_hi = 0, h_lo = message_hash_sum(&m, &scratch, &nomem, &h_hi);
+        if (nomem) break;
+        add128(&lo, &hi, h_lo, h_hi);
+        if (i == start) first_offset = m.offset;
+    }
+    Py_END_ALLOW_THREADS
+    gbuf_free(&scratch);
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&rows);
+    if (nomem) return PyErr_NoMemory();
+    PyObject *first = i > start ? PyLong_FromLongLong(first_offset) : Py_NewRef(Py_None);
+    return Py_BuildValue("nLKKN", i, (long long)(i - start), (unsigned long long)hi, (unsigned long long)lo, first);
+}
+
+/* digest_legacy_set(data, wrapper_offset, wrapper_magic, log_append_time | None, check_crc)
+ *   -> (records, digest_high, digest_low, first_offset) | NotImplemented
+ * The content digest of a compressed wrapper's records straight from its decompressed message set:
+ * the records decode_legacy_set (above, the inner-set case) would make, hashed without building
+ * their columns. NotImplemented wherever decode_legacy_set is (the decode then decides). */
+PyObject *py_digest_legacy_set(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    long long wrapper_offset;
+    PyObject *o_lat;
+    int wrapper_magic, check_crc;
+    if (!PyArg_ParseTuple(args, "y*LiOp", &buf, &wrapper_offset, &wrapper_magic, &o_lat, &check_crc)) return NULL;
+    int has_lat = o_lat != Py_None;
+    long long lat = 0;
+    if (has_lat && (lat = PyLong_AsLongLong(o_lat)) == -1 && PyErr_Occurred()) {
+        PyBuffer_Release(&buf);
+        return NULL;
+    }
+    const uint8_t *d = buf.buf;
+    int64_t end = buf.len, pos = 0, n = 0;
+    gbuf messages = {0}, scratch = {0};
+    int ok = end <= INT32_MAX_, nomem = 0;
+    uint64_t lo = 0, hi = 0;
+    int64_t first = 0;
+    Py_BEGIN_ALLOW_THREADS
+    while (ok && end - pos >= LOG_OVERHEAD) {
+        int64_t size = be32(d + pos + 8);
+        if (size < 14) { ok = 0; break; }
+        if (pos + LOG_OVERHEAD + size > end) break; /* a truncated final inner message is dropped */
+        message m;
+        if (!parse_message(d + pos, LOG_OVERHEAD + size, &m) || (check_crc && !m.crc_valid)) { ok = 0; break; }
+        if (gbuf_reserve(&messages, sizeof m)) { nomem = 1; break; }
+        memcpy(messages.data + messages.len, &m, sizeof m);
+        messages.len += sizeof m;
+        n++;
+        pos += LOG_OVERHEAD + size;
+    }
+    message *ms = (message *)messages.data;
+    int64_t base = 0;
+    if (ok && !nomem && n == 0) ok = 0;
+    /* v0 inner offsets are absolute; v1 ones relative to the wrapper's (§3.4; 0 means base 0) */
+    if (ok && !nomem && wrapper_magic == 1 && wrapper_offset != 0) {
+        if (wrapper_offset < ms[n - 1].offset) ok = 0;
+        else base = wrapper_offset - ms[n - 1].offset;
+    }
+    for (int64_t i = 0; ok && !nomem && i < n; i++) {
+        message *m = &ms[i];
+        if (wrapper_magic == 1) m->offset = wrap_add(base, m->offset);
+        m->timestamp = m->magic == 0 ? -1 : has_lat ? lat : m->timestamp;
+        uint64_t h_hi = 0, h_lo = message_hash_sum(m, &scratch, &nomem, &h_hi);
+        add128(&lo, &hi, h_lo, h_hi);
+    }
+    if (n) first = ms[0].offset;
+    Py_END_ALLOW_THREADS
+    gbuf_free(&messages);
+    gbuf_free(&scratch);
+    PyBuffer_Release(&buf);
+    if (nomem) return PyErr_NoMemory();
+    if (!ok) Py_RETURN_NOTIMPLEMENTED;
+    return Py_BuildValue("LKKL", (long long)n, (unsigned long long)hi, (unsigned long long)lo, (long long)first);
+}

@@ -87,6 +87,9 @@ static PyMethodDef methods[] = {
     {"digest_v2_batches", py_digest_v2_batches, METH_VARARGS,
      "digest_v2_batches(data, rows, start, stop, base, check_crc) -> (stopped_at, records, digest_high, "
      "digest_low, first_offset): uncompressed v2 data batches checked and digested in place"},
+    {"digest_v2_records", py_digest_v2_records, METH_VARARGS,
+     "digest_v2_records(payload, count, base_offset, base_timestamp, log_append_time) -> (records, "
+     "digest_high, digest_low, first_offset): a v2 batch's records digested without columns"},
     {"key_md5s", py_key_md5s, METH_VARARGS,
      "key_md5s(records, indices) -> bytes: the MD5 of each named record's key (the offset map's key hash)"},
     {"offset_map_put", py_offset_map_put, METH_VARARGS,
@@ -109,6 +112,24 @@ static PyMethodDef methods[] = {
      "message_info_layout() -> (itemsize, [(field, offset)])"},
     {"encode_legacy_messages", py_encode_legacy_messages, METH_VARARGS,
      "encode_legacy_messages(records, magic, base_offset, log_append_time) -> bytes"},
+    {"json_record_lines", py_json_record_lines, METH_VARARGS,
+     "json_record_lines(records, skip, timestamp_type_json, leader_epoch_json, where_json) -> bytes: "
+     "kfmt cat's JSON lines"},
+    {"v2_record_lines", py_v2_record_lines, METH_VARARGS,
+     "v2_record_lines(records, base_offset, base_sequence, timestamp_name, print_data_log) -> bytes: "
+     "kafka-dump-log's record lines"},
+    {"records_keep_rules", py_records_keep_rules, METH_VARARGS,
+     "records_keep_rules(records, base_offset, last_offset, wrapper, max_timestamp) -> bool: the record "
+     "checks of kfmt verify find nothing"},
+    {"clean_entries", py_clean_entries, METH_VARARGS,
+     "clean_entries(data, rows, start, stop, base) -> (stopped_at, records): entries verify finds nothing "
+     "wrong with"},
+    {"digest_legacy_set", py_digest_legacy_set, METH_VARARGS,
+     "digest_legacy_set(data, wrapper_offset, wrapper_magic, log_append_time, check_crc) -> (records, "
+     "digest_high, digest_low, first_offset): a wrapper's inner set digested without columns"},
+    {"digest_legacy_messages", py_digest_legacy_messages, METH_VARARGS,
+     "digest_legacy_messages(data, rows, start, stop, base, check_crc) -> (stopped_at, records, digest_high, "
+     "digest_low, first_offset): uncompressed v0/v1 messages checked and digested in place"},
     {"upgrade_legacy_messages", py_upgrade_legacy_messages, METH_VARARGS,
      "upgrade_legacy_messages(data, rows, start, stop, base, check_crc, out_position, rebatch, "
      "max_batch_bytes, close_last) -> (stopped_at, refused, batches, rows, (records, digest_high, digest_low))"},

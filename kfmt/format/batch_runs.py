@@ -8,20 +8,30 @@ entries of a chunk of frames (kfmt.format.frames) in order, as
   decode checks it (CRC-32C, record count, every record as decode_records parses it) and its records
   hashed into the content digest straight from their bytes, in one compiled call
   (kfmt/csrc/digest.c, digest_v2_batches);
-* decoded `Batch`es (segment.decode) for every other entry: compressed, control, legacy, and any
-  batch the kernel does not vouch for, which the decode then rejects with the reader's error.
+* with `messages=True`, `CheckedRun`s of consecutive uncompressed v0/v1 messages too (each its own
+  entry, so a legacy segment holds millions: per-entry Python work is what made reindex of old logs
+  slow), each message checked as the legacy format plugin's decode checks it and hashed from its
+  bytes (kfmt/csrc/legacy.c, digest_legacy_messages); and, on a strict read, runs of compressed
+  data batches (v0/v1 wrappers and v2), each inflated by its codec and its records checked and
+  hashed without building columns (digest_legacy_set, digest_v2_records). reindex wants these;
+  upgrade converts legacy messages and leaves it off;
+* decoded `Batch`es (segment.decode) for every other entry: compressed, control, and any batch the
+  kernels do not vouch for, which the decode then rejects with the reader's error.
 
-`digest_run_reference` defines what a run gives (decode each batch, digest its columns); the kernel
-gives the same (tests/format/test_fast_paths.py), and without it (KFMT_PURE_PYTHON=1) the reference runs.
+`digest_run_reference` and `digest_messages_reference` define what a run gives (decode each entry,
+digest its columns); the kernels give the same (tests/format/test_fast_paths.py), and without them
+(KFMT_PURE_PYTHON=1) the references run.
 """
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 from typing import Iterator
 
 import numpy as np
 
 from kfmt.format import segment
+from kfmt.plugin import registry
 from kfmt.errors import DataError
 from kfmt.format.message_formats import STRICT, ReadOptions
 from kfmt.format.frames import ATTR_CONTROL, FRAME_DTYPE, header_of
@@ -34,7 +44,7 @@ from kfmt.format.kernels import native
 class CheckedRun:
     """Consecutive uncompressed v2 data batches, checked; their records were not decoded."""
 
-    rows: np.ndarray  # their frames (FRAME_DTYPE)
+    rows: np.ndarray  # their frames (FRAME_DTYPE): all v2, or all uncompressed v0/v1 messages
     digest: ContentDigest  # of their records
     first_offset: int | None  # of their first record (None: they hold none)
 
@@ -50,13 +60,32 @@ class CheckedRun:
 
 
 def checked(data, rows: np.ndarray, file: str, options: ReadOptions = STRICT,
-            base: int = 0) -> Iterator[CheckedRun | Batch]:
+            base: int = 0, messages: bool = False) -> Iterator[CheckedRun | Batch]:
     """The entries of `rows` (frames of `data`, the file from position `base` on), in order: runs of
-    uncompressed v2 data batches checked and digested in place, every other entry decoded."""
+    uncompressed v2 data batches (and with `messages`, of uncompressed v0/v1 messages) checked and
+    digested in place, every other entry decoded."""
     rows = _frame_rows(rows)
+    # rows no kernel takes (compressed, control) are decoded without asking one first: a segment of
+    # compressed batches is all such rows
+    plain = ((rows["compression"] == 0) & ((rows["magic"] >= 2) if not messages else True)
+             & ~((rows["magic"] >= 2) & (rows["attributes"] & ATTR_CONTROL != 0))).tolist()
+    wrappers = ((rows["compression"] != 0).tolist()
+                if messages and native is not None and options.check_crc else None)
     start = 0
     while start < len(rows):
+        if not plain[start]:
+            if wrappers is not None and wrappers[start]:
+                stop, digest, first = _digest_wrappers(data, rows, start, wrappers, base, options)
+                if stop > start:
+                    yield CheckedRun(rows[start:stop], digest, first)
+                    start = stop
+                    continue
+            yield segment.decode(data, header_of(rows[start].item()), file, options, base)
+            start += 1
+            continue
         stop, digest, first = _digest_run(data, rows, start, len(rows), base, options)
+        if stop == start and messages:
+            stop, digest, first = _digest_messages(data, rows, start, len(rows), base, options)
         if stop > start:
             yield CheckedRun(rows[start:stop], digest, first)
         if stop < len(rows):
@@ -96,6 +125,122 @@ def digest_run_reference(data, rows: np.ndarray, start: int, stop: int, base: in
             first = batch.records.column(0)[0].as_py()
         digest.update(batch.records)
     return stop, digest, first
+
+
+def digest_messages(data, rows: np.ndarray, start: int, stop: int, base: int = 0,
+                    options: ReadOptions = STRICT) -> tuple[int, ContentDigest, int | None]:
+    """digest_run for uncompressed v0/v1 messages: up to the first row that is not one or that
+    decode would refuse."""
+    return _digest_messages(data, _frame_rows(rows), start, stop, base, options)
+
+
+def _digest_messages(data, rows, start, stop, base, options):
+    if native is None:
+        return digest_messages_reference(data, rows, start, stop, base, options)
+    at, records, high, low, first = native.digest_legacy_messages(data, rows, start, stop, base,
+                                                                  options.check_crc)
+    return at, ContentDigest(records, high << 64 | low), first
+
+
+def digest_messages_reference(data, rows: np.ndarray, start: int, stop: int, base: int = 0,
+                              options: ReadOptions = STRICT) -> tuple[int, ContentDigest, int | None]:
+    digest, first = ContentDigest(), None
+    for i in range(start, stop):
+        row = rows[i]
+        if row["magic"] > 1 or row["compression"]:
+            return i, digest, first
+        try:
+            batch = segment.decode(data, header_of(row.item()), "", options, base)
+        except DataError:  # the caller's decode of this row reports it
+            return i, digest, first
+        if first is None:
+            first = batch.records.column(0)[0].as_py()
+        digest.update(batch.records)
+    return stop, digest, first
+
+
+def _digest_wrappers(data, rows, start: int, wrappers: list[bool], base: int,
+                     options: ReadOptions) -> tuple[int, ContentDigest, int | None]:
+    """digest_run for consecutive compressed v0/v1 wrappers from `start`: each inflated by its codec
+    and its inner messages checked and hashed in one compiled call (digest_legacy_set), the records
+    the legacy format's decode would give, without their columns; up to the first wrapper left to
+    that decode (anything it is not sure of, which the decode then reports)."""
+    digest, first = ContentDigest(), None
+    i = start
+    while i < len(rows) and wrappers[i]:
+        digest_one = _digest_wrapper if rows[i]["magic"] < 2 else _digest_compressed_v2
+        done = digest_one(data, rows[i], base, options)
+        if done is None:
+            break
+        digest.merge(done[0])
+        if first is None:
+            first = done[1]
+        i += 1
+    return i, digest, first
+
+
+def _digest_wrapper(data, row, base: int, options: ReadOptions) -> tuple[ContentDigest, int] | None:
+    """LegacyFormat._decode_wrapper_native's steps for one wrapper, digesting instead of decoding;
+    None wherever that decode should decide. Strict reads only (a lenient one keeps a bad CRC)."""
+    formats = registry.get()
+    magic = int(row["magic"])
+    if not type(formats.format_for(magic)).__dict__.get("native_frames", False):
+        return None  # another plugin's format: its own decode decides
+    at = int(row["position"]) - base
+    entry = data[at:at + int(row["size"])]
+    facts = native.legacy_wrapper(entry)
+    if facts is NotImplemented:
+        return None
+    offset, magic, attributes, _crc, crc_valid, timestamp, value_at, value_len = facts
+    if not attributes & 0x07 or value_len < 0 or not crc_valid or offset != int(row["last_offset"]):
+        return None
+    try:
+        codec = formats.compression_for(attributes & 0x07, magic)
+        payload = codec.decompress(entry[value_at:value_at + value_len], magic=magic,
+                                   max_size=options.max_decompressed)
+    except DataError:
+        return None
+    lat = magic == 1 and attributes & 0x08  # LogAppendTime: every inner record has the wrapper's time
+    done = native.digest_legacy_set(payload, offset, magic, timestamp if lat else None, True)
+    if done is NotImplemented:
+        return None
+    records, high, low, first = done
+    return ContentDigest(records, high << 64 | low), first
+
+
+_V2_HEADER = struct.Struct(">qiibIhiqqqhii")  # the v2 batch header (docs/format.md §4.1)
+
+
+def _digest_compressed_v2(data, row, base: int, options: ReadOptions) -> tuple[ContentDigest, int | None] | None:
+    """The v2 format's decode of a compressed data batch (CRC, count, codec, records), digesting
+    its records instead of making columns (digest_v2_records); None wherever that decode should
+    decide. The header is read from the entry's own bytes."""
+    formats = registry.get()
+    if not type(formats.format_for(2)).__dict__.get("native_frames", False):
+        return None
+    at, size = int(row["position"]) - base, int(row["size"])
+    entry = data[at:at + size]
+    if size < 61 or len(entry) != size:
+        return None
+    (base_offset, _length, _epoch, magic, crc, attributes, _last_delta, base_ts, max_ts, _pid, _pepoch,
+     _seq, count) = _V2_HEADER.unpack_from(entry)
+    if magic != 2 or attributes & ATTR_CONTROL or not attributes & 0x07 or count < 0:
+        return None
+    if count == 0:
+        return ContentDigest(), None  # decode looks no further (docs/format.md §4.7)
+    if native.crc32c(entry[21:]) != crc & 0xFFFFFFFF:
+        return None
+    try:
+        codec = formats.compression_for(attributes & 0x07, 2)
+        payload = codec.decompress(entry[61:], magic=2, max_size=options.max_decompressed)
+    except DataError:
+        return None
+    lat = max_ts if attributes & 0x08 else None  # LogAppendTime: every record has the batch's time
+    done = native.digest_v2_records(payload, count, base_offset, base_ts, lat)
+    if done is NotImplemented:
+        return None
+    records, high, low, first = done
+    return ContentDigest(records, high << 64 | low), first
 
 
 def _frame_rows(rows: np.ndarray) -> np.ndarray:

@@ -70,7 +70,9 @@ def make_records(offsets, timestamps, keys, values, headers=None) -> pa.RecordBa
     ], schema=RECORD_SCHEMA)
 
 
-EMPTY_RECORDS = make_records([], [], [], [])
+# Not make_records([], ...): pa.array over a Python list imports pandas (about 0.3 s) to see whether
+# the list is a pandas object, and every command imports this module.
+EMPTY_RECORDS = pa.RecordBatch.from_arrays([pa.nulls(0, f.type) for f in RECORD_SCHEMA], schema=RECORD_SCHEMA)
 
 
 @dataclass(slots=True)

@@ -30,9 +30,12 @@ import os
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
+import numpy as np
+
 from kfmt.format import batch_runs
 from kfmt.format import segment
 from kfmt.format.batch_runs import CheckedRun
+from kfmt.format.model import Batch
 from kfmt.partition.checkpoints import checkpoint_text, read_offset_checkpoint, write_offset_checkpoint
 from kfmt.partition.companions import CompanionBuilder, CompanionOptions, existing_leader_epochs
 from kfmt.errors import DataError, UsageError
@@ -227,22 +230,68 @@ def reindex_partition(plan: PartitionPlan, out: StagedOutput, options: Companion
 
 def _check_segment(data, file: str, builder: CompanionBuilder, tally: PartitionTally) -> segment.Tail:
     """Every batch of a segment checked (CRCs, record structure) and counted, in file order, and fed
-    to the companion builder; returns how the segment ended. Uncompressed v2 data batches are
-    checked and digested where they lie, many at a time, and reach the builder as frames
-    (kfmt.format.batch_runs); every other entry is decoded (segment.decode). Nothing of it is
-    written before the whole segment passed."""
+    to the companion builder; returns how the segment ended. Uncompressed v2 data batches and
+    uncompressed v0/v1 messages are checked and digested where they lie, many at a time, and reach the
+    builder as frames (kfmt.format.batch_runs); every other entry is decoded (segment.decode). Nothing
+    of it is written before the whole segment passed."""
     scanner = segment.FrameScanner(data, file)
     for rows in scanner.chunks():
-        for item in batch_runs.checked(data, rows, file):
-            try:
-                if isinstance(item, CheckedRun):
-                    builder.add_frames(item.rows)
-                else:
-                    builder.add_decoded_batch(item)
-            except DataError as err:
-                raise _located(err, file, item)
+        decoded = _DecodedRows(rows, builder, file)
+        for item in decoded.flushed_on_error(batch_runs.checked(data, rows, file, messages=True)):
+            if isinstance(item, Batch) and not item.header.is_control:
+                decoded.add(item)
+            else:
+                decoded.flush()
+                try:
+                    if isinstance(item, CheckedRun):
+                        builder.add_frames(item.rows)
+                    else:
+                        builder.add_decoded_batch(item)
+                except DataError as err:
+                    raise _located(err, file, item)
             tally.add(item)
+        decoded.flush()
     return scanner.tail
+
+
+class _DecodedRows:
+    """Decoded data batches (compressed ones, mostly) given to the companion builder as their
+    frames, many at a time, rather than one add_decoded_batch each: what the builder needs of a
+    data batch is in its frame (a wrapper's decoded first offset is not). Control batches and
+    checked runs flush them first, so the builder sees every batch in file order."""
+
+    def __init__(self, rows: np.ndarray, builder: CompanionBuilder, file: str):
+        self.rows, self.builder, self.file = rows, builder, file
+        self.positions: list[int] = []
+
+    def flushed_on_error(self, items):
+        """`items`, with the batches waiting here given to the builder before an error of a later
+        one propagates (the builder's complaint about an earlier batch comes first, as it did when
+        each went on its own)."""
+        items = iter(items)
+        while True:
+            try:
+                item = next(items)
+            except StopIteration:
+                return
+            except DataError:
+                self.flush()
+                raise
+            yield item
+
+    def add(self, batch: Batch) -> None:
+        self.positions.append(batch.header.position)
+
+    def flush(self) -> None:
+        if not self.positions:
+            return
+        at = np.searchsorted(self.rows["position"], self.positions)
+        self.positions = []
+        run = CheckedRun(self.rows[at], None, None)
+        try:
+            self.builder.add_frames(run.rows)
+        except DataError as err:
+            raise _located(err, self.file, run)
 
 
 def _located(err: DataError, file: str, item) -> DataError:

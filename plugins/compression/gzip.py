@@ -6,6 +6,22 @@ since payloads are often stored exactly as a non-Java producer compressed them.
 """
 import zlib
 
+
+def _fast_inflate():
+    """ISA-L's inflate (the isal package): the same streams, about twice as fast as zlib's; None
+    without it. Imported on first use: most commands never inflate anything."""
+    global _fast_zlib
+    if _fast_zlib is False:
+        try:
+            from isal import isal_zlib
+        except ImportError:
+            isal_zlib = None
+        _fast_zlib = isal_zlib
+    return _fast_zlib
+
+
+_fast_zlib = False  # not imported yet
+
 from kfmt.format.codecs import DEFAULT_MAX_DECOMPRESSED, Compression, corrupt, too_large
 from kfmt.plugin.hookspecs import hookimpl
 
@@ -27,15 +43,28 @@ class Gzip(Compression):
         return JAVA_HEADER + body + trailer
 
     def decompress(self, data, *, magic, max_size=DEFAULT_MAX_DECOMPRESSED):
+        fast = _fast_inflate()
+        if fast is not None:
+            try:
+                return self._decompress(fast, data, max_size)
+            except Exception:  # anything amiss: zlib's verdict and message are the definition
+                pass
+        return self._decompress(zlib, data, max_size)
+
+    def _decompress(self, lib, data, max_size):
         out = bytearray()
         data = memoryview(data)
         while True:  # one pass per gzip member
-            d = zlib.decompressobj(zlib.MAX_WBITS | 16)
+            d = lib.decompressobj(zlib.MAX_WBITS | 16)
             try:
-                out += d.decompress(data, max_size + 1 - len(out))
+                piece = d.decompress(data, max_size + 1 - len(out))
+                if (not out and d.eof and not d.unconsumed_tail and len(piece) <= max_size
+                        and d.unused_data[:2] != b"\x1f\x8b"):
+                    return piece  # the usual single member: no copies into and out of `out`
+                out += piece
                 while d.unconsumed_tail and len(out) <= max_size:
                     out += d.decompress(d.unconsumed_tail, max_size + 1 - len(out))
-            except zlib.error as e:
+            except lib.error as e:
                 raise corrupt(self.name, e) from None
             if len(out) > max_size:
                 raise too_large(self.name, max_size)

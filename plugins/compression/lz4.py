@@ -81,14 +81,16 @@ class Lz4(Compression):
         if magic != 0 and data[descriptor_end] != header_checksum(bytes(data[4:descriptor_end]), magic):
             raise corrupt(self.name, "stream frame descriptor corrupted (header checksum)")
         pos = descriptor_end + 1
-        out = bytearray()
+        # the blocks' output kept apart and joined once (a batch is often a single block, which is
+        # then returned as decompressed, with no copy)
+        pieces, total = [], 0
         while True:
             if pos + 4 > n:
                 raise corrupt(self.name, "frame ends without an end mark")
             word = struct.unpack_from("<I", data, pos)[0]
             pos += 4
-            if word == 0:
-                return bytes(out)  # later frames, if any, are ignored as Kafka does
+            if word == 0:  # later frames, if any, are ignored as Kafka does
+                return pieces[0] if len(pieces) == 1 else b"".join(pieces)
             size = word & ~UNCOMPRESSED_BIT
             if size > block_max or pos + size > n:
                 raise corrupt(self.name, f"invalid block size {size} at byte {pos - 4}")
@@ -98,18 +100,21 @@ class Lz4(Compression):
                 if pos + 4 > n or struct.unpack_from("<I", data, pos)[0] != xxhash.xxh32_intdigest(block):
                     raise corrupt(self.name, f"block checksum mismatch at byte {pos - size - 4}")
                 pos += 4
-            if len(out) + (size if word & UNCOMPRESSED_BIT else 0) > max_size:
+            if total + (size if word & UNCOMPRESSED_BIT else 0) > max_size:
                 raise too_large(self.name, max_size)
             if word & UNCOMPRESSED_BIT:
-                out += block
+                pieces.append(bytes(block))
+                total += size
                 continue
             # The output buffer is the frame's declared block maximum (at most 4 MiB), so a block
             # that decodes to more is corrupt, and the cap is checked once per block.
             try:
-                out += lz4.block.decompress(block, uncompressed_size=block_max)
+                piece = lz4.block.decompress(block, uncompressed_size=block_max)
             except lz4.block.LZ4BlockError as e:
                 raise corrupt(self.name, f"{e} (block at byte {pos - size - 4})") from None
-            if len(out) > max_size:
+            pieces.append(piece)
+            total += len(piece)
+            if total > max_size:
                 raise too_large(self.name, max_size)
 
 

@@ -21,7 +21,6 @@ from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from kfmt.errors import KfmtError
 from kfmt.plugin.hookspecs import hookimpl
@@ -59,6 +58,8 @@ class ParquetFormat:
         return ParquetFileWriter(stream, schema)
 
     def read_back(self, data, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+        import pyarrow.parquet as pq  # on first use: every command loads this plugin
+
         file = pq.ParquetFile(pa.BufferReader(data))
         if not file.schema_arrow.equals(schema):
             raise KfmtError(f"the written file's schema differs from the export schema:\n"
@@ -69,6 +70,8 @@ class ParquetFormat:
 class ParquetFileWriter:
     def __init__(self, stream, schema: pa.Schema):
         self.stream = stream
+        import pyarrow.parquet as pq  # on first use: every command loads this plugin
+
         self._writer = pq.ParquetWriter(_Sink(stream), schema)
 
     def write(self, rows: pa.RecordBatch) -> None:

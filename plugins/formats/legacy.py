@@ -30,7 +30,6 @@ from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from kfmt.plugin import registry
 from kfmt.errors import DataError
@@ -336,7 +335,7 @@ class LegacyFormat(MessageFormat):
         if not header.compression:
             return messages
         codec = registry.get().compression_for(header.compression, magic)
-        wrapper_ts = header.max_timestamp if lat else pc.max(records.column(1)).as_py()
+        wrapper_ts = header.max_timestamp if lat else _largest(records.column(1))
         return encode_message(records.column(0)[-1].as_py(), magic, wrapper_ts, None,
                               codec.compress(messages, magic=magic, level=level), header.compression,
                               lat)
@@ -359,3 +358,11 @@ def encode_message(offset: int, magic: int, timestamp: int, key, value, codec: i
 @hookimpl
 def kfmt_register_formats(register):
     register(LegacyFormat())
+
+
+def _largest(column) -> int:
+    """The largest value of an int64 column (pyarrow.compute is not imported for this one use: every
+    command loads this plugin)."""
+    import pyarrow.compute as pc
+
+    return pc.max(column).as_py()

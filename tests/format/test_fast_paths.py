@@ -19,6 +19,7 @@ import functools
 import os
 import random
 import struct
+import zlib
 
 import numpy as np
 import pytest
@@ -55,21 +56,28 @@ def same_both_ways(fn):
 
 # --- kfmt.format.batch_runs ---
 
-def checked_summary(data, options=STRICT, base=0):
-    """What batch_runs.checked gives for every chunk of a segment, reduced to comparable facts: per
-    batch its offsets, and the digest and first offset of each run of checked batches and of each
-    decoded batch (which the reference gives as runs of one)."""
-    out, digest = [], ContentDigest()
+def checked_summary(data, options=STRICT, base=0, messages=False):
+    """What batch_runs.checked gives for every chunk of a segment, reduced to facts that do not
+    depend on how batches are grouped into runs: each batch's last offset in order, the digest of
+    all the records, and the first data record's offset."""
+    out, digest, firsts = [], ContentDigest(), []
     scanner = segment.FrameScanner(memoryview(data), "seg.log", base=base)
     for rows in scanner.chunks():
-        for item in batch_runs.checked(memoryview(data), rows, "seg.log", options, base):
+        for item in batch_runs.checked(memoryview(data), rows, "seg.log", options, base, messages):
+            # batches named by their last offset: a checked run of legacy wrappers keeps their
+            # frames, whose base offset is the wrapper's own (the decode gives the first inner one)
             if isinstance(item, batch_runs.CheckedRun):
-                out += [("batch", r) for r in item.rows[["base_offset", "last_offset"]].tolist()]
+                out += [("batch", r) for r in item.rows["last_offset"].tolist()]
                 digest.merge(item.digest)
+                firsts.append(item.first_offset)
             else:
-                out.append(("batch", (item.header.base_offset, item.header.last_offset)))
+                out.append(("batch", item.header.last_offset))
+                if not item.header.is_control and len(item):
+                    firsts.append(item.records.column(0)[0].as_py())
                 if not item.header.is_control:
                     digest.update(item.records)
+    # the first data record's offset (what a tally reports), however the batches were grouped
+    out.append(("first", next((f for f in firsts if f is not None), None)))
     return out, digest.hexdigest(), scanner.tail
 
 
@@ -90,11 +98,64 @@ def test_checked_runs_digest_what_decoding_digests_on_the_corpus(name):
 
 
 @SETTINGS
-@given(segments(), st.sampled_from([STRICT, LENIENT]))
-def test_checked_runs_on_made_up_and_damaged_segments(data, options):
-    fast = same_both_ways(lambda: checked_summary(data, options, base=7))
+@given(segments(), st.sampled_from([STRICT, LENIENT]), st.booleans())
+def test_checked_runs_on_made_up_and_damaged_segments(data, options, messages):
+    fast = same_both_ways(lambda: checked_summary(data, options, base=7, messages=messages))
     if fast[0] == "value" and not fast[1][2].is_error:
         assert fast[1][1] == decoded_digest(data, options)
+
+
+@pytest.mark.parametrize("name", REAL_DIRS)
+def test_checked_message_runs_digest_what_decoding_digests_on_the_corpus(name):
+    for log in sorted((REALKAFKA / name).glob("*.log")):
+        data = log.read_bytes()
+        fast = same_both_ways(lambda: checked_summary(data, messages=True))
+        assert fast[1][1] == decoded_digest(data)
+
+
+def legacy_message(offset: int, magic: int, timestamp: int, key, value, lat: bool = False) -> bytes:
+    """One uncompressed v0/v1 message, built with kafka-python's LegacyRecordBatchBuilder (an
+    independent encoder), at the offset a broker assigns."""
+    from kafka.record.legacy_records import LegacyRecordBatchBuilder
+    builder = LegacyRecordBatchBuilder(magic, 0, 1 << 20)
+    builder.append(offset, timestamp if magic else None, key, value)
+    entry = bytearray(builder.build())
+    if lat:  # the LogAppendTime bit is under the CRC (docs/format.md §3.1): recompute it
+        entry[17] |= 0x08
+        struct.pack_into(">I", entry, 12, zlib.crc32(bytes(entry[16:])))
+    return bytes(entry)
+
+
+@pytest.mark.parametrize("magic,lat", [(0, False), (1, False), (1, True)])
+def test_message_runs_digest_the_records_decode_gives(magic, lat):
+    """Messages from an independent encoder, null keys and values among them: the run's digest and
+    first offset are those of the decoded records, with or without the kernel."""
+    log = b"".join(legacy_message(40 + i, magic, 1_700_000_000_000 + 3 * i,
+                                  None if i % 3 == 0 else b"k%d" % i, None if i % 5 == 4 else b"v" * i, lat)
+                   for i in range(50))
+    rows = next(segment.FrameScanner(memoryview(log), "seg.log").chunks())
+
+    def run():
+        at, digest, first = batch_runs.digest_messages(log, rows, 0, len(rows))
+        return at, digest.hexdigest(), first
+    fast = same_both_ways(run)
+    assert fast[1] == (50, decoded_digest(log), 40)
+
+
+@pytest.mark.needs("speedups")
+def test_a_row_that_does_not_describe_its_message_is_not_vouched_for():
+    entry = legacy_message(9, 1, 1_700_000_000_000, b"key", b"value")
+    rows = rows_of([registry.get().format_for(1).read_header(memoryview(entry), 0)])
+    assert batch_runs.digest_messages(entry, rows, 0, 1)[0] == 1
+    for field, value in (("base_offset", 8), ("last_offset", 10), ("max_timestamp", 1),
+                         ("size", rows["size"][0] - 1), ("crc", 0), ("magic", 0), ("compression", 1)):
+        wrong = rows.copy()
+        wrong[field] = value
+        assert batch_runs.digest_messages(entry, wrong, 0, 1)[0] == 0, field
+    damaged = bytearray(entry)
+    damaged[-1] ^= 1  # the CRC no longer matches: a strict check refuses, a lenient one digests
+    assert batch_runs.digest_messages(bytes(damaged), rows, 0, 1)[0] == 0
+    assert batch_runs.digest_messages(bytes(damaged), rows, 0, 1, options=LENIENT)[0] == 1
 
 
 def v2_batch(records, base_offset: int, lat: bool) -> bytes:

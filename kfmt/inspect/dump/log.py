@@ -19,6 +19,7 @@ from kfmt.format.control import ControlType, control_type, control_type_id, end_
 from kfmt.inspect.dump.decoders import DECODERS, jackson
 from kfmt.inspect.dump.decoders.protocol import message_json, read_message
 from kfmt.inspect.dump.decoders.schemas_control import LEADER_CHANGE, SNAPSHOT_FOOTER, SNAPSHOT_HEADER
+from kfmt.inspect.dump import text_blocks
 from kfmt.inspect.dump.common import BatchView, ControlInfo, DumpOptions, DumpRecord, DumpTarget, Sink
 from kfmt.errors import DataError
 from kfmt.format.message_formats import LENIENT
@@ -77,7 +78,10 @@ def dump_log(target: DumpTarget, options: DumpOptions, sink: Sink) -> None:
         if options.deep:
             batch = segment.decode(data, header, target.display, LENIENT)
             decoded = batch.header
-            for record in dump_records(batch, target, options):
+            fast = _record_block(sink, target, view, batch, options, last_offset)
+            if fast is not None:
+                last_offset = fast
+            for record in () if fast is not None else dump_records(batch, target, options):
                 # Scala's check: the first record of the file sets lastOffset without a comparison
                 if last_offset == -1:
                     last_offset = record.offset
@@ -90,6 +94,25 @@ def dump_log(target: DumpTarget, options: DumpOptions, sink: Sink) -> None:
     trailing = end - valid_bytes
     if trailing > 0 and options.max_bytes == INT32_MAX:  # --max-bytes given: Kafka stays silent
         sink.invalid_bytes(target, valid_bytes, trailing)
+
+
+def _record_block(sink: Sink, target: DumpTarget, view: BatchView, batch: Batch, options: DumpOptions,
+                  last_offset: int) -> int | None:
+    """A batch's records printed as one block of text when the sink takes one and text_blocks can
+    make it; returns the last offset after them, None (nothing done) otherwise."""
+    write_block = getattr(sink, "record_block", None)
+    if write_block is None:
+        return None
+    lines = text_blocks.record_lines(batch, options)
+    checked = None if lines is None else text_blocks.non_consecutive(
+        batch.records.column(0).to_numpy(), last_offset)
+    if checked is None:
+        return None
+    pairs, last_offset = checked
+    for previous, following in pairs:
+        sink.non_consecutive(target, previous, following)
+    write_block(target, view, lines)
+    return last_offset
 
 
 def _describe(target: DumpTarget, sink: Sink) -> None:

@@ -137,6 +137,10 @@ class TextSink(Sink):
     def record(self, target: DumpTarget, batch: BatchView, record: DumpRecord) -> None:
         self._print(record_line(batch, record, self.options))
 
+    def record_block(self, target: DumpTarget, batch: BatchView, lines: str) -> None:
+        """The lines of many records at once, each ending in a newline (kfmt.inspect.dump.text_blocks)."""
+        self.out.write(lines)
+
     def batch_end(self, target: DumpTarget, batch: BatchView, decoded: BatchHeader | None) -> None:
         pass
 

@@ -72,6 +72,12 @@ class LeaderEpochs:
                              f"epochs and start offsets (the cache drops the entries that do not)",
                              self.file, self.positions[i], entry.start_offset)
 
+    @staticmethod
+    def wants(rows):
+        """Which rows of frames (kfmt.format.frames) on_batch looks at: v2 batches with a leader
+        epoch (kfmt.inspect.verify.log_runs skips the rest)."""
+        return (rows["magic"] >= 2) & (rows["partition_leader_epoch"] >= 0)
+
     def on_batch(self, facts: BatchFacts, file: str, report: Report) -> None:
         epoch = facts.partition_leader_epoch
         if facts.magic < 2 or epoch < 0:

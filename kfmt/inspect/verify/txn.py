@@ -25,6 +25,7 @@ from bisect import bisect_left
 from dataclasses import dataclass
 
 from kfmt.format.control import ControlType
+from kfmt.format.frames import ATTR_TRANSACTIONAL
 from kfmt.partition.layout import PartitionDir
 from kfmt.format.model import NO_PRODUCER_ID
 from kfmt.partition.txnindex import ENTRY, AbortedTxn, read_txn_index
@@ -132,6 +133,23 @@ class TxnChecker:
             first = self.open.pop(pid, None)
             if first is not None and facts.control == ControlType.ABORT:
                 self.aborts.append(CompletedAbort(pid, first, facts.base_offset, file, facts.position))
+
+    def wants(self, rows):
+        """Which rows of frames (kfmt.format.frames) on_batch has anything to do for: v2 batches of a
+        producer that is or may become transactional, and batches holding an indexed marker offset
+        (kfmt.inspect.verify.log_runs skips the rest: for them on_batch changes nothing)."""
+        import numpy as np
+
+        pending = np.asarray(self._pending[self._next:], dtype=np.int64)
+        holds = (np.searchsorted(pending, rows["last_offset"], side="right")
+                 > np.searchsorted(pending, rows["base_offset"], side="left"))
+        producer = (rows["magic"] >= 2) & (rows["producer_id"] > NO_PRODUCER_ID)
+        transactional = producer & ((rows["attributes"] & ATTR_TRANSACTIONAL) != 0)
+        # a data batch outside a transaction matters only while its producer has one open: one
+        # opened before these rows, or by one of them (data rows close none)
+        opening = np.union1d(np.fromiter(self.open, np.int64, len(self.open)),
+                             rows["producer_id"][transactional])
+        return holds | transactional | (producer & np.isin(rows["producer_id"], opening))
 
     def _resolve(self, facts: BatchFacts) -> None:
         """Check the entries whose marker offset lies in this batch's offsets."""

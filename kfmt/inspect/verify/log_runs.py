@@ -1,0 +1,130 @@
+"""verify's log walk many entries at a time: runs of entries with nothing to report.
+
+A segment of one-message v0/v1 entries or of small v2 batches holds hundreds of thousands of
+entries; decoding each into a Batch and checking it in Python (LogChecker._check_batch) is most of
+what `kfmt verify` spends. Most entries are fine, and the compiled `clean_entries`
+(kfmt/csrc/verify.c) says which: uncompressed messages and uncompressed v2 data batches whose CRC,
+record structure and record offsets and timestamps _check_batch would accept. For such a run the
+offset checks of LogChecker._check_offsets are made on the whole run with numpy; when none of them
+would report anything, the run is counted and added to the segment's columns at once, and the
+observers (the leader-epoch and transaction checks) see only the rows they ask for (`wants`).
+Anything else (a run an offset check would complain about, compressed and control batches, damaged
+entries) goes through the per-entry checks, which remain the definition of every message.
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from kfmt.format.frames import ATTR_TRANSACTIONAL, FRAME_DTYPE
+from kfmt.format.kernels import native
+from kfmt.format.model import INT32_MAX, NO_PARTITION_LEADER_EPOCH, TimestampType
+
+
+def split(buf, rows: np.ndarray) -> Iterator[tuple[np.ndarray, int | None]]:
+    """`rows` (a chunk of a whole segment's frames) in consecutive pieces: (run, record count) for
+    runs clean_entries vouches for, (rows, None) for the rest. Without the kernels, one piece: the
+    whole chunk, unvouched."""
+    if native is None or rows.dtype != FRAME_DTYPE:
+        yield rows, None
+        return
+    rows = np.ascontiguousarray(rows)
+    start = 0
+    while start < len(rows):
+        stop, records = native.clean_entries(buf, rows, start, len(rows), 0)
+        if stop > start:
+            yield rows[start:stop], records
+        if stop < len(rows):
+            # the first entry it does not vouch for, and those after it up to the next clean one
+            end = stop + 1
+            while end < len(rows) and native.clean_entries(buf, rows, end, end + 1, 0)[0] == end:
+                end += 1
+            yield rows[stop:end], None
+            stop = end
+        start = stop
+
+
+def offsets_clean(rows: np.ndarray, prev_last: int | None, segment_base: int, first: bool) -> bool:
+    """Whether LogChecker._check_offsets would find nothing to report in any of `rows`, given the
+    last offset before them (`prev_last`) and whether the first is the segment's first batch."""
+    base, last = rows["base_offset"], rows["last_offset"]
+    before = np.empty_like(last)
+    before[1:] = last[:-1]
+    if prev_last is not None:
+        before[0] = prev_last
+    follows = base > before
+    if prev_last is None:
+        follows[0] = True
+    return bool((last >= base).all() and follows.all()
+                and not (first and base[0] < segment_base)
+                and not ((rows["magic"] >= 2) & (rows["partition_leader_epoch"] < NO_PARTITION_LEADER_EPOCH)).any()
+                and (last - segment_base <= INT32_MAX).all())
+
+
+def add_clean_run(checker, rows: np.ndarray, records: int, facts, file: str, batch_facts) -> bool:
+    """Account for a run clean_entries vouched for as _check_batch would, if no offset check
+    complains about it; False (nothing done) when one would, for the per-entry checks to report.
+    `batch_facts`: the BatchFacts class (kfmt.inspect.verify.log) the observers are shown."""
+    if not offsets_clean(rows, checker.prev_last, facts.segment.base_offset, first=not len(facts)):
+        return False
+    report = checker.report
+    report.counts.batches += len(rows)
+    report.counts.records += records
+    for name, column in (("positions", "position"), ("sizes", "size"), ("base_offsets", "base_offset"),
+                         ("last_offsets", "last_offset"), ("max_timestamps", "max_timestamp")):
+        getattr(facts, name).frombytes(rows[column].astype(np.int64).tobytes())
+    _observe(checker.observers, rows, file, report, batch_facts)
+    checker.prev_last, checker.prev_file = int(rows["last_offset"][-1]), file
+    return True
+
+
+def inner_messages_clean(batch, magic: int) -> bool:
+    """Whether LogChecker._check_inner_messages would find nothing to report in a decoded wrapper,
+    judged on its per-message facts as arrays when the decode kept them so (LegacyInfos.rows)
+    rather than one object per inner message."""
+    rows = getattr(batch.legacy, "rows", None)
+    if not isinstance(rows, np.ndarray):
+        return False
+    return bool(rows["crc_valid"].all() and (rows["magic"] == magic).all())
+
+
+def records_keep_rules(batch) -> bool:
+    """Whether LogChecker._check_records would find nothing to report in a decoded batch (offsets
+    increasing and inside the batch's, CreateTime timestamps not above its maxTimestamp), judged in
+    one compiled call (kfmt/csrc/verify.c) instead of a numpy and a pyarrow call per batch; False
+    (the checks then run and report) where it cannot tell."""
+    h = batch.header
+    if native is None or type(batch.records) is not pa.RecordBatch or h.base_offset is None:
+        return False
+    create_time = h.magic >= 1 and h.timestamp_type == TimestampType.CREATE_TIME
+    verdict = native.records_keep_rules(batch.records, h.base_offset, h.last_offset,
+                                        h.magic < 2 and bool(h.compression),
+                                        h.max_timestamp if create_time else None)
+    return verdict is True
+
+
+def _observe(observers, rows: np.ndarray, file: str, report, batch_facts) -> None:
+    """on_batch for the rows any observer wants, each row shown to its observers in turn (as the
+    per-entry walk does, so that what they report comes in the same order)."""
+    masks = []
+    for observer in observers:
+        wants = getattr(observer, "wants", None)
+        masks.append(np.ones(len(rows), bool) if wants is None else np.asarray(wants(rows), bool))
+    if not masks:
+        return
+    picked = np.flatnonzero(np.logical_or.reduce(masks))
+    if not len(picked):
+        return
+    columns = [rows[c][picked].tolist() for c in ("position", "size", "base_offset", "last_offset",
+                                                  "max_timestamp", "magic", "producer_id",
+                                                  "partition_leader_epoch", "attributes")]
+    for i, (position, size, base, last, max_ts, magic, pid, epoch, attrs) in zip(picked.tolist(), zip(*columns)):
+        facts = batch_facts(position=position, size=size, base_offset=base, last_offset=last,
+                           max_timestamp=max_ts, magic=magic, producer_id=pid,
+                           is_transactional=magic >= 2 and bool(attrs & ATTR_TRANSACTIONAL),
+                           is_control=False, partition_leader_epoch=epoch)
+        for observer, mask in zip(observers, masks):
+            if mask[i]:
+                observer.on_batch(facts, file, report)

@@ -1,0 +1,40 @@
+"""`kfmt cat --format json`'s lines a batch at a time (the compiled json_record_lines,
+kfmt/csrc/json_lines.c).
+
+A dict and a json.dumps per record cost more than an aiokafka decode loop; `record_block` gives a
+data batch's lines as one string, the text kfmt.cli.cat.records_of makes record by record
+(tests/test_cat_blocks.py holds them together). Control batches and header keys that are not valid
+UTF-8 (where Java's replacement rules apply) stay on the per-record path, the definition.
+"""
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+
+from kfmt.format.kernels import native
+from kfmt.format.model import Batch
+
+
+def _json(value) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def record_block(batch: Batch, skip: int, where: dict) -> str | None:
+    """The JSON lines of the batch's records from `skip` on, joined by newlines (no final one); ""
+    when there are none; None where the per-record path must make them."""
+    h = batch.header
+    if native is None or h.is_control or type(batch.records) is not pa.RecordBatch:
+        return None
+    if skip >= batch.records.num_rows:
+        return ""
+    epoch = h.partition_leader_epoch if h.partition_leader_epoch >= 0 else None
+    members = _json(where)[1:-1]
+    block = native.json_record_lines(batch.records, skip, _json(h.timestamp_type.java_name), _json(epoch),
+                                     "," + members if members else "")
+    if block is NotImplemented:
+        return None
+    try:
+        return block.decode("utf-8")
+    except UnicodeDecodeError:  # a header key that is not UTF-8: Java's decoding rules decide
+        return None

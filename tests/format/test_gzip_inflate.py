@@ -1,0 +1,48 @@
+"""The gzip codec inflates with ISA-L (the isal package) when it is there, and zlib stays the
+definition: on valid streams, concatenated members, trailing bytes, truncated and damaged input,
+the codec gives what it gives with zlib alone (same bytes, or the same error)."""
+from __future__ import annotations
+
+import gzip
+import importlib
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kfmt.errors import DataError
+
+codec_module = importlib.import_module("kfmt.default_plugins.compression.gzip")
+needs_isal = pytest.mark.skipif(codec_module._fast_inflate() is None, reason="isal is not installed")
+
+
+def outcome(data, max_size):
+    try:
+        return "value", codec_module.Gzip().decompress(data, magic=2, max_size=max_size)
+    except DataError as err:
+        return "error", err.message
+
+
+def zlib_only(data, max_size):
+    saved = codec_module._fast_zlib
+    codec_module._fast_zlib = None
+    try:
+        return outcome(data, max_size)
+    finally:
+        codec_module._fast_zlib = saved
+
+
+@needs_isal
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.binary(max_size=3000), min_size=1, max_size=3), st.binary(max_size=4),
+       st.sampled_from(["none", "truncate", "flip", "trailer"]), st.data(),
+       st.sampled_from([10, 1 << 20]))
+def test_isal_inflate_agrees_with_zlib(members, tail, damage, data, max_size):
+    stream = bytearray(b"".join(gzip.compress(m, mtime=0) for m in members) + tail)
+    if damage == "truncate":
+        del stream[data.draw(st.integers(0, len(stream) - 1)):]
+    elif damage == "flip":
+        stream[data.draw(st.integers(0, len(stream) - 1))] ^= data.draw(st.integers(1, 255))
+    elif damage == "trailer":  # the CRC-32 or size of the last member
+        stream[len(stream) - len(tail) - data.draw(st.integers(1, 8))] ^= 1
+    assert outcome(bytes(stream), max_size) == zlib_only(bytes(stream), max_size)
