@@ -2,7 +2,7 @@
  *
  * Building: the kernels fill a `columns` struct (plain malloc'd buffers); columns_to_record_batch
  * wraps them in ArrowArray nodes whose release callbacks free them, and pyarrow imports the tree
- * without copying (RecordBatch._import_from_c with kfmt.model.RECORD_SCHEMA).
+ * without copying (RecordBatch._import_from_c with kfmt.format.model.RECORD_SCHEMA).
  * Reading: record_view_open exports a RecordBatch (RecordBatch._export_to_c) and checks its types
  * against RECORD_SCHEMA's; anything else (other types, nulls where the schema has none) is left to
  * the pure-Python reference, which decides what such input means. */

@@ -41,7 +41,7 @@ void gbuf_free(gbuf *b) {
     b->len = b->cap = 0;
 }
 
-/* kfmt.wire.read_varint: at most max_bytes bytes (5 for an int, 10 for a long); the value is cut to
+/* kfmt.format.wire.read_varint: at most max_bytes bytes (5 for an int, 10 for a long); the value is cut to
  * the type's width before the zigzag step, as Java's int/long arithmetic does. */
 int read_varint_slow(const uint8_t *d, int64_t *pos, int64_t end, int max_bytes, int64_t *out, kerr *e) {
     int64_t p = *pos;

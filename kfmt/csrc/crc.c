@@ -1,9 +1,9 @@
-/* The two checksums of Kafka's logs: CRC-32C over a v2 batch from its attributes on (reference §4.1)
- * and CRC-32 (IEEE) over a v0/v1 message from its magic byte on (reference §3.1).
+/* The two checksums of Kafka's logs: CRC-32C over a v2 batch from its attributes on (docs/format.md §4.1)
+ * and CRC-32 (IEEE) over a v0/v1 message from its magic byte on (docs/format.md §3.1).
  *
  * Portable slicing-by-8 tables for both; CRC-32C uses the SSE4.2 crc32 instruction and CRC-32 folds
  * with carry-less multiplies (PCLMULQDQ) when the CPU has them (checked at run time, so one build runs
- * on every x86-64). Results equal kfmt.wire.crc32c/crc32. */
+ * on every x86-64). Results equal kfmt.format.wire.crc32c/crc32. */
 #include "native.h"
 
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))

@@ -1,5 +1,5 @@
 /* The content digest's per-record part (kfmt/report.py, digest version 2): the sum modulo 2**128 of
- * the XXH3-128 hashes of each record's canonical form. Reference: kfmt.report.record_hashes_sum. */
+ * the XXH3-128 hashes of each record's canonical form. Reference: kfmt.format.digest.record_hashes_sum. */
 #include "native.h"
 #include "frames.h"
 #include "records_v2.h"
@@ -75,7 +75,7 @@ PyObject *py_record_hashes_sum(PyObject *self, PyObject *args) {
 
 /* ---------------------------------------------------------------- batches walked in place */
 
-/* Whether a row describes the header of its entry p (what kfmt.frames' rows say of it, as the frame
+/* Whether a row describes the header of its entry p (what kfmt.format.frames' rows say of it, as the frame
  * scan reads it): the walk trusts no row it did not check. */
 static int row_describes(const uint8_t *p, const frame *f) {
     return p[16] == 2 && f->magic == 2 && be64(p) == f->base_offset && (int64_t)be32(p + 8) + 12 == f->size &&
@@ -101,7 +101,7 @@ static int hash_batch_records(const uint8_t *d, int64_t end, int64_t count, int6
         v2_record r;
         int64_t record_start = pos;
         if (parse_v2_record(d, &pos, end, i, &r, &e)) return 0;
-        /* kfmt.report's canonical form: 28 bytes, the key, value and header bytes, 8 per header (a
+        /* kfmt.format.digest's canonical form: 28 bytes, the key, value and header bytes, 8 per header (a
          * header takes at least 2 bytes of the record): never more than 28 + 5 per record byte */
         size_t size = 28 + 5 * (size_t)(r.end - record_start);
         scratch->len = 0;
@@ -167,13 +167,13 @@ PyObject *py_digest_v2_records(PyObject *self, PyObject *args) {
 
 /* digest_v2_batches(data, rows, start, stop, base, check_crc)
  *   -> (stopped_at, records, digest_high, digest_low, first_offset | None)
- * The content digest (kfmt.report) of the records of consecutive uncompressed v2 data batches, rows
+ * The content digest (kfmt.format.digest) of the records of consecutive uncompressed v2 data batches, rows
  * [start, stop) of frames of `data` (the file from position `base` on), straight from their bytes: no
  * columns. Each batch is checked as plugins/formats/v2.py decode checks it (its CRC-32C when
  * check_crc, its record count, each record as decode_records parses it, records_v2.h). It stops at
  * the first row it leaves to that per-batch path: anything but an uncompressed v2 data batch
  * (compressed, control, another magic), a row that does not describe its entry, or a batch decode
- * refuses, which the per-batch path then reports. Reference: kfmt.batch_runs.digest_batches_reference. */
+ * refuses, which the per-batch path then reports. Reference: kfmt.format.batch_runs.digest_batches_reference. */
 PyObject *py_digest_v2_batches(PyObject *self, PyObject *args) {
     Py_buffer data, rows;
     Py_ssize_t start, stop;
@@ -204,7 +204,7 @@ PyObject *py_digest_v2_batches(PyObject *self, PyObject *args) {
         if (check_crc && crc32c_update(0, p + 21, (size_t)(size - 21)) != row->crc) break;
         int64_t count = row->records_count;
         if (count < 0) break;
-        if (count == 0) continue; /* an empty batch: decode looks no further (reference §4.7) */
+        if (count == 0) continue; /* an empty batch: decode looks no further (docs/format.md §4.7) */
         uint64_t batch_lo = 0, batch_hi = 0;
         int64_t batch_first = 0;
         int has_lat = row->timestamp_type == 1;

@@ -1,13 +1,13 @@
 /* Frames of a segment as arrays, and the index-building walk over them.
  *
- * scan_frames: the entries of a byte range from their headers alone (reference §2, §3.1, §4.1), one
+ * scan_frames: the entries of a byte range from their headers alone (docs/format.md §2, §3.1, §4.1), one
  * `frame` row each. It handles only what it is sure of: entries of the built-in formats (magics the
  * caller names) that read_header accepts. At anything else (the end of the range, a zero-filled head,
  * a short or oversized entry, another magic, a header read_header would refuse) it stops and returns
- * where: kfmt.segment's Python step then decides, with its own messages, exactly as before.
- * Reference: kfmt.segment.FrameScanner._scan and the read_header methods of plugins/formats.
+ * where: kfmt.format.segment's Python step then decides, with its own messages, exactly as before.
+ * Reference: kfmt.format.segment.FrameScanner._scan and the read_header methods of plugins/formats.
  *
- * index_frames: LogSegment.recover's index walk (kfmt.companions.SegmentIndexer.add, reference §6.3)
+ * index_frames: LogSegment.recover's index walk (kfmt.partition.segment_recovery.SegmentIndexer.add, docs/format.md §6.3)
  * over rows of frames; it stops at the first row that add() would refuse, which the Python reference
  * then processes (and refuses with its own message). */
 #include "native.h"
@@ -225,7 +225,7 @@ PyObject *py_index_frames(PyObject *self, PyObject *args) {
 /* frames_describe(data, rows, start, stop, base) -> the first row of [start, stop) whose entry (at its
  * position in `data`, the file from position `base` on) does not begin as the row says: stored offset
  * (a v2 batch's base offset, a legacy entry's own), size and magic; `stop` when every row does.
- * Reference: kfmt.writer._checked_rows (numpy), which names the culprit with _checked_header. */
+ * Reference: kfmt.write.writer._checked_rows (numpy), which names the culprit with _checked_header. */
 PyObject *py_frames_describe(PyObject *self, PyObject *args) {
     Py_buffer buf, rows_buf;
     Py_ssize_t start, stop;

@@ -1,5 +1,5 @@
-/* One row per entry of a segment: the header facts of kfmt.model.BatchHeader as plain numbers.
- * The Python side views these rows as a numpy structured array (kfmt.frames.FRAME_DTYPE, built from
+/* One row per entry of a segment: the header facts of kfmt.format.model.BatchHeader as plain numbers.
+ * The Python side views these rows as a numpy structured array (kfmt.format.frames.FRAME_DTYPE, built from
  * frame_layout()); field order and types match it. Legacy entries: base_offset is the entry's own
  * offset (a compressed wrapper's LAST inner offset), records_count -1 for a compressed wrapper (both
  * None in BatchHeader until decoded), base_timestamp/producer fields/leader epoch -1. */

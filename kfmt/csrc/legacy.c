@@ -1,12 +1,12 @@
-/* Runs of uncompressed v0/v1 messages (reference §3): every message is its own log entry, so a 1 GB
+/* Runs of uncompressed v0/v1 messages (docs/format.md §3): every message is its own log entry, so a 1 GB
  * segment holds millions of them and per-message Python work cannot keep up. Two kernels over rows of
  * frames (frames.h):
  *
  * decode_legacy_messages: the records of a run as one column block. Reference: per entry,
  *   plugins/formats/legacy.py LegacyFormat.decode (LegacyMessage), the result concatenated.
- * upgrade_legacy_messages: the v2 batches Kafka 4.0 makes of them (reference §16.3; kfmt.convert):
+ * upgrade_legacy_messages: the v2 batches Kafka 4.0 makes of them (docs/format.md §16.3; kfmt.format.convert):
  *   one single-record batch per message, or in --rebatch mode consecutive messages grouped by
- *   kfmt.legacy_runs.joins. Reference: kfmt.legacy_runs.upgrade_run_reference (kfmt.convert and
+ *   kfmt.format.legacy_runs.joins. Reference: kfmt.format.legacy_runs.upgrade_run_reference (kfmt.format.convert and
  *   plugins/formats/v2.py's encode, per batch).
  * decode_legacy_set: the messages of one entry, or of a compressed wrapper's inner message set.
  *
@@ -154,7 +154,7 @@ PyObject *py_decode_legacy_messages(PyObject *self, PyObject *args) {
 
 /* ---------------------------------------------------------------- one entry, or a wrapper's inner set */
 
-/* Per-message facts the record columns do not carry (kfmt.model.LegacyMessageInfo), one row each;
+/* Per-message facts the record columns do not carry (kfmt.format.model.LegacyMessageInfo), one row each;
  * plugins/formats/legacy.py views them as numpy rows (LEGACY_INFO_DTYPE). */
 typedef struct {
     int64_t stored_timestamp;
@@ -168,7 +168,7 @@ typedef struct {
  *   -> (RecordBatch, infos: bytes of message_info rows) or NotImplemented.
  * wrapper_offset None: `data` is one uncompressed entry (LegacyFormat.decode). Otherwise `data` is a
  * compressed wrapper's decompressed message set (LegacyFormat._parse_inner and _absolute_offsets,
- * reference §3.4, §3.5); log_append_time: the wrapper's time when it is a LogAppendTime wrapper.
+ * docs/format.md §3.4, §3.5); log_append_time: the wrapper's time when it is a LogAppendTime wrapper.
  * NotImplemented for anything the reference refuses (it then raises its own error). */
 PyObject *py_decode_legacy_set(PyObject *self, PyObject *args) {
     Py_buffer buf;
@@ -285,7 +285,7 @@ PyObject *py_message_info_layout(PyObject *self, PyObject *args) {
 #define V2_OVERHEAD 61
 
 static uint64_t message_hash_sum(const message *m, gbuf *scratch, int *nomem, uint64_t *hi) {
-    /* kfmt.report's canonical form: offset, timestamp, sized key, sized value, header count 0 */
+    /* kfmt.format.digest's canonical form: offset, timestamp, sized key, sized value, header count 0 */
     size_t size = 16 + 4 + (m->klen > 0 ? (size_t)m->klen : 0) + 4 + (m->vlen > 0 ? (size_t)m->vlen : 0) + 4;
     scratch->len = 0;
     if (gbuf_reserve(scratch, size)) {
@@ -382,7 +382,7 @@ static int write_batch(const message *group, int64_t n, int64_t out_position, gb
 }
 
 /* Whether a message may join the open group in --rebatch mode (the reference is
- * kfmt.legacy_runs.joins, the rule of kfmt.pipelines.upgrade): CreateTime messages only (a
+ * kfmt.format.legacy_runs.joins, the rule of kfmt.transforms.upgrade): CreateTime messages only (a
  * LogAppendTime batch carries one time), as long as the legacy entries, which are larger than the v2
  * records they become, fit max_batch_bytes with a v2 batch header; and offset and timestamp deltas the
  * v2 fields hold. */
@@ -432,7 +432,7 @@ static int close_group(open_group *g, upgrade_output *o) {
  * refused: the entry at stopped_at is one the kernel leaves to the reference. Otherwise stopped_at is
  * `stop`, or, in --rebatch mode without close_last, the first row of the group still open at `stop`
  * (the next call starts there, so groups never depend on where calls are cut). The digest is the
- * content digest's sum over the records converted (kfmt.report). */
+ * content digest's sum over the records converted (kfmt.format.digest). */
 PyObject *py_upgrade_legacy_messages(PyObject *self, PyObject *args) {
     Py_buffer data, rows;
     Py_ssize_t start, stop;

@@ -1,5 +1,5 @@
 /* kfmt._speedups: compiled kernels for kfmt's hot paths. Python code never imports this module
- * directly: kfmt.speedups selects it (or the pure-Python reference when it is missing or when
+ * directly: kfmt.format.kernels selects it (or the pure-Python reference when it is missing or when
  * KFMT_PURE_PYTHON=1) and wraps its results in kfmt's types. */
 #include "native.h"
 #include "xxh3.h"
@@ -137,7 +137,7 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "kfmt._speedups",
-                                    "Compiled kernels for kfmt (selected by kfmt.speedups).", -1, methods};
+                                    "Compiled kernels for kfmt (selected by kfmt.format.kernels).", -1, methods};
 
 PyMODINIT_FUNC PyInit__speedups(void) {
     crc_init();

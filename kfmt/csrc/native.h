@@ -3,7 +3,7 @@
  * Every kernel mirrors a pure-Python reference in the package (named in each file); the test suite
  * runs both and compares them (tests/test_speedups.py), so the two must agree byte for byte,
  * error messages and positions included. Wire formats: reference/kafka-on-disk-format.md of the
- * project's shared documents (cited as "reference §N").
+ * project's docs/format.md (cited as "docs/format.md §N").
  */
 #ifndef KFMT_NATIVE_H
 #define KFMT_NATIVE_H
@@ -88,10 +88,10 @@ static inline void put16(uint8_t *p, int16_t v) {
     uint16_t u = (uint16_t)v;
     p[0] = (uint8_t)(u >> 8); p[1] = (uint8_t)u;
 }
-/* Java's long arithmetic: wraps instead of overflowing (kfmt.wire.int64). */
+/* Java's long arithmetic: wraps instead of overflowing (kfmt.format.wire.int64). */
 static inline int64_t wrap_add(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
 
-/* ---- zigzag varints (reference §0; kfmt.wire.read_varint / varint) ---- */
+/* ---- zigzag varints (docs/format.md §0; kfmt.format.wire.read_varint / varint) ---- */
 int read_varint_slow(const uint8_t *d, int64_t *pos, int64_t end, int max_bytes, int64_t *out, kerr *e);
 
 /* One- and two-byte varints (lengths and deltas below 8192) decode inline; longer ones, and every
@@ -194,7 +194,7 @@ static inline int bit_set(const uint8_t *bits, int64_t i) {
 }
 
 extern PyObject *import_record_batch; /* pyarrow.RecordBatch._import_from_c */
-extern PyObject *record_schema;       /* kfmt.model.RECORD_SCHEMA */
+extern PyObject *record_schema;       /* kfmt.format.model.RECORD_SCHEMA */
 
 /* ---- Python entry points ---- */
 PyObject *py_decode_v2_records(PyObject *self, PyObject *args);

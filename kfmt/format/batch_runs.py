@@ -2,7 +2,7 @@
 
 A transform that copies batches byte for byte (reindex, resegment, the v2 batches of upgrade) must
 still check every batch it copies (CRC, record structure) and report the content digest of their
-records (kfmt.transforms.report), but it needs no record as a column. `checked(data, rows, ...)` gives the
+records (kfmt.format.digest), but it needs no record as a column. `checked(data, rows, ...)` gives the
 entries of a chunk of frames (kfmt.format.frames) in order, as
 * `CheckedRun`s: consecutive uncompressed v2 data batches, each checked as the v2 format plugin's
   decode checks it (CRC-32C, record count, every record as decode_records parses it) and its records

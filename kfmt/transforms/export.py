@@ -18,7 +18,7 @@ The job, on Spark (pipelines/runner.py; `inprocess` runs the same functions with
    selected records through the staged output's picklable target (any fsspec URL: Spark's own writer
    has no s3a here) into the task's part files (kfmt.rows.part_files: row groups sized for scans,
    memory bounded by one, names a re-run reproduces). Then each task reads its files back and
-   computes the content digest (kfmt.transforms.report) of what they hold. That
+   computes the content digest (kfmt.format.digest) of what they hold. That
    proves more than a digest of the Arrow rows handed to the writer: it also covers the Parquet or
    JSON encoding, the conversions back (Spark's microsecond timestamps, Java-decoded header keys)
    and the storage round trip, at the cost of reading the output once.

@@ -3,7 +3,7 @@
 
 Three steps, all in parallel where the work allows:
 1. one planning task per partition walks its frames in order (headers only, no decompression, no
-   record) through kfmt.write.writer.SegmentPlanner, which applies the broker's roll conditions before each
+   record) through kfmt.write.planner.SegmentPlanner, which applies the broker's roll conditions before each
    batch (docs/format.md §12.2): the segment would grow past segment.bytes (a larger batch gets a segment
    of its own); the batch's max timestamp lies more than segment.ms after the segment's first
    batch's -- record time, as Kafka measures it (KIP-33), so a segment whose first batch has no

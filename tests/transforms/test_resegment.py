@@ -1,5 +1,5 @@
 """kfmt resegment: the same batches in segments cut by other configs, and the parallel writer's split
-of companion-file work between tasks and driver (kfmt.partition.companions.RecoveredSegmentBuilder).
+of companion-file work between tasks and driver (kfmt.partition.segment_recovery.RecoveredSegmentBuilder).
 
 Truth: the corpus (records as the Java consumer read them; the broker's segment bytes for the limit
 restated from the output files themselves), `kfmt reindex` for the companion files, and for the

@@ -46,7 +46,7 @@ CHUNK = 8 * 1024 * 1024  # bytes per upload write and per verification read
 @dataclass(frozen=True)
 class ArchivedSegment:
     """One archived segment: offsets, times, counts and the content digest of its data records.
-    Timestamps are the records' as a consumer reports them (kfmt.transforms.report), None when no record has
+    Timestamps are the records' as a consumer reports them (kfmt.format.digest), None when no record has
     one (v0): the `.log` modification time, kept in the manifest, is then the segment's time."""
 
     file: str  # its path inside the archive
@@ -108,7 +108,7 @@ class ArchivedPartition:
     segments: list[ArchivedSegment] = field(default_factory=list)
 
     def summary(self, path: str) -> PartitionSummary:
-        """The partition's summary (as kfmt.transforms.report counts it), added up from its segments."""
+        """The partition's summary (as kfmt.partition.summary counts it), added up from its segments."""
         return merge_tallies((seg.tally() for seg in self.segments), path, self.topic, self.partition)
 
     def to_json(self) -> dict:
