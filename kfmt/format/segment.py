@@ -239,6 +239,6 @@ def decode(data, header: BatchHeader, file: str, options: ReadOptions = STRICT,
 
 
 def batches(data, file: str, options: ReadOptions = STRICT, start: int | None = None,
-            end: int | None = None, base: int = 0) -> Iterator[Batch]:
-    for header in scan(data, file, start, end, base):
+            end: int | None = None, base: int = 0, recover_tail: bool = False) -> Iterator[Batch]:
+    for header in scan(data, file, start, end, base, recover_tail):
         yield decode(data, header, file, options, base)

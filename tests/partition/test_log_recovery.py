@@ -166,6 +166,49 @@ def test_transforms_leave_a_crash_cut_tail_out_and_say_so(name, command, tmp_pat
     assert code == 0 and not [p for p in problems if "tail" in p["check"]], problems
 
 
+
+@pytest.mark.parametrize("command", ["retain", "compact"])
+@pytest.mark.parametrize("name", ["v1-gzip-0", "txn-v2-none-0"])
+def test_cleanup_policies_leave_a_crash_cut_tail_out_and_say_so(name, command, tmp_path):
+    """retain (nothing old enough to go: every complete record stays) and compact (which never
+    cleans the last segment) read the partition as log recovery leaves it."""
+    part, log, position, length, kept = cut_copy(name, tmp_path, "cut")
+    result = run_kfmt(command, part, tmp_path / "out", "--master", "inprocess", "--no-progress",
+                      "--format", "json")
+    assert result.code == 0, result.err
+    notes = [n for n in json.loads(result.out)["notes"] if str(log) in n]
+    assert len(notes) == 1 and f"position {position}" in notes[0] and f"{length} byte(s)" in notes[0]
+    one_warning(result.err, log, position, length)
+    cat = run_kfmt("cat", tmp_path / "out", "--format", "json")
+    assert (cat.code, cat.err) == (0, "")
+    offsets = [json.loads(line)["offset"] for line in cat.lines]
+    assert offsets and max(offsets) <= kept
+    if command == "retain":
+        assert [json.loads(line) for line in cat.lines] == records(name, kept)
+    code, problems = verify(tmp_path / "out")
+    assert code == 0 and not [p for p in problems if "tail" in p["check"]], problems
+
+
+@pytest.mark.parametrize("name", ["v1-gzip-0", "txn-v2-none-0"])
+def test_an_archive_keeps_a_crash_cut_tail_and_restore_truncates_it(name, tmp_path):
+    """An archive stores the segments as the broker left them (its report says what recovery will
+    truncate); the restored directory is the one log recovery makes of them."""
+    part, log, position, length, kept = cut_copy(name, tmp_path, "cut")
+    archived = run_kfmt("archive", part, tmp_path / "archive", "--master", "inprocess", "--no-progress",
+                        "--format", "json")
+    assert archived.code == 0, archived.err
+    notes = [n for n in json.loads(archived.out)["notes"] if str(log) in n]
+    assert len(notes) == 1 and f"position {position}" in notes[0] and f"{length} byte(s)" in notes[0]
+    assert (tmp_path / "archive" / log.name).read_bytes() == log.read_bytes()
+    restored = run_kfmt("restore", tmp_path / "archive", tmp_path / "out", "--master", "inprocess",
+                        "--no-progress")
+    assert restored.code == 0, restored.err
+    cat = run_kfmt("cat", tmp_path / "out", "--format", "json")
+    assert (cat.code, cat.err) == (0, "")
+    assert [json.loads(line) for line in cat.lines] == records(name, kept)
+    code, problems = verify(tmp_path / "out")
+    assert code == 0 and not [p for p in problems if "tail" in p["check"]], problems
+
 @pytest.mark.parametrize("name", ["v2-none-0", "v1-gzip-0"])
 def test_damage_anywhere_else_stays_an_error(name, tmp_path):
     from test_export import export

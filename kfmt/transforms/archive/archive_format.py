@@ -75,13 +75,15 @@ class ArchivedSegment:
         return cls(**{name: doc[name] for name in cls.__dataclass_fields__})
 
 
-def archived_segment(data, file: str, rel: str, base_offset: int) -> ArchivedSegment:
+def archived_segment(data, file: str, rel: str, base_offset: int, ends_log: bool = False) -> ArchivedSegment:
     """Decode every batch of a segment strictly (framing, CRCs, record structure: bad data raises
-    DataError naming `file`) and sum up what the archive records about it."""
+    DataError naming `file`) and sum up what the archive records about it. In the partition's last
+    segment (`ends_log`) a crash-cut tail is what log recovery truncates: the facts leave it out, with
+    a warning (the bytes are archived as they are; restore truncates it as a broker would)."""
     tally = PartitionTally(PartitionSummary(file, None, None))
     tally.add_segment(len(data))
     low = high = None
-    for batch in segment.batches(data, file):
+    for batch in segment.batches(data, file, recover_tail=ends_log):
         tally.add_batch(batch)
         if batch.header.is_control or not len(batch):
             continue

@@ -8,6 +8,8 @@ skips every file whose upload record, object and source content agree.
 """
 from __future__ import annotations
 
+import warnings
+
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -15,7 +17,7 @@ from dataclasses import dataclass
 from kfmt.transforms.archive.archive_format import ArchivedPartition, ArchivedSegment, encode_section, archived_segment
 
 from kfmt.transforms.archive.destination import ArchiveDestination, ArchiveTarget, Upload
-from kfmt.errors import DataError, UsageError
+from kfmt.errors import KfmtWarning, DataError, UsageError
 from kfmt.partition.layout import LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA, SEGMENT_NAME
 from kfmt.storage.manifest import FileRecord
 from kfmt.pipelines.runner import run_tasks
@@ -35,6 +37,7 @@ class SourceFile:
     size: int
     mtime_ms: int | None
     base_offset: int | None = None  # set for a .log segment: its facts are recorded
+    ends_log: bool = False  # the partition's last segment (a crash-cut tail is not an error there)
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,7 @@ class ArchiveTask:
 class FileResult:
     facts: ArchivedSegment | None  # of the source as this run read it (segments)
     upload: Upload
+    notes: tuple[str, ...] = ()  # a crash-cut tail left out of the facts
 
 
 def archive_files(task: ArchiveTask) -> list[FileResult]:
@@ -60,8 +64,12 @@ def archive_files(task: ArchiveTask) -> list[FileResult]:
         if len(data) != f.size:
             raise UsageError(f"{f.display}: changed while being archived ({f.size} bytes when the run "
                              f"began, {len(data)} now); archive a stopped broker's directory or a copy")
-        facts = None if f.base_offset is None else archived_segment(data, f.display, f.rel, f.base_offset)
-        out.append(FileResult(facts, writer.put(f.rel, data, f.mtime_ms, facts)))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", KfmtWarning)
+            facts = None if f.base_offset is None else archived_segment(data, f.display, f.rel,
+                                                                        f.base_offset, f.ends_log)
+        notes = tuple(str(w.message) for w in caught if issubclass(w.category, KfmtWarning))
+        out.append(FileResult(facts, writer.put(f.rel, data, f.mtime_ms, facts), notes))
     return out
 
 
@@ -125,7 +133,8 @@ def plan_archive(src_storage, src_path, dst_storage, dst_path, topic=None,
         part = pp.part
         for seg in part.segments:
             tasks.append([SourceFile(pp.rel_path(seg.log.name), seg.log.path, part.display(seg.log),
-                                     seg.log.size, seg.log.mtime_ms, seg.base_offset)])
+                                     seg.log.size, seg.log.mtime_ms, seg.base_offset,
+                                     seg is part.segments[-1])])
         small = [SourceFile(pp.rel_path(name), info.path, part.display(info), info.size, info.mtime_ms)
                  for name in PARTITION_FILES if (info := part.file(name)) is not None]
         if small:
@@ -207,6 +216,10 @@ def _run(aplan: ArchivePlan, destination: ArchiveDestination, src_storage, maste
              "producer .snapshot files are not stored: restore regenerates them as Kafka's recovery "
              "does", *aplan.not_stored]
     notes += [f"log directory: {f.action} {f.name} ({f.reason})" for f in plan.log_dir_files]
+    tails = [n for r in results for n in r.notes]
+    for note in tails:  # said here too: an executor's warnings go nowhere
+        warnings.warn(note, KfmtWarning, stacklevel=2)
+    notes += [f"{n} (archived as it is: restore truncates it as log recovery would)" for n in tails]
     report = make_report("archive", plan.source, plan.destination, options, inputs, outputs,
                          {rel: r.to_json() for rel, r in records.items()}, notes)
     outcomes = Counter(u.outcome for u in uploads)

@@ -10,9 +10,11 @@ CleanupPolicy: how one partition is cleaned and what the report says.
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
+from kfmt.errors import KfmtWarning
 from kfmt.transforms.cleanup.plan import CleanupPlan, PartitionJob, check_destination_empty, plan_cleanup
 from kfmt.transforms.reindex import plan_engine, write_log_dir_files
 from kfmt.transforms.report import REPORT_NAME, make_report, report_bytes
@@ -43,8 +45,18 @@ class CleanupTask:
 
 
 def run_task(task: CleanupTask):
+    """(the policy's result, its notes): a crash-cut tail of the partition's last segment, which the
+    readers leave out with a warning as Kafka's log recovery truncates it (kfmt.format.segment), is
+    said in the report too -- an executor's warnings would go nowhere."""
     files = task.target.files() if task.target is not None else None
-    return task.policy.clean_partition(task.job, files, task.options, dry_run=task.target is None)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", KfmtWarning)
+        result = task.policy.clean_partition(task.job, files, task.options, dry_run=task.target is None)
+    notes = list(dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, KfmtWarning)))
+    for w in caught:
+        if not issubclass(w.category, KfmtWarning):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return result, notes
 
 
 def run_cleanup(policy: CleanupPolicy, src: str, dst: str, options, *, src_options: dict | None = None,
@@ -65,16 +77,24 @@ def run_cleanup(policy: CleanupPolicy, src: str, dst: str, options, *, src_optio
     engine = plan_engine(master, sum(s.size for p in layout.partitions for s in p.part.segments),
                          src_storage, dst_storage)
 
+    tail_notes: list[str] = []
+
     def tasks(target):
-        return run_tasks(run_task, [CleanupTask(policy, j, target, options) for j in plan.jobs], master=engine,
+        done = run_tasks(run_task, [CleanupTask(policy, j, target, options) for j in plan.jobs], master=engine,
                          description=policy.command + (" (dry run)" if target is None else ""), progress=progress)
+        for _, notes in done:
+            for note in notes:
+                warnings.warn(note, KfmtWarning, stacklevel=2)
+            tail_notes.extend(notes)
+        return [result for result, _ in done]
 
     if dry_run:
         check_destination_empty(dst_storage, dst_path)
         results = tasks(None)
         return plan, {"command": policy.command, "dry_run": True, "source": layout.source,
                       "destination": layout.destination, "options": options_json,
-                      "partitions": [r.report_entry() for r in results], "notes": policy.notes(plan, results),
+                      "partitions": [r.report_entry() for r in results],
+                      "notes": policy.notes(plan, results) + tail_notes,
                       "engine": engine.to_json()}
     with StagedOutput(dst_storage, dst_path) as out:
         results = tasks(out.target())
@@ -86,7 +106,7 @@ def run_cleanup(policy: CleanupPolicy, src: str, dst: str, options, *, src_optio
                                                               else dst_path)) for r in results]
         report = make_report(policy.command, layout.source, layout.destination, options_json,
                              [policy.input_summary(r) for r in results], outputs, out.files,
-                             policy.notes(plan, results))
+                             policy.notes(plan, results) + tail_notes)
         report["partitions"] = [r.report_entry() for r in results]
         report["engine"] = engine.to_json()
         out.write(REPORT_NAME, report_bytes(report))

@@ -258,7 +258,7 @@ def retain_partition(job: PartitionJob, files, options: RetentionOptions, dry_ru
     """Apply retention to one partition, writing what remains through `files` (the StagedFiles of
     DST, or a StagingTarget's on an executor) unless `dry_run`."""
     part = job.open()
-    reader = PartitionReader(part)
+    reader = PartitionReader(part, recover_tail=True)
     facts = segment_ages(reader)
     decision = decide_retention(facts, log_end_offset=log_end_offset(reader),
                                 log_start_offset=job.log_start_offset or 0,

@@ -142,7 +142,7 @@ def compact_partition(job: PartitionJob, files, options: CompactOptions,
     """Clean one partition, writing the result through `files` (the StagedFiles of DST, or a
     StagingTarget's on an executor) unless `dry_run`."""
     part = job.open()
-    reader = PartitionReader(part)
+    reader = PartitionReader(part, recover_tail=True)
     if not part.segments:
         return _without_segments(job, part, files, dry_run)
     facts = gather_facts(reader, options.now_ms, options.producer_expiration_ms)
