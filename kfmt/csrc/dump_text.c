@@ -16,20 +16,6 @@ static uint8_t *put_text(uint8_t *p, const char *s) {
     return p + n;
 }
 
-/* A decimal integer (what snprintf's %lld gives, without its cost: it is called several times
- * per record). */
-static uint8_t *put_long(uint8_t *p, long long v) {
-    char tmp[20];
-    int n = 0;
-    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
-    do {
-        tmp[n++] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    if (v < 0) *p++ = '-';
-    while (n) *p++ = (uint8_t)tmp[--n];
-    return p;
-}
 
 /* DefaultRecordBatch.incrementSequence */
 static int64_t increment_sequence(int64_t sequence, int64_t increment) {

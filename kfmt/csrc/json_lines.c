@@ -47,20 +47,6 @@ static uint8_t *put_bytes(uint8_t *p, const char *s, size_t n) {
 
 #define PUT(p, literal) put_bytes(p, literal, sizeof(literal) - 1)
 
-/* A decimal integer (what snprintf's %lld gives, without its cost: it is called several times
- * per record). */
-static uint8_t *put_long(uint8_t *p, long long v) {
-    char tmp[20];
-    int n = 0;
-    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
-    do {
-        tmp[n++] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    if (v < 0) *p++ = '-';
-    while (n) *p++ = (uint8_t)tmp[--n];
-    return p;
-}
 
 /* A JSON string of the bytes, escaped as Python's json module escapes text (ensure_ascii=False). */
 static uint8_t *put_json_string(uint8_t *p, const uint8_t *d, int64_t n) {

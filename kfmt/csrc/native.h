@@ -1,9 +1,9 @@
 /* Shared declarations of kfmt's compiled kernels (the kfmt._speedups extension).
  *
  * Every kernel mirrors a pure-Python reference in the package (named in each file); the test suite
- * runs both and compares them (tests/test_speedups.py), so the two must agree byte for byte,
- * error messages and positions included. Wire formats: reference/kafka-on-disk-format.md of the
- * project's docs/format.md (cited as "docs/format.md §N").
+ * runs both and compares them (tests/format/test_speedups.py), so the two must agree byte for byte,
+ * error messages and positions included. Wire formats: the project's docs/format.md (cited as
+ * "docs/format.md §N").
  */
 #ifndef KFMT_NATIVE_H
 #define KFMT_NATIVE_H
@@ -221,5 +221,21 @@ PyObject *py_decode_legacy_set(PyObject *self, PyObject *args);
 PyObject *py_legacy_wrapper(PyObject *self, PyObject *args);
 PyObject *py_encode_legacy_messages(PyObject *self, PyObject *args);
 PyObject *py_message_info_layout(PyObject *self, PyObject *args);
+
+/* ---- text output (the dump and JSON-lines writers) ---- */
+
+/* A decimal integer, as snprintf's %lld writes it, without its cost (several per record). */
+static inline uint8_t *put_long(uint8_t *p, long long v) {
+    char tmp[20];
+    int n = 0;
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    do {
+        tmp[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0) *p++ = '-';
+    while (n) *p++ = (uint8_t)tmp[--n];
+    return p;
+}
 
 #endif
