@@ -103,10 +103,15 @@ def digest_run(data, rows: np.ndarray, start: int, stop: int, base: int = 0,
 
 
 def _digest_run(data, rows, start, stop, base, options):
+    return _digested("digest_v2_batches", digest_run_reference, data, rows, start, stop, base, options)
+
+
+def _digested(kernel: str, reference, data, rows, start, stop, base, options):
+    """A run digested by the named kernel, or by its reference where there are no kernels."""
     if native is None:
-        return digest_run_reference(data, rows, start, stop, base, options)
-    at, records, high, low, first = native.digest_v2_batches(data, rows, start, stop, base,
-                                                             options.check_crc)
+        return reference(data, rows, start, stop, base, options)
+    at, records, high, low, first = getattr(native, kernel)(data, rows, start, stop, base,
+                                                            options.check_crc)
     return at, ContentDigest(records, high << 64 | low), first
 
 
@@ -135,11 +140,8 @@ def digest_messages(data, rows: np.ndarray, start: int, stop: int, base: int = 0
 
 
 def _digest_messages(data, rows, start, stop, base, options):
-    if native is None:
-        return digest_messages_reference(data, rows, start, stop, base, options)
-    at, records, high, low, first = native.digest_legacy_messages(data, rows, start, stop, base,
-                                                                  options.check_crc)
-    return at, ContentDigest(records, high << 64 | low), first
+    return _digested("digest_legacy_messages", digest_messages_reference, data, rows, start, stop, base,
+                     options)
 
 
 def digest_messages_reference(data, rows: np.ndarray, start: int, stop: int, base: int = 0,
