@@ -99,7 +99,7 @@ def resegment(src: Where, dst: Where, *, segment_bytes: int, segment_ms: int | N
               storage_options: dict | None = None, dst_storage_options: dict | None = None,
               topic: str | None = None, partition: int | None = None, master: str | None = None,
               dry_run: bool = False, progress: bool = False,
-            include_deleted: bool = False) -> Report:
+              include_deleted: bool = False) -> Report:
     """The same batches in segments cut by other segment.bytes / segment.ms / segment.index.bytes
     (`kfmt resegment`; None: the topic defaults)."""
     from kfmt.transforms.resegment import resegment as run_resegment
@@ -120,7 +120,7 @@ def recompress(src: Where, dst: Where, *, compression: str, level: int | None = 
                storage_options: dict | None = None, dst_storage_options: dict | None = None,
                topic: str | None = None, partition: int | None = None, master: str | None = None,
                dry_run: bool = False, progress: bool = False,
-            include_deleted: bool = False) -> Report:
+               include_deleted: bool = False) -> Report:
     """Every data batch in v2 with another codec (none, gzip, snappy, lz4, zstd) or level
     (`kfmt recompress`)."""
     from kfmt.transforms.recompress import recompress as run_recompress
