@@ -25,6 +25,7 @@ from support.corpus import REALKAFKA
 from support.corpus_truth import consumer_records, first_offset_at_or_after
 
 from kfmt.storage.store import open_storage
+from kfmt.transforms.export import REPORT_NAME as EXPORT_REPORT_NAME
 from kfmt.transforms.report import REPORT_NAME
 
 pytestmark = [pytest.mark.cluster, pytest.mark.spark, pytest.mark.s3, pytest.mark.needs("java", "weed")]
@@ -230,8 +231,8 @@ def test_export_on_the_cluster_equals_the_inprocess_run(cluster_run, local_run, 
              for p in (local_run / "export").rglob("*") if p.is_file()}
     data = sorted(name for name in local if name.endswith(".parquet"))
     assert data and sorted(n for n in written if n.endswith(".parquet")) == data
-    report = json.loads(written[REPORT_NAME])
-    assert report["totals"] == json.loads(local[REPORT_NAME])["totals"]
+    report = json.loads(written[EXPORT_REPORT_NAME])
+    assert report["totals"] == json.loads(local[EXPORT_REPORT_NAME])["totals"]
     for name in data:  # the same rows in the same files (Parquet metadata names the writer's time)
         (tmp_path / "s3.parquet").write_bytes(written[name])
         assert pq.read_table(tmp_path / "s3.parquet").equals(pq.read_table(local_run / "export" / name))
