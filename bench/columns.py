@@ -21,16 +21,14 @@ import zlib
 import lz4.frame
 import pyarrow as pa
 import zstandard
-
 from data import BATCH_RECORDS, CODEC_IDS, CodecInput
 
 from kfmt.format import legacy_runs
-from kfmt.plugin import registry
 from kfmt.format.model import BatchHeader, TimestampType, make_records
+from kfmt.plugin import registry
 
 try:
-    from aiokafka.record._crecords.default_records import \
-        DefaultRecordBatchBuilder as AioDefaultBuilder
+    from aiokafka.record._crecords.default_records import DefaultRecordBatchBuilder as AioDefaultBuilder
     from aiokafka.record._crecords.legacy_records import LegacyRecordBatchBuilder as AioLegacyBuilder
     from aiokafka.record._crecords.memory_records import MemoryRecords as AioMemoryRecords
 except ImportError:  # aiokafka without its C extension: not the peer the issue names

@@ -21,10 +21,9 @@ import time
 
 import numpy as np
 
-from kfmt.format import legacy_runs
-from kfmt.format import segment
-from kfmt.partition.segment_recovery import SegmentIndexer
+from kfmt.format import legacy_runs, segment
 from kfmt.partition.layout import find_partitions
+from kfmt.partition.segment_recovery import SegmentIndexer
 from kfmt.storage.store import open_storage
 
 

@@ -181,9 +181,9 @@ class KafkaLogReader(DataSourceReader):
     def partitions(self):
         from kfmt.partition.layout import find_partitions
         from kfmt.partition.reader import PartitionReader
+        from kfmt.partition.transactions import partition_outcomes
         from kfmt.rows.ranges import Selection, partition_identity, plan_ranges
         from kfmt.storage.store import open_storage
-        from kfmt.partition.transactions import partition_outcomes
 
         o = self.options
         storage, path = open_storage(o.path, o.storage)

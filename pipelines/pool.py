@@ -18,9 +18,9 @@ import multiprocessing
 import signal
 import sys
 import types
-from contextlib import contextmanager
 from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 
 from kfmt.errors import KfmtError
 

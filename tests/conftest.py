@@ -7,7 +7,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-
 from support.corpus import REALKAFKA, corpus_problem
 from support.s3server import SeaweedServer
 from support.spark_cluster import SparkCluster

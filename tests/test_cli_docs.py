@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from support.cli import run_kfmt
 from support.corpus import REPO
 

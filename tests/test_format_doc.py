@@ -13,7 +13,6 @@ import pytest
 import xxhash
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
-
 from support.corpus import REPO
 
 DOC = (REPO / "docs" / "format.md").read_text()

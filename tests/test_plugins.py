@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from kfmt.plugin import manager as plugins, registry
 from kfmt.errors import CompressionError
-from kfmt.format.model import BatchHeader, make_records
 from kfmt.format.codecs import DEFAULT_MAX_DECOMPRESSED, Compression
+from kfmt.format.model import BatchHeader, make_records
+from kfmt.plugin import manager as plugins
+from kfmt.plugin import registry
 from kfmt.plugin.hookspecs import hookimpl
 
 TOY_ID = 7

@@ -81,7 +81,8 @@ def upgrade(src: Where, dst: Where, *, rebatch: bool = False, max_batch_bytes: i
             include_deleted: bool = False) -> Report:
     """Message formats v0/v1 to v2 by Kafka 4.0's rules (`kfmt upgrade`); `rebatch` groups runs of
     uncompressed legacy messages into batches of at most `max_batch_bytes`."""
-    from kfmt.transforms.upgrade import DEFAULT_MAX_BATCH_BYTES, upgrade as run_upgrade
+    from kfmt.transforms.upgrade import DEFAULT_MAX_BATCH_BYTES
+    from kfmt.transforms.upgrade import upgrade as run_upgrade
 
     if max_batch_bytes is not None and not rebatch:
         raise UsageError("--max-batch-bytes (max_batch_bytes) only applies with --rebatch (rebatch)")
@@ -144,9 +145,10 @@ def export(src: Where, dst: Where, *, format: str = "parquet",
     """Records to Parquet or JSON Lines files in Hive-style directories, or to an Iceberg table
     (`kfmt export`); `partition_by` "topic,partition" or "topic,partition,date" (a string or a
     sequence); `append` adds what is new since the export's last run (docs/export.md)."""
-    from kfmt.rows.ranges import DEFAULT_SPLIT_BYTES
     from kfmt.rows.part_files import DEFAULT_TARGET_FILE_BYTES
-    from kfmt.transforms.export import ExportOptions, export as run_export
+    from kfmt.rows.ranges import DEFAULT_SPLIT_BYTES
+    from kfmt.transforms.export import ExportOptions
+    from kfmt.transforms.export import export as run_export
 
     if isinstance(partition_by, str):
         partition_by = partition_by.split(",")
@@ -247,7 +249,8 @@ def salvage(src: Where, dst: Where, *, index_interval_bytes: int = DEFAULT_INDEX
             dry_run: bool = False, progress: bool = False) -> Report:
     """Every intact batch of a damaged partition or log directory into a broker-ready copy, with
     every byte range dropped in the report (`kfmt salvage`)."""
-    from kfmt.transforms.salvage import SalvageOptions, salvage as run_salvage
+    from kfmt.transforms.salvage import SalvageOptions
+    from kfmt.transforms.salvage import salvage as run_salvage
 
     options = SalvageOptions(**_companions(index_interval_bytes, now_ms,
                                            producer_expiration_ms).builder_options())

@@ -13,8 +13,8 @@ import traceback
 import warnings
 
 from kfmt import __version__
-from kfmt.plugin import registry
 from kfmt.errors import EXIT_DATA, EXIT_FAILURE, EXIT_USAGE, DataError, KfmtError, KfmtWarning, UsageError
+from kfmt.plugin import registry
 
 
 def _builtin_commands(only: str | None = None):

@@ -5,10 +5,15 @@ from __future__ import annotations
 import sys
 from typing import Callable
 
-from kfmt.cli._common import (add_format_argument, add_include_deleted_argument, add_progress_argument,
-                              add_storage_arguments, dumps)
-from kfmt.partition.segment_recovery import DEFAULT_INDEX_INTERVAL_BYTES
+from kfmt.cli._common import (
+    add_format_argument,
+    add_include_deleted_argument,
+    add_progress_argument,
+    add_storage_arguments,
+    dumps,
+)
 from kfmt.partition.producer_state import DEFAULT_PRODUCER_EXPIRATION_MS
+from kfmt.partition.segment_recovery import DEFAULT_INDEX_INTERVAL_BYTES
 from kfmt.storage.store import parse_storage_options
 
 

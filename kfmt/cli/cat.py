@@ -3,13 +3,20 @@ from __future__ import annotations
 
 import sys
 
-from kfmt.cli._common import (add_format_argument, add_include_deleted_argument, add_path_arguments, b64,
-                              dumps, java_utf8, open_partitions)
-from kfmt.format.control import control_type
+from kfmt.cli._common import (
+    add_format_argument,
+    add_include_deleted_argument,
+    add_path_arguments,
+    b64,
+    dumps,
+    java_utf8,
+    open_partitions,
+)
 from kfmt.errors import DataError, UsageError
+from kfmt.format.control import control_type
 from kfmt.partition.reader import PartitionReader
-from kfmt.rows import json_lines
 from kfmt.partition.transactions import ABORTED, OPEN, TransactionStatus, transaction_batches
+from kfmt.rows import json_lines
 
 NAME = "cat"
 HELP = "print records in offset order (JSON lines with --format json)"

@@ -5,12 +5,12 @@ import io
 import sys
 
 from kfmt.cli._common import add_format_argument, add_storage_arguments
+from kfmt.errors import EXIT_DATA, KfmtError, UsageError
+from kfmt.format.model import INT32_MAX
 from kfmt.inspect.dump import DumpOptions, dump_files
 from kfmt.inspect.dump.common import DEFAULT_MAX_MESSAGE_SIZE
 from kfmt.inspect.dump.json_form import JsonSink
 from kfmt.inspect.dump.text import TextSink
-from kfmt.errors import EXIT_DATA, KfmtError, UsageError
-from kfmt.format.model import INT32_MAX
 
 NAME = "dump"
 HELP = ("print .log, .index, .timeindex, .snapshot, .txnindex and KRaft .checkpoint files exactly as "

@@ -2,8 +2,13 @@
 as Kafka's log recovery builds them (kfmt.transforms.reindex)."""
 from __future__ import annotations
 
-from kfmt.cli._transform import (add_companion_arguments, add_transform_arguments, companion_arguments,
-                                 print_outcome, run_arguments)
+from kfmt.cli._transform import (
+    add_companion_arguments,
+    add_transform_arguments,
+    companion_arguments,
+    print_outcome,
+    run_arguments,
+)
 from kfmt.pipelines.engine import engine_note
 
 NAME = "reindex"

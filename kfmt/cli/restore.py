@@ -2,8 +2,13 @@
 Kafka's log recovery builds them (kfmt.transforms.archive.restore, docs/archive.md)."""
 from __future__ import annotations
 
-from kfmt.cli._transform import (add_companion_arguments, add_transform_arguments, companion_arguments,
-                                 print_outcome, run_arguments)
+from kfmt.cli._transform import (
+    add_companion_arguments,
+    add_transform_arguments,
+    companion_arguments,
+    print_outcome,
+    run_arguments,
+)
 
 NAME = "restore"
 HELP = ("restore an archive (kfmt archive) to a broker-ready partition or log directory, checksums "

@@ -6,7 +6,12 @@ from __future__ import annotations
 import sys
 
 from kfmt.cli._common import dumps
-from kfmt.cli._transform import add_companion_arguments, add_transform_arguments, companion_arguments, run_arguments
+from kfmt.cli._transform import (
+    add_companion_arguments,
+    add_transform_arguments,
+    companion_arguments,
+    run_arguments,
+)
 from kfmt.pipelines.engine import engine_note
 from kfmt.transforms.report import REPORT_NAME
 

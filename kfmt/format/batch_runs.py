@@ -30,14 +30,14 @@ from typing import Iterator
 
 import numpy as np
 
-from kfmt.format import segment
-from kfmt.plugin import registry
 from kfmt.errors import DataError
-from kfmt.format.message_formats import STRICT, ReadOptions
-from kfmt.format.frames import ATTR_CONTROL, FRAME_DTYPE, header_of
-from kfmt.format.model import Batch
+from kfmt.format import segment
 from kfmt.format.digest import ContentDigest
+from kfmt.format.frames import ATTR_CONTROL, FRAME_DTYPE, header_of
 from kfmt.format.kernels import native
+from kfmt.format.message_formats import STRICT, ReadOptions
+from kfmt.format.model import Batch
+from kfmt.plugin import registry
 
 
 @dataclass

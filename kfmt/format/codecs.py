@@ -13,6 +13,7 @@ import os
 
 from kfmt.errors import CompressionError, DecompressionLimitExceeded, UsageError
 
+
 def _limit_from_environment(default: int = 1 << 30) -> int:
     value = os.environ.get("KFMT_MAX_DECOMPRESSED_BYTES", "").strip()
     if not value:

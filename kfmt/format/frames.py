@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from kfmt.format.model import BatchHeader, TimestampType
 from kfmt.format.kernels import native
+from kfmt.format.model import BatchHeader, TimestampType
 
 FIELDS = [
     ("position", np.int64), ("base_offset", np.int64), ("last_offset", np.int64),

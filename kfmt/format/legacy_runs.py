@@ -26,15 +26,15 @@ from typing import Iterator
 import numpy as np
 import pyarrow as pa
 
-from kfmt.plugin import registry
+from kfmt.errors import UsageError
 from kfmt.format import segment
 from kfmt.format.convert import convert_batch, convert_run, rebatchable
-from kfmt.errors import UsageError
-from kfmt.format.message_formats import STRICT, ReadOptions
-from kfmt.format.frames import FRAME_DTYPE, header_of, rows_of
-from kfmt.format.model import EMPTY_RECORDS, INT32_MAX, RECORD_SCHEMA, Batch, BatchHeader, TimestampType
 from kfmt.format.digest import ContentDigest
+from kfmt.format.frames import FRAME_DTYPE, header_of, rows_of
 from kfmt.format.kernels import native
+from kfmt.format.message_formats import STRICT, ReadOptions
+from kfmt.format.model import EMPTY_RECORDS, INT32_MAX, RECORD_SCHEMA, Batch, BatchHeader, TimestampType
+from kfmt.plugin import registry
 
 V2_BATCH_OVERHEAD = 61
 # Kafka's default message.max.bytes (1 MiB + the log overhead), kfmt.transforms.upgrade's default.

@@ -25,13 +25,13 @@ from typing import Iterator
 
 import numpy as np
 
-from kfmt.plugin import registry
 from kfmt.errors import DataError, KfmtWarning
-from kfmt.format.message_formats import STRICT, ReadOptions
 from kfmt.format.frames import FRAME_DTYPE, headers_of, rows_of
-from kfmt.format.model import HEADER_SIZE_UP_TO_MAGIC, INT32_MAX, LOG_OVERHEAD, Batch, BatchHeader
 from kfmt.format.kernels import native
+from kfmt.format.message_formats import STRICT, ReadOptions
+from kfmt.format.model import HEADER_SIZE_UP_TO_MAGIC, INT32_MAX, LOG_OVERHEAD, Batch, BatchHeader
 from kfmt.format.wire import INT64, OFFSET_AND_SIZE
+from kfmt.plugin import registry
 
 MIN_ENTRY_SIZE = 14  # LegacyRecord.RECORD_OVERHEAD_V0: the broker's lower bound for any entry
 # Frames per array chunk: 640 KB of rows. Small enough that the entries a chunk covers (2 MB of

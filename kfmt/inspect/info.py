@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 
 import pyarrow.compute as pc
 
-from kfmt.plugin import registry
-from kfmt.partition.layout import PartitionDir
 from kfmt.format.model import NO_TIMESTAMP
+from kfmt.partition.layout import PartitionDir
 from kfmt.partition.reader import PartitionReader
+from kfmt.plugin import registry
 
 
 @dataclass

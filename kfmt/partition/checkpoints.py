@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 from kfmt.errors import DataError
 
-
 # Java's BufferedReader.readLine ends a line at \n, \r or \r\n; Integer.parseInt / Long.parseLong
 # take an optional sign and ASCII digits, nothing else (no blanks); the entry formatters split a line
 # on `\s+` the way Java's String.split does (a leading blank yields an empty first field, trailing

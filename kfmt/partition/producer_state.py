@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kfmt.format.control import ControlType
 from kfmt.errors import DataError
+from kfmt.format.control import ControlType
 from kfmt.format.model import BatchHeader
 from kfmt.partition.snapshots import ProducerEntry
 

@@ -23,14 +23,20 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Iterator
 
-from kfmt.partition import indexes
-
 from kfmt.format import segment
-from kfmt.plugin import registry
 from kfmt.format.message_formats import STRICT, ReadOptions
-from kfmt.partition.layout import PartitionDir, Segment
-from kfmt.format.model import HEADER_SIZE_UP_TO_MAGIC, INT32_MAX, LOG_OVERHEAD, NO_TIMESTAMP, Batch, BatchHeader
+from kfmt.format.model import (
+    HEADER_SIZE_UP_TO_MAGIC,
+    INT32_MAX,
+    LOG_OVERHEAD,
+    NO_TIMESTAMP,
+    Batch,
+    BatchHeader,
+)
 from kfmt.format.wire import OFFSET_AND_SIZE
+from kfmt.partition import indexes
+from kfmt.partition.layout import PartitionDir, Segment
+from kfmt.plugin import registry
 
 
 @dataclass

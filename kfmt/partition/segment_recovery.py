@@ -13,17 +13,18 @@ from __future__ import annotations
 import gc
 import struct
 from dataclasses import dataclass
+
 import numpy as np
-from kfmt.partition import indexes, txnindex
-from kfmt.format.control import ControlType
+
 from kfmt.errors import DataError, UsageError
+from kfmt.format.control import ControlType
 from kfmt.format.frames import ATTR_CONTROL, FRAME_DTYPE, header_of
+from kfmt.format.kernels import native
+from kfmt.format.model import INT32_MAX, NO_PRODUCER_ID, NO_TIMESTAMP, BatchHeader
+from kfmt.partition import indexes, txnindex
 from kfmt.partition.indexes import OffsetEntry, TimeEntry
 from kfmt.partition.layout import segment_file_name
-from kfmt.format.model import INT32_MAX, NO_PRODUCER_ID, NO_TIMESTAMP, BatchHeader
-from kfmt.format.kernels import native
 from kfmt.partition.txnindex import AbortedTxn
-
 
 DEFAULT_INDEX_INTERVAL_BYTES = 4096  # index.interval.bytes
 

@@ -24,8 +24,8 @@ import bisect
 from dataclasses import dataclass
 from typing import Iterator
 
-from kfmt.format.control import ControlType, control_type
 from kfmt.errors import DataError
+from kfmt.format.control import ControlType, control_type
 from kfmt.format.model import BatchHeader
 
 ABORTED, COMMITTED, OPEN = "aborted", "committed", "open"

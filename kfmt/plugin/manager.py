@@ -12,8 +12,8 @@ import os
 
 import pluggy
 
-from kfmt.plugin import hookspecs
 from kfmt.errors import KfmtError
+from kfmt.plugin import hookspecs
 
 ENTRY_POINT_GROUP = "kfmt"
 ALLOW_LIST_ENV = "KFMT_LOAD_PLUGINS"

@@ -20,10 +20,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kfmt.plugin import registry
 from kfmt.errors import DataError
 from kfmt.format.javatext import java_string
 from kfmt.format.model import RECORD_SCHEMA, Batch
+from kfmt.plugin import registry
 
 HEADERS_TYPE = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
 SPARK_KAFKA_FIELDS = [

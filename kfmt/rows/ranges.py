@@ -25,16 +25,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kfmt.format import legacy_runs
-from kfmt.format import segment
 from kfmt.errors import DataError, UsageError
-from kfmt.rows.columns import export_batch, export_frames
+from kfmt.format import legacy_runs, segment
+from kfmt.format.digest import ContentDigest
 from kfmt.format.frames import header_of
 from kfmt.partition.layout import PartitionDir
 from kfmt.partition.reader import PartitionReader
-from kfmt.format.digest import ContentDigest
-from kfmt.storage.store import Storage, StorageSpec
 from kfmt.partition.transactions import ABORTED, OPEN, TransactionOutcomes
+from kfmt.rows.columns import export_batch, export_frames
+from kfmt.storage.store import Storage, StorageSpec
 
 DEFAULT_SPLIT_BYTES = 128 << 20
 ROWS_PER_CHUNK = 65536  # export rows built at a time (kfmt.rows.part_files gathers row groups)

@@ -28,8 +28,7 @@ import time
 
 from kfmt.errors import KfmtError
 from kfmt.storage.manifest import MANIFEST, Manifest, encode_manifest
-from kfmt.storage.staging import (OWNER, StagedFiles, StagingTarget, another_run, new_run_id,
-                                  owner_alive)
+from kfmt.storage.staging import OWNER, StagedFiles, StagingTarget, another_run, new_run_id, owner_alive
 from kfmt.storage.store import Storage
 
 TEMPORARY = "_temporary"  # below DST: the staging directories of runs that add files

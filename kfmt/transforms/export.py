@@ -40,9 +40,18 @@ from kfmt.rows.exporters import exporters, is_table
 from kfmt.storage.staging import StagedOutput
 from kfmt.storage.store import open_storage
 from kfmt.transforms.export_append import append_export
-from kfmt.transforms.export_job import (ISOLATION_LEVELS, PARTITION_BY, REPORT_NAME,  # noqa: F401
-                                        SUCCESS_NAME, ExportOptions, ExportPlan, _notes, hive_value,
-                                        plan_export, run_export_job)
+from kfmt.transforms.export_job import (  # noqa: F401
+    ISOLATION_LEVELS,
+    PARTITION_BY,
+    REPORT_NAME,
+    SUCCESS_NAME,
+    ExportOptions,
+    ExportPlan,
+    _notes,
+    hive_value,
+    plan_export,
+    run_export_job,
+)
 from kfmt.transforms.export_state import STATE_NAME, ExportState
 from kfmt.transforms.export_table import table_export
 from kfmt.transforms.reindex import check_not_inside

@@ -21,14 +21,21 @@ import time
 import warnings
 
 from kfmt.errors import KfmtWarning, UsageError
+from kfmt.partition.layout import find_partitions
 from kfmt.rows.ranges import partition_identity
 from kfmt.rows.resume import ranges_from
 from kfmt.storage.append_staging import AppendStaging, recover
 from kfmt.storage.store import Storage
-from kfmt.transforms.export_job import (REPORT_NAME, SUCCESS_NAME, ExportOptions, ExportPlan, _notes,
-                                    plan_export, run_export_job)
+from kfmt.transforms.export_job import (
+    REPORT_NAME,
+    SUCCESS_NAME,
+    ExportOptions,
+    ExportPlan,
+    _notes,
+    plan_export,
+    run_export_job,
+)
 from kfmt.transforms.export_state import STATE_NAME, ExportState, load_state, log_start_offsets
-from kfmt.partition.layout import find_partitions
 from kfmt.transforms.report import make_report, report_bytes
 
 

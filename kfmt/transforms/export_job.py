@@ -14,21 +14,29 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kfmt.errors import KfmtError, KfmtWarning, UsageError
+from kfmt.partition.layout import PartitionDir, find_partitions
+from kfmt.partition.reader import PartitionReader
+from kfmt.partition.summary import PartitionSummary
+from kfmt.partition.transactions import TransactionOutcomes, partition_outcomes
 from kfmt.pipelines.engine import Engine
+from kfmt.pipelines.runner import run_tasks
 from kfmt.rows.columns import EXPORT_SCHEMA, record_dates, rows_to_records
 from kfmt.rows.exporters import exporters
 from kfmt.rows.part_files import DEFAULT_TARGET_FILE_BYTES, PartFiles
-from kfmt.partition.layout import PartitionDir, find_partitions
+from kfmt.rows.ranges import (
+    DEFAULT_SPLIT_BYTES,
+    RangeTally,
+    SegmentRange,
+    Selection,
+    pack_ranges,
+    partition_identity,
+    plan_ranges,
+    read_range,
+)
 from kfmt.storage.manifest import FileRecord
-from kfmt.partition.reader import PartitionReader
-from kfmt.rows.ranges import (DEFAULT_SPLIT_BYTES, RangeTally, SegmentRange, Selection,
-                                       pack_ranges, partition_identity, plan_ranges, read_range)
-from kfmt.pipelines.runner import run_tasks
-from kfmt.transforms.reindex import plan_engine
-from kfmt.partition.summary import PartitionSummary
 from kfmt.storage.staging import StagingTarget
 from kfmt.storage.store import Storage, StorageSpec
-from kfmt.partition.transactions import TransactionOutcomes, partition_outcomes
+from kfmt.transforms.reindex import plan_engine
 
 PARTITION_BY = {"topic,partition": ("topic", "partition"),
                 "topic,partition,date": ("topic", "partition", "date")}

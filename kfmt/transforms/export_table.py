@@ -23,9 +23,15 @@ from kfmt.rows.columns import EXPORT_SCHEMA
 from kfmt.rows.exporters import exporters
 from kfmt.rows.ranges import RangeTally, read_range
 from kfmt.storage.store import Storage
-from kfmt.transforms.export_job import (ExportOptions, ExportPlan, _high_water_mark, _input_summary,
-                                    _transaction_outcomes, plan_export)
 from kfmt.transforms.export_append import lost_warning, make_resume
+from kfmt.transforms.export_job import (
+    ExportOptions,
+    ExportPlan,
+    _high_water_mark,
+    _input_summary,
+    _transaction_outcomes,
+    plan_export,
+)
 from kfmt.transforms.export_state import SHAPING_OPTIONS, log_start_offsets
 from kfmt.transforms.report import make_report
 

@@ -21,11 +21,11 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from kfmt.plugin import registry
-from kfmt.partition.companions import CompanionOptions
-from kfmt.format.convert import convert_batch
 from kfmt.errors import UsageError
+from kfmt.format.convert import convert_batch
 from kfmt.format.model import Batch, BatchHeader
+from kfmt.partition.companions import CompanionOptions
+from kfmt.plugin import registry
 from kfmt.transforms.rewrite import Census, Output, Rewriter, RewriteTransform
 from kfmt.transforms.run import RunPlan, run_transform
 from kfmt.transforms.upgrade import encode_v2

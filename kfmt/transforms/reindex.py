@@ -32,21 +32,26 @@ from typing import Callable
 
 import numpy as np
 
-from kfmt.format import batch_runs
-from kfmt.format import segment
+from kfmt.errors import DataError, UsageError
+from kfmt.format import batch_runs, segment
 from kfmt.format.batch_runs import CheckedRun
 from kfmt.format.model import Batch
 from kfmt.partition.checkpoints import checkpoint_text, read_offset_checkpoint, write_offset_checkpoint
 from kfmt.partition.companions import CompanionBuilder, CompanionOptions, existing_leader_epochs
-from kfmt.errors import DataError, UsageError
-from kfmt.partition.layout import (LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA, SEGMENT_NAME, PartitionDir,
-                         find_partitions, is_log_dir)
-from kfmt.transforms.report import REPORT_NAME, make_report, report_bytes
+from kfmt.partition.layout import (
+    LEADER_EPOCH_CHECKPOINT,
+    PARTITION_METADATA,
+    SEGMENT_NAME,
+    PartitionDir,
+    find_partitions,
+    is_log_dir,
+)
 from kfmt.partition.summary import PartitionSummary, PartitionTally
 from kfmt.pipelines.engine import Engine, choose_engine, is_process_local
 from kfmt.pipelines.runner import run_tasks
 from kfmt.storage.staging import StagedOutput, StagingTarget
 from kfmt.storage.store import Storage, open_storage
+from kfmt.transforms.report import REPORT_NAME, make_report, report_bytes
 
 COPIED_LOG_DIR_FILES = ("meta.properties",)
 OFFSET_CHECKPOINTS = ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint",

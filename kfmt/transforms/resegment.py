@@ -32,17 +32,32 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kfmt.format import batch_runs
-from kfmt.format import segment
-from kfmt.format.batch_runs import CheckedRun
-from kfmt.partition.companions import CompanionOptions
 from kfmt.errors import DataError
+from kfmt.format import batch_runs, segment
+from kfmt.format.batch_runs import CheckedRun
 from kfmt.format.frames import header_of
-from kfmt.transforms.run import PartitionWork, RunPlan, SourceSegment, TaskResult, Transform, new_tally, run_transform, task_groups
+from kfmt.partition.companions import CompanionOptions
 from kfmt.partition.summary import PartitionSummary, PartitionTally
 from kfmt.storage.staging import StagingTarget
+from kfmt.transforms.run import (
+    PartitionWork,
+    RunPlan,
+    SourceSegment,
+    TaskResult,
+    Transform,
+    new_tally,
+    run_transform,
+    task_groups,
+)
+from kfmt.write.planner import (
+    DEFAULT_MAX_INDEX_BYTES,
+    DEFAULT_SEGMENT_MS,
+    FIRST,
+    RollPolicy,
+    SegmentPlan,
+    SegmentPlanner,
+)
 from kfmt.write.segment_writer import write_segment
-from kfmt.write.planner import DEFAULT_MAX_INDEX_BYTES, DEFAULT_SEGMENT_MS, FIRST, RollPolicy, SegmentPlan, SegmentPlanner
 
 
 @dataclass(frozen=True)

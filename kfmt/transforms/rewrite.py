@@ -9,21 +9,19 @@ from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
-from kfmt.format import batch_runs, legacy_runs
-from kfmt.plugin import registry
-from kfmt.format import segment
-from kfmt.format.batch_runs import CheckedRun
-from kfmt.partition.companions import CompanionOptions, control_facts
 from kfmt.errors import DataError, KfmtError
+from kfmt.format import batch_runs, legacy_runs, segment
+from kfmt.format.batch_runs import CheckedRun
 from kfmt.format.frames import ATTR_CONTROL, header_of
 from kfmt.format.legacy_runs import RunUpgrader, UpgradedRun
 from kfmt.format.model import INT32_MAX, Batch, BatchHeader
+from kfmt.partition.companions import CompanionOptions, control_facts
+from kfmt.plugin import registry
 from kfmt.storage.staging import StagingTarget
-from kfmt.write.writer import WrittenSegment
-from kfmt.write.segment_writer import SegmentRunWriter
-from kfmt.write.planner import RollPolicy
 from kfmt.transforms.run import PartitionWork, SourceSegment, TaskResult, Transform, new_tally, task_groups
-
+from kfmt.write.planner import RollPolicy
+from kfmt.write.segment_writer import SegmentRunWriter
+from kfmt.write.writer import WrittenSegment
 
 # --- transforms that rewrite batches one source segment at a time (upgrade, recompress) ---
 

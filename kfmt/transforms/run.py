@@ -28,19 +28,25 @@ import time
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from kfmt.partition.companions import CompanionOptions, existing_leader_epochs
 from kfmt.errors import KfmtError, UsageError
 from kfmt.format import segment
+from kfmt.partition.companions import CompanionOptions, existing_leader_epochs
 from kfmt.partition.layout import Segment
 from kfmt.partition.log_start import BelowLogStart, below_log_start, kept_segments, transform_floor
-from kfmt.storage.manifest import FileRecord
+from kfmt.partition.summary import PartitionSummary, PartitionTally, merge_tallies
 from kfmt.pipelines.engine import engine_note
 from kfmt.pipelines.runner import run_tasks
-from kfmt.transforms.reindex import PartitionPlan, DirectoryPlan, plan_engine, plan_reindex, write_log_dir_files
-from kfmt.transforms.report import REPORT_NAME, make_report, report_bytes
-from kfmt.partition.summary import PartitionSummary, PartitionTally, merge_tallies
+from kfmt.storage.manifest import FileRecord
 from kfmt.storage.staging import StagedOutput, StagingTarget
 from kfmt.storage.store import Storage, StorageSpec, open_storage
+from kfmt.transforms.reindex import (
+    DirectoryPlan,
+    PartitionPlan,
+    plan_engine,
+    plan_reindex,
+    write_log_dir_files,
+)
+from kfmt.transforms.report import REPORT_NAME, make_report, report_bytes
 from kfmt.write.planner import RollPolicy
 from kfmt.write.segment_writer import write_companions
 from kfmt.write.writer import WrittenSegment

@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from typing import Iterable
 
 import numpy as np
-from kfmt.errors import DataError, UsageError
-from kfmt.partition.indexes import OFFSET_ENTRY, TIME_ENTRY
-from kfmt.format.frames import header_of
-from kfmt.format.model import INT32_MAX, NO_TIMESTAMP, BatchHeader
-from kfmt.format.kernels import native
 
+from kfmt.errors import DataError, UsageError
+from kfmt.format.frames import header_of
+from kfmt.format.kernels import native
+from kfmt.format.model import INT32_MAX, NO_TIMESTAMP, BatchHeader
+from kfmt.partition.indexes import OFFSET_ENTRY, TIME_ENTRY
 
 _INT64_MAX = 2**63 - 1
 

@@ -9,15 +9,26 @@ from __future__ import annotations
 from typing import Iterable, Iterator
 
 import numpy as np
-from kfmt.partition.segment_recovery import RecoveredSegmentBuilder
+
 from kfmt.errors import UsageError
-from kfmt.partition.layout import PartitionDir, Segment, segment_file_name
 from kfmt.format.frames import header_of
 from kfmt.format.model import BatchHeader
-from kfmt.storage.staging import StagedFiles
+from kfmt.partition.layout import PartitionDir, Segment, segment_file_name
+from kfmt.partition.segment_recovery import RecoveredSegmentBuilder
 from kfmt.partition.txnindex import write_txn_index
+from kfmt.storage.staging import StagedFiles
 from kfmt.write.planner import FIRST, RollPolicy, SegmentPlan, SegmentPlanner
-from kfmt.write.writer import SegmentSummary, WriteSummary, WrittenBatch, WrittenSegment, CompanionWriter, SegmentLog, checked_header, checked_rows, rel_path
+from kfmt.write.writer import (
+    CompanionWriter,
+    SegmentLog,
+    SegmentSummary,
+    WriteSummary,
+    WrittenBatch,
+    WrittenSegment,
+    checked_header,
+    checked_rows,
+    rel_path,
+)
 
 
 def write_segment(files: StagedFiles, rel_dir: str, plan: SegmentPlan,

@@ -21,22 +21,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kfmt.plugin import registry
-from kfmt.partition.companions import CompanionBuilder, control_facts
-from kfmt.partition.segment_recovery import RecoveredSegment
-from kfmt.format.control import ControlType
 from kfmt.errors import UsageError
-from kfmt.partition.layout import PARTITION_METADATA, PartitionDir, segment_file_name
-from kfmt.storage.manifest import FileRecord
+from kfmt.format.control import ControlType
 from kfmt.format.frames import ATTR_CONTROL, header_of
-from kfmt.format.model import LOG_OVERHEAD, Batch, BatchHeader
 from kfmt.format.kernels import native
-from kfmt.storage.staging import StagedFiles, StagedOutput
+from kfmt.format.model import LOG_OVERHEAD, Batch, BatchHeader
 from kfmt.format.wire import OFFSET_AND_SIZE
+from kfmt.partition.companions import CompanionBuilder, control_facts
+from kfmt.partition.layout import PARTITION_METADATA, PartitionDir, segment_file_name
+from kfmt.partition.segment_recovery import RecoveredSegment
+from kfmt.plugin import registry
+from kfmt.storage.manifest import FileRecord
+from kfmt.storage.staging import StagedFiles, StagedOutput
 from kfmt.write.planner import FIRST, REQUESTED, RollPolicy, SegmentPlanner
-
-
-
 
 # --- writing ---
 

@@ -31,14 +31,21 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
-from kfmt.plugin import registry
 from kfmt.errors import DataError
-from kfmt.format.message_formats import STRICT, MessageFormat, ReadOptions
-from kfmt.plugin.hookspecs import hookimpl
-from kfmt.format.model import (LOG_OVERHEAD, NO_TIMESTAMP, Batch, BatchHeader, LegacyMessageInfo,
-                        TimestampType, make_records)
 from kfmt.format.kernels import native
+from kfmt.format.message_formats import STRICT, MessageFormat, ReadOptions
+from kfmt.format.model import (
+    LOG_OVERHEAD,
+    NO_TIMESTAMP,
+    Batch,
+    BatchHeader,
+    LegacyMessageInfo,
+    TimestampType,
+    make_records,
+)
 from kfmt.format.wire import INT32, OFFSET_AND_SIZE, crc32, int64
+from kfmt.plugin import registry
+from kfmt.plugin.hookspecs import hookimpl
 
 PREFIX = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
 V1_TIMESTAMP = struct.Struct(">q")

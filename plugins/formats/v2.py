@@ -23,12 +23,12 @@ import struct
 
 import pyarrow as pa
 
-from kfmt.plugin import registry
 from kfmt.errors import DataError
 from kfmt.format.message_formats import STRICT, MessageFormat, ReadOptions
-from kfmt.plugin.hookspecs import hookimpl
 from kfmt.format.model import EMPTY_RECORDS, LOG_OVERHEAD, Batch, BatchHeader, TimestampType
 from kfmt.format.wire import crc32c, int64
+from kfmt.plugin import registry
+from kfmt.plugin.hookspecs import hookimpl
 
 from .v2_records import decode_records, encode_records
 

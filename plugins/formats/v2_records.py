@@ -25,8 +25,8 @@ from __future__ import annotations
 import pyarrow as pa
 
 from kfmt.errors import DataError
-from kfmt.format.model import make_records
 from kfmt.format.kernels import native
+from kfmt.format.model import make_records
 from kfmt.format.wire import int64, read_varint, read_varlong, varint
 
 # The smallest record: length, attributes, timestampDelta, offsetDelta, keyLength, valueLength and

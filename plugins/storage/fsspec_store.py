@@ -18,8 +18,8 @@ import os
 
 from fsspec.spec import AbstractBufferedFile
 
-from kfmt.plugin.hookspecs import hookimpl
 from kfmt.errors import StorageNotFound
+from kfmt.plugin.hookspecs import hookimpl
 from kfmt.storage.failures import without_credentials
 from kfmt.storage.store import FileInfo, Storage, StorageBackend, WriteStream
 

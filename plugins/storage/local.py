@@ -13,9 +13,9 @@ import shutil
 import stat
 import warnings
 
-from kfmt.storage.direct_io import DirectFile
 from kfmt.errors import KfmtWarning
 from kfmt.plugin.hookspecs import hookimpl
+from kfmt.storage.direct_io import DirectFile
 from kfmt.storage.store import FileInfo, Storage, StorageBackend, WriteStream
 
 

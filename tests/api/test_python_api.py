@@ -22,11 +22,11 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 import pytest
-
-import kfmt
 from support.cli import run_kfmt
 from support.corpus import REALKAFKA, REPO
 from support.corpus_truth import consumer_records, first_offset_at_or_after
+
+import kfmt
 
 SPARK_TIMESTAMP_TYPES = {"NoTimestampType": -1, "CreateTime": 0, "LogAppendTime": 1}
 NOW_MS = 1_800_000_000_000  # one clock for runs compared with each other

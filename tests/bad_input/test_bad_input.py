@@ -20,15 +20,15 @@ from pathlib import Path
 import crc32c
 import pytest
 import zstandard
-
 from support.cli import run_kfmt
 from support.corpus import REALKAFKA
-from support.corpus_truth import ListedEntry as Entry, consumer_records, kafka_listing
+from support.corpus_truth import ListedEntry as Entry
+from support.corpus_truth import consumer_records, kafka_listing
 from test_codecs import legacy_message
-from kfmt.plugin import registry
+
 from kfmt.format.control import end_txn_marker_value
 from kfmt.format.model import BatchHeader, make_records
-
+from kfmt.plugin import registry
 
 
 def copy_partition(name: str, tmp_path: Path) -> Path:

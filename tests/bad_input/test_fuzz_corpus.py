@@ -12,7 +12,6 @@ tests/bad_input/fuzz_long.py runs the same cases with other seeds and many more 
 from __future__ import annotations
 
 import pytest
-
 from support.fuzzing import run_fuzz
 
 SEED = 20261122

@@ -11,7 +11,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from support.cli import run_kfmt
 from support.corpus import REALKAFKA
 
@@ -58,8 +57,8 @@ def test_salvage_leaves_a_checkpoint_that_is_not_utf8_out_and_says_so(tmp_path):
 # the time range. A timestamp is any int64 (Kafka does not check it); beyond what a date can show, the
 # number alone is printed. Fixed in kfmt/cli/info.py.
 def test_info_shows_timestamps_no_date_can_hold(tmp_path):
-    from kfmt.plugin import registry
     from kfmt.format.model import BatchHeader, make_records
+    from kfmt.plugin import registry
 
     v2 = registry.get().format_for(2)
     part = tmp_path / "t-0"
@@ -106,8 +105,8 @@ def test_an_entry_below_its_segment_base_is_bad_data_for_every_transform(tmp_pat
 # kfmt/inspect/verify/txn.py.
 @pytest.mark.parametrize("command", ["reindex", "salvage"])
 def test_a_negative_producer_id_is_no_producer(tmp_path, command):
-    from kfmt.plugin import registry
     from kfmt.format.model import BatchHeader, make_records
+    from kfmt.plugin import registry
 
     v2 = registry.get().format_for(2)
     part = tmp_path / "p-0"

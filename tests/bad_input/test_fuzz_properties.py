@@ -21,22 +21,20 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from support.fuzzing import entries_of, fix_crc
 from test_roundtrip_properties import encode, segments
 
-from kfmt.partition import checkpoints, indexes, snapshots, txnindex
-
-from kfmt.format import segment
-from kfmt.plugin import registry
 from kfmt.errors import DataError
+from kfmt.format import segment
 from kfmt.format.message_formats import ReadOptions
-from kfmt.partition.layout import find_partitions, segment_file_name
-from kfmt.storage.manifest import Manifest
-from kfmt.partition.reader import PartitionReader
-from kfmt.transforms.salvage import SalvageOptions, salvage
-from kfmt.storage.store import open_storage
 from kfmt.inspect.verify import verify
+from kfmt.partition import checkpoints, indexes, snapshots, txnindex
+from kfmt.partition.layout import find_partitions, segment_file_name
+from kfmt.partition.reader import PartitionReader
+from kfmt.plugin import registry
+from kfmt.storage.manifest import Manifest
+from kfmt.storage.store import open_storage
+from kfmt.transforms.salvage import SalvageOptions, salvage
 
 LIMIT = 1 << 20  # the decompression limit of these tests
 STRICT_CAPPED = ReadOptions(max_decompressed=LIMIT)

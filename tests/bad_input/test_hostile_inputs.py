@@ -22,7 +22,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from support.corpus import REALKAFKA
 from support.corpus_truth import consumer_records, kafka_listing
 

@@ -23,10 +23,10 @@ import pytest
 import xxhash
 import zstandard
 
-from kfmt.plugin import registry
 from kfmt.errors import CompressionError, DataError, DecompressionLimitExceeded
 from kfmt.format.message_formats import ReadOptions
 from kfmt.format.model import BatchHeader, make_records
+from kfmt.plugin import registry
 
 TEXT = b"".join(b"record %d: the quick brown fox jumps over the lazy dog\n" % i for i in range(4000))
 SUPER = b"Super"

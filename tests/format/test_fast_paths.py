@@ -23,26 +23,33 @@ import zlib
 
 import numpy as np
 import pytest
+import test_speedups as speedups_tests
 from hypothesis import given
 from hypothesis import strategies as st
+from support.corpus import REAL_DIRS, REALKAFKA
+from test_speedups import (
+    NATIVE_USERS,
+    SETTINGS,
+    both,
+    legacy_runs_of_messages,
+    outcome,
+    record_columns,
+    segments,
+)
 
-from support.corpus import REALKAFKA, REAL_DIRS
-from kfmt.format import batch_runs, legacy_runs, segment
-from kfmt.storage import direct_io
-from kfmt.plugin import registry
 from kfmt.errors import UsageError
-from kfmt.format.message_formats import LENIENT, STRICT
-from kfmt.format.frames import header_of, rows_of
-from kfmt.format.model import BatchHeader, TimestampType, make_records
+from kfmt.format import batch_runs, legacy_runs, segment
 from kfmt.format.digest import ContentDigest
+from kfmt.format.frames import header_of, rows_of
+from kfmt.format.message_formats import LENIENT, STRICT
+from kfmt.format.model import BatchHeader, TimestampType, make_records
+from kfmt.format.wire import crc32c
+from kfmt.plugin import registry
+from kfmt.storage import direct_io
 from kfmt.storage.staging import StagedOutput
 from kfmt.storage.store import open_storage
-from kfmt.format.wire import crc32c
-from kfmt.write.segment_writer import SegmentRunWriter
 from kfmt.write.planner import RollPolicy, SegmentPlanner
-import test_speedups as speedups_tests
-from test_speedups import (NATIVE_USERS, SETTINGS, both, legacy_runs_of_messages, outcome,
-                           record_columns, segments)
+from kfmt.write.segment_writer import SegmentRunWriter
 
 NATIVE_ALSO = NATIVE_USERS + ["kfmt.format.batch_runs", "kfmt.write.writer"]
 reference_code = functools.partial(speedups_tests.reference_code, NATIVE_ALSO)

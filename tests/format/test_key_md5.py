@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kfmt.format import kernels as speedups
-from kfmt.transforms.cleanup.compaction.offset_map import record_key_hashes
 from kfmt.format.model import make_records
+from kfmt.transforms.cleanup.compaction.offset_map import record_key_hashes
 
 native = speedups.native
 pytestmark = pytest.mark.skipif(native is None, reason=f"no compiled MD5: kfmt runs {speedups.description}")

@@ -35,9 +35,9 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 
-from kfmt.plugin import registry
 from kfmt.format import segment
 from kfmt.format.model import BatchHeader, TimestampType, make_records
+from kfmt.plugin import registry
 
 NONE, GZIP, SNAPPY, LZ4, ZSTD = range(5)
 CODEC_NAMES = {NONE: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}

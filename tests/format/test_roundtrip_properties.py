@@ -15,10 +15,10 @@ import itertools
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kfmt.plugin import registry
 from kfmt.format import segment
 from kfmt.format.control import ControlType, control_key, control_type, end_txn_marker, end_txn_marker_value
 from kfmt.format.model import BatchHeader, TimestampType, make_records
+from kfmt.plugin import registry
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -25,15 +25,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
+from support.corpus import REAL_DIRS, REALKAFKA
 
-from support.corpus import REALKAFKA, REAL_DIRS
-from kfmt.format import legacy_runs, segment
-from kfmt.plugin import registry
 from kfmt.errors import DataError
-from kfmt.format.message_formats import LENIENT, STRICT
-from kfmt.format.frames import headers_of, rows_of
-from kfmt.format.model import BatchHeader, TimestampType, make_records
+from kfmt.format import legacy_runs, segment
 from kfmt.format.digest import ContentDigest, record_hashes_sum
+from kfmt.format.frames import headers_of, rows_of
+from kfmt.format.message_formats import LENIENT, STRICT
+from kfmt.format.model import BatchHeader, TimestampType, make_records
+from kfmt.plugin import registry
 
 # The modules that look at kfmt.format.kernels.native when called.
 NATIVE_USERS = ["kfmt.format.segment", "kfmt.transforms.report", "kfmt.format.legacy_runs", "kfmt.partition.companions",

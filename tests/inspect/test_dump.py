@@ -19,16 +19,16 @@ import tarfile
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from support import tools
 from support.cli import run_kfmt
 from support.corpus import REAL_DIRS, REALKAFKA
+
+from kfmt.format.wire import crc32c
 from kfmt.inspect.dump.java_output import java_absolute_path, java_file_string, java_string
 from kfmt.inspect.dump.scalamap import ScalaHashMap
 from kfmt.partition.layout import find_partitions
 from kfmt.partition.reader import PartitionReader
 from kfmt.storage.store import open_storage
-from kfmt.format.wire import crc32c
 
 STDERR_HEADERS = ("Mismatches in :", "Found timestamp mismatch in :", "Found out of order timestamp in :",
                   "The following indexed offsets are not found in the log.", "Non-consecutive offsets in ")
@@ -666,8 +666,8 @@ def test_reference_examples(tmp_path, monkeypatch):
 def test_kraft_snapshot_and_control_types(tmp_path, monkeypatch):
     """A KRaft snapshot (.checkpoint) dumps as a log under its end offset and epoch; control records
     print as Kafka 3.6 names them (types it does not know as UNKNOWN)."""
-    from kfmt.plugin import registry
     from kfmt.format.model import BatchHeader, make_records
+    from kfmt.plugin import registry
 
     v2 = registry.get().format_for(2)
 

@@ -9,11 +9,11 @@ import io
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from test_fast_paths import v2_batch
+from test_speedups import NATIVE_USERS, SETTINGS, both, record_columns, segments
 
 from kfmt.inspect.dump import DumpOptions, dump_files
 from kfmt.inspect.dump.text import TextSink
-from test_fast_paths import v2_batch
-from test_speedups import NATIVE_USERS, SETTINGS, both, record_columns, segments
 
 DUMP_NATIVE = NATIVE_USERS + ["kfmt.inspect.dump.text_blocks"]
 

@@ -16,15 +16,15 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from support.cli import run_kfmt
 from support.corpus import REALKAFKA
+
 from kfmt.format import segment
+from kfmt.format.message_formats import LENIENT
 from kfmt.inspect.dump.decoders import jackson
 from kfmt.inspect.dump.decoders.metadata import read_record
 from kfmt.inspect.dump.decoders.offsets import read_key
 from kfmt.inspect.dump.decoders.transactions import read_value as read_txn_value
-from kfmt.format.message_formats import LENIENT
 
 INTERNAL = REALKAFKA / "_internal"
 DECODER_OF = {"__consumer_offsets": "--offsets-decoder",
@@ -370,8 +370,9 @@ def test_transaction_partition_order_equals_scala(tmp_path):
     import random
     import subprocess
 
-    from kfmt.inspect.dump.decoders.scalaorder import topic_partition_set_order
     from support.tools import java, scala_library
+
+    from kfmt.inspect.dump.decoders.scalaorder import topic_partition_set_order
     JAVA = java()
     rng = random.Random(14)
     sets = []
@@ -418,8 +419,8 @@ SAMPLES = _corpus_samples()
 def test_damaged_records_fail_cleanly(data):
     """A flipped, cut or extended key/value makes a decoder report a DataError (offsets,
     transactions) or Kafka's error line (metadata), never another exception."""
-    from kfmt.inspect.dump.decoders import DECODERS
     from kfmt.errors import DataError
+    from kfmt.inspect.dump.decoders import DECODERS
 
     topic, key, value = data.draw(st.sampled_from(SAMPLES))
     target = data.draw(st.sampled_from(["key", "value"]) if key is not None else st.just("value"))

@@ -20,9 +20,8 @@ import crc32c
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from support.cli import run_kfmt
-from support.corpus import REALKAFKA, REAL_DIRS
+from support.corpus import REAL_DIRS, REALKAFKA
 
 LOGDIR_ROOT = REALKAFKA / "_logdir-root"
 RETENTION_CASES = sorted(p.name for p in (REALKAFKA / "_retention").iterdir())

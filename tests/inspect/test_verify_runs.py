@@ -9,13 +9,13 @@ import struct
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
 from support.corpus import REAL_DIRS, REALKAFKA
+from test_fast_paths import v2_batch
+from test_speedups import NATIVE_USERS, SETTINGS, both, record_columns, segments
+
 from kfmt.format.wire import crc32c
 from kfmt.inspect.verify import verify
 from kfmt.storage.store import open_storage
-from test_fast_paths import v2_batch
-from test_speedups import NATIVE_USERS, SETTINGS, both, record_columns, segments
 
 VERIFY_NATIVE = NATIVE_USERS + ["kfmt.inspect.verify.log_runs"]
 
@@ -75,10 +75,10 @@ def test_records_that_break_the_rules_under_a_valid_crc(tmp_path_factory, record
 def test_clean_runs_are_taken_whole(tmp_path):
     """The fast walk is used at all: a clean segment of uncompressed entries gives one run."""
     import numpy as np
+    from test_fast_paths import legacy_message
 
     from kfmt.format import segment
     from kfmt.inspect.verify import log_runs
-    from test_fast_paths import legacy_message
 
     log = b"".join(legacy_message(i, 1, 1_700_000_000_000 + i, b"k", b"v") for i in range(100))
     rows = next(segment.FrameScanner(memoryview(log), "seg.log").chunks())

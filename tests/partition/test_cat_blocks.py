@@ -8,11 +8,11 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from test_speedups import SETTINGS
 
 from kfmt.cli.cat import records_of
 from kfmt.format.model import Batch, BatchHeader, TimestampType, make_records
 from kfmt.rows import json_lines
-from test_speedups import SETTINGS
 
 maybe_bytes = st.none() | st.binary(max_size=40)
 header_keys = st.text(max_size=8).map(lambda t: t.encode("utf-8", "surrogatepass")) | st.binary(max_size=8)

@@ -3,9 +3,8 @@ import gzip
 import json
 
 import pytest
-
 from support.cli import run_kfmt
-from support.corpus import REALKAFKA, REAL_DIRS
+from support.corpus import REAL_DIRS, REALKAFKA
 
 
 def truth(name: str, kind: str = "records") -> list[dict]:

@@ -22,21 +22,21 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from support import tools
 from support.cli import run_kfmt
-from support.corpus import REALKAFKA, REAL_DIRS
-from kfmt.plugin import registry
-from kfmt.partition.companions import CompanionBuilder, build_for_partition
-from kfmt.format.control import ControlType, control_key, end_txn_marker_value
+from support.corpus import REAL_DIRS, REALKAFKA
+
 from kfmt.errors import DataError
-from kfmt.partition.layout import find_partitions, segment_file_name
+from kfmt.format.control import ControlType, control_key, end_txn_marker_value
 from kfmt.format.model import BatchHeader, TimestampType, make_records
-from kfmt.partition.reader import PartitionReader
+from kfmt.partition.companions import CompanionBuilder, build_for_partition
+from kfmt.partition.layout import find_partitions, segment_file_name
 from kfmt.partition.producer_state import JavaHashMapOrder
+from kfmt.partition.reader import PartitionReader
 from kfmt.partition.snapshots import read_snapshot
-from kfmt.storage.store import open_storage
 from kfmt.partition.txnindex import AbortedTxn, read_txn_index
+from kfmt.plugin import registry
+from kfmt.storage.store import open_storage
 
 
 def never_compacted(name: str) -> bool:

@@ -16,7 +16,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from support.cli import run_kfmt
 from support.corpus import REALKAFKA
 from support.corpus_truth import consumer_records

@@ -13,7 +13,6 @@ import json
 import shutil
 
 import pytest
-
 from support.cli import run_kfmt
 from support.corpus import REALKAFKA
 

@@ -17,18 +17,18 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
 from support.cli import run_kfmt
-from support.corpus import REALKAFKA, REAL_DIRS
+from support.corpus import REAL_DIRS, REALKAFKA
 from support.corpus_truth import consumer_records, control_records, first_offset_at_or_after, kafka_listing
+
 from kfmt.default_plugins.storage.local import LocalStorage
 from kfmt.partition.layout import find_partitions
 from kfmt.partition.reader import PartitionReader
 from kfmt.storage.staging import StagedOutput
 from kfmt.storage.store import open_storage
-from kfmt.write.writer import PartitionWriter
-from kfmt.write.segment_writer import source_entries
 from kfmt.write.planner import RollPolicy
+from kfmt.write.segment_writer import source_entries
+from kfmt.write.writer import PartitionWriter
 
 WINDOW = 25  # records compared after most seeks (--max-records); some seeks compare everything
 

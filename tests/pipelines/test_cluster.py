@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-
 from support.cli import run_kfmt
 from support.corpus import REALKAFKA
 from support.corpus_truth import consumer_records, first_offset_at_or_after

@@ -12,16 +12,23 @@ import shutil
 
 import pyarrow as pa
 import pytest
-
-from support.corpus import REALKAFKA, REAL_DIRS
+from support.corpus import REAL_DIRS, REALKAFKA
 from support.corpus_truth import control_records
-from test_export import (TXN, as_consumer_records, corrupted_copy, export, listing,
-                         open_transaction_partition, read_dataset, truth)
+from test_export import (
+    TXN,
+    as_consumer_records,
+    corrupted_copy,
+    export,
+    listing,
+    open_transaction_partition,
+    read_dataset,
+    truth,
+)
 
 from kfmt.errors import DataError, UsageError
-from kfmt.rows.columns import EXPORT_SCHEMA
 from kfmt.partition.layout import find_partitions
 from kfmt.pipelines.datasource import KafkaLogDataSource, KafkaLogReader, SourceOptions
+from kfmt.rows.columns import EXPORT_SCHEMA
 from kfmt.rows.ranges import Selection, plan_ranges, read_range
 from kfmt.storage.store import open_storage
 

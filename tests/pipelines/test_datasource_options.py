@@ -15,8 +15,7 @@ import shutil
 import subprocess
 
 import pytest
-
-from support.corpus import REALKAFKA, REAL_DIRS
+from support.corpus import REAL_DIRS, REALKAFKA
 from support.corpus_truth import consumer_records, first_offset_at_or_after
 from test_datasource import read_all
 from test_export import TXN, as_consumer_records, truth

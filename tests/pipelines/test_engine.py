@@ -15,16 +15,22 @@ import time
 from pathlib import Path
 
 import pytest
-
 from support import engine_tasks
 from support.cli import run_kfmt
 from support.corpus import REAL_DIRS, REALKAFKA
 
 from kfmt.errors import DataError, KfmtError, UsageError
-from kfmt.pipelines.engine import (MASTER_ENV, POOL_THRESHOLD_BYTES, choose_engine, cores, human_bytes,
-                                   spark_threshold_bytes)
+from kfmt.pipelines.engine import (
+    MASTER_ENV,
+    POOL_THRESHOLD_BYTES,
+    choose_engine,
+    cores,
+    human_bytes,
+    spark_threshold_bytes,
+)
 from kfmt.pipelines.runner import run_tasks
-from kfmt.transforms.export import REPORT_NAME as EXPORT_REPORT_NAME, SUCCESS_NAME
+from kfmt.transforms.export import REPORT_NAME as EXPORT_REPORT_NAME
+from kfmt.transforms.export import SUCCESS_NAME
 from kfmt.transforms.export_state import STATE_NAME
 from kfmt.transforms.report import REPORT_NAME
 

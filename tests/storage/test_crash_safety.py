@@ -21,7 +21,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from support.cli import run_kfmt
 from test_archive import make_log_dir
 from test_staging import tree_state
@@ -29,9 +28,9 @@ from test_staging import tree_state
 from kfmt.errors import UsageError
 from kfmt.partition.layout import find_partitions
 from kfmt.storage.manifest import MANIFEST, PENDING_DIR
-from kfmt.transforms.report import REPORT_NAME
 from kfmt.storage.staging import OWNER
 from kfmt.storage.store import open_storage
+from kfmt.transforms.report import REPORT_NAME
 
 pytestmark = [pytest.mark.timeout(600)]
 

@@ -20,7 +20,6 @@ import tempfile
 import time
 
 import pytest
-
 from support.corpus import REALKAFKA
 from support.s3server import SeaweedServer
 from support.tools import weed as weed_binary

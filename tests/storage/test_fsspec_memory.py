@@ -13,9 +13,8 @@ import uuid
 
 import fsspec
 import pytest
-
 from support.cli import run_kfmt
-from support.corpus import REALKAFKA, REAL_DIRS
+from support.corpus import REAL_DIRS, REALKAFKA
 from support.corpus_truth import consumer_records, kafka_listing
 
 LOGDIR_PARTITIONS = ["v2-none-0", "v1-gzip-0", "txn-v2-none-0", "compact-v2-none-0"]

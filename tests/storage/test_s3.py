@@ -9,7 +9,6 @@ import os
 import shutil
 
 import pytest
-
 from support.cli import run_kfmt
 from support.corpus import REALKAFKA
 from test_staging import run_writer, tree_state
@@ -17,13 +16,13 @@ from test_storage_conformance import consumer_truth, records_of
 
 from kfmt.errors import UsageError
 from kfmt.partition.layout import find_partitions
-from kfmt.storage.manifest import MANIFEST, PENDING_DIR, load_manifest
 from kfmt.partition.reader import PartitionReader
+from kfmt.storage.manifest import MANIFEST, PENDING_DIR, load_manifest
 from kfmt.storage.staging import StagedOutput
 from kfmt.storage.store import open_storage
-from kfmt.write.writer import PartitionWriter
-from kfmt.write.segment_writer import source_entries
 from kfmt.write.planner import RollPolicy
+from kfmt.write.segment_writer import source_entries
+from kfmt.write.writer import PartitionWriter
 
 pytestmark = pytest.mark.s3
 NAME = "txn-v2-none-0"  # transactional: .txnindex, control batches, snapshots, leader epochs

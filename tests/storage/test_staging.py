@@ -19,7 +19,6 @@ import uuid
 from concurrent.futures import ProcessPoolExecutor
 
 import pytest
-
 from support.corpus import REALKAFKA
 from test_storage_conformance import consumer_truth, records_of
 

@@ -15,7 +15,6 @@ import pickle
 import uuid
 
 import pytest
-
 from support.corpus import REALKAFKA
 
 from kfmt.errors import UsageError
@@ -23,9 +22,9 @@ from kfmt.partition.layout import find_partitions
 from kfmt.partition.reader import PartitionReader
 from kfmt.storage.staging import StagedOutput
 from kfmt.storage.store import open_storage
-from kfmt.write.writer import PartitionWriter
-from kfmt.write.segment_writer import source_entries
 from kfmt.write.planner import RollPolicy
+from kfmt.write.segment_writer import source_entries
+from kfmt.write.writer import PartitionWriter
 
 MIB = 1024 * 1024
 

@@ -529,13 +529,13 @@ def _where(exc: BaseException) -> str:
 
 def run_readers(case: Case, findings: Findings) -> None:
     """The file readers on the damaged file, in-process."""
-    from kfmt.partition import checkpoints, indexes, snapshots, txnindex
     from kfmt.format import segment
     from kfmt.format.message_formats import LENIENT, STRICT
-    from kfmt.storage.manifest import Manifest
+    from kfmt.partition import checkpoints, indexes, snapshots, txnindex
     from kfmt.partition.layout import find_partitions
-    from kfmt.transforms.salvage import scan_segment, segment_ranges
+    from kfmt.storage.manifest import Manifest
     from kfmt.storage.store import open_storage
+    from kfmt.transforms.salvage import scan_segment, segment_ranges
 
     if case.file is None:
         return
@@ -724,10 +724,10 @@ def checkpointed_log_start(case: Case) -> int:
 
 def _salvage_oracle(case: Case, findings: Findings, command, dst: Path, truth: dict) -> None:
     from kfmt.errors import KfmtError
+    from kfmt.inspect.verify import verify
     from kfmt.partition.layout import find_partitions
     from kfmt.partition.reader import PartitionReader
     from kfmt.storage.store import open_storage
-    from kfmt.inspect.verify import verify
 
     result = command("salvage", case.root, dst, "--format", "json", codes={0})
     if result.code != 0:
@@ -775,8 +775,8 @@ def _salvage_oracle(case: Case, findings: Findings, command, dst: Path, truth: d
 def worker_main(seed: int, start: int, count: int, tier: str) -> None:
     """Run cases [start, start + count), one JSON line out before and after each."""
     import kfmt.cli  # noqa: F401 - imported before the ceiling is set
-    import kfmt.transforms.salvage  # noqa: F401
     import kfmt.inspect.verify  # noqa: F401
+    import kfmt.transforms.salvage  # noqa: F401
 
     _set_memory_ceiling()
     out = sys.stdout

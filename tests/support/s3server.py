@@ -26,7 +26,6 @@ import time
 import uuid
 from dataclasses import dataclass
 
-
 BUCKET = "kfmt-test"
 ACCESS_KEY = "kfmt-test-key"
 SECRET_KEY = "kfmt-test-secret"

@@ -17,17 +17,16 @@ import uuid
 from pathlib import Path
 
 import pytest
-
 from support.cli import run_kfmt
 from support.corpus import REAL_DIRS, REALKAFKA
 from test_reindex import companions, index_interval, rebuild_now_ms, truth_digest
 from test_storage_conformance import consumer_truth, records_of
 
-from kfmt.transforms.archive.archive_format import STATE_DIR, UPLOADS_DIR
 from kfmt.partition.layout import find_partitions
 from kfmt.storage.manifest import MANIFEST, PENDING_DIR, load_manifest
-from kfmt.transforms.report import REPORT_NAME
 from kfmt.storage.store import open_storage
+from kfmt.transforms.archive.archive_format import STATE_DIR, UPLOADS_DIR
+from kfmt.transforms.report import REPORT_NAME
 
 # Topics whose index.interval.bytes is not the default (topic-configs.txt): restored apart.
 SMALL_INTERVAL = "v[012]-none"

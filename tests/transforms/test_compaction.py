@@ -32,22 +32,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record.memory_records import MemoryRecords
-
 from support.cli import run_kfmt
 from support.corpus import REALKAFKA
 from support.corpus_truth import consumer_records
 
-from kfmt.plugin import registry
-from kfmt.transforms.cleanup.compaction.offset_map import BYTES_PER_ENTRY, OffsetMap, key_hashes
-from kfmt.transforms.cleanup.compaction.rewrite import empty_batch
-from kfmt.partition.layout import find_partitions
 from kfmt.format.model import Batch, BatchHeader, TimestampType, make_records
+from kfmt.format.wire import crc32c
+from kfmt.partition.layout import find_partitions
 from kfmt.partition.reader import PartitionReader
+from kfmt.plugin import registry
 from kfmt.storage.staging import StagedOutput
 from kfmt.storage.store import open_storage
-from kfmt.format.wire import crc32c
-from kfmt.write.writer import PartitionWriter
+from kfmt.transforms.cleanup.compaction.offset_map import BYTES_PER_ENTRY, OffsetMap, key_hashes
+from kfmt.transforms.cleanup.compaction.rewrite import empty_batch
 from kfmt.write.planner import RollPolicy
+from kfmt.write.writer import PartitionWriter
 
 DAY = 86_400_000
 COMPACTED = ["compact-v2-none", "compact-v1-gzip"]
@@ -648,8 +647,8 @@ def test_random_partitions_compact_to_the_latest_record_of_each_key(tmp_path_fac
     below it the latest record of each key stays (tombstones too, on a first cleaning), keyless ones
     go; every output batch keeps the offsets of an input batch; the map never holds more keys than
     it admits."""
-    from kfmt.transforms.cleanup.plan import plan_cleanup
     from kfmt.transforms.cleanup.compaction import CompactOptions, compact_partition
+    from kfmt.transforms.cleanup.plan import plan_cleanup
 
     tmp = tmp_path_factory.mktemp("random")
     src, dst = tmp / "t-0", tmp / "out"

@@ -26,21 +26,20 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder
-
 from support.cli import run_kfmt
 from support.corpus import REAL_DIRS, REALKAFKA
 from support.corpus_truth import consumer_records, control_records
 
 from kfmt.format.control import ControlType, control_key
-from kfmt.rows.columns import DATE_FIELD, EXPORT_DDL, EXPORT_SCHEMA
+from kfmt.format.digest import ContentDigest
 from kfmt.format.javatext import java_string
 from kfmt.partition.layout import find_partitions
 from kfmt.partition.reader import PartitionReader
-from kfmt.format.digest import ContentDigest
+from kfmt.partition.transactions import AbortedTransaction, partition_outcomes
+from kfmt.rows.columns import DATE_FIELD, EXPORT_DDL, EXPORT_SCHEMA
+from kfmt.storage.store import open_storage
 from kfmt.transforms.export import REPORT_NAME
 from kfmt.transforms.export_state import STATE_NAME
-from kfmt.storage.store import open_storage
-from kfmt.partition.transactions import AbortedTransaction, partition_outcomes
 
 TXN = "txn-v2-none-0"
 TS_TYPES = {-1: "NoTimestampType", 0: "CreateTime", 1: "LogAppendTime"}
@@ -374,9 +373,9 @@ def test_a_timestamp_spark_cannot_hold_is_bad_data(tmp_path):
 
 def v2_entry(base: int, n: int, pid: int, *, transactional: bool = False, control: ControlType | None = None):
     """A v2 batch of n records at offsets base.. (a one-record marker when `control` is given)."""
-    from kfmt.plugin import registry
     from kfmt.format.control import end_txn_marker_value
     from kfmt.format.model import BatchHeader, make_records
+    from kfmt.plugin import registry
 
     keys = [control_key(control)] if control is not None else [b"k%d" % (base + i) for i in range(n)]
     values = [end_txn_marker_value(0)] if control is not None else [b"v"] * n
@@ -448,8 +447,8 @@ RECORD = st.tuples(
 
 def made_partition(root: Path, batches: list[list[tuple]]) -> Path:
     """A partition of v2 batches (kfmt's encoder) holding these records, offsets from 0."""
-    from kfmt.plugin import registry
     from kfmt.format.model import BatchHeader, make_records
+    from kfmt.plugin import registry
 
     entries, offset = [], 0
     for records in batches:
@@ -471,7 +470,8 @@ def made_partition(root: Path, batches: list[list[tuple]]) -> Path:
 @given(batches=st.lists(st.lists(RECORD, min_size=1, max_size=6), min_size=1, max_size=3),
        fmt=st.sampled_from(["parquet", "jsonl"]))
 def test_any_record_exports_byte_exact(tmp_path_factory, batches, fmt):
-    from kfmt.transforms.export import ExportOptions, export as run_export
+    from kfmt.transforms.export import ExportOptions
+    from kfmt.transforms.export import export as run_export
 
     root = tmp_path_factory.mktemp("made")
     src = made_partition(root, batches)

@@ -22,7 +22,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pytest
-
 from support.cli import run_kfmt
 from support.corpus import REALKAFKA
 from test_export import TS_TYPES, as_consumer_records, export, listing, read_dataset, truth

@@ -19,7 +19,6 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
-
 from support.corpus import REAL_DIRS, REALKAFKA, REPO
 from test_export import export, truth, utc_date
 

@@ -12,12 +12,24 @@ import types
 import cramjam
 import kafka.codec
 import pytest
-
 from support.cli import run_kfmt
 from support.corpus import REAL_DIRS, REALKAFKA
-from test_upgrade import (SPARK, assert_companions_are_reindexs, batches_of, cat_json, corpus_magic,
-                          expected_v2_batches, kfmt_ok, log_dir_of, peer_records, records, transform,
-                          truth_as_v2, v2_layout, write_mixed)
+from test_upgrade import (
+    SPARK,
+    assert_companions_are_reindexs,
+    batches_of,
+    cat_json,
+    corpus_magic,
+    expected_v2_batches,
+    kfmt_ok,
+    log_dir_of,
+    peer_records,
+    records,
+    transform,
+    truth_as_v2,
+    v2_layout,
+    write_mixed,
+)
 
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 # what a batch keeps through recompression: all of its header but the codec, CRC and size

@@ -16,15 +16,15 @@ import fsspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from support.cli import run_kfmt
-from support.corpus import REALKAFKA, REAL_DIRS
+from support.corpus import REAL_DIRS, REALKAFKA
+
 from kfmt.format import segment
+from kfmt.format.digest import ContentDigest
+from kfmt.format.model import make_records
 from kfmt.partition.checkpoints import read_offset_checkpoint
 from kfmt.partition.indexes import read_offset_index, read_time_index
-from kfmt.format.model import make_records
 from kfmt.transforms.report import REPORT_NAME
-from kfmt.format.digest import ContentDigest
 
 COMPANION = re.compile(r"\.(index|timeindex|txnindex|snapshot)$|^leader-epoch-checkpoint$")
 REBUILT = [d for d in REAL_DIRS if (REALKAFKA / f"{d}.truth" / "rebuilt").is_dir()]

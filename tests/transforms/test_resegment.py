@@ -15,18 +15,24 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from support.cli import run_kfmt
-from support.corpus import REALKAFKA, REAL_DIRS
-from test_upgrade import (SPARK, assert_companions_are_reindexs, cat_json, kfmt_ok, log_dir_of, transform,
-                          write_mixed)
+from support.corpus import REAL_DIRS, REALKAFKA
+from test_upgrade import (
+    SPARK,
+    assert_companions_are_reindexs,
+    cat_json,
+    kfmt_ok,
+    log_dir_of,
+    transform,
+    write_mixed,
+)
 
+from kfmt.errors import DataError
 from kfmt.format import segment
+from kfmt.format.control import ControlType
+from kfmt.format.model import BatchHeader
 from kfmt.partition.companions import CompanionBuilder
 from kfmt.partition.segment_recovery import RecoveredSegmentBuilder
-from kfmt.format.control import ControlType
-from kfmt.errors import DataError
-from kfmt.format.model import BatchHeader
 from kfmt.partition.txnindex import write_txn_index
 
 # --- the facts path equals sequential recovery (property) ---

@@ -20,19 +20,18 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from support.cli import run_kfmt
 from support.corpus import REALKAFKA
 from support.corpus_truth import consumer_records
 
-from kfmt.partition.checkpoints import read_offset_checkpoint
 from kfmt.errors import UsageError
 from kfmt.format.model import Batch, BatchHeader, TimestampType, make_records
-from kfmt.transforms.cleanup.retention import RetentionOptions, SegmentAge, decide_retention
+from kfmt.partition.checkpoints import read_offset_checkpoint
 from kfmt.storage.staging import StagedOutput
 from kfmt.storage.store import open_storage
-from kfmt.write.writer import PartitionWriter
+from kfmt.transforms.cleanup.retention import RetentionOptions, SegmentAge, decide_retention
 from kfmt.write.planner import RollPolicy
+from kfmt.write.writer import PartitionWriter
 
 RETENTION = REALKAFKA / "_retention"
 CASES = sorted(p.name for p in RETENTION.iterdir())

@@ -15,22 +15,20 @@ import struct
 from pathlib import Path
 
 import pytest
-
 from support.cli import run_kfmt
-from support.corpus import REALKAFKA, REAL_DIRS
+from support.corpus import REAL_DIRS, REALKAFKA
 from support.corpus_truth import consumer_records, kafka_listing
 from test_bad_input import copy_partition
 
-from kfmt.format.control import ControlType, control_key, end_txn_marker_value
 from kfmt.errors import KfmtWarning
+from kfmt.format.control import ControlType, control_key, end_txn_marker_value
 from kfmt.format.message_formats import ReadOptions
 from kfmt.format.model import BatchHeader, make_records
 from kfmt.plugin import registry
-from kfmt.transforms.salvage import SalvageOptions, salvage
 from kfmt.storage.staging import StagedOutput
 from kfmt.storage.store import open_storage
+from kfmt.transforms.salvage import SalvageOptions, salvage
 from kfmt.write.writer import PartitionWriter
-
 
 # --- what the output holds, and what it should ---
 

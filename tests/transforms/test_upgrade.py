@@ -29,19 +29,18 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
-
 from support.cli import run_kfmt
 from support.corpus import REAL_DIRS, REALKAFKA
 from support.corpus_truth import consumer_records
 
-from kfmt.plugin import registry
 from kfmt.format import segment
 from kfmt.format.control import ControlType, control_key, end_txn_marker_value
-from kfmt.partition.layout import find_partitions
 from kfmt.format.model import BatchHeader, TimestampType, make_records
+from kfmt.partition.layout import find_partitions
 from kfmt.partition.reader import PartitionReader
-from kfmt.transforms.report import REPORT_NAME
+from kfmt.plugin import registry
 from kfmt.storage.store import open_storage
+from kfmt.transforms.report import REPORT_NAME
 
 SPARK = os.environ.get("KFMT_SPARK_MASTER", "local[*]")  # the Spark tests' master: local mode
 NOW_MS = 1_795_000_000_000  # the clock producer expiry is judged against, for upgrade and reindex alike
@@ -489,12 +488,11 @@ def test_what_a_task_sends_back_does_not_grow_with_its_batches(tmp_path):
     (file records, counts, digests, segment facts) must not hold anything per batch."""
     import pickle
 
-    from kfmt.transforms.rewrite import RewriteSegmentsTask
-
-    from kfmt.transforms.run import SourceSegment
-    from kfmt.transforms.upgrade import UpgradeRewriter
     from kfmt.storage.staging import StagedOutput
     from kfmt.storage.store import StorageSpec
+    from kfmt.transforms.rewrite import RewriteSegmentsTask
+    from kfmt.transforms.run import SourceSegment
+    from kfmt.transforms.upgrade import UpgradeRewriter
     from kfmt.write.planner import RollPolicy
 
     def result_size(messages: int) -> int:

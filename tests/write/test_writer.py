@@ -21,20 +21,29 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from support.corpus import REALKAFKA, REAL_DIRS
+from support.corpus import REAL_DIRS, REALKAFKA
 from test_storage_conformance import consumer_truth, records_of
 
-from kfmt.plugin import registry
 from kfmt.errors import DataError, UsageError
-from kfmt.partition.layout import find_partitions
 from kfmt.format.model import INT32_MAX, BatchHeader, make_records
+from kfmt.partition.layout import find_partitions
 from kfmt.partition.reader import PartitionReader
+from kfmt.plugin import registry
 from kfmt.storage.staging import StagedOutput
 from kfmt.storage.store import open_storage
-from kfmt.write.writer import PartitionWriter
+from kfmt.write.planner import (
+    FIRST,
+    INDEX_FULL,
+    OFFSET_OVERFLOW,
+    REQUESTED,
+    SEGMENT_BYTES,
+    SEGMENT_MS,
+    RollPolicy,
+    SegmentPlanner,
+    plan_segments,
+)
 from kfmt.write.segment_writer import source_entries, write_companions, write_segment
-from kfmt.write.planner import FIRST, INDEX_FULL, OFFSET_OVERFLOW, REQUESTED, SEGMENT_BYTES, SEGMENT_MS, RollPolicy, SegmentPlanner, plan_segments
+from kfmt.write.writer import PartitionWriter
 
 NOW_MS = 1_795_000_000_000
 T0 = 1_700_000_000_000

@@ -11,8 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kfmt.errors import DataError, UsageError
-from kfmt.inspect.dump.java_output import java_absolute_path, java_file_name, java_file_string, java_parse_long
 from kfmt.format.model import INT32_MAX, BatchHeader, LegacyMessageInfo
+from kfmt.inspect.dump.java_output import (
+    java_absolute_path,
+    java_file_name,
+    java_file_string,
+    java_parse_long,
+)
 from kfmt.storage.store import Storage, open_storage
 
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024  # DumpLogSegments' --max-message-size default

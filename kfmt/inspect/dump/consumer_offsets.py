@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kfmt.errors import DataError
 from kfmt.format.control import ControlType, control_type
 from kfmt.inspect.dump.decoders.offsets import read_group_value, read_key, read_offset_value
-from kfmt.errors import DataError
 from kfmt.partition.layout import PartitionDir
 from kfmt.partition.reader import PartitionReader
 

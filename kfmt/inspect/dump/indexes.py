@@ -17,13 +17,13 @@ exception is in Kafka's tool).
 """
 from __future__ import annotations
 
+from kfmt.errors import DataError
 from kfmt.format import segment
+from kfmt.format.message_formats import LENIENT
+from kfmt.format.model import NO_TIMESTAMP
 from kfmt.inspect.dump.common import DumpOptions, DumpTarget, Sink
 from kfmt.inspect.dump.log import kafka_frames
-from kfmt.errors import DataError
-from kfmt.format.message_formats import LENIENT
 from kfmt.partition.indexes import OFFSET_ENTRY, TIME_ENTRY
-from kfmt.format.model import NO_TIMESTAMP
 
 WARM_BYTES = 8192  # AbstractIndex.warmEntries() = 8192 / entry size
 

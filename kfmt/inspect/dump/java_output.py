@@ -15,7 +15,6 @@ import re
 
 from kfmt.format.javatext import java_string  # noqa: F401  (the dump modules use it from here)
 
-
 # --- java.io.File ---------------------------------------------------------------------------
 
 _SLASHES = re.compile(r"/{2,}")

@@ -10,11 +10,10 @@ from __future__ import annotations
 import base64
 import json
 
+from kfmt.format.model import BatchHeader
 from kfmt.inspect.dump.common import BatchView, DumpOptions, DumpRecord, DumpTarget, Sink
 from kfmt.inspect.dump.java_output import java_string
 from kfmt.inspect.dump.producer_state import first_sequence
-from kfmt.format.model import BatchHeader
-
 
 # Characters json.dumps leaves raw that some readers take as line ends (Python's splitlines,
 # JavaScript): escaped, so that every object stays on its one line.

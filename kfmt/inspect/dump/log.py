@@ -12,19 +12,25 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
-from kfmt.plugin import registry
-
+from kfmt.errors import DataError
 from kfmt.format import segment
 from kfmt.format.control import ControlType, control_type, control_type_id, end_txn_marker
+from kfmt.format.message_formats import LENIENT
+from kfmt.format.model import (
+    HEADER_SIZE_UP_TO_MAGIC,
+    INT32_MAX,
+    NO_SEQUENCE,
+    Batch,
+    BatchHeader,
+    increment_sequence,
+)
+from kfmt.format.segment import MIN_ENTRY_SIZE, FrameScanner
+from kfmt.inspect.dump import text_blocks
+from kfmt.inspect.dump.common import BatchView, ControlInfo, DumpOptions, DumpRecord, DumpTarget, Sink
 from kfmt.inspect.dump.decoders import DECODERS, jackson
 from kfmt.inspect.dump.decoders.protocol import message_json, read_message
 from kfmt.inspect.dump.decoders.schemas_control import LEADER_CHANGE, SNAPSHOT_FOOTER, SNAPSHOT_HEADER
-from kfmt.inspect.dump import text_blocks
-from kfmt.inspect.dump.common import BatchView, ControlInfo, DumpOptions, DumpRecord, DumpTarget, Sink
-from kfmt.errors import DataError
-from kfmt.format.message_formats import LENIENT
-from kfmt.format.model import HEADER_SIZE_UP_TO_MAGIC, INT32_MAX, NO_SEQUENCE, Batch, BatchHeader, increment_sequence
-from kfmt.format.segment import MIN_ENTRY_SIZE, FrameScanner
+from kfmt.plugin import registry
 
 # The control record types Kafka 3.6 knows (ControlRecordType); later types print as UNKNOWN.
 KAFKA_36_CONTROL_TYPES = {ControlType.ABORT, ControlType.COMMIT, ControlType.LEADER_CHANGE,

@@ -8,10 +8,10 @@ so that stderr matches too.
 """
 from __future__ import annotations
 
+from kfmt.format.wire import crc32c
 from kfmt.inspect.dump.common import DumpOptions, DumpTarget, Sink
 from kfmt.inspect.dump.java_output import java_parse_long
 from kfmt.partition.snapshots import ENTRY, VERSION, ProducerEntry
-from kfmt.format.wire import crc32c
 
 UNDERFLOW = "java.nio.BufferUnderflowException"
 # ProducerStateManager's schema: (field name, size) in file order

@@ -9,11 +9,11 @@ problems were appended to ArrayBuffers.
 """
 from __future__ import annotations
 
+from kfmt.format.model import BatchHeader
 from kfmt.inspect.dump.common import BatchView, DumpOptions, DumpRecord, DumpTarget, Sink
 from kfmt.inspect.dump.java_output import java_string
 from kfmt.inspect.dump.producer_state import first_sequence
 from kfmt.inspect.dump.scalamap import ScalaHashMap
-from kfmt.format.model import BatchHeader
 
 
 def _bool(value: bool) -> str:

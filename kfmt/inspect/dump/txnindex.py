@@ -6,8 +6,8 @@ were printed.
 """
 from __future__ import annotations
 
-from kfmt.inspect.dump.common import DumpOptions, DumpTarget, Sink
 from kfmt.errors import DataError
+from kfmt.inspect.dump.common import DumpOptions, DumpTarget, Sink
 from kfmt.partition.txnindex import ENTRY, AbortedTxn
 
 CURRENT_VERSION = 0

@@ -22,9 +22,16 @@ from __future__ import annotations
 from bisect import bisect_right
 from dataclasses import dataclass
 
-from kfmt.partition.checkpoints import (EpochEntry, checkpoint_entries, java_lines, java_parse_int,
-                              read_leader_epochs, read_offset_checkpoint, read_partition_metadata)
 from kfmt.errors import DataError
+from kfmt.partition.checkpoints import (
+    EpochEntry,
+    checkpoint_entries,
+    java_lines,
+    java_parse_int,
+    read_leader_epochs,
+    read_offset_checkpoint,
+    read_partition_metadata,
+)
 from kfmt.partition.layout import LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA, PartitionDir
 from kfmt.storage.store import Storage
 

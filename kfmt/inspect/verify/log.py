@@ -21,14 +21,20 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow.compute as pc
 
-from kfmt.format import segment as segment_io
-from kfmt.format.frames import headers_of
-from kfmt.format.control import ControlType, control_type, end_txn_marker
 from kfmt.errors import DataError
+from kfmt.format import segment as segment_io
+from kfmt.format.control import ControlType, control_type, end_txn_marker
+from kfmt.format.frames import headers_of
 from kfmt.format.message_formats import LENIENT, STRICT
+from kfmt.format.model import (
+    INT32_MAX,
+    NO_PARTITION_LEADER_EPOCH,
+    NO_PRODUCER_ID,
+    Batch,
+    BatchHeader,
+    TimestampType,
+)
 from kfmt.partition.layout import PartitionDir, Segment
-from kfmt.format.model import (INT32_MAX, NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_ID, Batch, BatchHeader,
-                        TimestampType)
 
 from . import log_runs
 from .problems import Report

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 from kfmt.format.control import ControlType
 from kfmt.format.frames import ATTR_TRANSACTIONAL
-from kfmt.partition.layout import PartitionDir
 from kfmt.format.model import NO_PRODUCER_ID
+from kfmt.partition.layout import PartitionDir
 from kfmt.partition.txnindex import ENTRY, AbortedTxn, read_txn_index
 
 from .log import BatchFacts

@@ -26,11 +26,11 @@ from dataclasses import asdict, dataclass, field
 
 import pyarrow.compute as pc
 
-from kfmt.format import segment
 from kfmt.errors import DataError
-from kfmt.storage.manifest import Manifest
+from kfmt.format import segment
 from kfmt.format.digest import DIGEST_VERSION, ContentDigest
 from kfmt.partition.summary import PartitionSummary, PartitionTally, merge_tallies
+from kfmt.storage.manifest import Manifest
 
 SECTION = "archive"  # the manifest section of an archive
 SECTION_VERSION = 1

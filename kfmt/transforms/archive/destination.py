@@ -8,12 +8,21 @@ import os
 import socket
 import time
 from dataclasses import dataclass
+
 from kfmt.errors import UsageError
 from kfmt.storage.manifest import MANIFEST, PENDING_DIR, FileRecord, Manifest, encode_manifest, load_manifest
-from kfmt.transforms.report import REPORT_NAME
 from kfmt.storage.staging import CLAIM_NAME, StagedFiles, another_run, new_run_id, owner_alive
 from kfmt.storage.store import FileInfo, Storage, StorageSpec
-from kfmt.transforms.archive.archive_format import ArchivedSegment, CHUNK, PLAN_FORMAT, PLAN_NAME, SECTION, STATE_DIR, UPLOADS_DIR
+from kfmt.transforms.archive.archive_format import (
+    CHUNK,
+    PLAN_FORMAT,
+    PLAN_NAME,
+    SECTION,
+    STATE_DIR,
+    UPLOADS_DIR,
+    ArchivedSegment,
+)
+from kfmt.transforms.report import REPORT_NAME
 
 
 @dataclass(frozen=True)

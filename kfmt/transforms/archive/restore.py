@@ -14,18 +14,24 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 
-from kfmt.transforms.archive.view import ArchiveView, PublishedArchive, open_archive
 from kfmt.errors import DataError, UsageError
-from kfmt.partition.layout import load_partition
-from kfmt.storage.manifest import FileRecord, Manifest
-from kfmt.pipelines.runner import run_tasks
 from kfmt.partition.companions import CompanionOptions
-from kfmt.transforms.reindex import (PartitionPlan, DirectoryPlan, plan_engine, plan_reindex, reindex_partition,
-                                     write_log_dir_files)
-from kfmt.transforms.report import REPORT_NAME, make_report, report_bytes
+from kfmt.partition.layout import load_partition
 from kfmt.partition.summary import PartitionSummary
+from kfmt.pipelines.runner import run_tasks
+from kfmt.storage.manifest import FileRecord, Manifest
 from kfmt.storage.staging import StagedOutput, StagingTarget
 from kfmt.storage.store import StorageSpec, open_storage
+from kfmt.transforms.archive.view import ArchiveView, PublishedArchive, open_archive
+from kfmt.transforms.reindex import (
+    DirectoryPlan,
+    PartitionPlan,
+    plan_engine,
+    plan_reindex,
+    reindex_partition,
+    write_log_dir_files,
+)
+from kfmt.transforms.report import REPORT_NAME, make_report, report_bytes
 
 # what a restored partition must share with the archive's record of its source
 COMPARED = ("segments", "log_bytes", "batches", "records", "control_records", "first_offset",

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+
 from kfmt.errors import DataError, UsageError
 from kfmt.storage.manifest import MANIFEST, PENDING_DIR, Manifest, load_manifest
-from kfmt.transforms.report import REPORT_NAME
 from kfmt.storage.store import FileInfo, Storage
-from kfmt.transforms.archive.archive_format import ArchivedPartition, SECTION, parse_section
+from kfmt.transforms.archive.archive_format import SECTION, ArchivedPartition, parse_section
+from kfmt.transforms.report import REPORT_NAME
 
 
 class ArchiveView(Storage):

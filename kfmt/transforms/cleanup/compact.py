@@ -4,10 +4,9 @@ cleaner-offset-checkpoint with where each cleaning stopped.
 """
 from __future__ import annotations
 
-from kfmt.transforms.cleanup.plan import CLEANER_OFFSET_CHECKPOINT, CleanupPlan
 from kfmt.transforms.cleanup.compaction import CompactOptions, CompactResult, compact_partition
-
 from kfmt.transforms.cleanup.job import CleanupPolicy, run_cleanup
+from kfmt.transforms.cleanup.plan import CLEANER_OFFSET_CHECKPOINT, CleanupPlan
 
 
 def compact(src: str, dst: str, options: CompactOptions, **run) -> tuple[CleanupPlan, dict]:

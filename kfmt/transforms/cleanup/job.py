@@ -15,14 +15,13 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from kfmt.errors import KfmtWarning
+from kfmt.partition.summary import PartitionSummary
+from kfmt.pipelines.runner import run_tasks
+from kfmt.storage.staging import StagedOutput, StagingTarget
+from kfmt.storage.store import open_storage
 from kfmt.transforms.cleanup.plan import CleanupPlan, PartitionJob, check_destination_empty, plan_cleanup
 from kfmt.transforms.reindex import plan_engine, write_log_dir_files
 from kfmt.transforms.report import REPORT_NAME, make_report, report_bytes
-from kfmt.partition.summary import PartitionSummary
-from kfmt.storage.staging import StagedOutput, StagingTarget
-from kfmt.storage.store import open_storage
-
-from kfmt.pipelines.runner import run_tasks
 
 
 @dataclass(frozen=True)

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kfmt.partition.checkpoints import checkpoint_text, read_offset_checkpoint
 from kfmt.errors import UsageError
+from kfmt.partition.checkpoints import checkpoint_text, read_offset_checkpoint
 from kfmt.partition.layout import PartitionDir, find_partitions
-from kfmt.transforms.reindex import DirectoryPlan, plan_reindex
 from kfmt.storage.store import Storage, StorageSpec
+from kfmt.transforms.reindex import DirectoryPlan, plan_reindex
 
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"

@@ -6,11 +6,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from kfmt.transforms.cleanup.plan import LOG_START_OFFSET_CHECKPOINT, CleanupPlan
 from kfmt.partition.summary import PartitionSummary
-from kfmt.transforms.cleanup.retention import RetainResult, RetentionOptions, checkpoint_updates, retain_partition
-
 from kfmt.transforms.cleanup.job import CleanupPolicy, run_cleanup
+from kfmt.transforms.cleanup.plan import LOG_START_OFFSET_CHECKPOINT, CleanupPlan
+from kfmt.transforms.cleanup.retention import (
+    RetainResult,
+    RetentionOptions,
+    checkpoint_updates,
+    retain_partition,
+)
 
 
 def retain(src: str, dst: str, options: RetentionOptions, **run) -> tuple[CleanupPlan, dict]:

@@ -38,8 +38,21 @@ whole run and its report). docs/salvage.md is the user's guide.
 """
 from __future__ import annotations
 
-from .facts import (CORRUPT, DUPLICATE, EPOCH, MISPLACED, MISSING, OVERLAP, TRUNCATED, TXN_STATE,
-                    UNREADABLE, ZEROS, Dropped, OffsetBounds, SegmentScan)
+from .facts import (
+                    CORRUPT,
+                    DUPLICATE,
+                    EPOCH,
+                    MISPLACED,
+                    MISSING,
+                    OVERLAP,
+                    TRUNCATED,
+                    TXN_STATE,
+                    UNREADABLE,
+                    ZEROS,
+                    Dropped,
+                    OffsetBounds,
+                    SegmentScan,
+)
 from .partition import PartitionSalvage, SalvageOptions, salvage_partition, segment_ranges
 from .run import SalvagePlan, plan_salvage, salvage
 from .scan import examine, scan_segment

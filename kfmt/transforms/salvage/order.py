@@ -9,6 +9,7 @@ from kfmt.format.model import increment_sequence
 
 from .facts import DUPLICATE, MISPLACED, OVERLAP, Found, SegmentScan, merge_ranges
 
+
 def order_segment(scan: SegmentScan, buf) -> None:
     """Fill `scan.order` with the entries to write, in offset order, dropping those whose offsets
     cannot be trusted. The offset field is outside the CRC, so the offsets of an intact entry are

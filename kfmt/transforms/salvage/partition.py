@@ -6,21 +6,26 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Callable
 
-from kfmt.plugin import registry
+from kfmt.errors import DataError
+from kfmt.format.control import ControlType
+from kfmt.format.message_formats import STRICT, ReadOptions
+from kfmt.format.model import INT32_MAX, Batch
 from kfmt.partition.checkpoints import EpochEntry, checkpoint_text, read_partition_metadata
 from kfmt.partition.companions import CompanionOptions, control_facts, existing_leader_epochs
-from kfmt.format.control import ControlType
-from kfmt.errors import DataError
-from kfmt.format.message_formats import STRICT, ReadOptions
-from kfmt.partition.layout import (LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA, SEGMENT_NAME, PartitionDir,
-                         Segment)
-from kfmt.format.model import INT32_MAX, Batch
+from kfmt.partition.layout import (
+    LEADER_EPOCH_CHECKPOINT,
+    PARTITION_METADATA,
+    SEGMENT_NAME,
+    PartitionDir,
+    Segment,
+)
 from kfmt.partition.summary import PartitionSummary, PartitionTally
+from kfmt.plugin import registry
 from kfmt.storage.staging import StagedOutput
-from kfmt.write.writer import PartitionWriter
 from kfmt.write.planner import RollPolicy
+from kfmt.write.writer import PartitionWriter
 
-from .facts import EPOCH, TXN_STATE, UNREADABLE, Dropped, Offsets, OffsetBounds, merge_ranges
+from .facts import EPOCH, TXN_STATE, UNREADABLE, Dropped, OffsetBounds, Offsets, merge_ranges
 from .scan import scan_segment
 
 

@@ -6,16 +6,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from kfmt.partition.checkpoints import checkpoint_text, read_offset_checkpoint, write_offset_checkpoint
 from kfmt.errors import DataError, UsageError
+from kfmt.partition.checkpoints import checkpoint_text, read_offset_checkpoint, write_offset_checkpoint
 from kfmt.partition.layout import PartitionDir
 from kfmt.pipelines.engine import Engine
 from kfmt.pipelines.runner import run_tasks
-from kfmt.transforms.reindex import (COPIED_LOG_DIR_FILES, LOG_START_OFFSET_CHECKPOINT, OFFSET_CHECKPOINTS,
-                                     plan_engine, source_partitions)
-from kfmt.transforms.report import REPORT_NAME, make_report, report_bytes
 from kfmt.storage.staging import StagedOutput, StagingTarget
 from kfmt.storage.store import Storage, open_storage
+from kfmt.transforms.reindex import (
+    COPIED_LOG_DIR_FILES,
+    LOG_START_OFFSET_CHECKPOINT,
+    OFFSET_CHECKPOINTS,
+    plan_engine,
+    source_partitions,
+)
+from kfmt.transforms.report import REPORT_NAME, make_report, report_bytes
 
 from .partition import PartitionSalvage, SalvageOptions, salvage_partition
 

@@ -6,16 +6,26 @@ from typing import Callable
 
 import numpy as np
 
-from kfmt.plugin import registry
-from kfmt.partition.companions import control_facts
 from kfmt.errors import DataError
 from kfmt.format.message_formats import STRICT, ReadOptions
 from kfmt.format.model import LOG_OVERHEAD, NO_PARTITION_LEADER_EPOCH, Batch
 from kfmt.format.segment import MIN_ENTRY_SIZE
 from kfmt.format.wire import OFFSET_AND_SIZE
+from kfmt.partition.companions import control_facts
+from kfmt.plugin import registry
 
-from .facts import (CORRUPT, MISSING, TRUNCATED, ZEROS, Dropped, Found, OffsetBounds, SegmentScan,
-                    merge_ranges, subtract_ranges)
+from .facts import (
+    CORRUPT,
+    MISSING,
+    TRUNCATED,
+    ZEROS,
+    Dropped,
+    Found,
+    OffsetBounds,
+    SegmentScan,
+    merge_ranges,
+    subtract_ranges,
+)
 from .order import order_segment
 
 MIN_ENTRY = LOG_OVERHEAD + MIN_ENTRY_SIZE  # the smallest entry the broker's reader accepts (docs/format.md §2)

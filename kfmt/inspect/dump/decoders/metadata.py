@@ -9,11 +9,11 @@ batches (LeaderChange, SnapshotHeader/Footer) are not passed to the decoder: log
 """
 from __future__ import annotations
 
+from kfmt.errors import DataError
 from kfmt.inspect.dump.decoders import jackson
 from kfmt.inspect.dump.decoders.protocol import Reader, message_json, read_message
 from kfmt.inspect.dump.decoders.result import Decoded
 from kfmt.inspect.dump.decoders.schemas_metadata import TYPES
-from kfmt.errors import DataError
 
 FRAME_VERSION = 1
 

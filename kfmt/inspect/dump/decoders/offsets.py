@@ -16,12 +16,19 @@ from __future__ import annotations
 
 import struct
 
+from kfmt.errors import DataError
 from kfmt.inspect.dump.decoders import jackson
 from kfmt.inspect.dump.decoders.protocol import message_json, read_message
 from kfmt.inspect.dump.decoders.result import Decoded
 from kfmt.inspect.dump.decoders.scalaorder import member_order
-from kfmt.inspect.dump.decoders.schemas_groups import CONSUMER_PROTOCOL_ASSIGNMENT, CONSUMER_PROTOCOL_SUBSCRIPTION, GROUP_METADATA_KEY, GROUP_METADATA_VALUE, OFFSET_COMMIT_KEY, OFFSET_COMMIT_VALUE
-from kfmt.errors import DataError
+from kfmt.inspect.dump.decoders.schemas_groups import (
+    CONSUMER_PROTOCOL_ASSIGNMENT,
+    CONSUMER_PROTOCOL_SUBSCRIPTION,
+    GROUP_METADATA_KEY,
+    GROUP_METADATA_VALUE,
+    OFFSET_COMMIT_KEY,
+    OFFSET_COMMIT_VALUE,
+)
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 

@@ -20,9 +20,9 @@ import base64
 import struct
 from dataclasses import dataclass, field
 
-from kfmt.inspect.dump.decoders.jackson import JavaDouble
 from kfmt.errors import DataError
 from kfmt.format.javatext import java_string
+from kfmt.inspect.dump.decoders.jackson import JavaDouble
 
 NO_VERSIONS = (1, 0)  # an empty range
 

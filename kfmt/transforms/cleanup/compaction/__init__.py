@@ -9,6 +9,11 @@ The cleaning of one partition, in the parts Kafka's log cleaner has:
 * `rewrite` — batches rebuilt from what they keep (buildRetainedRecordsInto, writeEmptyHeader);
 * `cleaner` — one partition's cleaning into DST (doClean), the unit of work of `kfmt compact`.
 """
-from kfmt.transforms.cleanup.compaction.cleaner import CompactOptions, CompactResult, OffsetMapFull, compact_partition
+from kfmt.transforms.cleanup.compaction.cleaner import (
+    CompactOptions,
+    CompactResult,
+    OffsetMapFull,
+    compact_partition,
+)
 
 __all__ = ["CompactOptions", "CompactResult", "OffsetMapFull", "compact_partition"]

@@ -20,26 +20,42 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kfmt.plugin import registry
-from kfmt.transforms.cleanup.plan import PartitionJob
+from kfmt.errors import DataError, KfmtError, UsageError
+from kfmt.format.model import Batch, BatchHeader
 from kfmt.partition.companions import control_facts, existing_leader_epochs
+from kfmt.partition.layout import PARTITION_METADATA, Segment, segment_file_name
+from kfmt.partition.producer_state import DEFAULT_PRODUCER_EXPIRATION_MS
+from kfmt.partition.reader import PartitionReader
 from kfmt.partition.segment_recovery import DEFAULT_INDEX_INTERVAL_BYTES
+from kfmt.partition.summary import PartitionSummary, PartitionTally
+from kfmt.plugin import registry
+from kfmt.storage.manifest import FileRecord
 from kfmt.transforms.cleanup.compaction.facts import PartitionFacts, SegmentInfo, gather_facts
-from kfmt.transforms.cleanup.compaction.filter import Action, BatchRetention, CleanerFilter, Removed, is_present
-from kfmt.transforms.cleanup.compaction.offset_map import DEFAULT_LOAD_FACTOR, DEFAULT_MEMORY, OffsetMap, record_key_hashes
-from kfmt.transforms.cleanup.compaction.plan import (CleanableRange, cleanable_range, group_segments, legacy_delete_horizon,
-                                  segments_between)
+from kfmt.transforms.cleanup.compaction.filter import (
+    Action,
+    BatchRetention,
+    CleanerFilter,
+    Removed,
+    is_present,
+)
+from kfmt.transforms.cleanup.compaction.offset_map import (
+    DEFAULT_LOAD_FACTOR,
+    DEFAULT_MEMORY,
+    OffsetMap,
+    record_key_hashes,
+)
+from kfmt.transforms.cleanup.compaction.plan import (
+    CleanableRange,
+    cleanable_range,
+    group_segments,
+    legacy_delete_horizon,
+    segments_between,
+)
 from kfmt.transforms.cleanup.compaction.rewrite import empty_batch, retained_batch
 from kfmt.transforms.cleanup.compaction.transactions import CleanedTransactions
-from kfmt.errors import DataError, KfmtError, UsageError
-from kfmt.partition.layout import PARTITION_METADATA, Segment, segment_file_name
-from kfmt.storage.manifest import FileRecord
-from kfmt.format.model import Batch, BatchHeader
-from kfmt.partition.reader import PartitionReader
-from kfmt.partition.producer_state import DEFAULT_PRODUCER_EXPIRATION_MS
-from kfmt.partition.summary import PartitionSummary, PartitionTally
-from kfmt.write.writer import PartitionWriter, SegmentSummary, WriteSummary
+from kfmt.transforms.cleanup.plan import PartitionJob
 from kfmt.write.planner import DEFAULT_MAX_INDEX_BYTES, DEFAULT_SEGMENT_BYTES, REQUESTED, RollPolicy
+from kfmt.write.writer import PartitionWriter, SegmentSummary, WriteSummary
 
 DEFAULT_DELETE_RETENTION_MS = 86_400_000  # delete.retention.ms
 NEVER = 2**63 - 1  # a cleaned group is one segment: no time-based roll inside it

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kfmt.partition.companions import control_facts
-from kfmt.partition.transactions import AbortedTransaction
 from kfmt.errors import DataError
-from kfmt.partition.reader import PartitionReader
+from kfmt.partition.companions import control_facts
 from kfmt.partition.producer_state import ProducerStateManager
+from kfmt.partition.reader import PartitionReader
+from kfmt.partition.transactions import AbortedTransaction
 from kfmt.transforms.cleanup.retention import segment_largest_timestamp
 
 

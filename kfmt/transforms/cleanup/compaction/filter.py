@@ -31,11 +31,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
+from kfmt.format.control import ControlType
+from kfmt.format.model import Batch, BatchHeader
 from kfmt.transforms.cleanup.compaction.facts import LastRecord
 from kfmt.transforms.cleanup.compaction.offset_map import OffsetMap, record_key_hashes
 from kfmt.transforms.cleanup.compaction.transactions import CleanedTransactions
-from kfmt.format.control import ControlType
-from kfmt.format.model import Batch, BatchHeader
 
 
 class BatchRetention(enum.Enum):

@@ -19,8 +19,8 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
-from kfmt.transforms.cleanup.compaction.facts import SegmentInfo
 from kfmt.format.model import INT32_MAX
+from kfmt.transforms.cleanup.compaction.facts import SegmentInfo
 
 
 @dataclass(frozen=True)
