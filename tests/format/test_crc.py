@@ -18,7 +18,7 @@ from kafka.record.util import calc_crc32c
 from kfmt.format import kernels as speedups
 
 native = speedups.native
-pytestmark = pytest.mark.skipif(native is None, reason=f"no compiled CRCs: kfmt runs {speedups.description}")
+pytestmark = pytest.mark.needs("speedups")  # the compiled kernels against their peers
 
 
 def test_crc32_of_every_length_up_to_4096():

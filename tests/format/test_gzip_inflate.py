@@ -6,14 +6,12 @@ from __future__ import annotations
 import gzip
 import importlib
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kfmt.errors import DataError
 
 codec_module = importlib.import_module("kfmt.default_plugins.compression.gzip")
-needs_isal = pytest.mark.skipif(codec_module._fast_inflate() is None, reason="isal is not installed")
 
 
 def outcome(data, max_size):
@@ -32,7 +30,6 @@ def zlib_only(data, max_size):
         codec_module._fast_zlib = saved
 
 
-@needs_isal
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.binary(max_size=3000), min_size=1, max_size=3), st.binary(max_size=4),
        st.sampled_from(["none", "truncate", "flip", "trailer"]), st.data(),

@@ -19,7 +19,7 @@ from kfmt.format.model import make_records
 from kfmt.transforms.cleanup.compaction.offset_map import record_key_hashes
 
 native = speedups.native
-pytestmark = pytest.mark.skipif(native is None, reason=f"no compiled MD5: kfmt runs {speedups.description}")
+pytestmark = pytest.mark.needs("speedups")  # the compiled kernels against their peers
 
 
 def with_keys(keys: list[bytes | None]):

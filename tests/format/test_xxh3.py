@@ -21,7 +21,7 @@ from kfmt.format.digest import record_hashes_sum, record_hashes_sum_reference
 from kfmt.format.model import make_records
 
 native = speedups.native
-pytestmark = pytest.mark.skipif(native is None, reason=f"no compiled XXH3: kfmt runs {speedups.description}")
+pytestmark = pytest.mark.needs("speedups")  # the compiled kernels against their peers
 WIDTHS = ["scalar", "sse2", "avx2", "avx512f"]
 
 

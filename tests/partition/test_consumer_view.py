@@ -19,22 +19,11 @@ import pytest
 from support.cli import run_kfmt
 from support.corpus import REALKAFKA
 from support.corpus_truth import consumer_records
+from test_datasource import spark  # noqa: F401  (fixture: one Spark session for the module)
 from test_export import as_consumer_records, export, read_dataset
-
-try:  # the kafka-log data source needs PySpark
-    from test_datasource import spark  # noqa: F401  (fixture: one Spark session for the module)
-except ImportError:
-    spark = None
 
 RETENTION = REALKAFKA / "_retention"
 CASES = ["v2-none-delete-records", "v1-gzip-delete-records"]
-
-
-def case_params():
-    if not RETENTION.is_dir():
-        return [pytest.param(None, marks=pytest.mark.skip(reason="the realkafka corpus's _retention "
-                                                                  "cases are not on this machine"))]
-    return CASES
 
 
 def truth(case: str) -> dict:
@@ -68,7 +57,7 @@ def strip_where(records: list[dict]) -> list[dict]:
     return [{k: v for k, v in r.items() if k not in ("topic", "partition")} for r in records]
 
 
-@pytest.mark.parametrize("case", case_params())
+@pytest.mark.parametrize("case", CASES)
 def test_cat_gives_what_the_brokers_consumer_got(case, tmp_path):
     root, t = log_dir(case, tmp_path)
     part = root / f"{t['topic']}-{t['partition']}"
@@ -84,14 +73,14 @@ def test_cat_gives_what_the_brokers_consumer_got(case, tmp_path):
     assert cat(part, "--from-offset", str(t["log_start_offset"] + 2)) == served(t, t["log_start_offset"] + 2)
 
 
-@pytest.mark.parametrize("case", case_params())
+@pytest.mark.parametrize("case", CASES)
 def test_without_a_checkpoint_entry_the_first_segment_is_the_log_start(case, tmp_path):
     root, t = log_dir(case, tmp_path)
     (root / "log-start-offset-checkpoint").write_text("0\n1\nsome-other-topic 0 100000\n")
     assert strip_where(cat(root)) == served(t, t["remaining_base_offsets"][0])
 
 
-@pytest.mark.parametrize("case", case_params())
+@pytest.mark.parametrize("case", CASES)
 def test_info_counts_what_a_consumer_sees(case, tmp_path):
     root, t = log_dir(case, tmp_path)
     result = run_kfmt("info", root, "--format", "json")
@@ -107,7 +96,7 @@ def test_info_counts_what_a_consumer_sees(case, tmp_path):
     assert deleted["log_start_offset"] == t["log_start_offset"]
 
 
-@pytest.mark.parametrize("case", case_params())
+@pytest.mark.parametrize("case", CASES)
 def test_export_writes_what_a_consumer_sees_and_counts_what_it_left_out(case, tmp_path):
     root, t = log_dir(case, tmp_path)
     assert export(root, tmp_path / "out").code == 0
@@ -119,7 +108,7 @@ def test_export_writes_what_a_consumer_sees_and_counts_what_it_left_out(case, tm
     assert as_consumer_records(read_dataset(tmp_path / "all")) == served(t, t["remaining_base_offsets"][0])
 
 
-@pytest.mark.parametrize("case", case_params())
+@pytest.mark.parametrize("case", CASES)
 def test_the_data_source_reads_what_a_consumer_sees(case, tmp_path):
     pytest.importorskip("pyspark")
     from test_datasource import read_all
@@ -140,7 +129,7 @@ def transform(command: str, src, dst, *args) -> dict:
 TRANSFORMS = [("upgrade",), ("recompress", "--compression", "zstd"), ("resegment", "--segment-bytes", "20000")]
 
 
-@pytest.mark.parametrize("case", case_params())
+@pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("command", TRANSFORMS, ids=lambda c: c[0])
 def test_transforms_carry_what_a_broker_serves(case, command, tmp_path):
     """Segments and batches wholly below the log start offset are left out (and counted in the
@@ -172,7 +161,7 @@ def test_transforms_carry_what_a_broker_serves(case, command, tmp_path):
     assert not [n for n in report["notes"] if "below the log start offset" in n]
 
 
-@pytest.mark.parametrize("case", case_params())
+@pytest.mark.parametrize("case", CASES)
 def test_segments_wholly_below_the_log_start_offset_are_not_carried(case, tmp_path):
     """The broker's `input/` (before the deletion) with the checkpoint entry the deletion wrote: the
     segments the broker's retention check deleted (truth.json's deleted_base_offsets) are left out."""
@@ -191,8 +180,7 @@ def test_segments_wholly_below_the_log_start_offset_are_not_carried(case, tmp_pa
 
 
 @pytest.mark.spark
-@pytest.mark.skipif(spark is None, reason="PySpark is not installed")
-@pytest.mark.parametrize("case", case_params())
+@pytest.mark.parametrize("case", CASES)
 def test_spark_reads_what_a_consumer_sees(case, spark, tmp_path):  # noqa: F811
     root, t = log_dir(case, tmp_path)
     df = spark.read.format("kafka-log").load(str(root))
