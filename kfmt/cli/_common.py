@@ -5,7 +5,6 @@ import argparse
 import base64
 import json
 
-from kfmt.errors import UsageError
 from kfmt.partition.layout import PartitionDir, find_partitions
 from kfmt.storage.store import open_storage, parse_storage_options
 
@@ -46,8 +45,6 @@ def open_partitions(args) -> tuple[list[PartitionDir], bool]:
     storage, path = open_storage(args.path, parse_storage_options(args.storage_option))
     topic, partition = getattr(args, "topic", None), getattr(args, "partition", None)
     parts = find_partitions(storage, path, topic, partition)
-    if not parts:  # PATH holds partitions (find_partitions says so otherwise), none of them selected
-        raise UsageError(f"{storage.url_of(path)}: no partition directories match --topic/--partition")
     is_log_dir = not (len(parts) == 1 and parts[0].path == path)
     return parts, is_log_dir
 

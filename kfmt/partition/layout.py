@@ -199,11 +199,13 @@ def find_partitions(storage: Storage, path: str, topic: str | None = None,
         parts = [p for p in parts if p.topic is not None and fnmatch.fnmatchcase(p.topic, topic)]
     if partition is not None:
         parts = [p for p in parts if p.partition == partition]
-    if parts:
-        checkpoint = LogStartCheckpoint(storage, path if is_log_dir(parts, storage, path)
-                                        else storage.parent(path))
-        for p in parts:
-            p.log_start_checkpoint = checkpoint
+    if not parts:  # only a filter empties the list: every command says so rather than succeed on nothing
+        asked = [f"topic {topic!r}"] if topic is not None else []
+        asked += [f"partition {partition}"] if partition is not None else []
+        raise UsageError(f"{storage.url_of(path)}: no partition directories match {' and '.join(asked)}")
+    checkpoint = LogStartCheckpoint(storage, path if is_log_dir(parts, storage, path) else storage.parent(path))
+    for p in parts:
+        p.log_start_checkpoint = checkpoint
     return parts
 
 

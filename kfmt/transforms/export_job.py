@@ -160,9 +160,6 @@ def plan_export(src_storage: Storage, src_path: str, dst_storage: Storage, dst_p
     resumes from, the lost range or None) (kfmt.transforms.export_append)."""
     parts = find_partitions(src_storage, src_path, topic, partition)
     source, destination = src_storage.url_of(src_path), dst_storage.url_of(dst_path)
-    if not parts:
-        raise UsageError(f"{source}: no partition directories"
-                         + (" match --topic/--partition" if topic or partition is not None else ""))
     plans = []
     for part in parts:
         t, p = partition_identity(part)

@@ -161,9 +161,6 @@ def source_partitions(src_storage: Storage, src_path: str, dst_storage: Storage,
     directory). A usage error when nothing is selected or DST lies inside SRC."""
     parts = find_partitions(src_storage, src_path, topic, partition)
     source, destination = src_storage.url_of(src_path), dst_storage.url_of(dst_path)
-    if not parts:
-        raise UsageError(f"{source}: no partition directories"
-                         + (" match --topic/--partition" if topic or partition is not None else ""))
     check_not_inside(source, destination)
     return parts, source, destination, is_log_dir(parts, src_storage, src_path)
 

@@ -101,6 +101,19 @@ def test_a_selection_that_matches_nothing_is_a_usage_error(tmp_path):
     one_error_line(kfmt("cat", REALKAFKA / PARTITION, "--partition", "7"), 2, "no partition directories match")
 
 
+@pytest.mark.parametrize("command", ["cat", "info", "verify", "reindex", "export", "upgrade"])
+def test_every_command_refuses_a_topic_that_matches_nothing(tmp_path, command):
+    """A typo in --topic must not look like a clean, empty success (exit 0) to a script."""
+    logs = tmp_path / "logs"
+    shutil.copytree(REALKAFKA / PARTITION, logs / PARTITION)
+    args = [command, logs, "--topic", "no-such-topic*"]
+    if command in ("reindex", "export", "upgrade"):
+        args.append(tmp_path / "out")
+    result = kfmt(*args)
+    one_error_line(result, 2, "no partition directories match topic 'no-such-topic*'")
+    assert not (tmp_path / "out").exists()
+
+
 # --- local permissions (root ignores file modes: kfmt runs without CAP_DAC_OVERRIDE here) ---
 
 def test_a_source_that_may_not_be_listed_is_one_line(tmp_path):
