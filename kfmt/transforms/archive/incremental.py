@@ -157,9 +157,12 @@ def archive_checkpoint(name: str, data: bytes | None, file: str,
             continue
         end = part.segments[-1].next_offset if part.segments else None
         kept[tp] = offset if end is None else min(offset, end)
-    if name == LOG_START_OFFSET_CHECKPOINT:
-        kept = {tp: p.log_start_offset for tp, p in ours.items() if p.topic is not None}
-    if data is None and not any(kept.values()):
+    if name == LOG_START_OFFSET_CHECKPOINT:  # an entry where SRC has one or the offset is not 0
+        kept = {tp: p.log_start_offset for tp, p in ours.items()
+                if p.topic is not None and (tp in offsets or p.log_start_offset)}
+    if data is not None and kept == offsets:
+        return data  # as SRC has it, byte for byte
+    if data is None and not kept:
         return None
     return write_offset_checkpoint(kept).encode("utf-8")
 

@@ -24,7 +24,7 @@ from kfmt.transforms.archive.incremental import (
     log_start,
     merge_segments,
 )
-from kfmt.transforms.reindex import LOG_START_OFFSET_CHECKPOINT, plan_engine, write_log_dir_files
+from kfmt.transforms.reindex import LOG_START_OFFSET_CHECKPOINT, plan_engine
 from kfmt.transforms.report import REPORT_NAME, make_report, report_bytes
 
 
@@ -124,14 +124,25 @@ class NextGeneration:
         plan = self.aplan.plan
         if not plan.log_dir:
             return {}
-        collected = _Collect()
-        write_log_dir_files(plan, self.src_storage, self.src_path, collected)
         out = {}
-        for rel, (data, mtime) in collected.files.items():
-            if is_checkpoint(rel):
-                data = archive_checkpoint(rel, data, f"{plan.source}/{rel}", partitions)
+        for f in plan.log_dir_files:
+            if f.action == "skip":
+                continue
+            path = self.src_storage.join(self.src_path, f.name)
+            try:
+                info = self.src_storage.info(path)
+                data, mtime = bytes(self.src_storage.read(path)), info.mtime_ms
+            except FileNotFoundError:  # being replaced by the broker (written beside, renamed)
+                kept = kept_from(self.aplan.latest, f.name)
+                if kept is None:
+                    continue
+                data = bytes(self.destination.storage.read(self.destination.storage.join(
+                    self.destination.path, *kept.stored.object.split("/"))))
+                mtime = kept.record.mtime_ms
+            if is_checkpoint(f.name):
+                data = archive_checkpoint(f.name, data, self.src_storage.url_of(path), partitions)
                 mtime = None
-            out[rel] = (data, mtime)
+            out[f.name] = (data, mtime)
         if LOG_START_OFFSET_CHECKPOINT not in out:
             data = archive_checkpoint(LOG_START_OFFSET_CHECKPOINT, None, "", partitions)
             if data is not None:
@@ -195,16 +206,6 @@ class NextGeneration:
         destination.publish(number, records, encode_section(plan.source, plan.log_dir, a.partitions,
                                                             notes, generation))
         return report
-
-
-class _Collect:
-    """Stands in for an output to collect the log-directory files reindex would write."""
-
-    def __init__(self):
-        self.files: dict[str, tuple[bytes, int | None]] = {}
-
-    def write(self, rel: str, data, mtime_ms: int | None = None) -> None:
-        self.files[rel] = (bytes(data), mtime_ms)
 
 
 def _same(a: Assembled, latest) -> bool:
