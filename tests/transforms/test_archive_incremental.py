@@ -333,7 +333,7 @@ def test_generations_follow_a_broker_on_disk(url, tmp_path):
 
 
 def test_a_segment_deleted_while_the_run_reads_is_skipped_with_one_warning(url, tmp_path, monkeypatch):
-    import kfmt.transforms.archive.upload as upload
+    import kfmt.transforms.archive.read_task as read_task
 
     broker = Broker(tmp_path / "logs")
     for _ in range(3):
@@ -346,7 +346,7 @@ def test_a_segment_deleted_while_the_run_reads_is_skipped_with_one_warning(url, 
     broker.roll("orders-0")
     broker.append("orders-0", 4)
     broker.roll("orders-0")
-    real = upload.archive_files
+    real = read_task.archive_files
     gone = [broker.segments("orders-0")[-3], broker.segments("orders-0")[0]]  # new (12), archived (0)
 
     def broker_deletes_first(task):
@@ -355,7 +355,7 @@ def test_a_segment_deleted_while_the_run_reads_is_skipped_with_one_warning(url, 
                 log.unlink()  # between the run's listing and its reading
         return real(task)
 
-    monkeypatch.setattr(upload, "archive_files", broker_deletes_first)
+    monkeypatch.setattr(read_task, "archive_files", broker_deletes_first)
     os.utime(gone[1], (broker.mtime + 5,) * 2)  # so that the run reads it again (it has changed)
     result = archive(broker.root, url)
     assert result.code == 0, result.err

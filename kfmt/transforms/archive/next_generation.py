@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from kfmt.errors import KfmtWarning
 from kfmt.pipelines.runner import run_tasks
 from kfmt.storage.manifest import FileRecord
+from kfmt.transforms.archive import read_task
 from kfmt.transforms.archive.archive_format import ArchivedPartition, encode_section
 from kfmt.transforms.archive.generations import ObjectIndex, StoredFile, object_key
 from kfmt.transforms.archive.incremental import (
@@ -52,14 +53,12 @@ class NextGeneration:
     def run(self, master, progress) -> dict | None:
         """Read and upload what is new, publish the generation; its report, or None when it would
         equal the latest generation."""
-        from kfmt.transforms.archive.upload import ArchiveTask, archive_files
-
         aplan, destination = self.aplan, self.destination
         count, size = aplan.to_read()
         self.engine = plan_engine(master, size, self.src_storage, destination.storage)
         target = destination.target()
-        tasks = [ArchiveTask(self.src_storage.spec, tuple(files), target) for files in aplan.tasks]
-        results = [r for rs in run_tasks(archive_files, tasks, master=self.engine, description="archive",
+        tasks = [read_task.ArchiveTask(self.src_storage.spec, tuple(files), target) for files in aplan.tasks]
+        results = [r for rs in run_tasks(read_task.archive_files, tasks, master=self.engine, description="archive",
                                          progress=progress) for r in rs]
         assembled = self.assemble(results)
         if assembled is None:
