@@ -151,8 +151,18 @@ class ArchiveDestination:
         return path[len(self.path) + 1:].replace(self.storage.sep, "/")
 
     def start(self) -> None:
-        """Claim the destination for this run (the claim is released by publish() or stop())."""
-        self.storage.write(self._claim, json.dumps(self._owner).encode())
+        """Claim the destination for this run (the claim is released by publish() or stop()); a run
+        that claimed it between look() and here is refused."""
+        s = self.storage
+        s.write(self._claim, json.dumps(self._owner).encode())
+        pending = s.join(self.path, PENDING_DIR)
+        for info in s.walk(pending):
+            name = info.path[len(pending) + 1:]
+            if info.path != self._claim and CLAIM_NAME.fullmatch(name):
+                owner = _read_json(s, info.path)
+                if isinstance(owner, dict) and not _dead(owner):
+                    self._release()
+                    raise another_run(self.url, owner)
 
     def target(self) -> ArchiveTarget:
         if self.storage.spec is None:
@@ -167,6 +177,11 @@ class ArchiveDestination:
         generation's manifest, then the pointer (the latest generation from then on), then remove
         the upload records and the claim."""
         s = self.storage
+        published = (parse_generation(load_manifest(s, self.path), self.url).number
+                     if s.exists(s.join(self.path, MANIFEST)) else 0)
+        if published != (self.latest.number if self.latest else 0):
+            raise UsageError(f"{self.url}: generation {published} was published by another run while this "
+                             f"one ran; nothing was published: run again")
         found = {self._key(f.path): f.size for f in s.walk(self.path)}
         wrong = [f"{key}: {'missing' if key not in found else f'{found[key]} bytes'}, {r.size} recorded"
                  for key, r in sorted(records.items()) if found.get(key) != r.size]
