@@ -499,3 +499,34 @@ def test_generations_on_the_pool_and_spark(master, tmp_path):
         broker.delete_oldest("orders-0")
     for number, state in states.items():
         assert restored_state(url, tmp_path / f"gen-{number}", number) == state
+
+
+def test_an_archive_from_before_generations_is_generation_1_and_gets_a_second(tmp_path):
+    """An archive whose manifest has a version-1 archive section (every file at its own path, no
+    generation manifests) reads as generation 1; the next run adds generation 2 beside it."""
+    broker, expected = Broker(tmp_path / "logs"), Expected()
+    for _ in range(2):
+        broker.append("orders-0", 3)
+        broker.roll("orders-0")
+    url = tmp_path / "archive"
+    assert archive(broker.root, url).code == 0
+    first = expected.run(broker)
+    doc = json.loads((url / MANIFEST).read_text())
+    section = doc["archive"]
+    for key in ("generation", "previous_generation", "options", "files", "objects"):
+        del section[key]
+    section["version"] = 1
+    (url / MANIFEST).write_text(json.dumps(doc))
+    (url / "_kfmt_generations" / "00000001.json").unlink()
+    (url / "_kfmt_generations").rmdir()
+    assert restored_state(url, tmp_path / "old", None) == first
+
+    broker.append("orders-0", 3)
+    broker.roll("orders-0")
+    result = archive(broker.root, url)
+    assert result.code == 0, result.err
+    report = json.loads(result.out)
+    assert report["generation"] == 2 and report["transfer"]["files"]["uploaded"] == 1
+    second = expected.run(broker)
+    assert restored_state(url, tmp_path / "gen-1", 1) == first
+    assert restored_state(url, tmp_path / "gen-2", 2) == second

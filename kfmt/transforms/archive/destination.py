@@ -188,6 +188,10 @@ class ArchiveDestination:
         if wrong:
             raise UsageError(f"{self.url}: the objects differ from the archived files ({'; '.join(wrong[:5])}); "
                              f"someone else writes here: nothing was published")
+        if self.latest is not None and generation_name(self.latest.number) not in found:
+            # An archive from before generations: its manifest, generation 1, is kept as one
+            s.write(s.join(self.path, *generation_name(self.latest.number).split("/")),
+                    bytes(s.read(s.join(self.path, MANIFEST))))
         manifest = encode_manifest(records.values(), self.run, time.time_ns() // 1_000_000, {SECTION: section})
         s.write(s.join(self.path, *generation_name(number).split("/")), manifest)
         self._replace(MANIFEST, manifest)

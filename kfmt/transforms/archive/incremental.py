@@ -155,8 +155,10 @@ def archive_checkpoint(name: str, data: bytes | None, file: str,
         part = ours.get(tp)
         if part is None:
             continue
-        end = part.segments[-1].next_offset if part.segments else None
-        kept[tp] = offset if end is None else min(offset, end)
+        # the offset after the last archived batch (the log start offset when there is none)
+        end = max((s.next_offset for s in part.segments if s.next_offset is not None),
+                  default=part.log_start_offset)
+        kept[tp] = min(offset, end)
     if name == LOG_START_OFFSET_CHECKPOINT:  # an entry where SRC has one or the offset is not 0
         kept = {tp: p.log_start_offset for tp, p in ours.items()
                 if p.topic is not None and (tp in offsets or p.log_start_offset)}
