@@ -238,6 +238,15 @@ def url(request, tmp_path):
 
 
 def test_generations_follow_a_broker_on_disk(url, tmp_path):
+    follow_a_broker(url, {}, [], tmp_path)
+
+
+@pytest.mark.s3
+def test_generations_follow_a_broker_on_disk_on_s3(s3_server, s3_url, tmp_path):
+    follow_a_broker(s3_url, s3_server.storage_options, s3_server.cli_options(), tmp_path)
+
+
+def follow_a_broker(url, options, opts, tmp_path):
     broker, expected, generations = Broker(tmp_path / "logs"), Expected(), {}
     src = broker.root
     for _ in range(3):
@@ -248,12 +257,12 @@ def test_generations_follow_a_broker_on_disk(url, tmp_path):
     broker.append("orders-0", 2)
 
     def run(*args, **model):
-        result = archive(src, url, *args)
+        result = archive(src, url, *args, *opts)
         assert result.code == 0, result.err
         report = json.loads(result.out)
         assert "state" not in report, report
         generations[report["generation"]] = expected.run(broker, **model)
-        assert restored_state(url, tmp_path / f"now-{report['generation']}", None) == \
+        assert restored_state(url, tmp_path / f"now-{report['generation']}", None, *opts) == \
             generations[report["generation"]]
         return report
 
@@ -265,23 +274,23 @@ def test_generations_follow_a_broker_on_disk(url, tmp_path):
     broker.append("orders-0", 3)
     broker.roll("orders-0")
     broker.append("orders-0", 1)
-    before = object_state(url)
+    before = object_state(url, options)
     second = run()
     new_segment = broker.segments("orders-0")[-2]
     assert second["generation"] == 2 and second["previous_generation"] == 1
     assert second["transfer"]["files"]["uploaded"] == 1  # the new segment; the checkpoints are the same
     assert second["transfer"]["bytes_uploaded"] == new_segment.stat().st_size
-    written = {k for k in object_state(url) if k not in before}
+    written = {k for k in object_state(url, options) if k not in before}
     assert {Path(k).name for k in written} == {new_segment.name, "00000002.json",
                                                *[Path(k).name for k in written if "kfmt-report" in k]}
 
     # Nothing new: nothing is written, no generation.
-    before = object_state(url)
-    result = archive(src, url)
+    before = object_state(url, options)
+    result = archive(src, url, *opts)
     assert result.code == 0 and json.loads(result.out) == {
         "command": "archive", "destination": json.loads(result.out)["destination"], "state": "unchanged",
         "generation": 2}
-    assert object_state(url) == before
+    assert object_state(url, options) == before
 
     # Retention deletes the oldest orders segment; the cleaner rewrites users' first two.
     deleted = broker.segments("orders-0")[0].read_bytes()
@@ -296,7 +305,7 @@ def test_generations_follow_a_broker_on_disk(url, tmp_path):
     assert third["transfer"]["files"]["uploaded"] == 1
     state = generations[3]
     assert state["orders-0"][1] == 0 and state["orders-0"][0][0][0] == 0  # the deleted segment is kept
-    storage, path = open_storage(url)
+    storage, path = open_storage(url, options)
     assert bytes(storage.read(storage.join(path, "orders-0", "00000000000000000000.log"))) == deleted
 
     # The active segment, with a torn batch being written: archived up to its last complete batch.
@@ -323,12 +332,12 @@ def test_generations_follow_a_broker_on_disk(url, tmp_path):
 
     # Every generation restores as it was made (and passes kfmt verify), the latest by default.
     for number, state in generations.items():
-        assert restored_state(url, tmp_path / f"gen-{number}", number) == state, number
-    listed = run_kfmt("restore", url, "--list-generations", "--format", "json")
+        assert restored_state(url, tmp_path / f"gen-{number}", number, *opts) == state, number
+    listed = run_kfmt("restore", url, "--list-generations", "--format", "json", *opts)
     assert listed.code == 0, listed.err
     rows = [json.loads(line) for line in listed.lines]
     assert [r["generation"] for r in rows] == list(generations) and rows[-1]["latest"]
-    result = run_kfmt("restore", url, tmp_path / "none", "--generation", 7)
+    result = run_kfmt("restore", url, tmp_path / "none", "--generation", 7, *opts)
     assert result.code == 2 and "no generation 7" in result.err and not (tmp_path / "none").exists()
 
 
