@@ -151,7 +151,7 @@ TRANSFORMS = {  # command -> its options (the source is the log directory, the d
     "recompress": ["--compression", "zstd"],
     "compact": ["--now", NOW_MS, "--keep-format"],
     "retain": ["--retention-ms", "1000", "--include-active", "--now", "1700000300000"],
-    "archive": [],
+    "archive": ["--include-active"],  # a stopped broker's copy: every segment
     "export": [],
 }
 WINDOW_START = 1_700_000_100_000  # startingTimestamp of the data source query

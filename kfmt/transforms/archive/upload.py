@@ -109,8 +109,10 @@ def plan_archive(src_storage, src_path, destination: ArchiveDestination, topic=N
         work = PartitionWork(pp, previous.get(pp.rel), [s.base_offset for s in part.segments])
         works.append(work)
         for seg in part.segments if include_active else part.segments[:-1]:
-            add(work, pp.rel_path(seg.log.name), seg.log, part.display(seg.log), seg.base_offset,
-                seg is part.segments[-1])
+            # Named by its base offset, as Kafka names a segment: a file the listing took for one
+            # while the broker was renaming it (`.swap`, `.cleaned`) is archived under the final name
+            add(work, pp.rel_path(f"{seg.base_offset:020d}.log"), seg.log, part.display(seg.log),
+                seg.base_offset, seg is part.segments[-1])
         small: list[SourceFile] = []
         for name in PARTITION_FILES:
             if (info := part.file(name)) is not None:
