@@ -562,3 +562,32 @@ def test_an_archive_from_before_generations_is_generation_1_and_gets_a_second(tm
     second = expected.run(broker)
     assert restored_state(url, tmp_path / "gen-1", 1) == first
     assert restored_state(url, tmp_path / "gen-2", 2) == second
+
+
+def test_a_generation_published_by_another_run_meanwhile_is_not_overwritten(tmp_path, monkeypatch):
+    import kfmt.transforms.archive.read_task as read_task
+
+    broker = Broker(tmp_path / "logs")
+    for _ in range(2):
+        broker.append("orders-0", 3)
+        broker.roll("orders-0")
+    url = tmp_path / "archive"
+    assert archive(broker.root, url).code == 0
+    broker.append("orders-0", 3)
+    broker.roll("orders-0")
+    real = read_task.archive_files
+    theirs = {}
+
+    def another_run_publishes(task):
+        if not theirs:  # stands in for a run on another host publishing generation 2
+            doc = json.loads((url / MANIFEST).read_text())
+            doc["archive"]["generation"], doc["run"] = 2, "f" * 32
+            theirs["pointer"] = json.dumps(doc)
+            (url / MANIFEST).write_text(theirs["pointer"])
+        return real(task)
+
+    monkeypatch.setattr(read_task, "archive_files", another_run_publishes)
+    result = archive(broker.root, url)
+    assert result.code == 2 and "generation 2 was published by another run" in result.err
+    assert (url / MANIFEST).read_text() == theirs["pointer"]
+    assert not (url / "_kfmt_generations" / "00000002.json").exists()
