@@ -280,6 +280,9 @@ def follow_a_broker(url, options, opts, tmp_path):
     assert second["generation"] == 2 and second["previous_generation"] == 1
     assert second["transfer"]["files"]["uploaded"] == 1  # the new segment; the checkpoints are the same
     assert second["transfer"]["bytes_uploaded"] == new_segment.stat().st_size
+    # Only new files at their own paths (and the run's report elsewhere): readable in place.
+    cat = run_kfmt("cat", url, "--format", "json", *opts)
+    assert cat.code == 0 and len(cat.lines) == first["totals"]["output_records"] + 5, cat.err
     written = {k for k in object_state(url, options) if k not in before}
     assert {Path(k).name for k in written} == {new_segment.name, "00000002.json",
                                                *[Path(k).name for k in written if "kfmt-report" in k]}
@@ -307,6 +310,9 @@ def follow_a_broker(url, options, opts, tmp_path):
     assert state["orders-0"][1] == 0 and state["orders-0"][0][0][0] == 0  # the deleted segment is kept
     storage, path = open_storage(url, options)
     assert bytes(storage.read(storage.join(path, "orders-0", "00000000000000000000.log"))) == deleted
+    # Read in place, the archive would show the old version at users-0's path: readers refuse.
+    result = run_kfmt("cat", url, *opts)
+    assert result.code == 2 and "kfmt restore" in result.err and "users-0/0" in result.err
 
     # The active segment, with a torn batch being written: archived up to its last complete batch.
     broker.append("orders-0", 2)

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 
 from kfmt.errors import KfmtWarning
 from kfmt.pipelines.runner import run_tasks
-from kfmt.storage.manifest import FileRecord
+from kfmt.storage.manifest import NOT_IN_PLACE, FileRecord
 from kfmt.transforms.archive import read_task
 from kfmt.transforms.archive.archive_format import ArchivedPartition, encode_section
-from kfmt.transforms.archive.generations import ObjectIndex, StoredFile, object_key
+from kfmt.transforms.archive.generations import OBJECTS_DIR, ObjectIndex, StoredFile, object_key
 from kfmt.transforms.archive.incremental import (
     PARTITION_FILES,
     Kept,
@@ -198,10 +198,16 @@ class NextGeneration:
         self.index.add(key, REPORT_NAME, record.size, record.sha256)
         a.files[REPORT_NAME] = Kept(StoredFile(key, len(data)), record)
         records[key] = record
+        relocated = sorted(rel for rel, k in a.files.items() if rel != REPORT_NAME and k.stored.object != rel)
         generation = {"generation": number, "previous_generation": report["previous_generation"],
                       "options": {"include_active": aplan.include_active, "prune": aplan.prune},
                       "files": {rel: k.stored.to_json() for rel, k in sorted(a.files.items())},
                       "objects": {key: o.to_json() for key, o in sorted(self.index.objects.items())}}
+        if relocated:  # what lies at those paths is an older version: readers must not take it
+            generation[NOT_IN_PLACE] = (
+                f"an archive whose generation {number} keeps {len(relocated)} file(s) under "
+                f"{OBJECTS_DIR}/ (newer versions of e.g. {relocated[0]}): read it through "
+                f"`kfmt restore` (docs/archive.md)")
         destination.publish(number, records, encode_section(plan.source, plan.log_dir, a.partitions,
                                                             notes, generation))
         return report
