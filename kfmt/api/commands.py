@@ -262,36 +262,49 @@ def salvage(src: Where, dst: Where, *, index_interval_bytes: int = DEFAULT_INDEX
 
 # --- object storage ---
 
-def archive(src: Where, url: Where, *, storage_options: dict | None = None,
-            dst_storage_options: dict | None = None, topic: str | None = None,
-            partition: int | None = None, master: str | None = None, dry_run: bool = False,
-            progress: bool = False) -> Report:
-    """Partition directories to object storage with a manifest written last (`kfmt archive`);
-    running it again resumes an unfinished archive. An archive already complete gives
-    {"state": "complete", ...} and uploads nothing."""
+def archive(src: Where, url: Where, *, include_active: bool = False, prune: bool = False,
+            storage_options: dict | None = None, dst_storage_options: dict | None = None,
+            topic: str | None = None, partition: int | None = None, master: str | None = None,
+            dry_run: bool = False, progress: bool = False) -> Report:
+    """Add what is new in partition directories to an archive on object storage and publish a new
+    generation of it (`kfmt archive`): rolled segments not archived yet, segments the cleaner
+    rewrote, the active segment up to its last complete entry with `include_active`; segments
+    retention deleted stay unless `prune`. With nothing new it uploads nothing and gives
+    {"state": "unchanged", "generation": <the latest>, ...}."""
     from kfmt.transforms.archive.upload import archive as run_archive
 
-    result = run_archive(*_paths(src, url), **_run(storage_options, dst_storage_options, topic, partition, dry_run,
-                                          master, progress))
+    result = run_archive(*_paths(src, url), include_active=include_active, prune=prune,
+                         **_run(storage_options, dst_storage_options, topic, partition, dry_run, master, progress))
     if dry_run:
         return Report(result.plan.to_json(), plan=result.plan, is_plan=True, detail=result)
-    if result.report is None:  # already complete
+    if result.report is None:  # nothing new
         return Report({"command": "archive", "destination": result.plan.plan.destination,
-                       "state": "complete", "published_ms": result.published_ms},
+                       "state": "unchanged", "generation": result.generation},
                       plan=result.plan, detail=result)
     return Report(result.report, plan=result.plan, detail=result)
+
+
+def archive_generations(url: Where, *, storage_options: dict | None = None) -> list[dict]:
+    """The generations of a published archive, oldest first (`kfmt restore URL --list-generations`):
+    number, publication time, run, and per partition its log start offset, segments, records and
+    next offset."""
+    from kfmt.storage.store import open_storage
+    from kfmt.transforms.archive.view import list_generations
+
+    return list_generations(*open_storage(os.fspath(url), storage_options or {}))
 
 
 def restore(url: Where, dst: Where, *, index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
             now_ms: int | None = None, producer_expiration_ms: int = DEFAULT_PRODUCER_EXPIRATION_MS,
             storage_options: dict | None = None, dst_storage_options: dict | None = None,
             topic: str | None = None, partition: int | None = None, master: str | None = None,
-            dry_run: bool = False, progress: bool = False) -> Report:
-    """An archive back to a broker-ready directory, checksums checked and companion files
-    regenerated (`kfmt restore`)."""
+            dry_run: bool = False, progress: bool = False, generation: int | None = None) -> Report:
+    """A generation of an archive (default the latest) back to a broker-ready directory, checksums
+    checked and companion files regenerated (`kfmt restore`)."""
     from kfmt.transforms.archive.restore import restore as run_restore
 
-    result = run_restore(*_paths(url, dst), options=_companions(index_interval_bytes, now_ms, producer_expiration_ms),
+    result = run_restore(*_paths(url, dst), generation=generation,
+                         options=_companions(index_interval_bytes, now_ms, producer_expiration_ms),
                          **_run(storage_options, dst_storage_options, topic, partition, dry_run, master,
                                 progress))
     return _outcome(result, result.report)

@@ -1,49 +1,57 @@
-"""kfmt archive SRC URL: partition directories to object storage with a manifest written last;
-re-running resumes (kfmt.transforms.archive.upload, docs/archive.md)."""
+"""kfmt archive SRC URL: what is new in partition directories added to an archive, published as a new
+generation of its manifest (kfmt.transforms.archive.upload, docs/archive.md)."""
 from __future__ import annotations
 
 import sys
-import time
 
 from kfmt.cli._common import dumps
 from kfmt.cli._transform import add_transform_arguments, run_arguments
 
 NAME = "archive"
 HELP = ("copy partition directories to object storage with a manifest (sizes, checksums, offset and "
-        "time ranges, content digests); re-running resumes")
+        "time ranges, content digests); each run adds what is new as a new generation")
 
 
 def add_arguments(p):
     add_transform_arguments(p, dst=("URL", "where the archive goes (an fsspec URL such as "
                                            "s3://bucket/prefix, or a local path): empty, or an "
-                                           "unfinished archive of SRC to resume"))
+                                           "archive of SRC to add to"))
+    p.add_argument("--include-active", action="store_true",
+                   help="archive each partition's active (last) segment too, up to its last complete "
+                        "batch (a later run replaces it); by default only rolled segments are archived")
+    p.add_argument("--prune", action="store_true",
+                   help="the new generation follows SRC's log start offset: segments SRC no longer holds "
+                        "(retention) leave it (older generations keep them); by default they stay")
 
 
 def run(args) -> int:
     from kfmt.api.commands import archive
     from kfmt.pipelines.engine import engine_note
 
-    outcome = archive(args.src, args.dst, **run_arguments(args))
+    outcome = archive(args.src, args.dst, include_active=args.include_active, prune=args.prune,
+                      **run_arguments(args))
     result, plan, out = outcome.detail, outcome.plan, sys.stdout
     if args.dry_run:
         out.write(dumps(outcome) + "\n" if args.format == "json" else "\n".join(plan.lines()) + "\n")
         return 0
-    if result.report is None:  # already complete
-        published = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime((result.published_ms or 0) / 1000))
+    if result.report is None:  # nothing new
         if args.format == "json":
             out.write(dumps(outcome) + "\n")
         else:
-            out.write(f"{plan.plan.destination}: already a complete archive of these files (published "
-                      f"{published}); nothing to do\n")
+            out.write(f"{plan.plan.destination}: nothing new since generation {result.generation}; "
+                      f"nothing uploaded, no generation published\n")
         return 0
     report = result.report
     if args.format == "json":
         out.write(dumps(report) + "\n")
         return 0
-    t, files = report["totals"], report["transfer"]["files"]
-    segments = sum(p["segments"] for p in report["inputs"])
-    out.write(f"archived {t['partitions']} partition(s), {segments} segment(s), {t['input_records']} "
-              f"records into {plan.plan.destination}: {files['uploaded']} file(s) uploaded, "
-              f"{files['verified']} already there and verified, {files['reuploaded']} damaged and "
-              f"uploaded again{engine_note(report)}\n")
+    files = report["transfer"]["files"]
+    segments = sum(p["segments"] for p in report["outputs"])
+    records = sum(p["records"] for p in report["outputs"])
+    out.write(f"published generation {report['generation']} of {plan.plan.destination}: "
+              f"{report['totals']['partitions']} partition(s), {segments} segment(s), {records} records; "
+              f"{files['uploaded'] + files['reuploaded']} file(s) uploaded "
+              f"({report['transfer']['bytes_uploaded']} bytes), {files['verified']} left by a killed run "
+              f"and verified, {files['unchanged'] + files['archived']} already archived"
+              f"{engine_note(report)}\n")
     return 0

@@ -15,7 +15,10 @@ travel in the manifest and come back as the files' mtimes when read.
                {"size": <bytes>, "sha256": "<hex>", "mtime_ms": <epoch ms or null>}, ...}}
 
 A kind of output may add sections of its own beside these keys (an archive adds "archive",
-kfmt.transforms.archive.archive_format); readers that do not know a section ignore it.
+kfmt.transforms.archive.archive_format); readers that do not know a section ignore it. A section
+holding a `"not_in_place"` message marks an output whose files are not all at their own paths (an
+archive generation keeping a newer version of a file elsewhere): readers refuse it with that message
+rather than read what lies at the paths.
 """
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ from kfmt.storage.store import FileInfo, Storage
 
 MANIFEST = "_kfmt_manifest.json"
 PENDING_DIR = "_kfmt_pending"
+NOT_IN_PLACE = "not_in_place"  # a section's key: why the output cannot be read in place
 FORMAT = "kfmt-manifest"
 VERSION = 1
 
@@ -149,7 +153,7 @@ def own_manifest(storage: Storage, path: str, listing: list[FileInfo]) -> Manife
     interrupted kfmt output (a claim without a manifest): nothing in it was published."""
     names = {info.name: info for info in listing}
     if MANIFEST in names and not names[MANIFEST].is_dir:
-        return load_manifest(storage, path)
+        return _in_place(storage, path, load_manifest(storage, path))
     if PENDING_DIR in names and names[PENDING_DIR].is_dir and has_pending_claims(storage, path):
         raise unfinished_output(storage, path)
     return None
@@ -165,10 +169,18 @@ def find_manifest(storage: Storage, path: str, listing: list[FileInfo]) -> Manif
     parent = storage.parent(path)
     if parent and parent != path:
         if storage.exists(storage.join(parent, MANIFEST)):
-            return load_manifest(storage, parent)
+            return _in_place(storage, parent, load_manifest(storage, parent))
         if has_pending_claims(storage, parent):
             raise unfinished_output(storage, parent)
     return None
+
+
+def _in_place(storage: Storage, path: str, manifest: Manifest) -> Manifest:
+    """The manifest, unless a section says the output cannot be read in place (UsageError)."""
+    for section in manifest.sections.values():
+        if isinstance(section, dict) and section.get(NOT_IN_PLACE):
+            raise UsageError(f"{storage.url_of(path)}: {section[NOT_IN_PLACE]}")
+    return manifest
 
 
 def unfinished_output(storage: Storage, path: str) -> UsageError:

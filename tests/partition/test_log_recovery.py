@@ -189,16 +189,17 @@ def test_cleanup_policies_leave_a_crash_cut_tail_out_and_say_so(name, command, t
 
 
 @pytest.mark.parametrize("name", ["v1-gzip-0", "txn-v2-none-0"])
-def test_an_archive_keeps_a_crash_cut_tail_and_restore_truncates_it(name, tmp_path):
-    """An archive stores the segments as the broker left them (its report says what recovery will
-    truncate); the restored directory is the one log recovery makes of them."""
+def test_an_archive_cuts_a_crash_cut_tail_and_restore_gives_what_recovery_keeps(name, tmp_path):
+    """With --include-active an archive stores the last segment up to its last complete entry, where
+    log recovery would truncate it (its report says what was left out); the restored directory is
+    the one log recovery makes of the broker's."""
     part, log, position, length, kept = cut_copy(name, tmp_path, "cut")
     archived = run_kfmt("archive", part, tmp_path / "archive", "--master", "inprocess", "--no-progress",
-                        "--format", "json")
+                        "--include-active", "--format", "json")
     assert archived.code == 0, archived.err
     notes = [n for n in json.loads(archived.out)["notes"] if str(log) in n]
     assert len(notes) == 1 and f"position {position}" in notes[0] and f"{length} byte(s)" in notes[0]
-    assert (tmp_path / "archive" / log.name).read_bytes() == log.read_bytes()
+    assert (tmp_path / "archive" / log.name).read_bytes() == log.read_bytes()[:position]
     restored = run_kfmt("restore", tmp_path / "archive", tmp_path / "out", "--master", "inprocess",
                         "--no-progress")
     assert restored.code == 0, restored.err

@@ -66,7 +66,8 @@ def corpus_reindexed(corpus_log_dir, tmp_path_factory) -> Path:
 
 
 def archive(src, url, *args):
-    return run_kfmt("archive", src, url, "--master", "inprocess", "--no-progress", *args)
+    """An archive of a stopped broker's directory: every segment, the last (active) one included."""
+    return run_kfmt("archive", src, url, "--master", "inprocess", "--no-progress", "--include-active", *args)
 
 
 def restore(url, dst, *args):
@@ -171,7 +172,7 @@ def test_an_archive_killed_half_way_resumes_and_uploads_again_what_was_damaged(
     storage, path = open_storage(s3_url, s3_server.storage_options)
     uploads = storage.join(path, PENDING_DIR, STATE_DIR, UPLOADS_DIR)
     args = [sys.executable, "-m", "kfmt", "archive", str(corpus_log_dir), s3_url, "--master",
-            "inprocess", "--no-progress", *s3_server.cli_options()]
+            "inprocess", "--no-progress", "--include-active", *s3_server.cli_options()]
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 120
@@ -278,26 +279,31 @@ def test_a_partition_directory_round_trips(archive_url, tmp_path, realkafka):
         {name: mtime for name, (_sha, mtime) in log_files(src).items()}
 
 
-def test_a_complete_archive_rerun_does_nothing_and_other_content_is_refused(archive_url, tmp_path):
+def test_a_rerun_with_nothing_new_writes_nothing_and_a_new_mtime_is_a_new_generation(archive_url, tmp_path):
     src = make_log_dir(tmp_path / "logs", ["v2-gzip-0", "v0-lz4-0"])
     assert archive(src, archive_url).code == 0
     before = object_state(archive_url)
     result = archive(src, archive_url)
-    assert result.code == 0 and "already a complete archive" in result.out
+    assert result.code == 0 and "nothing new since generation 1" in result.out
     assert object_state(archive_url) == before
     result = restore(f"{archive_url}/v2-gzip-0", tmp_path / "dst")
     assert result.code == 2 and "with --topic/--partition" in result.err
     log = src / "v2-gzip-0" / "00000000000000000000.log"
-    os.utime(log, ns=(10**18, 10**18))  # same size, another modification time
-    result = archive(src, archive_url)
-    assert result.code == 2 and "complete archive of other files" in result.err
-    assert "v2-gzip-0/00000000000000000000.log" in result.err
-    result = archive(src, archive_url, "--topic", "v2-*")  # fewer files
-    assert result.code == 2 and "v0-lz4-0" in result.err
-    assert object_state(archive_url) == before
+    os.utime(log, ns=(10**18, 10**18))  # same bytes, another modification time: recorded, not uploaded
+    result = archive(src, archive_url, "--format", "json")
+    assert result.code == 0, result.err
+    report = json.loads(result.out)
+    assert report["generation"] == 2 and report["transfer"]["files"]["archived"] == 1
+    assert report["transfer"]["files"]["uploaded"] == 0
+    assert report["transfer"]["bytes_uploaded"] == 0
+    storage, path = open_storage(archive_url)
+    assert load_manifest(storage, path).files["v2-gzip-0/00000000000000000000.log"].mtime_ms == 10**12
+    # A run over fewer partitions keeps the others as the archive has them.
+    result = archive(src, archive_url, "--topic", "v2-*", "--format", "json")
+    assert result.code == 0 and json.loads(result.out)["state"] == "unchanged"
 
 
-def test_a_failed_archive_is_refused_by_readers_and_resumes_once_the_source_is_fixed(archive_url, tmp_path):
+def test_a_failed_archive_publishes_nothing_and_the_next_run_resumes(archive_url, tmp_path):
     src = make_log_dir(tmp_path / "logs", ["v2-none-0", "compact-v1-gzip-0"])
     bad = src / "v2-none-0" / "00000000000000000097.log"
     good = bad.read_bytes()
@@ -307,36 +313,30 @@ def test_a_failed_archive_is_refused_by_readers_and_resumes_once_the_source_is_f
     os.utime(bad, ns=(1_650_000_000_000_000_000,) * 2)
     result = archive(src, archive_url)
     assert result.code == 65 and str(bad) in result.err
-    # Nothing is published: readers and restore refuse, another source is refused.
+    # Nothing is published: readers and restore refuse.
     assert run_kfmt("cat", archive_url).code == 2
     result = restore(archive_url, tmp_path / "dst")
     assert result.code == 2 and "unfinished archive" in result.err
-    other = make_log_dir(tmp_path / "other", ["v2-none-0"])
-    result = archive(other, archive_url)
-    assert result.code == 2 and "unfinished archive of other files" in result.err
-    # A file of the same size whose content differs from what was uploaded is refused too.
+    # A file whose content changed since the failed run uploaded it is uploaded again.
     metadata = src / "compact-v1-gzip-0" / "partition.metadata"
     original = metadata.read_bytes()
     metadata.write_bytes(original[:-1] + (b"A" if original[-1:] != b"A" else b"B"))
-    result = archive(src, archive_url)
-    assert result.code == 2 and "an earlier run uploaded other content" in result.err
-    assert "compact-v1-gzip-0/partition.metadata" in result.err
-    metadata.write_bytes(original)
     bad.write_bytes(good)
     # Fixed: the re-run verifies every file uploaded before and uploads the rest: the segment that
-    # failed and the log-directory files (put once every partition is archived).
+    # failed, the changed file and the log-directory files (put once every partition is archived).
     result = archive(src, archive_url, "--format", "json")
     assert result.code == 0, result.err
     report = json.loads(result.out)
     log_dir_files = [rel for rel in report["files"] if "/" not in rel]
     assert len(log_dir_files) == 5
-    assert report["transfer"]["files"] == {"uploaded": 1 + 5, "verified": len(report["files"]) - 6,
-                                           "reuploaded": 0}
+    assert report["transfer"]["files"]["uploaded"] == 1 + 1 + 5
+    assert report["transfer"]["files"]["verified"] == len(report["files"]) - 7
     assert report["totals"]["content_unchanged"] is True
     dst = tmp_path / "dst"
     result = restore(archive_url, dst)
     assert result.code == 0, result.err
     assert log_files(dst) == log_files(src)
+    assert (dst / "compact-v1-gzip-0" / "partition.metadata").read_bytes() == metadata.read_bytes()
     for name in ["v2-none-0", "compact-v1-gzip-0"]:
         [part] = find_partitions(*open_storage(str(dst / name)))
         assert records_of(part) == consumer_truth(name)
@@ -397,7 +397,7 @@ def test_dry_runs_write_nothing(archive_url, tmp_path):
     assert [p["name"] for p in plan["partitions"]] == ["v1-snappy-0", "v2-zstd-0"]
     assert not (tmp_path / "dst").exists() and object_state(archive_url) == before
     result = archive(src, archive_url, "--dry-run")
-    assert result.code == 0 and "already a complete archive" in result.out
+    assert result.code == 0 and "0 file(s), 0 bytes to read" in result.out
 
 
 def test_what_is_not_a_published_archive_is_refused(archive_url, tmp_path, realkafka):
@@ -422,15 +422,16 @@ def test_a_live_archive_run_is_not_disturbed(archive_url, tmp_path):
 
     src = make_log_dir(tmp_path / "logs", ["v0-gzip-0"])
     storage, path = open_storage(archive_url)
-    running = ArchiveDestination(storage, path, {})
-    assert running.start() == "new"  # this process's claim: alive
+    running = ArchiveDestination(storage, path)
+    running.start()  # this process's claim: alive
     result = archive(src, archive_url)
     assert result.code == 2 and "another kfmt run" in result.err
     result = restore(archive_url, tmp_path / "dst")
     assert result.code == 2 and "unfinished archive" in result.err
-    running.stop()  # stopped: it no longer blocks, but its plan is of other files
+    running.stop()  # stopped: it no longer blocks
     result = archive(src, archive_url)
-    assert result.code == 2 and "unfinished archive of other files" in result.err
+    assert result.code == 0, result.err
+    assert not storage.exists(storage.join(path, PENDING_DIR))
 
 
 # --- Spark ---
@@ -439,7 +440,7 @@ def test_a_live_archive_run_is_not_disturbed(archive_url, tmp_path):
 def test_archive_and_restore_on_spark(tmp_path, realkafka):
     src = make_log_dir(tmp_path / "logs", ["txn-v2-none-0", "compact-v2-none-0", "v1-lz4-0"])
     url = tmp_path / "archive"
-    result = run_kfmt("archive", src, url, "--no-progress")
+    result = run_kfmt("archive", src, url, "--no-progress", "--include-active")
     assert result.code == 0, result.err
     dst = tmp_path / "dst"
     result = run_kfmt("restore", url, dst, "--no-progress", "--now", NOW)

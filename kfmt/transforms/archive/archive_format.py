@@ -1,24 +1,23 @@
 """Archives of partition directories on object storage (docs/archive.md): what an archive holds and
-the archive section of its manifest. Writing one is kfmt.transforms.archive.destination (resumable
-uploads), reading one kfmt.transforms.archive.view.
+the archive section of its manifest. Generations and the objects holding each file are
+kfmt.transforms.archive.generations; writing one is kfmt.transforms.archive.destination (resumable
+uploads) and .upload, reading one kfmt.transforms.archive.view.
 
-An archive at URL holds what a broker's recovery cannot derive, byte for byte: every `.log` segment,
+An archive at URL holds what a broker's recovery cannot derive, byte for byte: the `.log` segments
+(rolled ones; the active one up to its last complete batch with --include-active),
 `leader-epoch-checkpoint` (recovery starts from it: its entries are not all derivable from the
 batches, e.g. after the log start offset moved), `partition.metadata` (the topic id), and for a log
-directory `meta.properties` and the offset checkpoints (kept to the archived partitions, as reindex
-does). It does not hold `.index`, `.timeindex`, `.txnindex` or producer `.snapshot` files: they are
-functions of the segments (docs/format.md §6.3, §7, §8), restore regenerates them exactly as Kafka's
-recovery would, and archived copies would be stale where they depend on the broker's clock
-(producer expiry in snapshots) or half preallocated (an active segment's indexes, 10 MiB of zeros).
+directory `meta.properties` and the offset checkpoints (kept to the archived partitions, their
+offsets made the archive's own). It does not hold `.index`, `.timeindex`, `.txnindex` or producer
+`.snapshot` files: they are functions of the segments (docs/format.md §6.3, §7, §8), restore
+regenerates them exactly as Kafka's recovery would, and archived copies would be stale where they
+depend on the broker's clock (producer expiry in snapshots), half preallocated (an active segment's
+indexes, 10 MiB of zeros) or longer than a segment archived up to a cut.
 
-Publication follows kfmt.storage.staging's object-store scheme on every store, local disk included: a claim
-`_kfmt_pending/<run>.json` first, the files in place, `_kfmt_manifest.json` last (kfmt.storage.manifest),
-with an "archive" section (SECTION) describing every partition and segment. Unlike other outputs an
-archive resumes: `_kfmt_pending/archive/plan.json` records what the archive is of (each file's size)
-and `_kfmt_pending/archive/uploaded/<file>.json` is written as each upload completes (size, SHA-256,
-modification time, the segment's facts). A re-run of the same source checks every upload record
-against the object (size and SHA-256) and the source (SHA-256), skips what verifies and uploads the
-rest again. While anything lies under `_kfmt_pending/`, readers refuse the prefix (kfmt.storage.manifest).
+A run writes a claim `_kfmt_pending/<run>.json` first, uploads what is new, records each upload in
+`_kfmt_pending/archive/uploaded/<object>.json` as it completes (size, SHA-256, modification time,
+the segment's facts), and publishes the generation last. A killed run's upload records let the
+next run skip what was uploaded (each checked against the object: size and SHA-256).
 """
 from __future__ import annotations
 
@@ -33,11 +32,10 @@ from kfmt.partition.summary import PartitionSummary, PartitionTally, merge_talli
 from kfmt.storage.manifest import Manifest
 
 SECTION = "archive"  # the manifest section of an archive
-SECTION_VERSION = 1
-STATE_DIR = "archive"  # below PENDING_DIR: the resume state of an unfinished archive
-PLAN_NAME = "plan.json"
+SECTION_VERSION = 2  # 2: generations (kfmt.transforms.archive.generations); 1 is read as generation 1
+STATE_DIR = "archive"  # below PENDING_DIR: the resume state of an unfinished run
+PLAN_NAME = "plan.json"  # written by archives of section version 1 (removed with their state)
 UPLOADS_DIR = "uploaded"
-PLAN_FORMAT = "kfmt-archive-plan"
 CHUNK = 8 * 1024 * 1024  # bytes per upload write and per verification read
 
 
@@ -127,9 +125,10 @@ class ArchivedPartition:
                    [ArchivedSegment.from_json(s) for s in doc["segment_files"]])
 
 
-def encode_section(source: str, log_dir: bool, partitions: list[ArchivedPartition],
-                   notes: list[str]) -> dict:
-    return {"version": SECTION_VERSION, "source": source, "log_dir": log_dir,
+def encode_section(source: str, log_dir: bool, partitions: list[ArchivedPartition], notes: list[str],
+                   generation: dict) -> dict:
+    """`generation`: the keys kfmt.transforms.archive.generations adds (number, files, objects...)."""
+    return {"version": SECTION_VERSION, **generation, "source": source, "log_dir": log_dir,
             "content_digest_version": DIGEST_VERSION, "partitions": [p.to_json() for p in partitions],
             "notes": notes}
 
@@ -137,8 +136,9 @@ def encode_section(source: str, log_dir: bool, partitions: list[ArchivedPartitio
 def parse_section(manifest: Manifest, file: str) -> tuple[dict, list[ArchivedPartition]]:
     section = manifest.sections.get(SECTION)
     try:
-        if section.get("version") != SECTION_VERSION:
-            raise ValueError(f"archive section version {section.get('version')!r}, not {SECTION_VERSION}")
+        if section.get("version") not in (1, SECTION_VERSION):
+            raise ValueError(f"archive section version {section.get('version')!r}, not "
+                             f"{SECTION_VERSION} (written by another kfmt)")
         # The segments' digests are checked on restore: a digest of another definition would fail
         # every check, so such an archive is refused up front.
         if section.get("content_digest_version") != DIGEST_VERSION:
@@ -149,9 +149,14 @@ def parse_section(manifest: Manifest, file: str) -> tuple[dict, list[ArchivedPar
         raise DataError(f"unreadable archive section: {err}", file=file) from None
 
 
-# --- writing: resumable uploads ---
 
 
-# --- reading: a published archive ---
-
-
+def complete_prefix(data, file: str) -> int:
+    """How many bytes of an active segment end with its last complete entry. A live broker may be
+    appending: a torn last entry, and the zeros of a preallocated file, are cut off, where Kafka's
+    log recovery would truncate (LogSegment.recover). Only framing is looked at here; the entries
+    kept are decoded strictly afterwards (archived_segment)."""
+    scanner = segment.FrameScanner(data, file)
+    for _chunk in scanner.chunks():
+        pass
+    return scanner.tail.position

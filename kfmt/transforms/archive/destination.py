@@ -1,5 +1,6 @@
-"""The write side of an archive (docs/archive.md): a destination claimed, planned and resumed, each
-file uploaded once and recorded as it completes, the manifest with the archive section written last."""
+"""The write side of an archive (docs/archive.md): the destination looked at and claimed, each object
+uploaded once and recorded as it completes, a generation published last (its manifest, then the
+pointer to it: kfmt.transforms.archive.generations)."""
 from __future__ import annotations
 
 import hashlib
@@ -10,28 +11,21 @@ import time
 from dataclasses import dataclass
 
 from kfmt.errors import UsageError
-from kfmt.storage.manifest import MANIFEST, PENDING_DIR, FileRecord, Manifest, encode_manifest, load_manifest
+from kfmt.storage.manifest import MANIFEST, PENDING_DIR, FileRecord, encode_manifest, load_manifest
 from kfmt.storage.staging import CLAIM_NAME, StagedFiles, another_run, new_run_id, owner_alive
-from kfmt.storage.store import FileInfo, Storage, StorageSpec
-from kfmt.transforms.archive.archive_format import (
-    CHUNK,
-    PLAN_FORMAT,
-    PLAN_NAME,
-    SECTION,
-    STATE_DIR,
-    UPLOADS_DIR,
-    ArchivedSegment,
-)
-from kfmt.transforms.report import REPORT_NAME
+from kfmt.storage.store import Storage, StorageSpec
+from kfmt.transforms.archive.archive_format import CHUNK, SECTION, STATE_DIR, UPLOADS_DIR, ArchivedSegment
+from kfmt.transforms.archive.generations import GENERATIONS_DIR, Generation, generation_name, parse_generation
 
 
 @dataclass(frozen=True)
 class Upload:
-    """One file of the archive after a run's put(): its record and how it got there."""
+    """One object of the archive after a run's put(): its record and how it got there."""
 
-    record: FileRecord
-    outcome: str  # "uploaded" | "verified" (there from an earlier run, skipped) | "reuploaded" (damaged)
-    facts: ArchivedSegment | None  # the segment facts recorded with the upload (None for other files)
+    record: FileRecord  # rel is the object's key below the archive
+    outcome: str  # "uploaded" | "verified" (uploaded by a killed run, checked, skipped) | "reuploaded"
+    #               (a killed run's object found damaged) | "archived" (a generation holds it already)
+    facts: ArchivedSegment | None  # the segment facts (None for other files)
 
 
 def _state_path(storage: Storage, root: str, *parts: str) -> str:
@@ -39,45 +33,36 @@ def _state_path(storage: Storage, root: str, *parts: str) -> str:
 
 
 class ArchiveWriter:
-    """Puts files into an archive: each upload is followed by its upload record, and a file whose
-    record, object and source content agree is not uploaded again."""
+    """Puts objects into an archive: each upload is followed by its upload record, and an object whose
+    record and content agree with what is to be put is not uploaded again (a killed run resumed)."""
 
-    def __init__(self, storage: Storage, root: str, resume: bool = True):
-        """`resume`: look for upload records (False for a new archive: there are none)."""
+    def __init__(self, storage: Storage, root: str):
         self.storage = storage
         self.root = root
-        self.resume = resume
         self.files = StagedFiles(storage, root)
 
-    def upload_record_path(self, rel: str) -> str:
-        return _state_path(self.storage, self.root, UPLOADS_DIR, *rel.split("/")) + ".json"
+    def upload_record_path(self, key: str) -> str:
+        return _state_path(self.storage, self.root, UPLOADS_DIR, *key.split("/")) + ".json"
 
-    def put(self, rel: str, data, mtime_ms: int | None, facts: ArchivedSegment | None = None) -> Upload:
-        sha256 = hashlib.sha256(data).hexdigest()
-        previous = self._upload_record(rel) if self.resume else None
+    def put(self, key: str, data, mtime_ms: int | None, facts: ArchivedSegment | None = None,
+            sha256: str | None = None) -> Upload:
+        sha256 = sha256 or hashlib.sha256(data).hexdigest()
+        previous = self._upload_record(key)
         outcome = "uploaded"
-        if previous is not None:
-            if (previous["size"], previous["sha256"]) != (len(data), sha256):
-                raise UsageError(f"{self.storage.url_of(self.files.path(rel))}: an earlier run uploaded "
-                                 f"other content for this file ({previous['size']} bytes, SHA-256 "
-                                 f"{previous['sha256']}); the destination holds an unfinished archive "
-                                 f"of another source: archive to another URL, or delete it first")
-            if self._object_matches(rel, previous["size"], sha256):
-                if mtime_ms is not None:
-                    self.storage.set_mtime(self.files.path(rel), mtime_ms)
-                recorded = previous.get("facts")
-                return Upload(FileRecord(rel, len(data), sha256, mtime_ms), "verified",
-                              ArchivedSegment.from_json(recorded) if recorded else None)
+        if previous is not None and (previous["size"], previous["sha256"]) == (len(data), sha256):
+            if self._object_matches(key, len(data), sha256):
+                return Upload(FileRecord(key, len(data), sha256, mtime_ms), "verified", facts)
             outcome = "reuploaded"
-        record = self._upload(rel, data, mtime_ms)
-        doc = {"size": record.size, "sha256": record.sha256, "mtime_ms": mtime_ms,
-               "facts": facts.to_json() if facts else None}
-        self.storage.write(self.upload_record_path(rel), json.dumps(doc).encode())
+        # A record of other content is a killed run's upload of an object no generation holds (its
+        # source has changed since): replaced.
+        record = self._upload(key, data, mtime_ms)
+        doc = {"size": record.size, "sha256": record.sha256, "mtime_ms": mtime_ms}
+        self.storage.write(self.upload_record_path(key), json.dumps(doc).encode())
         return Upload(record, outcome, facts)
 
-    def _upload(self, rel: str, data, mtime_ms: int | None) -> FileRecord:
+    def _upload(self, key: str, data, mtime_ms: int | None) -> FileRecord:
         view = memoryview(data)
-        stream = self.files.open(rel, mtime_ms)
+        stream = self.files.open(key, mtime_ms)
         try:
             for start in range(0, len(view), CHUNK):
                 stream.write(view[start:start + CHUNK])
@@ -86,19 +71,13 @@ class ArchiveWriter:
             raise
         return stream.close()
 
-    def _upload_record(self, rel: str) -> dict | None:
-        path = self.upload_record_path(rel)
-        try:
-            doc = json.loads(bytes(self.storage.read(path)))
-            return doc if isinstance(doc, dict) and {"size", "sha256"} <= doc.keys() else None
-        except FileNotFoundError:
-            return None
-        except ValueError:  # a record cut short: the upload it vouches for is redone
-            return None
+    def _upload_record(self, key: str) -> dict | None:
+        doc = _read_json(self.storage, self.upload_record_path(key))  # cut short: redone
+        return doc if isinstance(doc, dict) and {"size", "sha256"} <= doc.keys() else None
 
-    def _object_matches(self, rel: str, size: int, sha256: str) -> bool:
-        """Whether the archived object has this size and SHA-256 (read back in chunks)."""
-        path = self.files.path(rel)
+    def _object_matches(self, key: str, size: int, sha256: str) -> bool:
+        """Whether the object has this size and SHA-256 (read back in chunks)."""
+        path = self.files.path(key)
         try:
             if self.storage.info(path).size != size:
                 return False
@@ -115,171 +94,148 @@ class ArchiveWriter:
 
 @dataclass(frozen=True)
 class ArchiveTarget:
-    """Picklable: where a parallel task puts files of an archive (memory:// only for threads)."""
+    """Picklable: where a parallel task puts objects of an archive (memory:// only for threads)."""
 
     spec: StorageSpec
     root: str
-    resume: bool
 
     def writer(self) -> ArchiveWriter:
         storage, _path = self.spec.open()
-        return ArchiveWriter(storage, self.root, self.resume)
+        return ArchiveWriter(storage, self.root)
 
 
 class ArchiveDestination:
-    """The archive prefix, on the driver: claims it, decides whether this run starts, resumes or has
-    nothing to do, and publishes the manifest last.
+    """The archive prefix, on the driver: what it holds (look), the claim of this run (start), and
+    the publication of a generation (publish)."""
 
-    `files` is what the archive is of: relative path -> (size, modification time) of every file it
-    will hold (the report aside). A run resumes an unfinished archive of the same files (same names
-    and sizes; contents are checked file by file as they are put); a complete archive of the same
-    files (same sizes and modification times, as rsync's quick check) leaves nothing to do; anything
-    else at URL is refused.
-    """
-
-    def __init__(self, storage: Storage, path: str, files: dict[str, tuple[int, int | None]]):
+    def __init__(self, storage: Storage, path: str):
         self.storage = storage
         self.path = path.rstrip(storage.sep) or path
         self.url = storage.url_of(self.path)
-        self.files = files
         self.run = new_run_id()
-        self.state: str | None = None  # "new" | "resume" | "complete", once started
-        self.manifest: Manifest | None = None  # of a complete archive
+        self.latest: Generation | None = None  # the published generation the pointer names
+        self.present: dict[str, int] = {}  # key -> size of every object outside _kfmt_pending/
+        self.leftovers = 0  # upload records of killed runs
         self._claim = storage.join(self.path, PENDING_DIR, f"{self.run}.json")
         self._owner = {"run": self.run, "pid": os.getpid(), "host": socket.gethostname(),
                        "started_ms": time.time_ns() // 1_000_000, "destination": self.url,
                        "command": "archive"}
 
-    # --- starting ---
-    def inspect(self) -> str:
-        """What a run would do here, writing nothing: "new", "resume" or "complete" (or UsageError)."""
-        return self._classify(self._listing())[0]
-
-    def uploaded_count(self) -> int:
-        """How many upload records an unfinished archive here holds (0 for anything else)."""
-        uploads = _state_path(self.storage, self.path, UPLOADS_DIR)
-        return len(self.storage.walk(uploads)) if self.storage.isdir(uploads) else 0
-
-    def start(self) -> str:
+    def look(self) -> Generation | None:
+        """Read what URL holds, writing nothing: the latest generation (None for a new archive).
+        Refuses a live run's claim and what is not an archive."""
         s = self.storage
         if s.exists(self.path) and not s.isdir(self.path):
             raise UsageError(f"{self.url}: the destination exists and is not a directory")
-        s.write(self._claim, json.dumps(self._owner).encode())
-        try:
-            self.state, leftovers = self._classify(self._listing())
-            for info in leftovers:
-                s.remove(info.path)
-            if self.state == "new":
-                plan = {"format": PLAN_FORMAT, "version": 1,
-                        "files": {rel: size for rel, (size, _mtime) in sorted(self.files.items())}}
-                s.write(_state_path(s, self.path, PLAN_NAME), json.dumps(plan, indent=1).encode())
-            elif self.state == "complete":
-                self._release()
-        except BaseException:
-            self._release()
-            raise
-        return self.state
-
-    def _listing(self) -> list[FileInfo]:
-        s = self.storage
-        if not s.exists(self.path):
-            return []
-        return [f for f in s.walk(self.path) if f.path != self._claim]
-
-    def _classify(self, files: list[FileInfo]) -> tuple[str, list[FileInfo]]:
-        """(state, files to remove): refuses what must not be touched."""
-        s = self.storage
+        files = [f for f in s.walk(self.path) if f.path != self._claim] if s.exists(self.path) else []
         pending = s.join(self.path, PENDING_DIR) + s.sep
-        state_dir = _state_path(s, self.path) + s.sep
-        claims = [f for f in files if f.path.startswith(pending)
-                  and CLAIM_NAME.fullmatch(f.path[len(pending):])]
-        state = [f for f in files if f.path.startswith(state_dir)]
-        content = [f for f in files if f not in claims and f not in state]
+        uploads = _state_path(s, self.path, UPLOADS_DIR) + s.sep
+        claims = [f for f in files if f.path.startswith(pending) and CLAIM_NAME.fullmatch(f.path[len(pending):])]
         for claim in claims:
             owner = _read_json(s, claim.path)
             if isinstance(owner, dict) and "stopped_ms" not in owner and owner_alive(owner):
                 raise another_run(self.url, owner)
-        manifest_path = s.join(self.path, MANIFEST)
-        if any(f.path == manifest_path for f in content):
-            self.manifest = load_manifest(s, self.path)
-            if SECTION not in self.manifest.sections:
+        self.leftovers = sum(1 for f in files if f.path.startswith(uploads))
+        self.present = {self._key(f.path): f.size for f in files if not f.path.startswith(pending)}
+        if MANIFEST in self.present:
+            manifest = load_manifest(s, self.path)
+            if SECTION not in manifest.sections:
                 raise UsageError(f"{self.url}: the destination holds a published kfmt output that is "
                                  f"not an archive")
-            published = {rel: (r.size, r.mtime_ms) for rel, r in self.manifest.files.items()
-                         if rel != REPORT_NAME}
-            if published != self.files:
-                raise UsageError(f"{self.url}: the destination holds a complete archive of other "
-                                 f"files ({_difference(self.files, published, 'the archive')}); "
-                                 f"archive to another URL, or delete it first")
-            return "complete", claims + state  # leftovers of a run killed after publishing
-        plan_path = _state_path(s, self.path, PLAN_NAME)
-        if any(f.path == plan_path for f in state):
-            plan = _read_json(s, plan_path)
-            planned = plan.get("files") if isinstance(plan, dict) else None
-            sizes = {rel: size for rel, (size, _mtime) in self.files.items()}
-            if planned != sizes:
-                detail = (_difference(sizes, planned, "the unfinished archive")
-                          if isinstance(planned, dict) else "its plan is unreadable")
-                raise UsageError(f"{self.url}: the destination holds an unfinished archive of other "
-                                 f"files ({detail}); archive to another URL, or delete it first")
-            return "resume", claims
-        if content or state:
-            if not claims:
-                raise UsageError(f"{self.url}: the destination exists and is not empty")
-            return "new", files  # what kfmt runs that died left behind
-        return "new", claims
+            self.latest = parse_generation(manifest, s.url_of(s.join(self.path, MANIFEST)))
+        elif self.present and not claims and not self.leftovers:
+            raise UsageError(f"{self.url}: the destination exists and is not empty (and is not an archive)")
+        return self.latest
 
-    # --- writing ---
+    def _key(self, path: str) -> str:
+        return path[len(self.path) + 1:].replace(self.storage.sep, "/")
+
+    def start(self) -> None:
+        """Claim the destination for this run (the claim is released by publish() or stop()); a run
+        that claimed it between look() and here is refused."""
+        s = self.storage
+        s.write(self._claim, json.dumps(self._owner).encode())
+        pending = s.join(self.path, PENDING_DIR)
+        for info in s.walk(pending):
+            name = info.path[len(pending) + 1:]
+            if info.path != self._claim and CLAIM_NAME.fullmatch(name):
+                owner = _read_json(s, info.path)
+                if isinstance(owner, dict) and not _dead(owner):
+                    self._release()
+                    raise another_run(self.url, owner)
+
     def target(self) -> ArchiveTarget:
         if self.storage.spec is None:
             raise UsageError("a parallel archive target needs storage opened with open_storage()")
-        return ArchiveTarget(self.storage.spec, self.path, self.state != "new")
+        return ArchiveTarget(self.storage.spec, self.path)
 
     def writer(self) -> ArchiveWriter:
-        return ArchiveWriter(self.storage, self.path, self.state != "new")
+        return ArchiveWriter(self.storage, self.path)
 
-    def publish(self, records: dict[str, FileRecord], section: dict, report: bytes) -> None:
-        """Write the report, check that the objects are exactly the recorded files, write the
-        manifest, then remove the resume state and the claim."""
+    def publish(self, number: int, records: dict[str, FileRecord], section: dict) -> None:
+        """Check that every object the generation lists is there with its size, write the
+        generation's manifest, then the pointer (the latest generation from then on), then remove
+        the upload records and the claim."""
         s = self.storage
-        records = dict(records)
-        records[REPORT_NAME] = self.writer().files.write(REPORT_NAME, report)
-        found = {}
-        pending = s.join(self.path, PENDING_DIR) + s.sep
-        for info in s.walk(self.path):
-            if not info.path.startswith(pending):
-                found[info.path[len(self.path) + 1:].replace(s.sep, "/")] = info.size
-        expected = {rel: r.size for rel, r in records.items()}
-        if found != expected:
-            diffs = sorted(set(found.items()) ^ set(expected.items()))
-            detail = "; ".join(f"{rel}: {'found' if (rel, size) in found.items() else 'recorded'} "
-                               f"{size} bytes" for rel, size in diffs[:5])
-            raise UsageError(f"{self.url}: the objects differ from the archived files ({detail}); "
+        published = (parse_generation(load_manifest(s, self.path), self.url).number
+                     if s.exists(s.join(self.path, MANIFEST)) else 0)
+        if published != (self.latest.number if self.latest else 0):
+            raise UsageError(f"{self.url}: generation {published} was published by another run while this "
+                             f"one ran; nothing was published: run again")
+        found = {self._key(f.path): f.size for f in s.walk(self.path)}
+        wrong = [f"{key}: {'missing' if key not in found else f'{found[key]} bytes'}, {r.size} recorded"
+                 for key, r in sorted(records.items()) if found.get(key) != r.size]
+        if wrong:
+            raise UsageError(f"{self.url}: the objects differ from the archived files ({'; '.join(wrong[:5])}); "
                              f"someone else writes here: nothing was published")
-        s.write(s.join(self.path, MANIFEST),
-                encode_manifest(records.values(), self.run, time.time_ns() // 1_000_000,
-                                {SECTION: section}))
+        if self.latest is not None and generation_name(self.latest.number) not in found:
+            # An archive from before generations: its manifest, generation 1, is kept as one
+            s.write(s.join(self.path, *generation_name(self.latest.number).split("/")),
+                    bytes(s.read(s.join(self.path, MANIFEST))))
+        manifest = encode_manifest(records.values(), self.run, time.time_ns() // 1_000_000, {SECTION: section})
+        s.write(s.join(self.path, *generation_name(number).split("/")), manifest)
+        self._replace(MANIFEST, manifest)
         s.remove_tree(_state_path(s, self.path))
         self._release()
 
+    def _replace(self, name: str, data: bytes) -> None:
+        """Write a root object whole: on object stores one PUT is atomic; on local disk the new file
+        is written beside and renamed over the old one."""
+        s = self.storage
+        path = s.join(self.path, name)
+        if not s.atomic_rename:
+            s.write(path, data)
+            return
+        staged = s.join(self.path, GENERATIONS_DIR, f".{name}.{self.run}")
+        s.write(staged, data)
+        s.rename(staged, path)
+
     def stop(self) -> None:
-        """After a failure: mark the claim stopped, so that a re-run (even in this process) resumes;
-        what was uploaded stays for it. Readers still refuse the unfinished archive."""
+        """After a failure: mark the claim stopped, so that a re-run (even in this process) is not
+        refused; what was uploaded stays for it. The published generations are untouched."""
         owner = dict(self._owner, pid=None, stopped_ms=time.time_ns() // 1_000_000)
         try:
             self.storage.write(self._claim, json.dumps(owner).encode())
         except OSError:
             pass  # the claim stays as it was: its process ends, and then it counts as dead
 
+    def release(self) -> None:
+        """End a run that publishes nothing: its claim goes, upload records stay for a later run."""
+        self._release()
+
     def _release(self) -> None:
         s = self.storage
-        try:
-            s.remove(self._claim)
-        except FileNotFoundError:
-            pass
         pending = s.join(self.path, PENDING_DIR)
+        for info in (s.walk(pending) if s.isdir(pending) else []):
+            name = info.path[len(pending) + 1:]
+            if info.path == self._claim or (CLAIM_NAME.fullmatch(name) and _dead(_read_json(s, info.path))):
+                s.remove(info.path)  # this run's claim, and those of runs that died
         if s.isdir(pending) and not s.walk(pending):
             s.remove_tree(pending)  # an empty claims directory (local disk keeps one)
+
+
+def _dead(owner) -> bool:
+    return not isinstance(owner, dict) or "stopped_ms" in owner or not owner_alive(owner)
 
 
 def _read_json(storage: Storage, path: str):
@@ -287,24 +243,3 @@ def _read_json(storage: Storage, path: str):
         return json.loads(bytes(storage.read(path)))
     except (FileNotFoundError, ValueError):
         return None
-
-
-def _difference(ours: dict, theirs: dict, name: str, limit: int = 3) -> str:
-    """The first few differences between SRC's files and an archive's, in words."""
-    out = []
-    for rel in sorted(set(ours) | set(theirs)):
-        if rel not in theirs:
-            out.append(f"{rel} is not in {name}")
-        elif rel not in ours:
-            out.append(f"{rel} is in {name} but not in SRC")
-        elif ours[rel] != theirs[rel]:
-            out.append(f"{rel}: {_describe(ours[rel])} in SRC, {_describe(theirs[rel])} in {name}")
-        if len(out) == limit:
-            break
-    return "; ".join(out)
-
-
-def _describe(value) -> str:
-    if isinstance(value, (tuple, list)):
-        return f"{value[0]} bytes, modified at {value[1]} ms"
-    return f"{value} bytes"

@@ -41,7 +41,8 @@ COMPARED = ("segments", "log_bytes", "batches", "records", "control_records", "f
 @dataclass(frozen=True)
 class RestoreTask:
     archive: StorageSpec
-    manifest: Manifest  # the archive's manifest, cut down to this partition's files
+    manifest: Manifest  # the generation's manifest, cut down to this partition's files
+    objects: dict[str, str]  # file -> the object holding it
     part_path: str  # the partition directory's storage path in the archive
     rel: str  # its directory inside DST
     log_start_offset: int
@@ -58,7 +59,7 @@ class RestoreResult:
 
 def restore_partition(task: RestoreTask) -> RestoreResult:
     storage, _path = task.archive.open()
-    view = ArchiveView(storage, task.manifest, [task.rel])
+    view = ArchiveView(storage, task.manifest, [task.rel], task.objects)
     part = load_partition(view, task.part_path)
     files = task.target.files()
     summary = reindex_partition(PartitionPlan(part, task.rel, task.log_start_offset, list(task.skipped)),
@@ -77,8 +78,10 @@ class RestoreResultSet:
         p, section = self.plan, self.archive.section
         created = time.strftime("%Y-%m-%dT%H:%M:%SZ",
                                 time.gmtime((self.archive.manifest.created_ms or 0) / 1000))
-        out = [f"restore {p.source} -> {p.destination} (an archive of {section.get('source')}, "
-               f"published {created}; {len(p.partitions)} partition(s))"]
+        generation = self.archive.generation.number
+        out = [f"restore {p.source} -> {p.destination} (generation {generation} of {self.archive.latest} "
+               f"of an archive of {section.get('source')}, published {created}; {len(p.partitions)} "
+               f"partition(s))"]
         for pp in p.partitions:
             log_bytes = sum(s.size for s in pp.part.segments)
             out.append(f"  {pp.part.name} -> {pp.rel or '.'}/: {len(pp.part.segments)} segment(s), "
@@ -91,6 +94,7 @@ class RestoreResultSet:
     def to_json(self) -> dict:
         doc = self.plan.to_json()
         doc.update({"command": "restore", "archive_source": self.archive.section.get("source"),
+                    "generation": self.archive.generation.number, "latest_generation": self.archive.latest,
                     "archive_created_ms": self.archive.manifest.created_ms,
                     "unlisted": self.archive.unlisted})
         return doc
@@ -99,12 +103,12 @@ class RestoreResultSet:
 def restore(url: str, dst: str, *, src_options: dict | None = None, dst_options: dict | None = None,
             topic: str | None = None, partition: int | None = None,
             options: CompanionOptions | None = None, master: str | None = None, dry_run: bool = False,
-            progress: bool = True) -> RestoreResultSet:
+            progress: bool = True, generation: int | None = None) -> RestoreResultSet:
     started = time.monotonic()
     options = (options or CompanionOptions()).with_clock()
     storage, path = open_storage(url, src_options)
     dst_storage, dst_path = open_storage(dst, dst_options if dst_options is not None else src_options)
-    archive = open_archive(storage, path)
+    archive = open_archive(storage, path, generation)
     view = archive.view(storage)
     plan = plan_reindex(view, path, dst_storage, dst_path, topic, partition)
     result = RestoreResultSet(plan, archive)
@@ -114,11 +118,15 @@ def restore(url: str, dst: str, *, src_options: dict | None = None, dst_options:
             raise UsageError(f"{plan.destination}: the destination exists and is not empty")
         return result
     archived = {p.dir: p for p in archive.partitions}
+    manifest, objects = archive.manifest, archive.objects()
     with StagedOutput(dst_storage, dst_path) as out:
         target = out.target()
-        tasks = [RestoreTask(storage.spec, _partition_manifest(archive.manifest, pp.rel),
-                             pp.part.path, pp.rel, pp.log_start_offset, tuple(pp.skipped), options,
-                             target)
+        # The log start offset is the archive's own (the generation's section), not the source's
+        tasks = [RestoreTask(storage.spec, (part_manifest := _partition_manifest(manifest, pp.rel)),
+                             {rel: objects[rel] for rel in part_manifest.files if rel in objects},
+                             pp.part.path, pp.rel,
+                             archived[pp.rel].log_start_offset if pp.rel in archived else pp.log_start_offset,
+                             tuple(pp.skipped), options, target)
                  for pp in plan.partitions]
         engine = plan_engine(master, sum(s.size for pp in plan.partitions for s in pp.part.segments),
                              storage, dst_storage)
@@ -144,7 +152,8 @@ def restore(url: str, dst: str, *, src_options: dict | None = None, dst_options:
              "partition": partition, "master": master},
             inputs, outputs, out.files, _notes(plan, archive))
         report["archive"] = {"source": archive.section.get("source"), "run": archive.manifest.run,
-                             "created_ms": archive.manifest.created_ms}
+                             "created_ms": archive.manifest.created_ms,
+                             "generation": archive.generation.number, "latest_generation": archive.latest}
         report["engine"] = engine.to_json()
         report["duration_ms"] = int((time.monotonic() - started) * 1000)
         out.write(REPORT_NAME, report_bytes(report))
