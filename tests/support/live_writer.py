@@ -25,7 +25,9 @@ The file operations follow Kafka's classes:
   little later (`file.delete.delay.ms`);
 * cleaning, on the `compacted` partitions (`LogCleaner`, `LocalLog.replaceSegments`): the rolled
   segments are rewritten keeping each key's latest record into `<base>.log.cleaned` (and its
-  `.index.cleaned`, `.timeindex.cleaned`), renamed to the `.swap` suffix, the replaced segments
+  `.index.cleaned`, `.timeindex.cleaned`), each batch with its kept records, its base offset and
+  its last offset (`MemoryRecords.filterTo`; a batch left without records goes), renamed to the
+  `.swap` suffix, the replaced segments
   other than the first renamed to `.deleted`, and the `.swap` files renamed onto the first
   segment's names (replacing it), log first, then the indexes.
 
@@ -44,6 +46,7 @@ holds. `LiveWriter.truth()` reads it back.
 """
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import multiprocessing
@@ -57,6 +60,9 @@ from pathlib import Path
 # the shared counters (multiprocessing.Array slots)
 RECORDS, BATCHES, ROLLS, DELETED, CLEANED, STEPS = range(6)
 OFFSET_ENTRY, TIME_ENTRY = 8, 12
+# values are words, so that gzip pays (kafka-python sends a batch uncompressed when it would not)
+WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet",
+         "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo", "sierra", "tango")
 
 
 def digest(data: bytes | None) -> str | None:
@@ -207,13 +213,18 @@ class _Segment:
         self.last_index_ts = -1
         self.bytes_since_index = 0
         self.max_ts, self.offset_of_max_ts = -1, base
-        self.records: list[tuple[int, int, bytes | None, bytes | None]] = []  # what it holds
+        # what it holds: per batch, its base and last offsets and its records (offset, timestamp,
+        # key, value)
+        self.batches: list[tuple[int, int, list[tuple[int, int, bytes | None, bytes | None]]]] = []
         if create:
             self.log.touch()
             # AbstractIndex: a new index file is preallocated to maxIndexSize (a multiple of the entry)
             for path, entry in ((self.index, OFFSET_ENTRY), (self.timeindex, TIME_ENTRY)):
                 with open(path, "wb") as f:
                     f.truncate(index_bytes // entry * entry)
+
+    def offsets(self) -> list[int]:
+        return [r[0] for _, _, records in self.batches for r in records]
 
     def files(self) -> list[Path]:
         return [self.log, self.index, self.timeindex]
@@ -254,6 +265,10 @@ class _Broker:
             p = _Partition(directory, tp[0], tp[1], tuple(tp) in map(tuple, config["compacted"]))
             p.segments.append(_Segment(directory, 0, config["index_bytes"]))
             _write_checkpoint(directory / "leader-epoch-checkpoint", ["0 0"])
+            # PartitionMetadataFile: the topic id (a Uuid as URL-safe base64 without padding)
+            topic_id = base64.urlsafe_b64encode(hashlib.sha256(tp[0].encode()).digest()[:16])
+            (directory / "partition.metadata").write_text(
+                f"version: 0\ntopic_id: {topic_id.decode().rstrip('=')}\n")
             self.partitions.append(p)
         self._write_log_start_checkpoint()
 
@@ -273,7 +288,7 @@ class _Broker:
         final = {}
         for p in self.partitions:
             final[p.name] = {"log_start": p.log_start, "next_offset": p.next_offset,
-                             "present": sorted(o for s in p.segments for o, *_ in s.records)
+                             "present": sorted(o for s in p.segments for o in s.offsets())
                              if p.compacted else None}
         self.truth.write(json.dumps({"final": final}) + "\n")
         self.truth.close()
@@ -289,7 +304,8 @@ class _Broker:
                 key = f"key-{rng.randrange(self.c['keys'])}".encode()
             else:
                 key = None if rng.random() < 0.1 else f"k{offset}".encode()
-            value = rng.randbytes(rng.randint(0, 200)) if rng.random() < 0.95 else None
+            value = (" ".join(rng.choices(WORDS, k=rng.randint(0, 30))).encode()
+                     if rng.random() < 0.95 else None)
             records.append((offset, ts + i // 4, key, value))
         codec = rng.choice((0, 0, 1))  # none or gzip
         entry = _encode(records, p.next_offset, codec)
@@ -313,7 +329,7 @@ class _Broker:
             self._time_index_append(seg)
             seg.bytes_since_index = 0
         seg.bytes_since_index += len(entry)
-        seg.records += records
+        seg.batches.append((records[0][0], last, records))
         p.next_offset = last + 1
         self.truth.write(json.dumps({"topic": p.topic, "partition": p.partition, "records": [
             [o, t, digest(k), digest(v)] for o, t, k, v in records]}) + "\n")
@@ -382,18 +398,20 @@ class _Broker:
         dirty = p.segments[:-1]  # everything before the active segment is cleanable
         latest = {}
         for seg in dirty:
-            for offset, _, key, _ in seg.records:
-                latest[key] = offset
-        kept = [r for seg in dirty for r in seg.records if latest[r[2]] == r[0]]
+            for _, _, records in seg.batches:
+                for offset, _, key, _ in records:
+                    latest[key] = offset
+        kept = [(base, last, [r for r in records if latest[r[2]] == r[0]])
+                for seg in dirty for base, last, records in seg.batches]
+        kept = [batch for batch in kept if batch[2]]
         new = _Segment(p.dir, dirty[0].base, self.c["index_bytes"], create=False)
         cleaned = [path.with_name(path.name + ".cleaned") for path in new.files()]
         log_bytes, index, timeindex = bytearray(), bytearray(), bytearray()
         since_index, max_ts = 0, -1
-        for i in range(0, len(kept), 5):  # the kept records, re-batched five at a time
-            batch = kept[i:i + 5]
-            entry = _encode(batch, batch[0][0], 0)
+        for base, last, batch in kept:
+            entry = _encode(batch, base, 0, last)
             if since_index > self.c["index_interval_bytes"]:
-                index += struct.pack(">ii", batch[-1][0] - new.base, len(log_bytes))
+                index += struct.pack(">ii", last - new.base, len(log_bytes))
                 since_index = 0
             log_bytes += entry
             since_index += len(entry)
@@ -403,7 +421,7 @@ class _Broker:
                 max_ts = ts
         for path, data in zip(cleaned, (log_bytes, index, timeindex)):
             path.write_bytes(bytes(data))
-        new.size, new.records = len(log_bytes), kept
+        new.size, new.batches = len(log_bytes), kept
         swaps = [path.with_name(path.name[:-len(".cleaned")] + ".swap") for path in cleaned]
         for src, dst in zip(cleaned, swaps):
             src.rename(dst)
@@ -415,9 +433,10 @@ class _Broker:
         self.counters[CLEANED] += 1
 
 
-def _encode(records, base_offset: int, codec: int) -> bytes:
+def _encode(records, base_offset: int, codec: int, last_offset: int | None = None) -> bytes:
     """A v2 batch by kafka-python's builder; the base offset and leader epoch set as a broker does
-    (neither is under the CRC)."""
+    (neither is under the CRC). `last_offset`: the batch's own when the cleaner removed its last
+    records (MemoryRecordsBuilder.overrideLastOffset)."""
     from kafka.record.default_records import DefaultRecordBatchBuilder
 
     builder = DefaultRecordBatchBuilder(magic=2, compression_type=codec, is_transactional=False,
@@ -426,6 +445,8 @@ def _encode(records, base_offset: int, codec: int) -> bytes:
     for offset, ts, key, value in records:
         if builder.append(offset - base_offset, timestamp=ts, key=key, value=value, headers=[]) is None:
             raise RuntimeError("kafka-python refused a record")
+    if last_offset is not None:
+        builder._last_offset = last_offset - base_offset  # kafka-python's lastOffsetDelta field
     built = bytes(builder.build())
     return struct.pack(">q", base_offset) + built[8:12] + struct.pack(">i", 0) + built[16:]
 

@@ -35,6 +35,7 @@ from kfmt.format.model import (
     TimestampType,
 )
 from kfmt.partition.layout import PartitionDir, Segment
+from kfmt.partition.live import segment_bytes
 
 from . import log_runs
 from .problems import Report
@@ -149,7 +150,7 @@ class LogChecker:
     def check_segment(self, seg: Segment, is_last: bool) -> SegmentColumns:
         report = self.report
         file = self.part.display(seg.log)
-        buf = self.part.storage.map(seg.log.path)
+        buf, _ = segment_bytes(self.part.storage, seg.log.path, file, seg.log.size, is_last)
         facts = SegmentColumns(seg, file)
         report.counts.segments += 1
         report.counts.files += 1

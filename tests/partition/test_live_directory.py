@@ -1,0 +1,195 @@
+"""kfmt on the log directory of a running broker (docs/operations.md, "Reading a running broker's
+disk"): the read-only commands and `export --append`, run again and again while a separate process
+(support.live_writer: appends, rolls, retention through `.deleted`, the cleaner's `.cleaned`/`.swap`
+sequence) changes the directory, checked against what that process wrote, record by record."""
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import shutil
+import time
+from pathlib import Path
+
+import pyarrow.dataset as ds
+from support.cli import run_kfmt
+from support.live_writer import LiveWriter
+
+PLAIN = [("live", 0), ("live", 1)]
+COMPACTED = [("live-cmp", 0)]
+RUN_SECONDS = 12  # of reading while the writer writes (each test stays well under 30 s)
+# What a reader of a running broker's directory may say on stderr (one line each)
+EXPECTED_WARNINGS = ("as Kafka's log recovery truncates them",  # the active segment's torn tail
+                     "while being read (the broker deleted or replaced it")  # a segment that went
+
+
+def sha(b64: str | None) -> str | None:
+    return None if b64 is None else hashlib.sha256(base64.b64decode(b64)).hexdigest()
+
+
+def check_stderr(err: str, expected=EXPECTED_WARNINGS) -> None:
+    assert "Traceback" not in err, err
+    for line in err.splitlines():
+        assert line.startswith("kfmt: warning: ") and any(w in line for w in expected), err
+
+
+def cat_records(log_dir: Path) -> tuple[dict, str]:
+    result = run_kfmt("cat", log_dir, "--format", "json")
+    assert result.code == 0, result.err
+    check_stderr(result.err)
+    out: dict = {}
+    for line in result.lines:
+        r = json.loads(line)
+        out.setdefault((r["topic"], r["partition"]), []).append(r)
+    return out, result.err
+
+
+def check_against_truth(records: dict, truth) -> None:
+    """Each record is the one the writer wrote at its offset; offsets increase, without a gap where
+    nothing is compacted."""
+    for tp, rs in records.items():
+        offsets = [r["offset"] for r in rs]
+        assert offsets == sorted(set(offsets)), tp
+        if tp not in COMPACTED:
+            assert offsets == list(range(offsets[0], offsets[0] + len(offsets))), tp
+        for r in rs:
+            t = truth[tp].records[r["offset"]]
+            assert (r["timestamp"], sha(r["key"]), sha(r["value"])) == (t.timestamp, t.key, t.value), r
+
+
+def test_cat_info_verify_while_a_broker_writes(tmp_path):
+    logs = tmp_path / "logs"
+    seen, runs, warned = [], 0, 0
+    with LiveWriter(logs, PLAIN, COMPACTED, seed=1) as writer:
+        writer.wait_for(rolls=4)
+        deadline = time.monotonic() + RUN_SECONDS
+        while time.monotonic() < deadline:
+            records, err = cat_records(logs)
+            seen.append(records)
+            warned += bool(err)
+            info = run_kfmt("info", logs, "--format", "json")
+            assert info.code == 0, info.err
+            check_stderr(info.err)
+            by_tp = {(i["topic"], i["partition"]): i for i in map(json.loads, info.lines)}
+            assert set(by_tp) == set(PLAIN + COMPACTED)
+            for tp in PLAIN:  # counted as one listing holds them: contiguous from the log start
+                i = by_tp[tp]
+                assert i["records"] == i["log_end_offset"] - i["log_start_offset"], i
+            verify = run_kfmt("verify", logs, "--format", "json")
+            check_stderr(verify.err)
+            report = json.loads(verify.out)
+            assert verify.code == 0 and report["summary"]["ok"], [
+                p for p in report["problems"] if p["severity"] == "error"]
+            runs += 1
+        stats = writer.stats
+    truth = writer.truth()
+    assert stats["rolls"] >= 8 and stats["deleted"] >= 2 and stats["cleaned"] >= 1, stats
+    assert runs >= 3
+    for records in seen:
+        check_against_truth(records, truth)
+    # stopped: the whole log, exactly as written
+    final, err = cat_records(logs)
+    assert err == ""
+    check_against_truth(final, truth)
+    for tp in PLAIN:
+        t = truth[tp]
+        assert [r["offset"] for r in final[tp]] == list(range(t.log_start, t.next_offset))
+    for tp in COMPACTED:
+        assert [r["offset"] for r in final[tp]] == sorted(truth[tp].present)
+    verify = run_kfmt("verify", logs)
+    assert verify.code == 0, verify.out
+
+
+def exported(dst: Path) -> dict:
+    table = ds.dataset(dst, partitioning="hive", format="parquet").to_table(
+        columns=["topic", "partition", "offset", "timestamp_ms", "key", "value"])
+    out: dict = {}
+    for row in table.to_pylist():
+        out.setdefault((row["topic"], row["partition"]), []).append(row)
+    return out
+
+
+def test_export_append_while_a_broker_writes(tmp_path):
+    logs, dst = tmp_path / "logs", tmp_path / "export"
+    lost: dict = {}
+    runs = 0
+
+    def export_append():
+        result = run_kfmt("export", logs, dst, "--append", "--master", "inprocess", "--no-progress")
+        assert result.code == 0, result.err
+        check_stderr(result.err, EXPECTED_WARNINGS + ("were deleted from the log (retention",))
+        # the report of the last run that wrote (a run with nothing new leaves it as it was)
+        for p in json.loads((dst / "_kfmt-report.json").read_text()).get("append", []):
+            if p["lost"] is not None:
+                lost.setdefault((p["topic"], p["partition"]), set()).add(
+                    (p["lost"]["from"], p["lost"]["to"]))
+        return result
+
+    with LiveWriter(logs, PLAIN, COMPACTED, seed=2) as writer:
+        writer.wait_for(rolls=3)
+        deadline = time.monotonic() + RUN_SECONDS
+        while time.monotonic() < deadline:
+            export_append()
+            runs += 1
+        stats = writer.stats
+    truth = writer.truth()
+    export_append()  # everything the writer wrote until it stopped
+    report = (dst / "_kfmt-report.json").read_bytes()
+    export_append()  # nothing new: writes nothing
+    assert (dst / "_kfmt-report.json").read_bytes() == report
+    assert runs >= 3 and stats["deleted"] >= 2 and stats["cleaned"] >= 1, (runs, stats)
+
+    state = json.loads(next(dst.glob("_kfmt-export-state.json")).read_text())
+    marks = {(m["topic"], m["partition"]): m["next_offset"] for m in state["partitions"]} \
+        if isinstance(state.get("partitions"), list) else None
+    rows = exported(dst)
+    for tp in PLAIN + COMPACTED:
+        t = truth[tp]
+        offsets = [r["offset"] for r in rows[tp]]
+        assert len(offsets) == len(set(offsets)), f"{tp}: exported twice"
+        for r in rows[tp]:
+            w = t.records[r["offset"]]
+            assert (r["timestamp_ms"], hashlib.sha256(r["key"]).hexdigest() if r["key"] is not None
+                    else None, hashlib.sha256(r["value"]).hexdigest() if r["value"] is not None
+                    else None) == (w.timestamp, w.key, w.value), r
+        start, end = min(offsets), t.next_offset
+        if tp in PLAIN:
+            # every offset from where the export began, except what retention took before a run
+            # read it, which the run reported
+            missing = set(range(start, end)) - set(offsets)
+            reported = {o for a, b in lost.get(tp, []) for o in range(a, b)}
+            assert missing == reported, (tp, sorted(missing)[:10], lost.get(tp))
+        else:  # what the log still holds from the export's start was exported
+            assert {o for o in t.present if o >= start} <= set(offsets), tp
+        if marks is not None:
+            assert marks[tp] == end
+
+
+def test_what_a_restarted_broker_would_load(tmp_path):
+    """Files and directories in transit are read as LogLoader would load them: `.deleted` and
+    `.cleaned` files ignored, a `.swap` log in place of the segments it covers, `-delete` and
+    `-future` partition directories skipped."""
+    logs = tmp_path / "logs"
+    with LiveWriter(logs, [("live", 0)], COMPACTED, seed=3) as writer:
+        writer.wait_for(rolls=12, deleted=1)
+    truth = writer.truth()
+    before, _ = cat_records(logs)
+    part = logs / "live-0"
+    segs = sorted(part.glob("*.log"))
+    assert len(segs) >= 3
+    # a cleaning in the middle of LocalLog.replaceSegments: the first two segments' bytes as one
+    # swap log named after the first, both originals still there, and the next one's .cleaned output
+    (part / (segs[0].name + ".swap")).write_bytes(segs[0].read_bytes() + segs[1].read_bytes())
+    (part / (segs[2].name + ".cleaned")).write_bytes(b"\x00" * 100)
+    (part / (segs[0].stem + ".index.swap")).write_bytes(b"")
+    (part / "00000000000000000000.log.deleted").write_bytes(b"garbage")
+    shutil.copytree(part, logs / ("live-0." + "ab" * 16 + "-delete"))
+    shutil.copytree(part, logs / ("live-0." + "cd" * 16 + "-future"))
+    after, err = cat_records(logs)
+    assert err == ""
+    assert after == before
+    check_against_truth(after, truth)
+    info = run_kfmt("info", part, "--format", "json")
+    assert json.loads(info.out)["segments"] == len(segs) - 1
+    verify = run_kfmt("verify", logs)
+    assert verify.code == 0, verify.out
