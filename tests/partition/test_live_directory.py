@@ -193,3 +193,79 @@ def test_what_a_restarted_broker_would_load(tmp_path):
     assert json.loads(info.out)["segments"] == len(segs) - 1
     verify = run_kfmt("verify", logs)
     assert verify.code == 0, verify.out
+
+
+def stopped_log(tmp_path) -> tuple[Path, dict]:
+    logs = tmp_path / "logs"
+    with LiveWriter(logs, [("live", 0)], seed=4, retain_segments=100) as writer:
+        writer.wait_for(rolls=4)
+    return logs, writer.truth()
+
+
+def test_a_segment_deleted_after_the_listing_ends_cat_there(tmp_path):
+    """Retention renames the second segment `.deleted` between cat's listing and its reading: the
+    first segment's records, then one warning naming the file and the last offset given."""
+    import argparse
+    import warnings
+
+    from kfmt.cli.cat import live_partition_lines
+    from kfmt.errors import KfmtWarning
+    from kfmt.partition.layout import find_partitions
+    from kfmt.storage.store import open_storage
+
+    logs, truth = stopped_log(tmp_path)
+    storage, path = open_storage(str(logs / "live-0"))
+    [part] = find_partitions(storage, path)
+    second = Path(part.segments[1].log.path)
+    second.rename(second.with_name(second.name + ".deleted"))
+    args = argparse.Namespace(include_deleted=False, from_offset=None, from_timestamp=None,
+                              isolation="read_uncommitted", max_records=None, include_control=False,
+                              format="json")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        lines = list(live_partition_lines(part, args, {}))
+    offsets = [r["offset"] for block in lines for r in map(json.loads, block.splitlines())]
+    assert offsets == list(range(0, part.segments[1].base_offset))
+    messages = [str(w.message) for w in caught if issubclass(w.category, KfmtWarning)]
+    assert len(messages) == 1 and str(second) in messages[0], messages
+    assert f"up to offset {part.segments[1].base_offset - 1}" in messages[0]
+    assert all(truth[("live", 0)].records[o] for o in offsets)
+
+
+def test_a_segment_deleted_after_the_plan_ends_the_export_there(tmp_path):
+    """An export whose second segment goes after the plan: the tasks after it are not published,
+    and the partition's high-water mark is where the records written end."""
+    import warnings
+
+    from kfmt.errors import KfmtWarning
+    from kfmt.storage.staging import StagedOutput
+    from kfmt.storage.store import open_storage
+    from kfmt.transforms.export_job import ExportOptions, plan_export, run_export_job
+
+    logs, truth = stopped_log(tmp_path)
+    src, src_path = open_storage(str(logs))
+    dst, dst_path = open_storage(str(tmp_path / "export"))
+    options = ExportOptions(split_bytes=8 << 10)  # several tasks per partition
+    out = StagedOutput(dst, dst_path).__enter__()  # never committed: aborted at the end
+    try:
+        plan = plan_export(src, src_path, dst, dst_path, options)
+        [p] = plan.partitions
+        assert len(p.units) >= 4
+        segs = p.part.segments
+        second = Path(segs[1].log.path)
+        second.rename(second.with_name(second.name + ".deleted"))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            job = run_export_job(plan, out.target(), dst, dst_path, "inprocess", False)
+        messages = [str(w.message) for w in caught if issubclass(w.category, KfmtWarning)]
+        assert len(messages) == 1 and str(second) in messages[0], messages
+        assert job.next_offsets[("live", 0)] == segs[1].base_offset
+        assert job.inputs[0].records == segs[1].base_offset
+        # only the files of the tasks before the gone segment are left in the staging directory
+        staged = sorted(f for f in Path(out.target().root).rglob("*")
+                        if f.is_file() and not f.name.startswith("_"))  # not the staging's own
+        assert [str(f) for f in staged] == sorted(out.target().files().path(r.rel)
+                                                  for r in job.files[0])
+    finally:
+        out.abort()
+    assert truth[("live", 0)].next_offset > segs[1].base_offset
