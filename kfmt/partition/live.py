@@ -48,16 +48,17 @@ def maps_files(storage: Storage) -> bool:
 def segment_bytes(storage: Storage, path: str, file: str, listed_size: int, is_last: bool,
                   start: int = 0, end: int | None = None) -> tuple[object, int]:
     """(bytes of the segment file holding [start, end), the file position of their first byte): the
-    whole file where the store maps files (a map holds the file even if it is deleted next), else the
-    range. Raises SegmentGone for a file that is gone, or not the listed size (the last segment may
+    whole file where the store maps files and `start` is 0 (a map holds the file even if it is
+    deleted next), else the range. Raises SegmentGone for a file that is gone, or not the listed size (the last segment may
     have grown: anything from its listed size on is read as it is)."""
     try:
-        if maps_files(storage):
-            data, base = storage.map(path), 0
-            size = len(data)
-            if size != listed_size and not (is_last and size > listed_size):
-                raise SegmentGone(file, f"{size} bytes, not the {listed_size} listed: replaced")
-            return data, base
+        local = maps_files(storage)
+        if local and start == 0:
+            data = storage.map(path)
+            _check_size(file, len(data), listed_size, is_last)
+            return data, 0
+        if local:  # a seek: only the bytes from `start` are read, the size is asked for
+            _check_size(file, storage.info(path).size, listed_size, is_last)
         return storage.read(path, start, listed_size if end is None else end), start
     except SegmentGone:
         raise
@@ -65,6 +66,11 @@ def segment_bytes(storage: Storage, path: str, file: str, listed_size: int, is_l
         if is_gone(err):
             raise SegmentGone(file, "deleted") from None
         raise
+
+
+def _check_size(file: str, size: int, listed_size: int, is_last: bool) -> None:
+    if size != listed_size and not (is_last and size > listed_size):
+        raise SegmentGone(file, f"{size} bytes, not the {listed_size} listed: replaced")
 
 
 def read_companion(storage: Storage, path: str):

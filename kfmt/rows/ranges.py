@@ -278,8 +278,9 @@ def range_view(source: StorageSpec, path: str, start: int, end: int, file: str |
     where the store memory-maps files (a view costs no memory of the process), else the range read.
     With the listed size, a file gone or replaced since raises SegmentGone (kfmt.partition.live)."""
     storage, _ = source.open()
-    if listed_size is not None:
-        return segment_bytes(storage, path, file or path, listed_size, last_segment, start, end)
+    if listed_size is not None:  # mapped whole where the store maps (start 0), else the range
+        return segment_bytes(storage, path, file or path, listed_size, last_segment,
+                             0 if maps_files(storage) else start, end)
     if maps_files(storage):
         return storage.map(path), 0
     return storage.read(path, start, end), start
