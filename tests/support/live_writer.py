@@ -17,12 +17,13 @@ The file operations follow Kafka's classes:
 * rolls (`LocalLog.roll`, `LogSegment.onBecomeInactiveSegment`): when an append would take the active
   segment past `segment_bytes`, the segment gets its final time-index entry and its index files are
   trimmed to their entries (`AbstractIndex.trimToValidSize`); the new segment's `.log` is created
-  empty and its index files preallocated;
+  empty and its index files preallocated; a producer snapshot (empty: no idempotent producer) is
+  written at the new base (`ProducerStateManager.takeSnapshot`);
 * retention (`UnifiedLog.deleteSegments`, `LocalLog.deleteSegmentFiles`): beyond `retain_segments`
   segments the oldest are deleted: the log start offset moves first (`leader-epoch-checkpoint` and
   the log directory's `log-start-offset-checkpoint` are rewritten as `CheckpointFile` does, a temp
   file renamed into place), then each file is renamed with the `.deleted` suffix and unlinked a
-  little later (`file.delete.delay.ms`);
+  little later (`file.delete.delay.ms`), with the producer snapshot at the segment's base;
 * cleaning, on the `compacted` partitions (`LogCleaner`, `LocalLog.replaceSegments`): the rolled
   segments are rewritten keeping each key's latest record into `<base>.log.cleaned` (and its
   `.index.cleaned`, `.timeindex.cleaned`), each batch with its kept records, its base offset and
@@ -60,6 +61,7 @@ from pathlib import Path
 # the shared counters (multiprocessing.Array slots)
 RECORDS, BATCHES, ROLLS, DELETED, CLEANED, STEPS = range(6)
 OFFSET_ENTRY, TIME_ENTRY = 8, 12
+EMPTY_SNAPSHOT = bytes.fromhex("000148674bc700000000")  # version 1, CRC-32C, no producer
 # values are words, so that gzip pays (kafka-python sends a batch uncompressed when it would not)
 WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet",
          "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo", "sierra", "tango")
@@ -362,6 +364,7 @@ class _Broker:
         os.truncate(old.index, old.index_entries * OFFSET_ENTRY)  # trimToValidSize
         os.truncate(old.timeindex, old.time_entries * TIME_ENTRY)
         p.segments.append(_Segment(p.dir, p.next_offset, self.c["index_bytes"]))
+        self._snapshot(p)
         self.counters[ROLLS] += 1
         if p.compacted:
             p.rolls_since_clean += 1
@@ -378,8 +381,19 @@ class _Broker:
         _write_checkpoint(p.dir / "leader-epoch-checkpoint", [f"0 {p.log_start}"])
         self._write_log_start_checkpoint()
         for seg in gone:
-            self._rename_deleted(seg.files())
+            # the segment's files, and the producer snapshot at its base
+            # (ProducerStateManager.removeAndMarkSnapshotForDeletion)
+            self._rename_deleted(seg.files() + [p.dir / f"{seg.base:020d}.snapshot"])
         self.counters[DELETED] += n
+
+    def _snapshot(self, p: _Partition) -> None:
+        """ProducerStateManager.takeSnapshot at a roll, named after the new segment's base: the
+        producers here are not idempotent, so the state is empty (docs/format.md §8). Kafka creates
+        the file and then writes it: a reader may find it empty for a moment."""
+        with open(p.dir / f"{p.active.base:020d}.snapshot", "wb") as f:
+            f.flush()
+            time.sleep(self.c["torn_pause"])
+            f.write(EMPTY_SNAPSHOT)
 
     def _rename_deleted(self, paths: list[Path]) -> None:
         """LocalLog.deleteSegmentFiles: `.deleted` at once, the unlink after file.delete.delay.ms."""
