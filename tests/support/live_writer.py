@@ -323,9 +323,10 @@ class _Broker:
             f.write(entry[half:])
         seg.size += len(entry)
         last = records[-1][0]
-        for offset, t, _, _ in records:
-            if t > seg.max_ts:
-                seg.max_ts, seg.offset_of_max_ts = t, offset
+        # the time index names a v2 batch by its last offset (Kafka 3.6's shallowOffsetOfMaxTimestamp)
+        batch_max_ts = max(t for _, t, _, _ in records)
+        if batch_max_ts > seg.max_ts:
+            seg.max_ts, seg.offset_of_max_ts = batch_max_ts, last
         if seg.bytes_since_index > self.c["index_interval_bytes"]:
             self._index_append(seg, last, position)
             self._time_index_append(seg)
@@ -429,9 +430,9 @@ class _Broker:
                 since_index = 0
             log_bytes += entry
             since_index += len(entry)
-            ts, offset = max((t, o) for o, t, _, _ in batch)
+            ts = max(t for _, t, _, _ in batch)
             if ts > max_ts:
-                timeindex += struct.pack(">qi", ts, offset - new.base)
+                timeindex += struct.pack(">qi", ts, last - new.base)
                 max_ts = ts
         for path, data in zip(cleaned, (log_bytes, index, timeindex)):
             path.write_bytes(bytes(data))
