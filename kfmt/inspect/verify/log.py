@@ -320,11 +320,12 @@ class LogChecker:
                                   f"inactive one is trimmed on roll (Kafka's reader rejects an entry size "
                                   f"below 14 there)", file, tail.position)
             return
-        if is_last:  # a broker killed mid-write, a copy cut short: recovery truncates it
+        if is_last:  # a batch being appended, a broker killed mid-write, a copy cut short
             self.report.note("log-tail-truncated", f"{tail.message}; the remaining {tail.length} bytes "
-                             f"of the partition's last segment are the tail Kafka's log recovery "
-                             f"truncates (LogSegment.recover stops at the first entry it cannot read): "
-                             f"readers leave them out", file, tail.position, tail.offset)
+                             f"of the partition's last segment are a batch a running broker is still "
+                             f"appending, or the tail Kafka's log recovery truncates (LogSegment.recover "
+                             f"stops at the first entry it cannot read): readers leave them out", file,
+                             tail.position, tail.offset)
             return
         self.report.error("framing", f"{tail.message}; the remaining {tail.length} bytes of the file "
                           f"cannot be read (expected a complete entry or the end of the file)", file,
