@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pyarrow.dataset as ds
+import pytest
 from support.cli import run_kfmt
 from support.live_writer import LiveWriter
 
@@ -350,3 +351,35 @@ def test_the_data_source_while_a_broker_writes(tmp_path):
     assert {tp: [r["offset"] for r in rs] for tp, rs in paused.items()} == \
         {tp: [r["offset"] for r in rs] for tp, rs in cat.items()}
     assert all("while being read (the broker deleted or replaced it" in f for f in failures)
+
+
+@pytest.mark.spark
+def test_spark_reads_a_running_brokers_directory(tmp_path):
+    """`spark.read.format("kafka-log")` on the directory of a paused writer (as a broker leaves it
+    between two requests: preallocated indexes of the active segments, files in transit after a
+    clean or a deletion) gives cat's records."""
+    from kfmt.pipelines.datasource import register
+    from kfmt.pipelines.session import spark_session, stop_session
+
+    logs = tmp_path / "logs"
+    spark = spark_session("local[2]")
+    try:
+        register(spark, check_workers=False)  # local workers are this interpreter
+        with LiveWriter(logs, PLAIN, COMPACTED, seed=6, delete_delay=30) as writer:
+            writer.wait_for(rolls=8, deleted=1, cleaned=1)
+            writer.pause()
+            assert list(logs.glob("*/*.deleted")), "nothing in transit"
+            rows = spark.read.format("kafka-log").load(str(logs)).select(
+                "topic", "partition", "offset", "key", "value").collect()
+            cat, err = cat_records(logs)
+            writer.resume()
+        truth = writer.truth()
+    finally:
+        stop_session()
+    by_tp: dict = {}
+    for r in rows:
+        by_tp.setdefault((r["topic"], r["partition"]), []).append(r.asDict())
+    by_tp = {tp: sorted(rs, key=lambda r: r["offset"]) for tp, rs in by_tp.items()}
+    check_rows_against_truth(by_tp, truth)
+    assert {tp: [r["offset"] for r in rs] for tp, rs in by_tp.items()} == \
+        {tp: [r["offset"] for r in rs] for tp, rs in cat.items()}
