@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 
 from kfmt.errors import KfmtError, KfmtWarning, UsageError
 from kfmt.partition.layout import PartitionDir, find_partitions
-from kfmt.partition.live import SegmentGone, stopped_warning
+from kfmt.partition.live import SegmentGone, read_whole, stopped_warning
 from kfmt.partition.reader import PartitionReader
 from kfmt.partition.summary import PartitionSummary
 from kfmt.partition.transactions import TransactionOutcomes, partition_outcomes
@@ -195,7 +195,10 @@ class PartitionRef:
 
 
 def transactions_of(ref: PartitionRef) -> TransactionOutcomes:
-    return partition_outcomes(PartitionReader(ref.open(), recover_tail=True))
+    """The partition's transaction outcomes; on a running broker's directory, read again from a new
+    listing if a segment goes meanwhile (kfmt.partition.live): the ranges read later only need the
+    outcomes of batches that are still there."""
+    return read_whole(ref.open(), lambda part: partition_outcomes(PartitionReader(part, recover_tail=True)))
 
 
 # --- stage 2: tasks of segment ranges -------------------------------------------------------------
