@@ -94,7 +94,7 @@ class LiveWriter:
                  segment_bytes: int = 16 << 10, index_interval_bytes: int = 1024,
                  index_bytes: int = 4096, retain_segments: int = 6, step_seconds: float = 0.004,
                  clean_every_rolls: int = 3, keys: int = 12, delete_delay: float = 0.2,
-                 torn_pause: float = 0.002, seed: int = 0):
+                 torn_pause: float = 0.002, transit_pause: float = 0.05, seed: int = 0):
         self.log_dir = Path(log_dir)
         self.truth_path = self.log_dir.parent / f"{self.log_dir.name}-truth.jsonl"
         self.config = dict(log_dir=str(self.log_dir), truth=str(self.truth_path),
@@ -103,7 +103,8 @@ class LiveWriter:
                            index_interval_bytes=index_interval_bytes, index_bytes=index_bytes,
                            retain_segments=retain_segments, step_seconds=step_seconds,
                            clean_every_rolls=clean_every_rolls, keys=keys,
-                           delete_delay=delete_delay, torn_pause=torn_pause, seed=seed)
+                           delete_delay=delete_delay, torn_pause=torn_pause,
+                           transit_pause=transit_pause, seed=seed)
         ctx = multiprocessing.get_context("spawn")
         self._counters = ctx.Array("q", 6)
         self._stop = ctx.Event()
@@ -438,10 +439,14 @@ class _Broker:
             path.write_bytes(bytes(data))
         new.size, new.batches = len(log_bytes), kept
         swaps = [path.with_name(path.name[:-len(".cleaned")] + ".swap") for path in cleaned]
+        # each phase a little apart, so that readers meet the states in between
+        time.sleep(self.c["transit_pause"])
         for src, dst in zip(cleaned, swaps):
             src.rename(dst)
+        time.sleep(self.c["transit_pause"])
         for seg in dirty[1:]:
             self._rename_deleted(seg.files())
+        time.sleep(self.c["transit_pause"])
         for swap, final in zip(swaps, new.files()):
             swap.rename(final)  # replaces the first cleaned segment's file
         p.segments = [new, p.segments[-1]]
