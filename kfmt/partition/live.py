@@ -10,8 +10,11 @@ renames them `.deleted`, then unlinks them) and replaces cleaned ones (LocalLog.
 * any other segment never changes while it exists: one that is gone when opened, or whose size is not
   the listed one (a cleaned replacement, a truncation), is `SegmentGone`. The records read before it
   are all correct and contiguous; a reader ends the partition there with one warning (streaming
-  readers: cat, export) or reads the partition again from a new listing (readers that report only
-  at the end: info, verify).
+  readers: cat, export), reads the partition again from a new listing (readers that report only
+  at the end: info, verify, export's transaction task), or fails in one line (the data source,
+  whose tasks cannot end a partition for each other);
+* index files are read as copies, never mapped: a broker appends to the active segment's and trims
+  them on roll. An index file gone is no index (the segment is scanned).
 
 Only stores that memory-map (local disk) are checked for sizes: a log directory on object storage is
 a copy, not a running broker.
@@ -49,8 +52,8 @@ def segment_bytes(storage: Storage, path: str, file: str, listed_size: int, is_l
                   start: int = 0, end: int | None = None) -> tuple[object, int]:
     """(bytes of the segment file holding [start, end), the file position of their first byte): the
     whole file where the store maps files and `start` is 0 (a map holds the file even if it is
-    deleted next), else the range. Raises SegmentGone for a file that is gone, or not the listed size (the last segment may
-    have grown: anything from its listed size on is read as it is)."""
+    deleted next), else the range. Raises SegmentGone for a file that is gone, or not the listed
+    size (the last segment may have grown: a map of it holds what was appended since)."""
     try:
         local = maps_files(storage)
         if local and start == 0:

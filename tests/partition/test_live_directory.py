@@ -320,7 +320,8 @@ def check_rows_against_truth(rows: dict, truth) -> None:
             assert offsets == list(range(offsets[0], offsets[0] + len(offsets))), tp
         for r in rs:
             t = truth[tp].records[r["offset"]]
-            digests = tuple(None if v is None else hashlib.sha256(v).hexdigest() for v in (r["key"], r["value"]))
+            digests = tuple(None if v is None else hashlib.sha256(v).hexdigest()
+                            for v in (r["key"], r["value"]))
             assert digests == (t.key, t.value), r
 
 
