@@ -28,11 +28,14 @@ The file operations follow Kafka's classes:
   segments are rewritten keeping each key's latest record into `<base>.log.cleaned` (and its
   `.index.cleaned`, `.timeindex.cleaned`), each batch with its kept records, its base offset and
   its last offset (`MemoryRecords.filterTo`; a batch left without records goes), renamed to the
-  `.swap` suffix, the replaced segments
-  other than the first renamed to `.deleted`, and the `.swap` files renamed onto the first
-  segment's names (replacing it), log first, then the indexes.
+  `.swap` suffix, the replaced segments other than the first renamed to `.deleted`, and the `.swap`
+  files renamed onto the first segment's names (replacing it), log first, then the indexes; the
+  phases `transit_pause` apart, so that readers meet the states in between.
 
-The child records what it wrote in `truth.jsonl` beside the log directory, one JSON line per
+Not simulated: idempotent or transactional producers, leader changes (a new leader epoch, a
+follower's truncation), `file.preallocate` (a preallocated `.log`), tiered storage.
+
+The child records what it wrote in `<log dir>-truth.jsonl` beside the log directory, one JSON line per
 batch, after the batch is on disk: `{"topic", "partition", "records": [[offset, timestamp,
 key sha256, value sha256], ...]}`; on a clean stop it adds a last line `{"final": {...}}` with each
 partition's log start offset, next offset and (compacted partitions) the offsets the log still
