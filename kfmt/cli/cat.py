@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sys
+import warnings
 
 from kfmt.cli._common import (
     add_format_argument,
@@ -12,8 +13,10 @@ from kfmt.cli._common import (
     java_utf8,
     open_partitions,
 )
-from kfmt.errors import DataError, UsageError
+from kfmt.errors import DataError, KfmtWarning, UsageError
 from kfmt.format.control import control_type
+from kfmt.partition.layout import relisted
+from kfmt.partition.live import RETRIES, SegmentGone, stopped_warning
 from kfmt.partition.reader import PartitionReader
 from kfmt.partition.transactions import ABORTED, OPEN, TransactionStatus, transaction_batches
 from kfmt.rows import json_lines
@@ -44,14 +47,35 @@ def run(args) -> int:
     out = sys.stdout
     for part in parts:
         where = {"topic": part.topic, "partition": part.partition} if is_log_dir else {}
-        for line in partition_lines(part, args, where):
+        for line in live_partition_lines(part, args, where):
             out.write(line)
             out.write("\n")
     out.flush()
     return 0
 
 
-def partition_lines(part, args, where: dict):
+class _Progress:
+    next_offset: int | None = None  # after the last batch read
+
+
+def live_partition_lines(part, args, where: dict):
+    """partition_lines, on a directory a broker may be changing (kfmt.partition.live): a segment
+    that goes before any record was read makes the partition be listed again and read from the
+    start; one that goes later ends the partition's records there, with one warning."""
+    for attempt in range(RETRIES + 1):
+        progress = _Progress()
+        try:
+            yield from partition_lines(part, args, where, progress)
+            return
+        except SegmentGone as err:
+            if progress.next_offset is not None or attempt == RETRIES:
+                warnings.warn(stopped_warning(part.label, str(err), progress.next_offset), KfmtWarning)
+                return
+            part = relisted(part)
+
+
+def partition_lines(part, args, where: dict, progress: _Progress | None = None):
+    progress = progress or _Progress()
     reader = PartitionReader(part, from_log_start=not args.include_deleted, recover_tail=True)
     start = reader.start_point(args.from_offset, args.from_timestamp)
     if start is None:
@@ -62,6 +86,7 @@ def partition_lines(part, args, where: dict):
     left = args.max_records
     for seg, batch, skip in reader.batches_from(*start):
         h = batch.header
+        progress.next_offset = h.next_offset
         if h.is_control and not args.include_control:
             continue
         if committed_only and h.is_transactional and not h.is_control:

@@ -61,8 +61,8 @@ class Tail:
     def recovery_message(self, file: str) -> str:
         """One line for a bad tail of a partition's last segment, which log recovery truncates."""
         return (f"{file}: position {self.position}: {self.length} byte(s) after the last complete "
-                f"entry are left out ({self.message}), as Kafka's log recovery truncates them "
-                f"(LogSegment.recover)")
+                f"entry are left out ({self.message}): a batch a running broker is still appending, "
+                f"or a tail Kafka's log recovery truncates (LogSegment.recover)")
 
     def recovered(self, file: str) -> None:
         """Warn about a bad tail of a partition's last segment (no-op for a clean end)."""

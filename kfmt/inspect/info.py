@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 
 from kfmt.format.model import NO_TIMESTAMP
 from kfmt.partition.layout import PartitionDir
+from kfmt.partition.live import read_whole
 from kfmt.partition.reader import PartitionReader
 from kfmt.plugin import registry
 
@@ -50,6 +51,12 @@ class PartitionInfo:
 
 
 def partition_info(part: PartitionDir, include_deleted: bool = False) -> PartitionInfo:
+    """The partition's summary; a running broker's partition is read again from a new listing
+    when a segment goes while it is counted (kfmt.partition.live)."""
+    return read_whole(part, lambda p: _partition_info(p, include_deleted))
+
+
+def _partition_info(part: PartitionDir, include_deleted: bool) -> PartitionInfo:
     reader = PartitionReader(part, recover_tail=True)
     reg = registry.get()
     info = PartitionInfo(part.topic, part.partition, part.storage.url_of(part.path),

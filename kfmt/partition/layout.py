@@ -7,6 +7,15 @@ other per-segment files share the base-offset prefix; snapshots are named by the
 A kfmt output published on object storage is governed by its `_kfmt_manifest.json` (kfmt.storage.manifest):
 only the files it lists are seen, and files that disagree with it are reported in
 `PartitionDir.manifest_problems`; an interrupted output (a claim, no manifest) is refused.
+
+The log directory of a running broker holds files and directories in transit (docs/format.md §12.4,
+§12.6). kfmt renames and deletes nothing; it reads what a broker restarted now would load
+(`LogLoader`), in one place, `in_transit_segments`: `.deleted` and `.cleaned` files are not read;
+a `.swap` log is the segment it is about to become and hides the segments whose base offsets lie in
+the offsets it covers; a base offset with a `.swap` file has no index files (loading deletes them
+and rebuilds the indexes). `-delete` directories (a topic being deleted) and `-future` directories
+(a replica moving between log directories, not yet the one brokers serve) are skipped in a log
+directory: the partition's current replica is the plain `<topic>-<partition>` directory.
 """
 from __future__ import annotations
 
@@ -20,6 +29,8 @@ from kfmt.storage.manifest import Manifest, find_manifest, own_manifest
 from kfmt.storage.store import FileInfo, Storage
 
 SEGMENT_NAME = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex|snapshot)$")
+# Segment files in transit (docs/format.md §12.4): what the cleaner, splits and deletions leave.
+TRANSIT_NAME = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex)\.(swap|cleaned|deleted)$")
 TOPIC_PARTITION = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 # Partition directories a broker renames for deletion, alter-log-dirs or as strays (docs/format.md §1.1): not live.
 SUFFIXED_DIR = re.compile(r"\.[0-9a-f]{32}-(delete|future|stray)$")
@@ -126,13 +137,17 @@ def load_partition(storage: Storage, path: str, listing: list[FileInfo] | None =
         view = manifest.view(storage, path, listing)
         listing, part.manifest_problems = view.kept, view.problems
     companions: dict[int, dict[str, FileInfo]] = {}
+    transit: dict[str, dict[int, dict[str, FileInfo]]] = {}  # suffix -> base offset -> kind -> file
     for info in listing:
         if info.is_dir:
             continue
         part.files[info.name] = info
         m = SEGMENT_NAME.match(info.name)
         if not m:
-            if info.name.endswith(".log"):
+            t = TRANSIT_NAME.match(info.name)
+            if t:
+                transit.setdefault(t[3], {}).setdefault(int(t[1]), {})[t[2]] = info
+            elif info.name.endswith(".log"):
                 part.ignored.append(info.name)  # Kafka would fail to load this; kfmt skips it
             continue
         offset, suffix = int(m[1]), m[2]
@@ -145,7 +160,49 @@ def load_partition(storage: Storage, path: str, listing: list[FileInfo] | None =
         if "log" in files:
             part.segments.append(Segment(offset, files["log"], files.get("index"),
                                          files.get("timeindex"), files.get("txnindex")))
+    if transit.get("swap"):
+        part.segments = in_transit_segments(part, part.segments, transit["swap"],
+                                            min(transit.get("cleaned", {}), default=None))
     return part
+
+
+def in_transit_segments(part: PartitionDir, segments: list[Segment], swaps: dict[int, dict[str, FileInfo]],
+                        first_cleaned: int | None) -> list[Segment]:
+    """The segments a broker loads where `.swap` files are (LogLoader, docs/format.md §12.4): a swap
+    at or above the smallest `.cleaned` base is an unfinished split and goes; every other `.swap`
+    log becomes its segment, replacing the segments whose base offsets lie in the offsets the swap
+    logs cover; no segment with a `.swap` file keeps its index files (loading rebuilds them)."""
+    from kfmt.format.segment import FrameScanner
+
+    logs = {base: files["log"] for base, files in swaps.items()
+            if "log" in files and (first_cleaned is None or base < first_cleaned)}
+    touched = set(swaps)
+    kept = [seg if seg.base_offset not in touched else Segment(seg.base_offset, seg.log)
+            for seg in segments]
+    if not logs:
+        return kept
+    covered_to = min(logs)
+    for base, info in logs.items():
+        # what the swap covers ends at its next offset (LogSegment.readNextOffset): its last entry's
+        try:
+            headers = list(FrameScanner(part.storage.map(info.path), part.display(info)))
+        except FileNotFoundError:  # renamed into place meanwhile: its final name is in a new listing
+            return kept
+        covered_to = max(covered_to, headers[-1].next_offset if headers else base)
+    first = min(logs)
+    kept = [seg for seg in kept if not first <= seg.base_offset < covered_to]
+    kept += [Segment(base, info) for base, info in logs.items()]
+    return sorted(kept, key=lambda seg: seg.base_offset)
+
+
+def relisted(part: PartitionDir) -> PartitionDir:
+    """The partition listed again (a reader of a running broker's directory starts over after a
+    file it was reading went: kfmt.partition.live), with its log directory's checkpoint re-read."""
+    fresh = load_partition(part.storage, part.path)
+    if part.log_start_checkpoint is not None:
+        fresh.log_start_checkpoint = LogStartCheckpoint(part.log_start_checkpoint.storage,
+                                                        part.log_start_checkpoint.log_dir)
+    return fresh
 
 
 def is_partition_dir(storage: Storage, path: str, listing: list[FileInfo]) -> bool:

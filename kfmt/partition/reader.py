@@ -36,6 +36,7 @@ from kfmt.format.model import (
 from kfmt.format.wire import OFFSET_AND_SIZE
 from kfmt.partition import indexes
 from kfmt.partition.layout import PartitionDir, Segment
+from kfmt.partition.live import is_gone, read_companion, segment_bytes
 from kfmt.plugin import registry
 
 
@@ -66,17 +67,18 @@ class PartitionReader:
 
     # --- bytes ---
     def data(self, seg: Segment, start: int = 0) -> SegmentData:
-        """The bytes of `seg` from `start` on (cached: look-ahead readers share them)."""
+        """The bytes of `seg` from `start` on (cached: look-ahead readers share them). Raises
+        SegmentGone (kfmt.partition.live) for a segment the broker deleted or replaced since the
+        listing."""
         key = seg.base_offset
         hit = self._cache.get(key)
         if hit is not None and hit.base <= start:
             self._cache.move_to_end(key)
             return hit
-        if start == 0:
-            buf = self.storage.map(seg.log.path)
-        else:
-            buf = self.storage.read(seg.log.path, start, seg.log.size)
-        data = SegmentData(seg, buf, start, self.part.display(seg.log))
+        file = self.part.display(seg.log)
+        buf, base = segment_bytes(self.storage, seg.log.path, file, seg.log.size,
+                                  seg is self.part.segments[-1], start)
+        data = SegmentData(seg, buf, base, file)
         self._cache[key] = data
         while len(self._cache) > self._cache_size:
             self._cache.popitem(last=False)
@@ -139,7 +141,8 @@ class PartitionReader:
     def offset_index(self, seg: Segment) -> list[indexes.OffsetEntry]:
         if seg.index is None or seg.index.size == 0:
             return []
-        return indexes.read_offset_index(self.storage.read(seg.index.path), seg.base_offset)
+        data = read_companion(self.storage, seg.index.path)
+        return [] if data is None else indexes.read_offset_index(data, seg.base_offset)
 
     def time_index(self, seg: Segment) -> list[indexes.TimeEntry] | None:
         """The segment's time index; None if the file is missing or fails the checks below (the
@@ -148,7 +151,9 @@ class PartitionReader:
             return None
         if seg.timeindex.size == 0:
             return []
-        data = self.storage.read(seg.timeindex.path)
+        data = read_companion(self.storage, seg.timeindex.path)
+        if data is None:  # deleted or replaced since the listing
+            return None
         entries = indexes.read_time_index(data, seg.base_offset)
         return entries if self._sane_time_index(seg, data, entries) else None
 
@@ -187,7 +192,12 @@ class PartitionReader:
         """
         if not 0 < entry.position < seg.log.size or entry.offset < seg.base_offset:
             return False
-        head = self.storage.read(seg.log.path, entry.position, entry.position + HEADER_SIZE_UP_TO_MAGIC)
+        try:
+            head = self.storage.read(seg.log.path, entry.position, entry.position + HEADER_SIZE_UP_TO_MAGIC)
+        except OSError as err:
+            if is_gone(err):
+                return False  # reading the segment itself says so
+            raise
         if len(head) < HEADER_SIZE_UP_TO_MAGIC:
             return False
         offset, size = OFFSET_AND_SIZE.unpack_from(head)

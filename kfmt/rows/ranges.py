@@ -15,6 +15,11 @@ Which records a reader gets (`selection`): none below the partition's log start 
 serves the partition; control records only when asked; with read_committed, no
 record of an aborted transaction and nothing at or beyond the last stable offset, by the rule of
 kfmt.partition.transactions, whose outcomes for the whole partition each unit is given.
+
+On a running broker's log directory (kfmt.partition.live) a range reads the segment as planned: the
+last segment up to its planned end (its size when listed), whatever was appended since; a segment
+deleted or replaced since the listing raises SegmentGone before any row of the range is made, so a
+caller can end the partition at the ranges before it (kfmt.transforms.export_job does).
 """
 from __future__ import annotations
 
@@ -30,10 +35,11 @@ from kfmt.format import legacy_runs, segment
 from kfmt.format.digest import ContentDigest
 from kfmt.format.frames import header_of
 from kfmt.partition.layout import PartitionDir
+from kfmt.partition.live import SegmentGone, maps_files, segment_bytes
 from kfmt.partition.reader import PartitionReader
 from kfmt.partition.transactions import ABORTED, OPEN, TransactionOutcomes
 from kfmt.rows.columns import export_batch, export_frames
-from kfmt.storage.store import Storage, StorageSpec
+from kfmt.storage.store import StorageSpec
 
 DEFAULT_SPLIT_BYTES = 128 << 20
 ROWS_PER_CHUNK = 65536  # export rows built at a time (kfmt.rows.part_files gathers row groups)
@@ -86,6 +92,8 @@ class SegmentRange:
     log_start: int | None = None  # the partition's log start offset (PartitionDir.log_start_offset)
     ends_log: bool = False  # the last range of the partition's last segment: a bad tail there is
     # what log recovery truncates (kfmt.partition.segment), left out with a warning
+    segment_size: int | None = None  # the .log's size when listed (None: not checked)
+    last_segment: bool = False  # of the partition's last segment (which may grow while read)
 
 
 def partition_identity(part: PartitionDir) -> tuple[str, int]:
@@ -118,7 +126,7 @@ def plan_ranges(part: PartitionDir, split_bytes: int = DEFAULT_SPLIT_BYTES) -> l
         for i, (start, end) in enumerate(zip(cuts, cuts[1:])):
             out.append(SegmentRange(spec, seg.log.path, part.display(seg.log), topic, partition,
                                     seg.base_offset, i, start, end, part.log_start_offset,
-                                    last and end == seg.size))
+                                    last and end == seg.size, seg.size, last))
     return out
 
 
@@ -170,6 +178,7 @@ class RangeTally:
     next_offset: int | None = None  # after the last batch of the range
     digest: ContentDigest = field(default_factory=ContentDigest)  # of the data records read
     tails: list = field(default_factory=list)  # warnings about a last segment's tail left out
+    gone: str | None = None  # a segment deleted or replaced while read: where the read ended, why
 
     @property
     def rows(self) -> int:
@@ -189,6 +198,7 @@ class RangeTally:
             self.next_offset = other.next_offset
         self.digest.merge(other.digest)
         self.tails += other.tails
+        self.gone = self.gone or other.gone
         return self
 
 
@@ -205,11 +215,11 @@ def read_range(rng: SegmentRange, selection: Selection, outcomes: TransactionOut
     if selection.read_committed and outcomes is None:
         raise UsageError("read_committed needs the partition's transaction outcomes")
     tally = tally if tally is not None else RangeTally()
-    data, base = range_view(rng.source, rng.log_path, rng.start, rng.end)
+    data, base = range_view(rng.source, rng.log_path, rng.start, rng.end, rng.file,
+                            rng.segment_size, rng.last_segment)
     if base + len(data) < rng.end:
-        raise DataError(f"the file ends at {base + len(data)} bytes, before the planned end of "
-                        f"the range at {rng.end} (did it change while being read?)",
-                        file=rng.file, position=base + len(data))
+        raise SegmentGone(rng.file, f"it ends at {base + len(data)} bytes, before the planned end of the "
+                                    f"range at {rng.end}")
     chunk = _Chunk(rng, rows_per_chunk, bytes_per_chunk)
     floor = selection.floor(rng)
     scanner = segment.FrameScanner(data, rng.file, rng.start, rng.end, base)
@@ -262,11 +272,16 @@ def _records_from(batch, floor: int, tally: RangeTally):
     return replace(batch, records=records, legacy=None)
 
 
-def range_view(source: StorageSpec, path: str, start: int, end: int) -> tuple[object, int]:
+def range_view(source: StorageSpec, path: str, start: int, end: int, file: str | None = None,
+               listed_size: int | None = None, last_segment: bool = True) -> tuple[object, int]:
     """(bytes holding [start, end) of a file, the file position of their first byte): the whole file
-    where the store memory-maps files (a view costs no memory of the process), else the range read."""
+    where the store memory-maps files (a view costs no memory of the process), else the range read.
+    With the listed size, a file gone or replaced since raises SegmentGone (kfmt.partition.live)."""
     storage, _ = source.open()
-    if type(storage)._map is not Storage._map:
+    if listed_size is not None:  # mapped whole where the store maps (start 0), else the range
+        return segment_bytes(storage, path, file or path, listed_size, last_segment,
+                             0 if maps_files(storage) else start, end)
+    if maps_files(storage):
         return storage.map(path), 0
     return storage.read(path, start, end), start
 

@@ -16,6 +16,7 @@ import dataclasses
 
 from kfmt.format import segment
 from kfmt.partition.layout import PartitionDir
+from kfmt.partition.live import segment_bytes
 from kfmt.rows.ranges import SegmentRange
 
 
@@ -46,8 +47,11 @@ def _first_position_from(part: PartitionDir, base_offset: int, from_offset: int)
     """The file position of the first entry of segment `base_offset` that holds an offset at or after
     `from_offset`, or None if none does."""
     seg = next(s for s in part.segments if s.base_offset == base_offset)
-    data = part.storage.map(seg.log.path)
-    for header in segment.scan(data, part.display(seg.log), 0, None, 0):
+    file = part.display(seg.log)
+    data, base = segment_bytes(part.storage, seg.log.path, file, seg.log.size, seg is part.segments[-1])
+    # Only the listed bytes: the ranges end there. A tail that is not an entry (an append in
+    # progress, a crash-cut one) holds no offset to start at; reading the ranges reports it.
+    for header in segment.FrameScanner(data, file, base, min(base + len(data), seg.log.size), base):
         if header.last_offset >= from_offset:
             return header.position
     return None

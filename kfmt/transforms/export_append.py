@@ -21,7 +21,7 @@ import time
 import warnings
 
 from kfmt.errors import KfmtWarning, UsageError
-from kfmt.partition.layout import find_partitions
+from kfmt.partition.live import RETRIES, SegmentGone
 from kfmt.rows.ranges import partition_identity
 from kfmt.rows.resume import ranges_from
 from kfmt.storage.append_staging import AppendStaging, recover
@@ -35,7 +35,7 @@ from kfmt.transforms.export_job import (
     plan_export,
     run_export_job,
 )
-from kfmt.transforms.export_state import STATE_NAME, ExportState, load_state, log_start_offsets
+from kfmt.transforms.export_state import STATE_NAME, ExportState, load_state
 from kfmt.transforms.report import make_report, report_bytes
 
 
@@ -50,9 +50,7 @@ def append_export(src_storage: Storage, src_path: str, dst_storage: Storage, dst
         raise UsageError(f"{destination}: not an export kfmt can add to (no {STATE_NAME}; export it "
                          f"anew into an empty destination)")
     state.check_options(options.to_json(), destination)
-    resume = make_resume(state.next_offsets, log_start_offsets(
-        find_partitions(src_storage, src_path, topic, partition)))
-    plan = plan_export(src_storage, src_path, dst_storage, dst_path, options, topic, partition, resume)
+    plan = _plan(src_storage, src_path, dst_storage, dst_path, options, topic, partition, state)
     for p in plan.partitions:
         if p.lost is not None:
             warnings.warn(KfmtWarning(lost_warning(p)))
@@ -84,13 +82,27 @@ def append_export(src_storage: Storage, src_path: str, dst_storage: Storage, dst
     return plan, report
 
 
-def make_resume(marks: dict, log_starts: dict):
+def _plan(src_storage, src_path, dst_storage, dst_path, options, topic, partition, state) -> ExportPlan:
+    """The appending run's plan; planned again from a new listing when a segment of a running
+    broker went while it was planned (kfmt.partition.live)."""
+    for attempt in range(RETRIES + 1):
+        try:
+            return plan_export(src_storage, src_path, dst_storage, dst_path, options, topic, partition,
+                               make_resume(state.next_offsets))
+        except SegmentGone:
+            if attempt == RETRIES:
+                raise
+
+
+def make_resume(marks: dict):
     """plan_export's `resume`: a partition's ranges from max(its mark, its log start offset) (from its
-    log start when it has no mark yet), and the offsets lost in between."""
+    log start when it has no mark yet), and the offsets lost in between. The log start offset is the
+    one of the listing the ranges come from: on a running broker's directory, retention may have
+    moved it since any earlier listing (kfmt.partition.live)."""
 
     def resume(part, ranges):
         tp = partition_identity(part)
-        log_start = log_starts.get(tp)
+        log_start = part.log_start_offset if part.segments else None
         mark = marks.get(tp)
         if mark is None:  # new in SRC: from its log start
             start = log_start

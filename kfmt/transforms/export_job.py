@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 
 from kfmt.errors import KfmtError, KfmtWarning, UsageError
 from kfmt.partition.layout import PartitionDir, find_partitions
+from kfmt.partition.live import SegmentGone, read_whole, stopped_warning
 from kfmt.partition.reader import PartitionReader
 from kfmt.partition.summary import PartitionSummary
 from kfmt.partition.transactions import TransactionOutcomes, partition_outcomes
@@ -191,7 +192,10 @@ class PartitionRef:
 
 
 def transactions_of(ref: PartitionRef) -> TransactionOutcomes:
-    return partition_outcomes(PartitionReader(ref.open(), recover_tail=True))
+    """The partition's transaction outcomes; on a running broker's directory, read again from a new
+    listing if a segment goes meanwhile (kfmt.partition.live): the ranges read later only need the
+    outcomes of batches that are still there."""
+    return read_whole(ref.open(), lambda part: partition_outcomes(PartitionReader(part, recover_tail=True)))
 
 
 # --- stage 2: tasks of segment ranges -------------------------------------------------------------
@@ -227,9 +231,13 @@ def export_task(task: ExportTask) -> TaskResult:
     try:
         for rng in task.ranges:
             tally = RangeTally()
-            for rows in read_range(rng, options.selection, task.outcomes, tally):
-                for directory, chunk in _by_directory(rows, task.rel, options.by_date):
-                    out.write(directory, chunk.select(schema.names))
+            try:
+                for rows in read_range(rng, options.selection, task.outcomes, tally):
+                    for directory, chunk in _by_directory(rows, task.rel, options.by_date):
+                        out.write(directory, chunk.select(schema.names))
+            except SegmentGone as err:  # raised before any row of the range: the task ends here
+                read.gone = str(err)
+                break
             read.merge(tally)
         records = out.close()
     except BaseException:
@@ -334,9 +342,16 @@ def run_export_job(plan: ExportPlan, target: StagingTarget, dst_storage: Storage
         read, written, files = RangeTally(), RangeTally(), []
         for _ in p.units:
             result = next(results)
+            if read.gone is not None:  # after a segment that went: not contiguous, not published
+                _discard(target, result.files)
+                continue
             read.merge(result.read)
             written.merge(result.written)
             files += result.files
+        if read.gone is not None:
+            message = stopped_warning(p.part.label, read.gone, read.next_offset)
+            warnings.warn(message, KfmtWarning, stacklevel=2)
+            job.tails.append(message)
         job.files.append(files)
         for message in read.tails:  # said here too: a Spark executor's warnings go nowhere
             warnings.warn(message, KfmtWarning, stacklevel=2)
@@ -351,6 +366,13 @@ def run_export_job(plan: ExportPlan, target: StagingTarget, dst_storage: Storage
         if mark is not None:  # a partition without segments has none: a later run starts at its log start
             job.next_offsets[partition_identity(p.part)] = mark
     return job
+
+
+def _discard(target: StagingTarget, records: list[FileRecord]) -> None:
+    """Remove part files a task staged that the run does not publish."""
+    files = target.files()
+    for record in records:
+        files.storage.remove(files.path(record.rel))
 
 
 def _high_water_mark(p: ExportPartitionPlan, read: RangeTally, outcomes: TransactionOutcomes | None

@@ -18,7 +18,6 @@ import warnings
 import pyarrow as pa
 
 from kfmt.errors import KfmtError, KfmtWarning, UsageError
-from kfmt.partition.layout import find_partitions
 from kfmt.rows.columns import EXPORT_SCHEMA
 from kfmt.rows.exporters import exporters
 from kfmt.rows.ranges import RangeTally, read_range
@@ -32,7 +31,7 @@ from kfmt.transforms.export_job import (
     _transaction_outcomes,
     plan_export,
 )
-from kfmt.transforms.export_state import SHAPING_OPTIONS, log_start_offsets
+from kfmt.transforms.export_state import SHAPING_OPTIONS
 from kfmt.transforms.report import make_report
 
 #: the options that shape a table's rows (its files' format and layout are the table's own)
@@ -55,8 +54,7 @@ def table_export(src_storage: Storage, src_path: str, dst_storage: Storage, dst_
             if stored.get(key) != mine[key]:
                 raise UsageError(f"{sink.description}: the table was exported with "
                                  f"{key.replace('_', '-')} {stored.get(key)}; --append must use the same")
-        resume = make_resume(marks, log_start_offsets(find_partitions(src_storage, src_path, topic,
-                                                                      partition)))
+        resume = make_resume(marks)
     plan = plan_export(src_storage, src_path, dst_storage, dst_path, options, topic, partition, resume)
     for p in plan.partitions:
         if p.lost is not None:

@@ -71,13 +71,17 @@ class LocalStorage(Storage):
         """The entry's FileInfo, or None (with a warning) for what kfmt does not follow: a symbolic
         link leading out of the directory (or to it, or nowhere), and what is neither a regular file
         nor a directory (reading a FIFO would wait forever)."""
+        link = False
         try:
-            if entry.is_symlink():
+            link = entry.is_symlink()
+            if link:
                 target = os.path.realpath(entry.path)
                 if target == real_dir or os.path.commonpath([target, real_dir]) != real_dir:
                     return _skipped(entry.path, f"a symbolic link leading out of its directory (to {target})")
             st = entry.stat()  # through a link that stays inside
         except OSError as err:
+            if not link and isinstance(err, FileNotFoundError):
+                return None  # renamed or deleted since the directory was read (a running broker's)
             return _skipped(entry.path, f"a symbolic link that leads nowhere ({err.strerror})")
         if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
             return _skipped(entry.path, "neither a regular file nor a directory")

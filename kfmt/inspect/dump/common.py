@@ -106,6 +106,12 @@ class DumpTarget:
     def read_all(self):
         return self.storage.map(self.path)
 
+    def read_copy(self) -> bytes:
+        """The whole file as a copy, not a map: a running broker writes into its active segment's
+        index files and trims them on roll (AbstractIndex), which a map would show half-way or
+        fault on; a copy is the file as it was when read (kfmt.partition.live)."""
+        return self.storage.read(self.path)
+
     def read(self, start: int, end: int):
         return self.storage.read(self.path, start, end)
 

@@ -98,7 +98,7 @@ def dump_offset_index(target: DumpTarget, options: DumpOptions, sink: Sink) -> N
     sink.describe_file(target, "index", baseOffset=base)
     log = _companion(target, ".log")
     target.require()
-    index = RawIndex(target.read_all(), OFFSET_ENTRY, base)
+    index = RawIndex(target.read_copy(), OFFSET_ENTRY, base)
     if index.entries == 0:
         sink.index_empty(target)
         return
@@ -114,6 +114,11 @@ def dump_offset_index(target: DumpTarget, options: DumpOptions, sink: Sink) -> N
             return  # the zero-filled tail of a preallocated index
         end = _slice_end(position, len(log_data), options.max_message_size, log)
         first = next(kafka_frames(log_data, log, position, end), None)
+        if first is None and slot == 0 and not any(index.data):
+            # a running broker's new active segment: its index preallocated, nothing in it yet, and
+            # no complete batch in the log (Kafka's tool fails on `.head` of no batches here)
+            sink.index_empty(target)
+            return
         if first is None:
             raise DataError(f"no complete batch at position {position} within --max-message-size "
                             f"{options.max_message_size} bytes (index entry {slot}, offset {offset})",
@@ -141,12 +146,12 @@ def dump_time_index(target: DumpTarget, options: DumpOptions, sink: Sink) -> Non
     log = _companion(target, ".log")
     offset_index = _companion(target, ".index")
     target.require()
-    index = RawIndex(target.read_all(), TIME_ENTRY, base)
+    index = RawIndex(target.read_copy(), TIME_ENTRY, base)
     if options.index_sanity_check:
         _time_index_sanity_check(index, target)
         sink.sanity_check_passed(target)
         return
-    offsets = RawIndex(offset_index.read_all(), OFFSET_ENTRY, base)
+    offsets = RawIndex(offset_index.read_copy(), OFFSET_ENTRY, base)
     log_data = log.read_all()
     previous_timestamp = NO_TIMESTAMP
     for slot in range(index.entries):

@@ -11,7 +11,10 @@ clean, including the quirks listed in realkafka/README.md.
 """
 from __future__ import annotations
 
+import dataclasses
+
 from kfmt.partition.layout import find_partitions, is_log_dir
+from kfmt.partition.live import read_whole
 from kfmt.storage.store import Storage
 
 from .checkpoints import check_log_dir
@@ -28,8 +31,21 @@ def verify(storage: Storage, path: str, topic: str | None = None, partition: int
     report = Report()
     parts = find_partitions(storage, path, topic, partition)
     tick = progress(sum(len(p.segments) for p in parts)) if progress is not None else None
-    ranges = [verify_partition(part, report, tick) for part in parts]
+    ranges = [_verify_whole(part, report, tick) for part in parts]
     if is_log_dir(parts, storage, path):
         complete = topic is None and partition is None
         check_log_dir(storage, path, [r for r in ranges if r.topic is not None], report, complete)
     return report
+
+
+def _verify_whole(part, report: Report, tick):
+    """verify_partition; a running broker's partition whose files change while it is verified is
+    verified again from a new listing (kfmt.partition.live), the findings of the attempt dropped."""
+    problems, counts = len(report.problems), dataclasses.replace(report.counts)
+
+    def attempt(p):
+        del report.problems[problems:]
+        report.counts = dataclasses.replace(counts)
+        return verify_partition(p, report, tick)
+
+    return read_whole(part, attempt)

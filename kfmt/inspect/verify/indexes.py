@@ -62,10 +62,20 @@ class IndexChecker:
     def __init__(self, part: PartitionDir, report: Report):
         self.part = part
         self.report = report
+        self.preloaded: dict[str, bytes] = {}
+
+    def preload(self, seg) -> None:
+        """Read the index files of a segment a running broker may be appending to BEFORE its log:
+        a broker writes index entries after the batches they point at (LogSegment.append), so
+        entries read first never point past the log read next."""
+        for info in (seg.index, seg.timeindex):
+            if info is not None:
+                self.preloaded[info.path] = self.part.storage.read(info.path)
 
     def _read(self, info):
         self.report.counts.files += 1
-        return self.part.storage.read(info.path)
+        data = self.preloaded.pop(info.path, None)
+        return self.part.storage.read(info.path) if data is None else data
 
     def _check_layout(self, data, file: str, entry_size: int, end: int, tail_bytes: int,
                       nonzero_tail: bool, active: bool, kind: str) -> bool:

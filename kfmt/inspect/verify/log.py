@@ -35,6 +35,7 @@ from kfmt.format.model import (
     TimestampType,
 )
 from kfmt.partition.layout import PartitionDir, Segment
+from kfmt.partition.live import segment_bytes
 
 from . import log_runs
 from .problems import Report
@@ -149,7 +150,7 @@ class LogChecker:
     def check_segment(self, seg: Segment, is_last: bool) -> SegmentColumns:
         report = self.report
         file = self.part.display(seg.log)
-        buf = self.part.storage.map(seg.log.path)
+        buf, _ = segment_bytes(self.part.storage, seg.log.path, file, seg.log.size, is_last)
         facts = SegmentColumns(seg, file)
         report.counts.segments += 1
         report.counts.files += 1
@@ -319,11 +320,12 @@ class LogChecker:
                                   f"inactive one is trimmed on roll (Kafka's reader rejects an entry size "
                                   f"below 14 there)", file, tail.position)
             return
-        if is_last:  # a broker killed mid-write, a copy cut short: recovery truncates it
+        if is_last:  # a batch being appended, a broker killed mid-write, a copy cut short
             self.report.note("log-tail-truncated", f"{tail.message}; the remaining {tail.length} bytes "
-                             f"of the partition's last segment are the tail Kafka's log recovery "
-                             f"truncates (LogSegment.recover stops at the first entry it cannot read): "
-                             f"readers leave them out", file, tail.position, tail.offset)
+                             f"of the partition's last segment are a batch a running broker is still "
+                             f"appending, or the tail Kafka's log recovery truncates (LogSegment.recover "
+                             f"stops at the first entry it cannot read): readers leave them out", file,
+                             tail.position, tail.offset)
             return
         self.report.error("framing", f"{tail.message}; the remaining {tail.length} bytes of the file "
                           f"cannot be read (expected a complete entry or the end of the file)", file,

@@ -29,6 +29,8 @@ def verify_partition(part: PartitionDir, report: Report, on_segment=None) -> Par
     recovered = False  # the last segment's tail is truncated by log recovery on load
     for i, seg in enumerate(part.segments):
         active = i == len(part.segments) - 1
+        if active:
+            index_checker.preload(seg)
         facts = log.check_segment(seg, active)
         if facts.recovered_tail:
             recovered = True

@@ -8,7 +8,9 @@ an older one or from the log. Beyond that:
 * its offset is plausible: Kafka writes snapshots at segment bases (on roll) and at the log end
   offset (clean shutdown). One beyond the log end offset describes data the log does not hold (the
   broker deletes it on load: a problem); one that is neither a segment base nor the latest snapshot is
-  a stray that the broker deletes (`removeStraySnapshots`), as is one below the log start: notes.
+  a stray that the broker deletes (`removeStraySnapshots`), as is one below the log start: notes;
+* the latest snapshot, at or after the last segment's base, holding fewer bytes than its header
+  needs is one a running broker is writing (kfmt.partition.live): a note.
 """
 from __future__ import annotations
 
@@ -30,10 +32,18 @@ def check_snapshots(part: PartitionDir, report: Report, log_end: int | None,
     for offset, info in sorted(part.snapshots.items()):
         file = part.display(info)
         report.counts.files += 1
+        data = part.storage.read(info.path)
         try:
-            entries = read_snapshot(part.storage.read(info.path), file)
+            entries = read_snapshot(data, file)
         except DataError as err:
-            report.data_error("snapshot", err, file, 0, offset)
+            if offset == latest and last_base is not None and offset >= last_base and _cut_short(data):
+                report.note("snapshot-in-progress", f"the latest snapshot is shorter than its header "
+                            f"says ({len(data)} bytes): a running broker is writing it (taken at the "
+                            f"roll, ProducerStateManager.takeSnapshot); a broker that cannot read it "
+                            f"on load deletes it and rebuilds from an older one or the log", file, 0,
+                            offset)
+            else:
+                report.data_error("snapshot", err, file, 0, offset)
             entries = []
         if log_end is not None and offset > log_end and recovered:
             report.note("snapshot-name", f"snapshot at offset {offset} is beyond the log end offset "
@@ -69,3 +79,11 @@ def check_snapshots(part: PartitionDir, report: Report, log_end: int | None,
                 report.error("snapshot-entry", f"producer {pid}'s open transaction starts at "
                              f"{entry.current_txn_first_offset}, not below the snapshot offset {offset}",
                              file, position, entry.current_txn_first_offset)
+
+
+def _cut_short(data) -> bool:
+    """A snapshot with fewer bytes than its header (or its declared entries) needs: one being written."""
+    if len(data) < HEADER.size:
+        return True
+    _, _, count = HEADER.unpack_from(data)
+    return 0 <= count and len(data) < HEADER.size + count * ENTRY.size
