@@ -255,11 +255,12 @@ class KafkaLogReader(DataSourceReader):
                 for unit in pack_ranges(ranges, split_bytes)]
 
     def read(self, unit: LogUnit):
-        from kfmt.rows.ranges import read_range
+        from kfmt.rows.ranges import NoDigest, RangeTally, read_range
 
         start, end = unit.offsets
         for rng in unit.ranges:
-            for batch in read_range(rng, unit.selection, unit.outcomes, wanted=unit.wanted):
+            tally = RangeTally(digest=NoDigest())  # counts nobody reads: no record hashing
+            for batch in read_range(rng, unit.selection, unit.outcomes, tally, wanted=unit.wanted):
                 batch = kafka_options.clip(batch, start, end)
                 if unit.pushed is not None:
                     batch = unit.pushed.filter_rows(batch)
