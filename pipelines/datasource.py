@@ -64,6 +64,7 @@ class KafkaLogDataSource(DataSource):
     # Whether Spark will call pushFilters: a reader that has the method fails on Spark 4.1+ while
     # spark.sql.python.filterPushdown.enabled is false, so register() says which reader to use.
     filter_pushdown = False
+    parallelism: int | None = None  # the session's spark.default.parallelism (set by register())
 
     @classmethod
     def name(cls) -> str:
@@ -75,7 +76,7 @@ class KafkaLogDataSource(DataSource):
     def reader(self, schema) -> "KafkaLogReader":
         options = SourceOptions.parse(self.options)
         if self.filter_pushdown and options.push_filters:
-            return PushdownReader(options)
+            return PushdownReader(options, self.parallelism)
         return KafkaLogReader(options)
 
 
@@ -189,9 +190,10 @@ def _assignment(text: str) -> dict:
 
 
 class KafkaLogReader(DataSourceReader):
-    def __init__(self, options: SourceOptions):
+    def __init__(self, options: SourceOptions, parallelism: int | None = None):
         self.options = options
         self.pushed = None  # kfmt.pipelines.pushdown.Pushed, when Spark pushed filters
+        self.parallelism = parallelism  # the session's default parallelism, where register() knew it
 
     def partitions(self):
         from kfmt.partition.layout import find_partitions
@@ -218,10 +220,15 @@ class KafkaLogReader(DataSourceReader):
                 planned.append((part, ranges, partition_outcomes(reader) if o.read_committed else None,
                                 bounds, wanted, reader))
         units = self._units(planned, o.split_bytes)
-        if o.offsets.min_partitions and len(units) < o.offsets.min_partitions:
+        tasks = o.offsets.min_partitions or 0
+        if pushed is not None:
+            # what pushed filters leave may be far less than a task's worth: spread it over the
+            # cores, as Spark's file sources size splits by bytes per core
+            tasks = max(tasks, self.parallelism or 0)
+        if tasks and len(units) < tasks:
             # Spark's minPartitions: smaller tasks, as far as the segments can be cut
             total = sum(r.end - r.start for _, ranges, *_ in planned for r in ranges)
-            split = max(1, total // o.offsets.min_partitions)
+            split = max(1, total // tasks)
             planned = [(part, self._ranges(part, split, bounds, reader, wanted), outcomes, bounds,
                         wanted, reader)
                        for part, _, outcomes, bounds, wanted, reader in planned]
@@ -307,6 +314,10 @@ def _source_for(spark) -> type:
     if setting is None:
         spark.conf.set(key, "true")
     enabled = setting is None or str(setting).strip().lower() == "true"
-    # a class made here is pickled by value (not by name), so the flag reaches Spark's workers
-    return type(KafkaLogDataSource.__name__, (KafkaLogDataSource,), {"filter_pushdown": enabled,
-                                                                   "__doc__": KafkaLogDataSource.__doc__})
+    try:
+        parallelism = spark.sparkContext.defaultParallelism
+    except Exception:  # Spark Connect sessions have no SparkContext
+        parallelism = None
+    # a class made here is pickled by value (not by name), so these reach Spark's workers
+    return type(KafkaLogDataSource.__name__, (KafkaLogDataSource,), {
+        "filter_pushdown": enabled, "parallelism": parallelism, "__doc__": KafkaLogDataSource.__doc__})
