@@ -237,19 +237,32 @@ def spark():
     stop_session()
 
 
+def pushed_in_plan(df) -> str:
+    """The filters Spark's plan says the scan took over (its scan's `PushedFilters`): the ones
+    pushFilters did not hand back."""
+    scan = df._jdf.queryExecution().executedPlan().collectLeaves().apply(0).scan()
+    return scan.getMetaData().get("PushedFilters").get()
+
+
 @pytest.mark.spark
 @pytest.mark.parametrize("name", ["v2-none-0", "v1-gzip-0"])
 def test_spark_gives_the_same_rows_with_pushdown_on_and_off(spark, name):
     stamps = probe_timestamps(name)
     lo, hi = stamps[len(stamps) // 3], stamps[2 * len(stamps) // 3]
-    queries = [f"timestamp >= timestamp_millis({lo}) and timestamp < timestamp_millis({hi})",
-               f"timestamp_ms in ({lo}, {hi}) or offset = 3",
-               f"offset in (1, 5, 90, 400) and partition = 0", f"topic = '{topic(name)}' and offset > 300",
-               f"timestamp <= timestamp_millis({lo}) and offset between 10 and 500"]
-    for query in queries:
+    queries = [  # (query, a column whose filter the scan takes over)
+        (f"timestamp >= timestamp_millis({lo}) and timestamp < timestamp_millis({hi})", None),
+        (f"timestamp_ms in ({lo}, {hi}) or offset = 3", None),
+        ("offset in (1, 5, 90, 400) and partition = 0", "In(offset"),
+        (f"topic = '{topic(name)}' and offset > 300", "EqualTo(topic"),
+        (f"timestamp <= timestamp_millis({lo}) and offset between 10 and 500", "GreaterThanOrEqual(offset")]
+    for query, taken in queries:
         on = spark.read.format("kafka-log").load(str(REALKAFKA / name)).filter(query)
         off = spark.read.format("kafka-log").option("pushFilters", "false").load(str(REALKAFKA / name)) \
             .filter(query)
+        pushed = pushed_in_plan(on)
+        assert taken is None or taken in pushed, (query, pushed)  # Spark did push it
+        assert "timestamp)" not in pushed.replace("IsNotNull(timestamp)", ""), pushed  # checked again
+        assert pushed_in_plan(off) == "[]", query
         got = [(r["offset"], r["timestamp_ms"]) for r in on.orderBy("offset").collect()]
         assert got == [(r["offset"], r["timestamp_ms"]) for r in off.orderBy("offset").collect()], query
         truth = spark.createDataFrame([(r["offset"], r["timestamp"], topic(name)) for r in consumer_records(name)],
