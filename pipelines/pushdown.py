@@ -106,11 +106,10 @@ class Pushed:
         """The rows of an export RecordBatch that pass the offset and timestamp filters."""
         keep = None
         if self.offsets != EVERYTHING:
+            from kfmt.partition.windows import overlaps
+
             offsets = batch.column("offset").to_numpy()
-            keep = np.zeros(len(offsets), dtype=bool)
-            for lo, hi in self.offsets:
-                keep |= ((offsets >= lo) if lo is not None else True) & \
-                        ((offsets < hi) if hi is not None else True)
+            keep = overlaps(self.offsets, offsets, offsets)
         if self.min_ms is not None or self.max_ms is not None:
             ms = batch.column("timestamp_ms").to_numpy()
             in_time = np.ones(len(ms), dtype=bool)

@@ -71,13 +71,21 @@ def frame_mask(rows: np.ndarray, wanted: Wanted) -> np.ndarray | None:
         # a legacy wrapper's first inner offset is unknown before decompression: taken as unbounded
         wrapper = (rows["magic"] < 2) & (rows["compression"] != 0)
         first = np.where(wrapper, np.iinfo(np.int64).min, rows["base_offset"])
-        last = rows["last_offset"]
-        hit = np.zeros(len(rows), dtype=bool)
-        for lo, hi in wanted.intervals:
-            hit |= ((lo is None) | (last >= (lo if lo is not None else 0))) & \
-                   ((hi is None) | (first < (hi if hi is not None else 0)))
+        hit = overlaps(wanted.intervals, first, rows["last_offset"])
         keep = hit if keep is None else keep & hit
     return keep
+
+
+def overlaps(intervals: tuple, first: np.ndarray, last: np.ndarray) -> np.ndarray:
+    """Which [first, last] spans meet one of the sorted, disjoint half-open `intervals` (None: an
+    open side). The interval with the largest start <= last has the largest end of those that could
+    meet a span: only it needs checking (a binary search, however long an IN list)."""
+    if not intervals:
+        return np.zeros(len(last), dtype=bool)
+    lows = np.array([np.iinfo(np.int64).min if lo is None else lo for lo, _ in intervals], dtype=np.int64)
+    highs = np.array([np.iinfo(np.int64).max if hi is None else hi for _, hi in intervals], dtype=np.int64)
+    k = np.searchsorted(lows, last, side="right") - 1
+    return (k >= 0) & (highs[np.maximum(k, 0)] > first)
 
 
 def byte_window(reader, seg: Segment, wanted: Wanted) -> tuple[int, int] | None:

@@ -269,3 +269,26 @@ def test_spark_gives_the_same_rows_with_pushdown_on_and_off(spark, name):
                                       "offset long, timestamp_ms long, topic string") \
             .selectExpr("*", "timestamp_millis(timestamp_ms) as timestamp", "0 as partition").filter(query)
         assert got == [(r["offset"], r["timestamp_ms"]) for r in truth.orderBy("offset").collect()], query
+
+
+def test_frames_meeting_offset_intervals_by_brute_force():
+    """kfmt.partition.windows.overlaps (a binary search per frame) against checking every interval."""
+    import random
+
+    import numpy as np
+
+    from kfmt.partition.windows import overlaps
+
+    rng = random.Random(7)
+    for _ in range(500):
+        points = sorted(rng.sample(range(200), 2 * rng.randrange(0, 40)))
+        intervals = list(zip(points[::2], points[1::2]))
+        if intervals and rng.random() < 0.3:
+            intervals[0] = (None, intervals[0][1])
+        if intervals and rng.random() < 0.3:
+            intervals[-1] = (intervals[-1][0], None)
+        first = np.array([rng.randrange(200) for _ in range(50)], dtype=np.int64)
+        last = first + np.array([rng.randrange(6) for _ in range(50)], dtype=np.int64)
+        brute = [any((lo is None or b >= lo) and (hi is None or a < hi) for lo, hi in intervals)
+                 for a, b in zip(first, last)]
+        assert overlaps(tuple(intervals), first, last).tolist() == brute
