@@ -203,17 +203,17 @@ class KafkaLogReader(DataSourceReader):
 
         o, pushed = self.options, self.pushed
         selection = Selection(o.include_control, o.read_committed, o.include_deleted)
-        if pushed is not None and pushed.empty:
-            return [LogUnit((), selection, None)]
         storage, path = open_storage_of(o)
         parts = [p for p in find_partitions(storage, path) if o.topics(p.topic, p.partition)]
         o.offsets.check_partitions([partition_identity(p) for p in parts])
-        if pushed is not None:
-            parts = [p for p in parts if pushed.wants_partition(p.topic, p.partition)]
         planned = []  # (ranges, outcomes, offsets, wanted, reader) of every partition to read
         for part in parts:
             reader = PartitionReader(part, recover_tail=True)
+            # resolved for every partition, so that a range no partition can give fails the query
+            # with pushdown as without
             bounds = o.offsets.resolve(reader, *partition_identity(part))
+            if pushed is not None and (pushed.empty or not pushed.wants_partition(*partition_identity(part))):
+                continue
             wanted = self._wanted(bounds)
             ranges = self._ranges(part, o.split_bytes, bounds, reader, wanted)
             if ranges:

@@ -292,3 +292,14 @@ def test_frames_meeting_offset_intervals_by_brute_force():
         brute = [any((lo is None or b >= lo) and (hi is None or a < hi) for lo, hi in intervals)
                  for a, b in zip(first, last)]
         assert overlaps(tuple(intervals), first, last).tolist() == brute
+
+
+def test_errors_are_the_same_with_filters_that_leave_nothing(tmp_path):
+    """A filter no record passes does not hide a missing path or a range no partition can give."""
+    from kfmt.errors import UsageError
+
+    nothing = [ds.EqualTo(("partition",), 5), ds.LessThan(("offset",), 0)]
+    with pytest.raises(UsageError, match="no such file or directory"):
+        pushed_read(tmp_path / "nope", nothing)
+    with pytest.raises(ValueError, match="no record of v2-none-0 has a timestamp at or after"):
+        pushed_read(REALKAFKA / "v2-none-0", nothing, startingTimestamp=str(2 ** 62))
