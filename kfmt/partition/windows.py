@@ -94,14 +94,32 @@ def byte_window(reader, seg: Segment, wanted: Wanted) -> tuple[int, int] | None:
     lo, hi = wanted.offset_hull
     start, end = 0, seg.size
     if lo is not None and lo > seg.base_offset:
-        start = reader._index_position(seg, lo)
+        start = _seek(reader, seg, lo)
     if wanted.min_timestamp is not None:
         after = _last_offset_before(reader, seg, wanted.min_timestamp)
         if after is not None:
-            start = max(start, reader._index_position(seg, after + 1))
+            start = max(start, _seek(reader, seg, after + 1))
     if hi is not None:
         end = _end_position(reader, seg, hi)
     return (start, end) if start < end else None
+
+
+def _indexes(reader, seg: Segment) -> tuple[list, list | None]:
+    """The segment's `.index` and `.timeindex` entries (PartitionReader.offset_index, .time_index),
+    parsed once per reader: a window asks for them several times."""
+    cache = reader.__dict__.setdefault("_window_indexes", {})
+    if seg.base_offset not in cache:
+        cache[seg.base_offset] = (reader.offset_index(seg), reader.time_index(seg))
+    return cache[seg.base_offset]
+
+
+def _seek(reader, seg: Segment, target: int) -> int:
+    """Where to start scanning `seg` for offset `target`: PartitionReader._index_position's rule (the
+    index's entry if the header there agrees with it, else the segment's start), on parsed indexes."""
+    entry = indexes.lookup_offset(_indexes(reader, seg)[0], target, seg.base_offset)
+    if entry.position == 0 or not reader.plausible_entry(seg, entry):
+        return 0
+    return entry.position
 
 
 def _header(reader, seg: Segment, position: int) -> tuple[int, int] | None:
@@ -120,7 +138,7 @@ def _header(reader, seg: Segment, position: int) -> tuple[int, int] | None:
 def _end_position(reader, seg: Segment, hi: int) -> int:
     """A position after which every entry of `seg` holds offsets >= hi (the segment's size if the
     index cannot show one): the end of an entry whose stored offset is >= hi - 1."""
-    entries = reader.offset_index(seg)
+    entries = _indexes(reader, seg)[0]
     k = next((i for i, e in enumerate(entries) if e.offset >= hi - 1), len(entries))
     for e in entries[k:k + CHECKED_ENTRIES]:
         if not reader.plausible_entry(seg, e):
@@ -134,7 +152,7 @@ def _end_position(reader, seg: Segment, hi: int) -> int:
 def _last_offset_before(reader, seg: Segment, min_timestamp: int) -> int | None:
     """An offset o such that every record of `seg` at an offset <= o has a timestamp below
     `min_timestamp` (from a checked `.timeindex` entry), or None."""
-    entries = reader.time_index(seg) or []
+    entries = _indexes(reader, seg)[1] or []
     entry = indexes.lookup_time(entries, min_timestamp - 1, seg.base_offset)
     if entry.timestamp < 0 or entry.timestamp >= min_timestamp:
         return None
@@ -143,7 +161,7 @@ def _last_offset_before(reader, seg: Segment, min_timestamp: int) -> int | None:
 
 def _entry_matches_data(reader, seg: Segment, entry: indexes.TimeEntry) -> bool:
     """The batch holding the entry's offset has the entry's timestamp as its maxTimestamp."""
-    position = reader._index_position(seg, entry.offset)
+    position = _seek(reader, seg, entry.offset)
     while position < seg.size:
         end = min(seg.size, position + PROBE_BYTES)
         data = reader.storage.read(seg.log.path, position, end)
