@@ -3,6 +3,7 @@ with an independent library: aiokafka's record builders (`aiokafka.record`), nev
 
     python bench/producer_logs.py DST --size 2G [--seed 1] [--segment-bytes 64M] [--partitions 2]
                                   [--shapes v1-single,v1-gzip,v2-lz4,v2-tiny,v2-large] [--reindex]
+                                  [--span-ms 604800000]
 
 One topic per shape, each with `--partitions` partitions, the bytes split between shapes by SHARE:
 
@@ -17,7 +18,7 @@ One topic per shape, each with `--partitions` partitions, the bytes split betwee
 Records look like a producer's: values are JSON-ish text of log-normal length (median 300 bytes), keys
 are user ids drawn with a skew (so compaction has superseded records to drop), about 10 % of keys are
 null, most v2 records carry one or two headers. Batch sizes are skewed to small. Timestamps (CreateTime)
-run over SPAN_MS of record time per partition, with about 1 % of records and 0.5 % of batches stamped
+run over SPAN_MS (`--span-ms`) of record time per partition, with about 1 % of records and 0.5 % of batches stamped
 earlier than their predecessors, as producers with skewed clocks do.
 
 What a broker changes on append is applied as the broker does it: absolute offsets (a v2 batch's base
@@ -173,7 +174,7 @@ def write_partition(task: tuple) -> dict:
     from aiokafka.record.default_records import DefaultRecordBatchBuilder
     from aiokafka.record.legacy_records import LegacyRecordBatchBuilder
 
-    root, topic, partition, size, segment_bytes, seed = task
+    root, topic, partition, size, segment_bytes, seed, span_ms = task
     shape = SHAPES[topic]
     rng = random.Random(f"{seed}/{topic}/{partition}")
     source = Producer(rng)
@@ -187,7 +188,7 @@ def write_partition(task: tuple) -> dict:
     while written < size:
         n = shape.smallest + int((shape.largest - shape.smallest + 1) * rng.random() ** shape.skew)
         n = min(n, shape.largest)
-        now = BASE_TIMESTAMP + int(SPAN_MS * written / size)
+        now = BASE_TIMESTAMP + int(span_ms * written / size)
         if rng.random() < 0.005:  # a producer whose clock is behind
             skew_clock = rng.randrange(1_000, 300_000)
         elif skew_clock and rng.random() < 0.2:
@@ -236,7 +237,8 @@ def write_partition(task: tuple) -> dict:
 
 
 def generate(dst: str, size: int, seed: int = 1, segment_bytes: int = 64 << 20, partitions: int = 2,
-             shapes: list[str] | None = None, reindex: bool = False, processes: int | None = None) -> dict:
+             shapes: list[str] | None = None, reindex: bool = False, processes: int | None = None,
+             span_ms: int = SPAN_MS) -> dict:
     """Write the log directory `dst` (which must not exist); returns what was written."""
     shapes = shapes or list(SHAPES)
     unknown = [s for s in shapes if s not in SHAPES]
@@ -248,7 +250,8 @@ def generate(dst: str, size: int, seed: int = 1, segment_bytes: int = 64 << 20, 
     raw = dst + ".partial"
     shutil.rmtree(raw, ignore_errors=True)
     os.makedirs(raw)
-    tasks = [(raw, topic, p, int(size * SHAPES[topic].share / total_share / partitions), segment_bytes, seed)
+    tasks = [(raw, topic, p, int(size * SHAPES[topic].share / total_share / partitions), segment_bytes, seed,
+              span_ms)
              for topic in shapes for p in range(partitions)]
     tasks.sort(key=lambda t: -t[3])  # the biggest first, so the pool finishes together
     started = time.perf_counter()
@@ -269,7 +272,7 @@ def generate(dst: str, size: int, seed: int = 1, segment_bytes: int = 64 << 20, 
     return {"path": dst, "size": size, "seed": seed, "segment_bytes": segment_bytes, "partitions": facts,
             "shapes": shapes, "indexed": reindex, "generate_seconds": seconds,
             "generate_cpu_seconds": usage.ru_utime + usage.ru_stime,
-            "reindex_seconds": reindex_seconds, "bytes": sum(f["bytes"] for f in facts),
+            "reindex_seconds": reindex_seconds, "span_ms": span_ms, "bytes": sum(f["bytes"] for f in facts),
             "records": sum(f["records"] for f in facts)}
 
 
@@ -309,9 +312,11 @@ def main(argv=None) -> int:
     p.add_argument("--shapes", default=",".join(SHAPES), help="comma-separated topics to write (all)")
     p.add_argument("--reindex", action="store_true", help="add index files with kfmt reindex")
     p.add_argument("--processes", type=int, help="writer processes (one per core)")
+    p.add_argument("--span-ms", type=int, default=SPAN_MS,
+                   help=f"record time each partition spans, in ms ({SPAN_MS}: a week; 86400000: a day)")
     args = p.parse_args(argv)
     facts = generate(args.dst, args.size, args.seed, args.segment_bytes, args.partitions,
-                     args.shapes.split(","), args.reindex, args.processes)
+                     args.shapes.split(","), args.reindex, args.processes, args.span_ms)
     for f in facts["partitions"]:
         print(f"{f['partition']:12} {f['bytes'] / 1e6:8.1f} MB {f['records']:10} records "
               f"{f['entries']:10} entries {f['segments']:4} segments")

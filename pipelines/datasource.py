@@ -20,6 +20,8 @@ Options (case-insensitive, as all Spark options; Spark's Kafka source names wher
 * `startingOffsets`, `endingOffsets`, `startingTimestamp`, `endingTimestamp`,
   `startingOffsetsByTimestamp`, `endingOffsetsByTimestamp`, `startingOffsetsByTimestampStrategy`,
   `minPartitions`: which offsets, as Spark's Kafka source takes them (kfmt/pipelines/kafka_options.py).
+* `pushFilters`: `false` to read every byte even when Spark pushes filters (default `true`; results
+  are the same either way, kfmt/pipelines/pushdown.py).
 * `storage.<key>`: an fsspec storage option, e.g. `storage.endpoint_url`, `storage.key`.
 Spark Kafka source options that have no meaning here (`kafka.bootstrap.servers`, `failOnDataLoss`,
 ...) and unknown options are refused rather than ignored: a query must not silently read something
@@ -39,7 +41,7 @@ from kfmt.rows.columns import EXPORT_DDL
 NAME = "kafka-log"
 STORAGE_PREFIX = "storage."
 OPTIONS = ("path", "subscribe", "subscribepattern", "assign", "kafka.isolation.level",
-           "includecontrol", "includedeleted", "maxbytespersplit", *kafka_options.OPTIONS)
+           "includecontrol", "includedeleted", "maxbytespersplit", "pushfilters", *kafka_options.OPTIONS)
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 
 
@@ -47,15 +49,23 @@ class LogUnit(InputPartition):
     """One task: consecutive segment ranges of one partition, how to select their records, and
     the offsets [start, end) wanted (None: no bound)."""
 
-    def __init__(self, ranges: tuple, selection, outcomes, offsets: tuple = (None, None)):
+    def __init__(self, ranges: tuple, selection, outcomes, offsets: tuple = (None, None),
+                 wanted=None, pushed=None):
         super().__init__(None)
         self.ranges = ranges
         self.selection = selection
         self.outcomes = outcomes
         self.offsets = offsets
+        self.wanted = wanted  # kfmt.partition.windows.Wanted of the pushed filters (None: none)
+        self.pushed = pushed  # kfmt.pipelines.pushdown.Pushed, whose row filters read() applies
 
 
 class KafkaLogDataSource(DataSource):
+    # Whether Spark will call pushFilters: a reader that has the method fails on Spark 4.1+ while
+    # spark.sql.python.filterPushdown.enabled is false, so register() says which reader to use.
+    filter_pushdown = False
+    parallelism: int | None = None  # the session's spark.default.parallelism (set by register())
+
     @classmethod
     def name(cls) -> str:
         return NAME
@@ -64,7 +74,10 @@ class KafkaLogDataSource(DataSource):
         return EXPORT_DDL
 
     def reader(self, schema) -> "KafkaLogReader":
-        return KafkaLogReader(SourceOptions.parse(self.options))
+        options = SourceOptions.parse(self.options)
+        if self.filter_pushdown and options.push_filters:
+            return PushdownReader(options, self.parallelism)
+        return KafkaLogReader(options)
 
 
 class SourceOptions:
@@ -72,12 +85,13 @@ class SourceOptions:
 
     def __init__(self, path: str, storage: dict, topics: "TopicFilter", read_committed: bool,
                  include_control: bool, split_bytes: int, offsets: OffsetRange | None = None,
-                 include_deleted: bool = False):
+                 include_deleted: bool = False, push_filters: bool = True):
         self.path, self.storage, self.topics = path, storage, topics
         self.offsets = offsets or OffsetRange.parse({})
         self.read_committed, self.include_control, self.split_bytes = (read_committed,
                                                                        include_control, split_bytes)
         self.include_deleted = include_deleted
+        self.push_filters = push_filters
 
     @classmethod
     def parse(cls, options) -> "SourceOptions":
@@ -89,7 +103,7 @@ class SourceOptions:
         if unknown:
             raise ValueError(f"{NAME}: unsupported option(s) {', '.join(unknown)} (supported: path, "
                              f"subscribe, subscribePattern, assign, kafka.isolation.level, "
-                             f"includeControl, includeDeleted, maxBytesPerSplit, startingOffsets, endingOffsets, "
+                             f"includeControl, includeDeleted, maxBytesPerSplit, pushFilters, startingOffsets, endingOffsets, "
                              f"startingTimestamp, endingTimestamp, startingOffsetsByTimestamp, "
                              f"endingOffsetsByTimestamp, startingOffsetsByTimestampStrategy, "
                              f"minPartitions, storage.<fsspec option>)")
@@ -104,11 +118,12 @@ class SourceOptions:
         return cls(opts["path"], storage, TopicFilter.parse(opts), isolation == "read_committed",
                    _boolean(opts, "includecontrol", "includeControl"),
                    _positive(opts, "maxbytespersplit", "maxBytesPerSplit", DEFAULT_SPLIT_BYTES),
-                   OffsetRange.parse(opts), _boolean(opts, "includedeleted", "includeDeleted"))
+                   OffsetRange.parse(opts), _boolean(opts, "includedeleted", "includeDeleted"),
+                   _boolean(opts, "pushfilters", "pushFilters", default="true"))
 
 
-def _boolean(opts: dict, key: str, name: str) -> bool:
-    value = str(opts.get(key, "false")).strip().lower()
+def _boolean(opts: dict, key: str, name: str, default: str = "false") -> bool:
+    value = str(opts.get(key, default)).strip().lower()
     if value not in ("true", "false"):
         raise ValueError(f"{NAME}: {name} must be true or false, not {opts[key]!r}")
     return value == "true"
@@ -175,58 +190,108 @@ def _assignment(text: str) -> dict:
 
 
 class KafkaLogReader(DataSourceReader):
-    def __init__(self, options: SourceOptions):
+    def __init__(self, options: SourceOptions, parallelism: int | None = None):
         self.options = options
+        self.pushed = None  # kfmt.pipelines.pushdown.Pushed, when Spark pushed filters
+        self.parallelism = parallelism  # the session's default parallelism, where register() knew it
 
     def partitions(self):
         from kfmt.partition.layout import find_partitions
         from kfmt.partition.reader import PartitionReader
         from kfmt.partition.transactions import partition_outcomes
-        from kfmt.rows.ranges import Selection, partition_identity, plan_ranges
-        from kfmt.storage.store import open_storage
+        from kfmt.rows.ranges import Selection, partition_identity
 
-        o = self.options
-        storage, path = open_storage(o.path, o.storage)
+        o, pushed = self.options, self.pushed
+        selection = Selection(o.include_control, o.read_committed, o.include_deleted)
+        storage, path = open_storage_of(o)
         parts = [p for p in find_partitions(storage, path) if o.topics(p.topic, p.partition)]
         o.offsets.check_partitions([partition_identity(p) for p in parts])
-        selection = Selection(o.include_control, o.read_committed, o.include_deleted)
-        planned = []  # (ranges, outcomes, offsets) of every partition with something to read
+        planned = []  # (ranges, outcomes, offsets, wanted, reader) of every partition to read
         for part in parts:
             reader = PartitionReader(part, recover_tail=True)
+            # resolved for every partition, so that a range no partition can give fails the query
+            # with pushdown as without
             bounds = o.offsets.resolve(reader, *partition_identity(part))
-            ranges = kafka_options.ranges_within(plan_ranges(part, o.split_bytes), *bounds, reader)
+            if pushed is not None and (pushed.empty or not pushed.wants_partition(*partition_identity(part))):
+                continue
+            wanted = self._wanted(bounds)
+            ranges = self._ranges(part, o.split_bytes, bounds, reader, wanted)
             if ranges:
                 planned.append((part, ranges, partition_outcomes(reader) if o.read_committed else None,
-                                bounds))
+                                bounds, wanted, reader))
         units = self._units(planned, o.split_bytes)
-        if o.offsets.min_partitions and len(units) < o.offsets.min_partitions:
+        tasks = o.offsets.min_partitions or 0
+        if pushed is not None:
+            # what pushed filters leave may be far less than a task's worth: spread it over the
+            # cores, as Spark's file sources size splits by bytes per core
+            tasks = max(tasks, self.parallelism or 0)
+        if tasks and len(units) < tasks:
             # Spark's minPartitions: smaller tasks, as far as the segments can be cut
-            total = sum(r.end - r.start for _, ranges, _, _ in planned for r in ranges)
-            split = max(1, total // o.offsets.min_partitions)
-            planned = [(part, kafka_options.ranges_within(plan_ranges(part, split), *bounds,
-                                                          PartitionReader(part)), outcomes, bounds)
-                       for part, _, outcomes, bounds in planned]
+            total = sum(r.end - r.start for _, ranges, *_ in planned for r in ranges)
+            split = max(1, total // tasks)
+            planned = [(part, self._ranges(part, split, bounds, reader, wanted), outcomes, bounds,
+                        wanted, reader)
+                       for part, _, outcomes, bounds, wanted, reader in planned]
             units = self._units(planned, split)
         # Spark wants at least one partition: an empty unit reads nothing.
         return units or [LogUnit((), selection, None)]
+
+    def _wanted(self, bounds):
+        """What the pushed filters want of a partition whose range options gave `bounds`."""
+        from kfmt.partition.windows import Wanted
+
+        if self.pushed is None:
+            return None
+        return Wanted(self.pushed.offset_intervals(*bounds), self.pushed.min_ms)
+
+    @staticmethod
+    def _ranges(part, split_bytes: int, bounds, reader, wanted) -> list:
+        from kfmt.pipelines.pushdown import narrow_ranges
+        from kfmt.rows.ranges import plan_ranges
+
+        ranges = kafka_options.ranges_within(plan_ranges(part, split_bytes), *bounds, reader)
+        return ranges if wanted is None else narrow_ranges(ranges, reader, wanted)
 
     def _units(self, planned, split_bytes) -> list[LogUnit]:
         from kfmt.rows.ranges import Selection, pack_ranges
 
         selection = Selection(self.options.include_control, self.options.read_committed,
                               self.options.include_deleted)
-        return [LogUnit(unit, selection, outcomes, bounds)
-                for _, ranges, outcomes, bounds in planned for unit in pack_ranges(ranges, split_bytes)]
+        return [LogUnit(unit, selection, outcomes, bounds, wanted, self.pushed)
+                for _, ranges, outcomes, bounds, wanted, _ in planned
+                for unit in pack_ranges(ranges, split_bytes)]
 
     def read(self, unit: LogUnit):
-        from kfmt.rows.ranges import read_range
+        from kfmt.rows.ranges import NoDigest, RangeTally, read_range
 
         start, end = unit.offsets
         for rng in unit.ranges:
-            for batch in read_range(rng, unit.selection, unit.outcomes):
+            tally = RangeTally(digest=NoDigest())  # counts nobody reads: no record hashing
+            for batch in read_range(rng, unit.selection, unit.outcomes, tally, wanted=unit.wanted):
                 batch = kafka_options.clip(batch, start, end)
+                if unit.pushed is not None:
+                    batch = unit.pushed.filter_rows(batch)
                 if batch.num_rows:
                     yield batch
+
+
+class PushdownReader(KafkaLogReader):
+    """The reader when Spark pushes filters (kfmt/pipelines/pushdown.py): the ones it handles exactly
+    are not returned; the others are, and Spark applies them after the scan."""
+
+    def pushFilters(self, filters):
+        from kfmt.pipelines.pushdown import Pushed
+
+        self.pushed = Pushed()
+        for spark_filter in filters:
+            if not self.pushed.take(spark_filter):
+                yield spark_filter
+
+
+def open_storage_of(options: SourceOptions):
+    from kfmt.storage.store import open_storage
+
+    return open_storage(options.path, options.storage)
 
 
 def register(spark, check_workers: bool = True) -> None:
@@ -237,4 +302,22 @@ def register(spark, check_workers: bool = True) -> None:
         from kfmt.pipelines.worker_check import check_workers_import_kfmt
 
         check_workers_import_kfmt(spark)
-    spark.dataSource.register(KafkaLogDataSource)
+    spark.dataSource.register(_source_for(spark))
+
+
+def _source_for(spark) -> type:
+    """The data source class for this session: with filter pushdown unless the session turned Spark's
+    spark.sql.python.filterPushdown.enabled off (left unset, it is turned on here; Spark versions
+    without pushFilters never call it)."""
+    key = "spark.sql.python.filterPushdown.enabled"
+    setting = spark.conf.get(key, None)
+    if setting is None:
+        spark.conf.set(key, "true")
+    enabled = setting is None or str(setting).strip().lower() == "true"
+    try:
+        parallelism = spark.sparkContext.defaultParallelism
+    except Exception:  # Spark Connect sessions have no SparkContext
+        parallelism = None
+    # a class made here is pickled by value (not by name), so these reach Spark's workers
+    return type(KafkaLogDataSource.__name__, (KafkaLogDataSource,), {
+        "filter_pushdown": enabled, "parallelism": parallelism, "__doc__": KafkaLogDataSource.__doc__})

@@ -38,6 +38,7 @@ from kfmt.partition.layout import PartitionDir
 from kfmt.partition.live import SegmentGone, maps_files, segment_bytes
 from kfmt.partition.reader import PartitionReader
 from kfmt.partition.transactions import ABORTED, OPEN, TransactionOutcomes
+from kfmt.partition.windows import Wanted, frame_mask
 from kfmt.rows.columns import export_batch, export_frames
 from kfmt.storage.store import StorageSpec
 
@@ -165,6 +166,19 @@ def pack_ranges(ranges: list[SegmentRange], target_bytes: int = DEFAULT_SPLIT_BY
     return [tuple(unit) for unit in units]
 
 
+class NoDigest:
+    """A tally's digest where nobody reads it (the data source's tasks): no hashing of records."""
+
+    def update(self, records) -> None:
+        pass
+
+    def merge(self, other) -> None:
+        pass
+
+    def hexdigest(self) -> str:
+        raise TypeError("this tally keeps no digest")
+
+
 @dataclass
 class RangeTally:
     """What reading a range found (small and picklable: it travels back to the driver)."""
@@ -204,26 +218,30 @@ class RangeTally:
 
 def read_range(rng: SegmentRange, selection: Selection, outcomes: TransactionOutcomes | None = None,
                tally: RangeTally | None = None, rows_per_chunk: int = ROWS_PER_CHUNK,
-               bytes_per_chunk: int = BYTES_PER_CHUNK) -> Iterator[pa.RecordBatch]:
+               bytes_per_chunk: int = BYTES_PER_CHUNK, wanted: Wanted | None = None
+               ) -> Iterator[pa.RecordBatch]:
     """Export rows of the selected records of a range, in offset order, in chunks of at most
     `rows_per_chunk` rows (or about `bytes_per_chunk` bytes of records), each made as soon as its
     batches are read: memory holds one chunk, whatever the size of the range. Every batch of the
     range is decoded and checked (CRCs, record structure): bad data raises DataError naming file,
     position and offset. Runs of uncompressed v0/v1 messages are decoded a run at a time
     (kfmt.format.legacy_runs), every other batch on its own. `tally` (if given) is filled in as the range
-    is read."""
+    is read. `wanted` (kfmt.partition.windows) leaves out, undecoded and uncounted, the batches that
+    cannot hold a wanted record (the caller filters the rows of the others)."""
     if selection.read_committed and outcomes is None:
         raise UsageError("read_committed needs the partition's transaction outcomes")
     tally = tally if tally is not None else RangeTally()
+    # a pruned read (wanted) reads its range only: mapping counts, and on a cold cache may read ahead
+    # into, bytes the query skips
     data, base = range_view(rng.source, rng.log_path, rng.start, rng.end, rng.file,
-                            rng.segment_size, rng.last_segment)
+                            rng.segment_size, rng.last_segment, mapped=wanted is None or wanted.is_everything)
     if base + len(data) < rng.end:
         raise SegmentGone(rng.file, f"it ends at {base + len(data)} bytes, before the planned end of the "
                                     f"range at {rng.end}")
     chunk = _Chunk(rng, rows_per_chunk, bytes_per_chunk)
     floor = selection.floor(rng)
     scanner = segment.FrameScanner(data, rng.file, rng.start, rng.end, base)
-    for rows in scanner.chunks():
+    for rows in _wanted_frames(scanner.chunks(), wanted):
         if floor is not None and len(rows) and rows["last_offset"][0] < floor:
             rows = _deleted_left_out(data, base, rows, floor, rng, tally)
         done = 0
@@ -243,6 +261,19 @@ def read_range(rng: SegmentRange, selection: Selection, outcomes: TransactionOut
         scanner.tail.recovered(rng.file)
         tally.tails.append(scanner.tail.recovery_message(rng.file))
     yield from chunk.flush()
+
+
+def _wanted_frames(chunks, wanted: Wanted | None):
+    """The chunks of frames, cut into runs of consecutive frames that may hold wanted records (each
+    run stays contiguous in the file, as runs of legacy messages are decoded in one piece)."""
+    for rows in chunks:
+        keep = None if wanted is None else frame_mask(rows, wanted)
+        if keep is None or keep.all():
+            yield rows
+            continue
+        edges = np.flatnonzero(np.diff(np.concatenate(([0], keep.view(np.int8), [0]))))
+        for a, b in zip(edges[::2], edges[1::2]):
+            yield rows[a:b]
 
 
 def _deleted_left_out(data, base: int, rows, floor: int, rng: SegmentRange, tally: RangeTally):
@@ -273,15 +304,18 @@ def _records_from(batch, floor: int, tally: RangeTally):
 
 
 def range_view(source: StorageSpec, path: str, start: int, end: int, file: str | None = None,
-               listed_size: int | None = None, last_segment: bool = True) -> tuple[object, int]:
+               listed_size: int | None = None, last_segment: bool = True, mapped: bool = True
+               ) -> tuple[object, int]:
     """(bytes holding [start, end) of a file, the file position of their first byte): the whole file
-    where the store memory-maps files (a view costs no memory of the process), else the range read.
-    With the listed size, a file gone or replaced since raises SegmentGone (kfmt.partition.live)."""
+    where the store memory-maps files (a view costs no memory of the process) and `mapped` allows,
+    else the range read. With the listed size, a file gone or replaced since raises SegmentGone
+    (kfmt.partition.live)."""
     storage, _ = source.open()
+    whole = mapped and maps_files(storage)
     if listed_size is not None:  # mapped whole where the store maps (start 0), else the range
         return segment_bytes(storage, path, file or path, listed_size, last_segment,
-                             0 if maps_files(storage) else start, end)
-    if maps_files(storage):
+                             0 if whole else start, end)
+    if whole:
         return storage.map(path), 0
     return storage.read(path, start, end), start
 
