@@ -49,14 +49,14 @@ def maps_files(storage: Storage) -> bool:
 
 
 def segment_bytes(storage: Storage, path: str, file: str, listed_size: int, is_last: bool,
-                  start: int = 0, end: int | None = None) -> tuple[object, int]:
+                  start: int = 0, end: int | None = None, mapped: bool = True) -> tuple[object, int]:
     """(bytes of the segment file holding [start, end), the file position of their first byte): the
-    whole file where the store maps files and `start` is 0 (a map holds the file even if it is
-    deleted next), else the range. Raises SegmentGone for a file that is gone, or not the listed
+    whole file where the store maps files, `mapped` allows it and `start` is 0 (a map holds the file
+    even if it is deleted next), else the range. Raises SegmentGone for a file that is gone, or not the listed
     size (the last segment may have grown: a map of it holds what was appended since)."""
     try:
         local = maps_files(storage)
-        if local and start == 0:
+        if local and mapped and start == 0:
             data = storage.map(path)
             _check_size(file, len(data), listed_size, is_last)
             return data, 0

@@ -314,7 +314,7 @@ def range_view(source: StorageSpec, path: str, start: int, end: int, file: str |
     whole = mapped and maps_files(storage)
     if listed_size is not None:  # mapped whole where the store maps (start 0), else the range
         return segment_bytes(storage, path, file or path, listed_size, last_segment,
-                             0 if whole else start, end)
+                             0 if whole else start, end, mapped=whole)
     if whole:
         return storage.map(path), 0
     return storage.read(path, start, end), start
