@@ -27,6 +27,7 @@ from typing import Callable, Sequence
 
 from kfmt.errors import EXIT_USAGE, DataError, EngineError, KfmtError, UsageError
 from kfmt.pipelines.engine import INPROCESS, Engine, choose_engine
+from kfmt.pipelines.task_hold import hold_directory
 
 #: seconds a cluster job may go without any executor before it is cancelled
 EXECUTOR_WAIT_S = 45
@@ -61,13 +62,19 @@ class _Guarded:
     Spark's cloudpickle takes it as it is)."""
 
     fn: Callable
+    hold: str | None = None  # a test's barrier directory (kfmt.pipelines.task_hold), None in production
 
     def __call__(self, indexed):
         index, task = indexed
         try:
-            return index, self.fn(task)
+            result = self.fn(task)
         except KfmtError as err:
             return index, TaskFailure.of(err)
+        if self.hold is not None:
+            from kfmt.pipelines.task_hold import hold
+
+            hold(self.hold, index)
+        return index, result
 
 
 def run_tasks(fn: Callable, tasks: Sequence, *, master: "str | Engine | None" = None, description: str = "",
@@ -79,7 +86,7 @@ def run_tasks(fn: Callable, tasks: Sequence, *, master: "str | Engine | None" = 
     if not tasks:
         return []
     engine = master if isinstance(master, Engine) else choose_engine(master, _UNKNOWN_SIZE)
-    call = _Guarded(fn)
+    call = _Guarded(fn, hold_directory(description))
     if engine.engine == INPROCESS:
         results = [call((i, t)) for i, t in enumerate(_progress(tasks, description, progress))]
     elif engine.engine == "pool":
@@ -152,15 +159,15 @@ def _watch(sc, group, total, description, enabled, done, stalled):
     bar = _progress(range(total), description, enabled)
     tracker = sc.statusTracker()
     cluster = not sc.master.startswith("local")
-    wait_s, executor_seen = _executor_wait_s(), time.monotonic()
+    wait_s, executor_seen, most = _executor_wait_s(), time.monotonic(), 0
     while not done.wait(0.5):
         if cluster:
             count = _executor_count(sc)
+            most = max(most, count or 0)
             if count is None or count > 0:
                 executor_seen = time.monotonic()
             elif time.monotonic() - executor_seen > wait_s:
-                stalled.append(f"no Spark executors on master {sc.master} for {wait_s:g} s (none "
-                               f"accepted the job, or all were lost): job cancelled")
+                stalled.append(_stalled_message(sc.master, most, wait_s))
                 sc.cancelJobGroup(group)
                 break
         finished = 0
@@ -174,6 +181,14 @@ def _watch(sc, group, total, description, enabled, done, stalled):
         bar.refresh()
     bar.n = total
     bar.close()
+
+
+def _stalled_message(master: str, executors_seen: int, wait_s: float) -> str:
+    if executors_seen:
+        lost = "its executor" if executors_seen == 1 else f"all {executors_seen} of its executors"
+        return (f"the Spark job cannot finish: it lost {lost} on master {master} and none came back "
+                f"within {wait_s:g} s; job cancelled")
+    return f"no Spark executor on master {master} accepted the job within {wait_s:g} s; job cancelled"
 
 
 def _root_cause(err: Exception) -> str:
