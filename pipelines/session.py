@@ -61,7 +61,24 @@ def spark_session(master: str | None = None, app_name: str = "kfmt"):
         raise
     except Exception as err:
         raise EngineError(f"cannot start Spark on master {master}: {spark_error_line(err)}") from None
+    if needs_worker_check(master):
+        from kfmt.pipelines.worker_check import check_workers_import_kfmt
+
+        try:
+            check_workers_import_kfmt(_session)
+        except BaseException:
+            stop_session()
+            raise
     return _session
+
+
+def needs_worker_check(master: str, env: dict | None = None) -> bool:
+    """Whether Spark's Python workers may lack kfmt: on a cluster (their machines' interpreter), or
+    locally when PYSPARK_PYTHON names another interpreter than this one. Asking costs one tiny job."""
+    env = os.environ if env is None else env
+    if not master.startswith("local"):
+        return True
+    return os.path.abspath(env.get("PYSPARK_PYTHON", sys.executable)) != os.path.abspath(sys.executable)
 
 
 def _create(builder, master: str):

@@ -1,0 +1,84 @@
+"""kfmt shipped to executors that do not have it (kfmt.pipelines.ship), on the Spark standalone
+cluster with S3 on both sides.
+
+The workers' Python (PYSPARK_PYTHON) is an interpreter with PySpark, pyarrow, numpy and pandas but
+neither kfmt nor any of its own dependencies (support.bare_python). The driver, a process with kfmt
+installed started outside the checkout, ships what the workers lack; upgrade, export and the
+`kafka-log` data source must then give what the in-process run gives, with the compiled kernels on
+the executors, and again with the executors on the pure-Python fallback (KFMT_PURE_PYTHON=1 in
+their environment through spark.executorEnv, as docs/cluster.md says to set it).
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from support.bare_python import python_without_kfmt
+from test_cluster import (DRIVER, NOW_MS, expected_query_result, local_kfmt, query_result, same_export,
+                          same_tree, window_query)
+from test_cluster import local_logs, s3_logs  # noqa: F401 (the same sources, as fixtures of this module)
+
+from kfmt.pipelines.ship import CACHE_ENV, FOLDER
+
+pytestmark = [pytest.mark.cluster, pytest.mark.spark, pytest.mark.s3, pytest.mark.needs("java", "weed")]
+
+# After the driver's commands and query: where the executors' Python workers imported kfmt from and
+# which kernels they run (four tasks, so both workers answer).
+EXECUTORS = DRIVER + """
+def where(_):
+    import os
+    import kfmt
+    from kfmt.format import kernels
+    return os.path.relpath(kfmt.__file__), kernels.description
+print("=== executors " + json.dumps(sorted(set(
+    spark.sparkContext.parallelize(range(4), 4).map(where).collect()))), flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def bare_python(tmp_path_factory) -> str:
+    return python_without_kfmt(tmp_path_factory.mktemp("bare-python"))
+
+
+@pytest.fixture(scope="module")
+def inprocess(local_logs, tmp_path_factory):
+    root = tmp_path_factory.mktemp("ship-expected")
+    local_kfmt("upgrade", local_logs, root / "upgrade", "--no-progress", "--now", NOW_MS, "--master", "inprocess")
+    local_kfmt("export", local_logs, root / "export", "--no-progress", "--master", "inprocess")
+    return root
+
+
+def run_driver(spark_cluster, s3_server, s3_logs, python, out, cwd, extra_env):
+    storage = [str(o) for o in s3_server.cli_options()]
+    master = ["--master", spark_cluster.master_url]
+    commands = [["upgrade", s3_logs, f"{out}/upgrade", "--no-progress", "--now", str(NOW_MS), *storage, *master],
+                ["export", s3_logs, f"{out}/export", "--no-progress", *storage, *master]]
+    env = {**spark_cluster.env(), "PYSPARK_PYTHON": python, "KFMT_SPARK_MASTER": spark_cluster.master_url,
+           CACHE_ENV: str(cwd / "ship-cache"), **extra_env}
+    result = subprocess.run([sys.executable, "-c", EXECUTORS, json.dumps([commands, window_query(s3_server, s3_logs)])],
+                            env=env, capture_output=True, text=True, timeout=600, cwd=cwd)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    (line,) = [l for l in result.stdout.splitlines() if l.startswith("=== executors ")]
+    return result, json.loads(line[len("=== executors "):])
+
+
+@pytest.mark.parametrize("kernels", ["compiled", "pure"])
+def test_shipped_kfmt_on_workers_without_it(kernels, spark_cluster, s3_server, s3_logs, bare_python,
+                                            inprocess, tmp_path):
+    out = s3_server.url(f"ship-{kernels}")
+    extra = {} if kernels == "compiled" else \
+        {"PYSPARK_SUBMIT_ARGS": "--conf spark.executorEnv.KFMT_PURE_PYTHON=1 pyspark-shell"}
+    result, executors = run_driver(spark_cluster, s3_server, s3_logs, bare_python, out, tmp_path, extra)
+    # every executor imported kfmt from the archive unpacked in its working directory
+    assert {path for path, _ in executors} == {f"{FOLDER}/kfmt/__init__.py"}, executors
+    descriptions = {d for _, d in executors}
+    if kernels == "compiled":
+        assert all(d.startswith("compiled kernels") for d in descriptions), descriptions
+    else:
+        assert descriptions == {"pure Python (KFMT_PURE_PYTHON is set)"}, descriptions
+    same_tree(s3_server, f"{out}/upgrade", inprocess / "upgrade")
+    same_export(s3_server, f"{out}/export", inprocess / "export", tmp_path)
+    assert query_result(result.stdout) == expected_query_result()
+    assert s3_server.secret not in result.stdout + result.stderr
