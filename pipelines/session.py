@@ -1,8 +1,9 @@
 """The Spark session kfmt's jobs run on: embedded local[*] by default, a cluster with --master.
 
-Settings these machines require (reference/environment-notes.md): the workers must run this
-interpreter (it has pyarrow and kfmt), Spark binds 127.0.0.1 only, and the UI (which listens on all
-interfaces) is off.
+Settings these machines require (reference/environment-notes.md): the workers run this interpreter
+unless PYSPARK_PYTHON says otherwise (kfmt is shipped to workers that lack it: worker_check), Spark
+binds 127.0.0.1 only when all its executors are on this machine (on_loopback), and the UI (which
+listens on all interfaces) is off. docs/cluster.md says how to run on clusters.
 
 Failures to start are one-line kfmt errors (EngineError), quickly: a standalone master that does not
 answer is found by connecting to it first, because Spark's StandaloneAppClient would retry its
@@ -39,17 +40,19 @@ def spark_session(master: str | None = None, app_name: str = "kfmt"):
         return _session
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     master = master or _site_spark_master()
+    loopback = on_loopback(master)
+    if loopback:
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     check_master_reachable(master)
     from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
-    conf = (SparkConf().setAppName(app_name).setMaster(master)
-            .set("spark.ui.enabled", "false")
+    conf = SparkConf().setAppName(app_name).setMaster(master)
+    if loopback:  # executors on other machines must reach the driver: only here is 127.0.0.1 right
+        conf.set("spark.driver.host", "127.0.0.1").set("spark.driver.bindAddress", "127.0.0.1")
+    conf = (conf.set("spark.ui.enabled", "false")
             .set("spark.ui.showConsoleProgress", "false")
-            .set("spark.driver.host", "127.0.0.1")
-            .set("spark.driver.bindAddress", "127.0.0.1")
             .set("spark.sql.execution.arrow.pyspark.enabled", "true")
             .set("spark.python.worker.reuse", "true")
             .set("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG4J_CONFIG}")
@@ -70,6 +73,19 @@ def spark_session(master: str | None = None, app_name: str = "kfmt"):
             stop_session()
             raise
     return _session
+
+
+def on_loopback(master: str) -> bool:
+    """Whether every executor of `master` runs on this machine: local[...], or a standalone master
+    on a loopback address (the test cluster). Then the driver binds 127.0.0.1 only; for any other
+    master (a remote standalone master, yarn, k8s://) Spark's own choice (SPARK_LOCAL_IP, or the
+    host's address) stands, because executors elsewhere must connect back to the driver."""
+    if master.startswith("local"):
+        return True
+    if not master.startswith("spark://"):
+        return False
+    hosts = [a.strip().rpartition(":")[0].strip("[]") for a in master[len("spark://"):].split(",")]
+    return all(h in ("127.0.0.1", "localhost", "::1") for h in hosts)
 
 
 def needs_worker_check(master: str, env: dict | None = None) -> bool:

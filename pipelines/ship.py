@@ -44,7 +44,7 @@ MODES = ("auto", "always", "never")
 SPARK_PROVIDED = frozenset({"pyspark", "py4j", "pyarrow", "numpy", "pandas", "python-dateutil", "pytz",
                             "tzdata", "six"})
 #: optional distributions shipped when the driver has them (storage backends used by tasks)
-OPTIONAL = ("s3fs",)
+OPTIONAL = ("s3fs", "gcsfs", "adlfs")
 #: kfmt's packages by import name and where they sit in the shipped tree
 KFMT_PACKAGES = ("kfmt", "kfmt.pipelines", "kfmt.default_plugins")
 
