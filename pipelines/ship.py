@@ -105,9 +105,12 @@ def build(names: list[str]) -> tuple[Path, Path]:
     sources = dict(_files_of(name) for name in names)
     digest = hashlib.sha256()
     for name in sorted(sources):
-        for rel, path in sorted(sources[name].items()):
-            stat = path.stat()
-            digest.update(f"{rel}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
+        for rel, source in sorted(sources[name].items()):
+            if isinstance(source, bytes):
+                digest.update(f"{rel}\0".encode() + hashlib.sha256(source).digest())
+            else:
+                stat = source.stat()
+                digest.update(f"{rel}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
     key = digest.hexdigest()[:24]
     cache = Path(os.environ.get(CACHE_ENV) or Path(tempfile.gettempdir()) / f"kfmt-ship-{os.getuid()}")
     tree, archive = cache / key, cache / f"{key}.zip"
@@ -118,21 +121,28 @@ def build(names: list[str]) -> tuple[Path, Path]:
     try:
         with zipfile.ZipFile(work / "archive.zip", "w", zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
             for files in sources.values():
-                for rel, path in sorted(files.items()):
+                for rel, source in sorted(files.items()):
                     target = work / "tree" / rel
                     target.parent.mkdir(parents=True, exist_ok=True)
-                    shutil.copy2(path, target)
-                    zf.write(path, rel)
+                    if isinstance(source, bytes):
+                        target.write_bytes(source)
+                    else:
+                        shutil.copy2(source, target)
+                    zf.write(target, rel)
         shutil.rmtree(tree, ignore_errors=True)
-        os.replace(work / "tree", tree)
+        try:
+            os.replace(work / "tree", tree)
+        except OSError:  # another driver published the same tree meanwhile: same content
+            if not tree.is_dir():
+                raise
         os.replace(work / "archive.zip", archive)  # last: its presence says the tree is whole
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return tree, archive
 
 
-def _files_of(name: str) -> tuple[str, dict[str, Path]]:
-    """(name, {path in the shipped tree: file here}) for one distribution."""
+def _files_of(name: str) -> tuple[str, dict[str, Path | bytes]]:
+    """(name, {path in the shipped tree: file here, or its content}) for one distribution."""
     dist = metadata.distribution(name)
     if name == "kfmt":
         return name, _kfmt_files(dist)
@@ -147,7 +157,7 @@ def _files_of(name: str) -> tuple[str, dict[str, Path]]:
     return name, files
 
 
-def _kfmt_files(dist) -> dict[str, Path]:
+def _kfmt_files(dist) -> dict[str, Path | bytes]:
     """kfmt from where it is imported (an editable install keeps it in the source tree, with
     kfmt.pipelines and kfmt.default_plugins in folders of their own), and a .dist-info folder
     carrying its metadata and entry points (its plugins are found through them)."""
@@ -162,19 +172,13 @@ def _kfmt_files(dist) -> dict[str, Path]:
             if path.is_file() and "__pycache__" not in rel.parts and rel.parts[0] != "csrc" \
                     and path.suffix not in (".pyc", ".c", ".h", ".o"):
                 files.setdefault(f"{prefix}/{rel.as_posix()}", path)
+    # Written from the metadata's text: an install in development mode keeps it in kfmt.egg-info
     info = f"kfmt-{dist.version}.dist-info"
-    for meta in ("METADATA", "entry_points.txt"):
-        located = Path(dist.locate_file(f"{_dist_info_name(dist)}/{meta}"))
-        if located.is_file():
-            files[f"{info}/{meta}"] = located
+    for meta, sources in (("METADATA", ("METADATA", "PKG-INFO")), ("entry_points.txt", ("entry_points.txt",))):
+        text = next((t for t in map(dist.read_text, sources) if t), None)
+        if text is not None:
+            files[f"{info}/{meta}"] = text.encode()
     return files
-
-
-def _dist_info_name(dist) -> str:
-    for entry in dist.files or []:
-        if entry.parts and entry.parts[0].endswith(".dist-info"):
-            return entry.parts[0]
-    return f"kfmt-{dist.version}.dist-info"
 
 
 def ship(spark, names: list[str]) -> None:

