@@ -117,22 +117,32 @@ def _progress(items, description, enabled):
 def _run_on_spark(call, tasks, master, description, progress):
     from kfmt.pipelines.session import spark_session
 
-    spark = spark_session(master)
-    sc = spark.sparkContext
+    sc = spark_session(master).sparkContext
+    rdd = sc.parallelize(list(enumerate(tasks)), numSlices=len(tasks)).map(call)
+    try:
+        return collect_watched(sc, rdd, len(tasks), description, progress)
+    except EngineError:
+        raise
+    except Exception as err:  # a failure that is not a kfmt error: report it in one line
+        raise EngineError(f"the Spark job failed: {_root_cause(err)}") from None
+
+
+def collect_watched(sc, rdd, total: int, description: str = "", progress: bool = False) -> list:
+    """rdd.collect() as one job group, watched: a progress bar, and on a cluster an EngineError
+    (one line) when the job has no executor for _executor_wait_s() (it would wait forever)."""
     group = f"kfmt-{uuid.uuid4().hex[:12]}"
     sc.setJobGroup(group, description or "kfmt", interruptOnCancel=True)
-    rdd = sc.parallelize(list(enumerate(tasks)), numSlices=len(tasks)).map(call)
     done = threading.Event()
     stalled: list[str] = []  # why the watcher cancelled the job, if it did
-    watcher = threading.Thread(target=_watch, args=(sc, group, len(tasks), description, progress, done,
+    watcher = threading.Thread(target=_watch, args=(sc, group, total, description, progress, done,
                                                     stalled), daemon=True)
     watcher.start()
     try:
         return rdd.collect()
-    except Exception as err:  # a failure that is not a kfmt error: report it in one line
+    except Exception:
         if stalled:
             raise EngineError(stalled[0]) from None
-        raise EngineError(f"the Spark job failed: {_root_cause(err)}") from None
+        raise
     finally:
         done.set()
         watcher.join()

@@ -25,8 +25,10 @@ from kfmt.errors import EngineError
 LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
 #: how long a connection to a standalone master may take before it counts as unreachable
 MASTER_CONNECT_TIMEOUT_S = 5
-#: how long a standalone master may take to register kfmt's application once the JVM runs
-REGISTRATION_TIMEOUT_S = 30
+#: how long a standalone master may take to register kfmt's application once the JVM runs (the
+#: SparkContext's own start included: on a loaded two-core machine that alone took over 30 s);
+#: KFMT_SPARK_REGISTRATION_WAIT overrides it
+REGISTRATION_TIMEOUT_S = 90
 #: lines the JVM prints on every start that say nothing to a kfmt user
 _JVM_NOISE = ("WARNING: Using incubator modules",)
 
@@ -101,7 +103,7 @@ def _create(builder, master: str):
     """builder.getOrCreate(), bounded for a standalone master: Spark's context waits for the master
     to register the application (StandaloneSchedulerBackend), and a peer that accepts connections
     without answering as a master holds it for three 20 s attempts. The call is left running in a
-    daemon thread after REGISTRATION_TIMEOUT_S; the JVM goes when this process exits."""
+    daemon thread after REGISTRATION_TIMEOUT_S (or KFMT_SPARK_REGISTRATION_WAIT); the JVM goes when this process exits."""
     if not master.startswith("spark://"):
         return builder.getOrCreate()
     outcome: list = []
@@ -114,10 +116,14 @@ def _create(builder, master: str):
 
     thread = threading.Thread(target=create, daemon=True, name="kfmt-spark-start")
     thread.start()
-    thread.join(REGISTRATION_TIMEOUT_S)
+    try:
+        wait_s = float(os.environ.get("KFMT_SPARK_REGISTRATION_WAIT", REGISTRATION_TIMEOUT_S))
+    except ValueError:
+        wait_s = REGISTRATION_TIMEOUT_S
+    thread.join(wait_s)
     if not outcome:
         raise EngineError(f"cannot start Spark on master {master}: the application was not registered "
-                          f"within {REGISTRATION_TIMEOUT_S} s (is a Spark master listening there?)")
+                          f"within {wait_s:g} s (is a Spark master listening there?)")
     if isinstance(outcome[0], BaseException):
         raise outcome[0]
     return outcome[0]

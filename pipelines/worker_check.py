@@ -40,9 +40,18 @@ def _import_probe(names: list[str]):
 
 
 def _ask_a_worker(spark, names: list[str]):
+    """(the worker's interpreter, what importing kfmt raised or None, {distribution: version or
+    None} or None when the worker could not run the probe). A cluster that gives the job no
+    executor raises EngineError (one line) after KFMT_SPARK_EXECUTOR_WAIT, as any kfmt job does."""
+    from kfmt.errors import EngineError
+    from kfmt.pipelines.runner import collect_watched
+
+    sc = spark.sparkContext
     try:
-        ((python, problem, versions),) = \
-            spark.sparkContext.parallelize([0], 1).map(_import_probe(names)).collect()
+        ((python, problem, versions),) = collect_watched(
+            sc, sc.parallelize([0], 1).map(_import_probe(names)), 1, "kfmt: check the workers")
+    except EngineError:
+        raise
     except Exception as err:  # the worker did not even start: report Spark's last Python error line
         return "the workers' Python", _last_error_line(err), None
     return python, problem, versions
