@@ -20,7 +20,7 @@ from support.bare_python import python_without_kfmt
 from test_cluster import expected_query_result, local_kfmt, same_export, same_tree
 from test_cluster import local_logs, s3_logs  # noqa: F401 (the same sources, as fixtures of this module)
 
-from kfmt.pipelines.ship import CACHE_ENV
+from kfmt.pipelines.ship import CACHE_ENV, FOLDER
 
 pytestmark = [pytest.mark.cluster, pytest.mark.spark, pytest.mark.s3, pytest.mark.needs("java", "weed")]
 
@@ -76,10 +76,16 @@ def test_the_cluster_page_step_by_step(spark_cluster, s3_server, s3_logs, local_
     env.update({"AWS_ACCESS_KEY_ID": s3_server.key, "AWS_SECRET_ACCESS_KEY": s3_server.secret,
                 "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}",
                 CACHE_ENV: str(tmp_path / "ship-cache")})
+    apps_before = {p.name for p in Path(spark_cluster.root).glob("worker-*/app-*")}
     result = subprocess.run(["bash", str(work / "steps.sh")], cwd=work, env=env, capture_output=True,
                             text=True, timeout=900)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
     assert s3_server.secret not in result.stdout + result.stderr + spark_cluster.logs()
+    # the workers' interpreter has no kfmt: each executor of the steps' applications unpacked the
+    # shipped archive, compiled kernels included, in its working directory
+    apps = {p.name for p in Path(spark_cluster.root).glob("worker-*/app-*")} - apps_before
+    shipped = {p.parents[3].name for p in Path(spark_cluster.root).glob(f"worker-*/app-*/*/{FOLDER}/kfmt/_speedups*.so")}
+    assert len(apps) == 3 and apps <= shipped, (apps, shipped)  # resegment, export, spark-submit
 
     expected = tmp_path / "expected"
     local_kfmt("resegment", local_logs, expected / "resegmented", "--no-progress", "--segment-bytes",

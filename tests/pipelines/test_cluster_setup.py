@@ -72,10 +72,11 @@ def test_the_shipped_tree_is_found_by_another_interpreter(tmp_path, monkeypatch)
     with zipfile.ZipFile(archive) as zf:
         assert sorted(zf.namelist()) == files
     assert not [f for f in files if "__pycache__" in f or f.endswith((".c", ".h"))]
-    probe = ("import importlib.metadata as m, importlib.util as u, json\n"
+    probe = ("import importlib, importlib.metadata as m, importlib.util as u, json\n"
              "eps = sorted(e.name for e in m.entry_points(group='kfmt'))\n"
              "spec = u.find_spec('kfmt._speedups')\n"
-             "print(json.dumps([eps, spec.origin if spec else None, u.find_spec('pluggy').origin]))")
+             "spec and importlib.import_module('kfmt._speedups')  # loads in this interpreter\n"
+             "print(json.dumps([eps, spec and spec.origin, u.find_spec('pluggy').origin]))")
     out = subprocess.run([sys.executable, "-S", "-c", probe], env={"PYTHONPATH": str(tree), "PATH": os.environ["PATH"]},
                          capture_output=True, text=True, cwd=tmp_path, check=True).stdout
     eps, speedups, pluggy = json.loads(out)

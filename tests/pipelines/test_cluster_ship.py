@@ -67,23 +67,18 @@ def run_driver(spark_cluster, s3_server, s3_logs, python, out, cwd, cache, extra
     return result, json.loads(line[len("=== executors "):])
 
 
-@pytest.mark.parametrize("kernels", ["compiled", "pure"])
-def test_shipped_kfmt_on_workers_without_it(kernels, spark_cluster, s3_server, s3_logs, bare_python,
-                                            inprocess, ship_cache, tmp_path):
-    """upgrade and the query, both ways; export (compiled, shipped) is in test_cluster_doc, which
-    follows docs/cluster.md with the same workers."""
-    out = s3_server.url(f"ship-{kernels}")
-    extra = {} if kernels == "compiled" else \
-        {"PYSPARK_SUBMIT_ARGS": "--conf spark.executorEnv.KFMT_PURE_PYTHON=1 pyspark-shell"}
+def test_shipped_kfmt_on_pure_python_executors(spark_cluster, s3_server, s3_logs, bare_python, inprocess,
+                                               ship_cache, tmp_path):
+    """upgrade and the query with the executors on the pure-Python fallback. The same workers with
+    the compiled kernels shipped run resegment, export and a query in test_cluster_doc (which
+    follows docs/cluster.md), to keep the cluster tests short."""
+    out = s3_server.url("ship-pure")
+    extra = {"PYSPARK_SUBMIT_ARGS": "--conf spark.executorEnv.KFMT_PURE_PYTHON=1 pyspark-shell"}
     result, executors = run_driver(spark_cluster, s3_server, s3_logs, bare_python, out, tmp_path, ship_cache,
                                    extra)
     # every executor imported kfmt from the archive unpacked in its working directory
     assert {path for path, _ in executors} == {f"{FOLDER}/kfmt/__init__.py"}, executors
-    descriptions = {d for _, d in executors}
-    if kernels == "compiled":
-        assert all(d.startswith("compiled kernels") for d in descriptions), descriptions
-    else:
-        assert descriptions == {"pure Python (KFMT_PURE_PYTHON is set)"}, descriptions
+    assert {d for _, d in executors} == {"pure Python (KFMT_PURE_PYTHON is set)"}, executors
     same_tree(s3_server, f"{out}/upgrade", inprocess / "upgrade")
     assert query_result(result.stdout) == expected_query_result()
     assert s3_server.secret not in result.stdout + result.stderr
