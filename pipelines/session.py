@@ -26,9 +26,10 @@ LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
 #: how long a connection to a standalone master may take before it counts as unreachable
 MASTER_CONNECT_TIMEOUT_S = 5
 #: how long a standalone master may take to register kfmt's application once the JVM runs (the
-#: SparkContext's own start included: on a loaded two-core machine that alone took over 30 s);
+#: SparkContext's own start included: on a loaded two-core machine that alone took over 30 s), and
+#: below the minute after which Spark's client gives up and leaves a stopped context behind;
 #: KFMT_SPARK_REGISTRATION_WAIT overrides it
-REGISTRATION_TIMEOUT_S = 90
+REGISTRATION_TIMEOUT_S = 55
 #: lines the JVM prints on every start that say nothing to a kfmt user
 _JVM_NOISE = ("WARNING: Using incubator modules",)
 
