@@ -104,7 +104,8 @@ def _create(builder, master: str):
     """builder.getOrCreate(), bounded for a standalone master: Spark's context waits for the master
     to register the application (StandaloneSchedulerBackend), and a peer that accepts connections
     without answering as a master holds it for three 20 s attempts. The call is left running in a
-    daemon thread after REGISTRATION_TIMEOUT_S (or KFMT_SPARK_REGISTRATION_WAIT); the JVM goes when this process exits."""
+    daemon thread after REGISTRATION_TIMEOUT_S (or KFMT_SPARK_REGISTRATION_WAIT); the JVM goes when
+    this process exits."""
     if not master.startswith("spark://"):
         return builder.getOrCreate()
     outcome: list = []
