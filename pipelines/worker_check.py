@@ -44,7 +44,7 @@ def _ask_a_worker(spark, names: list[str]):
     None} or None when the worker could not run the probe). A cluster that gives the job no
     executor raises EngineError (one line) after KFMT_SPARK_EXECUTOR_WAIT, as any kfmt job does."""
     from kfmt.errors import EngineError
-    from kfmt.pipelines.runner import collect_watched
+    from kfmt.pipelines.watch import collect_watched
 
     sc = spark.sparkContext
     try:
