@@ -13,24 +13,18 @@ still prints one line and exits 65 or 2; anything else is a failure of the job. 
 carry errors back the same way (TaskFailure), so an error means the same whatever ran the task.
 
 A job on a cluster that has no executors (none accepted it, or all were lost) would wait forever:
-the watcher cancels it after KFMT_SPARK_EXECUTOR_WAIT seconds without one (EXECUTOR_WAIT_S).
+the watcher (kfmt.pipelines.watch) cancels it after KFMT_SPARK_EXECUTOR_WAIT seconds without one.
 """
 from __future__ import annotations
 
-import os
-import sys
-import threading
-import time
-import uuid
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from kfmt.errors import EXIT_USAGE, DataError, EngineError, KfmtError, UsageError
 from kfmt.pipelines.engine import INPROCESS, Engine, choose_engine
-
-#: seconds a cluster job may go without any executor before it is cancelled
-EXECUTOR_WAIT_S = 45
-
+from kfmt.pipelines.task_hold import hold_directory
+from kfmt.pipelines.watch import collect_watched
+from kfmt.pipelines.watch import progress_bar as _progress
 
 @dataclass(frozen=True)
 class TaskFailure:
@@ -61,13 +55,19 @@ class _Guarded:
     Spark's cloudpickle takes it as it is)."""
 
     fn: Callable
+    hold: str | None = None  # a test's barrier directory (kfmt.pipelines.task_hold), None in production
 
     def __call__(self, indexed):
         index, task = indexed
         try:
-            return index, self.fn(task)
+            result = self.fn(task)
         except KfmtError as err:
             return index, TaskFailure.of(err)
+        if self.hold is not None:
+            from kfmt.pipelines.task_hold import hold
+
+            hold(self.hold, index)
+        return index, result
 
 
 def run_tasks(fn: Callable, tasks: Sequence, *, master: "str | Engine | None" = None, description: str = "",
@@ -79,7 +79,7 @@ def run_tasks(fn: Callable, tasks: Sequence, *, master: "str | Engine | None" = 
     if not tasks:
         return []
     engine = master if isinstance(master, Engine) else choose_engine(master, _UNKNOWN_SIZE)
-    call = _Guarded(fn)
+    call = _Guarded(fn, hold_directory(description))
     if engine.engine == INPROCESS:
         results = [call((i, t)) for i, t in enumerate(_progress(tasks, description, progress))]
     elif engine.engine == "pool":
@@ -100,80 +100,17 @@ def run_tasks(fn: Callable, tasks: Sequence, *, master: "str | Engine | None" = 
 _UNKNOWN_SIZE = (256 << 20)
 
 
-def _progress(items, description, enabled):
-    from tqdm import tqdm
-
-    return tqdm(items, desc=description, unit="task", file=sys.stderr,
-                disable=not enabled or not sys.stderr.isatty())
-
-
 def _run_on_spark(call, tasks, master, description, progress):
     from kfmt.pipelines.session import spark_session
 
-    spark = spark_session(master)
-    sc = spark.sparkContext
-    group = f"kfmt-{uuid.uuid4().hex[:12]}"
-    sc.setJobGroup(group, description or "kfmt", interruptOnCancel=True)
+    sc = spark_session(master).sparkContext
     rdd = sc.parallelize(list(enumerate(tasks)), numSlices=len(tasks)).map(call)
-    done = threading.Event()
-    stalled: list[str] = []  # why the watcher cancelled the job, if it did
-    watcher = threading.Thread(target=_watch, args=(sc, group, len(tasks), description, progress, done,
-                                                    stalled), daemon=True)
-    watcher.start()
     try:
-        return rdd.collect()
+        return collect_watched(sc, rdd, len(tasks), description, progress)
+    except EngineError:
+        raise
     except Exception as err:  # a failure that is not a kfmt error: report it in one line
-        if stalled:
-            raise EngineError(stalled[0]) from None
         raise EngineError(f"the Spark job failed: {_root_cause(err)}") from None
-    finally:
-        done.set()
-        watcher.join()
-
-
-def _executor_wait_s() -> float:
-    try:
-        return float(os.environ.get("KFMT_SPARK_EXECUTOR_WAIT", EXECUTOR_WAIT_S))
-    except ValueError:
-        return EXECUTOR_WAIT_S
-
-
-def _executor_count(sc) -> int | None:
-    """Executors registered with the driver (the driver itself not counted); None if unknown."""
-    try:
-        return len(sc._jsc.sc().statusTracker().getExecutorInfos()) - 1
-    except Exception:
-        return None
-
-
-def _watch(sc, group, total, description, enabled, done, stalled):
-    """Advance a progress bar from Spark's status tracker while the job runs; on a cluster, cancel
-    the job when it has had no executor for _executor_wait_s()."""
-    bar = _progress(range(total), description, enabled)
-    tracker = sc.statusTracker()
-    cluster = not sc.master.startswith("local")
-    wait_s, executor_seen = _executor_wait_s(), time.monotonic()
-    while not done.wait(0.5):
-        if cluster:
-            count = _executor_count(sc)
-            if count is None or count > 0:
-                executor_seen = time.monotonic()
-            elif time.monotonic() - executor_seen > wait_s:
-                stalled.append(f"no Spark executors on master {sc.master} for {wait_s:g} s (none "
-                               f"accepted the job, or all were lost): job cancelled")
-                sc.cancelJobGroup(group)
-                break
-        finished = 0
-        for job_id in tracker.getJobIdsForGroup(group):
-            job = tracker.getJobInfo(job_id)
-            for stage_id in (job.stageIds if job else []):
-                stage = tracker.getStageInfo(stage_id)
-                if stage:
-                    finished += stage.numCompletedTasks
-        bar.n = min(finished, total)
-        bar.refresh()
-    bar.n = total
-    bar.close()
 
 
 def _root_cause(err: Exception) -> str:

@@ -1,8 +1,9 @@
 """The Spark session kfmt's jobs run on: embedded local[*] by default, a cluster with --master.
 
-Settings these machines require (reference/environment-notes.md): the workers must run this
-interpreter (it has pyarrow and kfmt), Spark binds 127.0.0.1 only, and the UI (which listens on all
-interfaces) is off.
+Settings these machines require (reference/environment-notes.md): the workers run this interpreter
+unless PYSPARK_PYTHON says otherwise (kfmt is shipped to workers that lack it: worker_check), Spark
+binds 127.0.0.1 only when all its executors are on this machine (on_loopback), and the UI (which
+listens on all interfaces) is off. docs/cluster.md says how to run on clusters.
 
 Failures to start are one-line kfmt errors (EngineError), quickly: a standalone master that does not
 answer is found by connecting to it first, because Spark's StandaloneAppClient would retry its
@@ -24,8 +25,11 @@ from kfmt.errors import EngineError
 LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
 #: how long a connection to a standalone master may take before it counts as unreachable
 MASTER_CONNECT_TIMEOUT_S = 5
-#: how long a standalone master may take to register kfmt's application once the JVM runs
-REGISTRATION_TIMEOUT_S = 30
+#: how long a standalone master may take to register kfmt's application once the JVM runs (the
+#: SparkContext's own start included: on a loaded two-core machine that alone took over 30 s), and
+#: below the minute after which Spark's client gives up and leaves a stopped context behind;
+#: KFMT_SPARK_REGISTRATION_WAIT overrides it
+REGISTRATION_TIMEOUT_S = 55
 #: lines the JVM prints on every start that say nothing to a kfmt user
 _JVM_NOISE = ("WARNING: Using incubator modules",)
 
@@ -39,17 +43,19 @@ def spark_session(master: str | None = None, app_name: str = "kfmt"):
         return _session
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     master = master or _site_spark_master()
+    loopback = on_loopback(master)
+    if loopback:
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     check_master_reachable(master)
     from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
-    conf = (SparkConf().setAppName(app_name).setMaster(master)
-            .set("spark.ui.enabled", "false")
+    conf = SparkConf().setAppName(app_name).setMaster(master)
+    if loopback:  # executors on other machines must reach the driver: only here is 127.0.0.1 right
+        conf.set("spark.driver.host", "127.0.0.1").set("spark.driver.bindAddress", "127.0.0.1")
+    conf = (conf.set("spark.ui.enabled", "false")
             .set("spark.ui.showConsoleProgress", "false")
-            .set("spark.driver.host", "127.0.0.1")
-            .set("spark.driver.bindAddress", "127.0.0.1")
             .set("spark.sql.execution.arrow.pyspark.enabled", "true")
             .set("spark.python.worker.reuse", "true")
             .set("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG4J_CONFIG}")
@@ -61,14 +67,45 @@ def spark_session(master: str | None = None, app_name: str = "kfmt"):
         raise
     except Exception as err:
         raise EngineError(f"cannot start Spark on master {master}: {spark_error_line(err)}") from None
+    if needs_worker_check(master):
+        from kfmt.pipelines.worker_check import check_workers_import_kfmt
+
+        try:
+            check_workers_import_kfmt(_session)
+        except BaseException:
+            stop_session()
+            raise
     return _session
+
+
+def on_loopback(master: str) -> bool:
+    """Whether every executor of `master` runs on this machine: local[...], or a standalone master
+    on a loopback address (the test cluster). Then the driver binds 127.0.0.1 only; for any other
+    master (a remote standalone master, yarn, k8s://) Spark's own choice (SPARK_LOCAL_IP, or the
+    host's address) stands, because executors elsewhere must connect back to the driver."""
+    if master.startswith("local"):
+        return True
+    if not master.startswith("spark://"):
+        return False
+    hosts = [a.strip().rpartition(":")[0].strip("[]") for a in master[len("spark://"):].split(",")]
+    return all(h in ("127.0.0.1", "localhost", "::1") for h in hosts)
+
+
+def needs_worker_check(master: str, env: dict | None = None) -> bool:
+    """Whether Spark's Python workers may lack kfmt: on a cluster (their machines' interpreter), or
+    locally when PYSPARK_PYTHON names another interpreter than this one. Asking costs one tiny job."""
+    env = os.environ if env is None else env
+    if not master.startswith("local"):
+        return True
+    return os.path.abspath(env.get("PYSPARK_PYTHON", sys.executable)) != os.path.abspath(sys.executable)
 
 
 def _create(builder, master: str):
     """builder.getOrCreate(), bounded for a standalone master: Spark's context waits for the master
     to register the application (StandaloneSchedulerBackend), and a peer that accepts connections
     without answering as a master holds it for three 20 s attempts. The call is left running in a
-    daemon thread after REGISTRATION_TIMEOUT_S; the JVM goes when this process exits."""
+    daemon thread after REGISTRATION_TIMEOUT_S (or KFMT_SPARK_REGISTRATION_WAIT); the JVM goes when
+    this process exits."""
     if not master.startswith("spark://"):
         return builder.getOrCreate()
     outcome: list = []
@@ -81,10 +118,14 @@ def _create(builder, master: str):
 
     thread = threading.Thread(target=create, daemon=True, name="kfmt-spark-start")
     thread.start()
-    thread.join(REGISTRATION_TIMEOUT_S)
+    try:
+        wait_s = float(os.environ.get("KFMT_SPARK_REGISTRATION_WAIT", REGISTRATION_TIMEOUT_S))
+    except ValueError:
+        wait_s = REGISTRATION_TIMEOUT_S
+    thread.join(wait_s)
     if not outcome:
         raise EngineError(f"cannot start Spark on master {master}: the application was not registered "
-                          f"within {REGISTRATION_TIMEOUT_S} s (is a Spark master listening there?)")
+                          f"within {wait_s:g} s (is a Spark master listening there?)")
     if isinstance(outcome[0], BaseException):
         raise outcome[0]
     return outcome[0]

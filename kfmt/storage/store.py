@@ -12,6 +12,8 @@ times say so (`keeps_mtime`); object stores do not, and kfmt carries mtimes in i
 """
 from __future__ import annotations
 
+import os
+
 import posixpath
 from dataclasses import dataclass, field
 
@@ -218,12 +220,32 @@ def open_storage(url: str, options: dict | None = None) -> tuple[Storage, str]:
                 storage, path = backend.open(url, dict(options or {}))
                 # A relative local path means nothing in an executor's working directory: executors
                 # reopen storage from the absolute path the backend resolved.
-                storage.spec = StorageSpec.of(url if "://" in url else path, options)
+                storage.spec = StorageSpec.of(url if "://" in url else path,
+                                              with_forwarded_credentials(url, options))
                 return storage, path
             except ImportError as e:
                 raise KfmtError(f"{url}: the {backend.name} storage backend needs {e.name} "
                                 f"(pip install 'kfmt[s3]' for s3://)") from None
     raise UsageError(f"no storage backend handles {url!r}")
+
+
+#: S3 credentials in the driver's environment and the s3fs options they become
+_S3_CREDENTIALS = (("AWS_ACCESS_KEY_ID", "key"), ("AWS_SECRET_ACCESS_KEY", "secret"), ("AWS_SESSION_TOKEN", "token"))
+
+
+def with_forwarded_credentials(url: str, options: dict | None, env: dict | None = None) -> dict:
+    """The options a task reopens `url` with: for s3:// without key/secret options, the driver's
+    AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (/ AWS_SESSION_TOKEN) as options, so that executors on
+    other machines use the identity the driver used (they travel inside the pickled task, never on
+    a command line or in a report). Without those variables, executors find credentials their own
+    way (instance profile, IRSA, ~/.aws), as s3fs does anywhere."""
+    options = dict(options or {})
+    env = os.environ if env is None else env
+    if not url.startswith(("s3://", "s3a://")) or {"key", "secret", "anon", "profile"} & set(options):
+        return options
+    if env.get("AWS_ACCESS_KEY_ID") and env.get("AWS_SECRET_ACCESS_KEY"):
+        options.update({option: env[name] for name, option in _S3_CREDENTIALS if env.get(name)})
+    return options
 
 
 def parse_storage_options(pairs: list[str] | None) -> dict:

@@ -157,6 +157,13 @@ TRANSFORMS = {  # command -> its options (the source is the log directory, the d
 WINDOW_START = 1_700_000_100_000  # startingTimestamp of the data source query
 
 
+def window_query(s3_server, path: str) -> dict:
+    """The DRIVER's data source query: the records from WINDOW_START on, storage options as options."""
+    return {"path": path, "options": {"startingTimestamp": str(WINDOW_START),
+                                      "startingOffsetsByTimestampStrategy": "latest",
+                                      **{f"storage.{k}": v for k, v in s3_server.storage_options.items()}}}
+
+
 @pytest.fixture(scope="module")
 def cluster_run(spark_cluster, s3_server, s3_logs, tmp_path_factory):
     """The driver's run: (its output, the S3 prefix of the destinations)."""
@@ -166,9 +173,7 @@ def cluster_run(spark_cluster, s3_server, s3_logs, tmp_path_factory):
     commands = [[command, s3_logs, f"{out}/{command}", "--no-progress", *map(str, options), *storage, *master]
                 for command, options in TRANSFORMS.items()]
     commands.append(["restore", f"{out}/archive", f"{out}/restore", "--no-progress", *storage, *master])
-    query = {"path": s3_logs, "options": {"startingTimestamp": str(WINDOW_START),
-                                          "startingOffsetsByTimestampStrategy": "latest",
-                                          **{f"storage.{k}": v for k, v in s3_server.storage_options.items()}}}
+    query = window_query(s3_server, s3_logs)
     result = subprocess.run([sys.executable, "-c", DRIVER, json.dumps([commands, query])],
                             env={**spark_cluster.env(), "KFMT_SPARK_MASTER": spark_cluster.master_url},
                             capture_output=True, text=True, timeout=900)
@@ -224,27 +229,34 @@ def test_records_after_the_cluster_run(cluster_run, local_logs, s3_server):
             [(r["offset"], r["key"], r["value"], r["headers"]) for r in source]
 
 
-def test_export_on_the_cluster_equals_the_inprocess_run(cluster_run, local_run, s3_server, tmp_path):
-    _, out = cluster_run
-    written = downloaded(s3_server, f"{out}/export")
-    local = {str(p.relative_to(local_run / "export")): p.read_bytes()
-             for p in (local_run / "export").rglob("*") if p.is_file()}
+def same_export(s3_server, url: str, local_dir: Path, tmp_path: Path) -> None:
+    """The same Parquet files with the same rows (their metadata names the writer's time), the same
+    report totals."""
+    written = downloaded(s3_server, url)
+    local = {str(p.relative_to(local_dir)): p.read_bytes() for p in local_dir.rglob("*") if p.is_file()}
     data = sorted(name for name in local if name.endswith(".parquet"))
     assert data and sorted(n for n in written if n.endswith(".parquet")) == data
     report = json.loads(written[EXPORT_REPORT_NAME])
     assert report["totals"] == json.loads(local[EXPORT_REPORT_NAME])["totals"]
-    for name in data:  # the same rows in the same files (Parquet metadata names the writer's time)
+    for name in data:
         (tmp_path / "s3.parquet").write_bytes(written[name])
-        assert pq.read_table(tmp_path / "s3.parquet").equals(pq.read_table(local_run / "export" / name))
+        assert pq.read_table(tmp_path / "s3.parquet").equals(pq.read_table(local_dir / name))
 
 
-def test_data_source_sql_on_the_cluster(cluster_run):
-    """The query's aggregates equal those of the consumer's records from the first offset at or
-    after the window's start (truth files; v0 messages have no timestamp, so that topic reads
-    nothing with strategy latest)."""
-    result, _ = cluster_run
-    (line,) = [l for l in result.stdout.splitlines() if l.startswith("=== query ")]
-    got = {r["topic"]: (r["n"], r["lo"], r["hi"], r["bytes"]) for r in json.loads(line[len("=== query "):])}
+def test_export_on_the_cluster_equals_the_inprocess_run(cluster_run, local_run, s3_server, tmp_path):
+    _, out = cluster_run
+    same_export(s3_server, f"{out}/export", local_run / "export", tmp_path)
+
+
+def query_result(stdout: str) -> dict:
+    """The DRIVER's query line: topic -> (count, first offset, last offset, value bytes)."""
+    (line,) = [l for l in stdout.splitlines() if l.startswith("=== query ")]
+    return {r["topic"]: (r["n"], r["lo"], r["hi"], r["bytes"]) for r in json.loads(line[len("=== query "):])}
+
+
+def expected_query_result() -> dict:
+    """The consumer's records from the first offset at or after WINDOW_START (truth files; v0
+    messages have no timestamp, so that topic reads nothing with strategy latest)."""
     expected = {}
     for name in SOURCES:
         start = first_offset_at_or_after(name, WINDOW_START)
@@ -253,7 +265,14 @@ def test_data_source_sql_on_the_cluster(cluster_run):
         records = [r for r in consumer_records(name) if r["offset"] >= start]
         expected[name.rsplit("-", 1)[0]] = (len(records), records[0]["offset"], records[-1]["offset"],
                                             sum(len(base64.b64decode(r["value"] or "")) for r in records))
-    assert got == expected and "v2-none" in got
+    return expected
+
+
+def test_data_source_sql_on_the_cluster(cluster_run):
+    """The query's aggregates equal those of the consumer's records in the window."""
+    result, _ = cluster_run
+    got = query_result(result.stdout)
+    assert got == expected_query_result() and "v2-none" in got
 
 
 def test_no_secret_in_output_reports_or_logs(cluster_run, spark_cluster, s3_server):

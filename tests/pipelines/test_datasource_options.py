@@ -295,14 +295,51 @@ def test_register_says_in_one_line_when_workers_cannot_import_kfmt(monkeypatch):
                                                capture_output=True, cwd="/").returncode == 0:
         pytest.skip("no python3 without kfmt in /usr/bin")
     monkeypatch.setenv("PYSPARK_PYTHON", system_python)
-    spark = spark_session("local[1]")
+    monkeypatch.setenv("KFMT_SHIP", "never")  # only the check (shipping: the test below)
+    with pytest.raises(KfmtError) as err:  # kfmt's session checks the workers itself
+        spark_session("local[1]")
+    stop_session()
+    from pyspark.sql import SparkSession
+
+    # a session the user built, and register(spark) in it
+    spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+             .config("spark.driver.bindAddress", "127.0.0.1").getOrCreate())
+    try:
+        with pytest.raises(KfmtError) as again:
+            register(spark)
+    finally:
+        spark.stop()
+    for message in (str(err.value), str(again.value)):
+        assert "\n" not in message
+        assert f"Spark's Python workers ({system_python}) cannot import kfmt" in message
+        # (a worker started in a checkout finds its kfmt/ folder, without the installed kfmt.pipelines)
+        assert re.search(r"No module named 'kfmt(\.pipelines)?'", message) and "PYSPARK_PYTHON" in message
+        assert "KFMT_SHIP=auto, not never" in message
+
+
+@pytest.mark.spark
+def test_shipping_to_workers_without_pysparks_requirements_says_what_they_lack(monkeypatch, tmp_path):
+    """The system python3 has neither kfmt nor pyarrow/numpy: kfmt and its dependencies are shipped,
+    and the line then names what the workers still lack (PySpark's own requirements) and that the
+    rest was shipped."""
+    from kfmt.errors import KfmtError
+    from kfmt.pipelines.session import spark_session, stop_session
+
+    system_python = shutil.which("python3", path="/usr/bin")
+    if system_python is None or subprocess.run([system_python, "-c", "import numpy"],
+                                               capture_output=True, cwd="/").returncode == 0:
+        pytest.skip("no python3 without numpy in /usr/bin")
+    monkeypatch.setenv("PYSPARK_PYTHON", system_python)
+    monkeypatch.setenv("KFMT_SHIP_CACHE", str(tmp_path / "cache"))
     try:
         with pytest.raises(KfmtError) as err:
-            register(spark)
+            spark_session("local[1]")
     finally:
         stop_session()
     message = str(err.value)
     assert "\n" not in message
-    assert f"Spark's Python workers ({system_python}) cannot import kfmt" in message
-    # (a worker started in a checkout finds its kfmt/ folder, without the installed kfmt.pipelines)
-    assert re.search(r"No module named 'kfmt(\.pipelines)?'", message) and "PYSPARK_PYTHON" in message
+    # (local workers start in the JVM's directory: in a checkout, its kfmt/ folder comes first)
+    assert re.search(r"cannot import kfmt \(ModuleNotFoundError: No module named '(numpy|pyarrow|kfmt.pipelines)', "
+                     r"with kfmt "
+                     r"and \d+ dependencies shipped to them\); give PYSPARK_PYTHON an interpreter with "
+                     r"PySpark's own requirements", message), message

@@ -315,7 +315,7 @@ def test_a_real_spark_master_without_executors_and_then_stopped(tmp_path):
         dst = tmp_path / "out"
         one_error_line(kfmt("upgrade", REALKAFKA / PARTITION, dst, "--master", master.url,
                             env={"KFMT_SPARK_EXECUTOR_WAIT": "5"}),
-                       1, f"no Spark executors on master {master.url}", "job cancelled")
+                       1, f"no Spark executor on master {master.url} accepted the job", "job cancelled")
         assert not dst.exists()
         master.stop()
         one_error_line(kfmt("upgrade", REALKAFKA / PARTITION, dst, "--master", master.url), 1,

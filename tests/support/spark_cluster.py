@@ -47,6 +47,7 @@ class SparkCluster:
         self.worker_memory = worker_memory
         self.root = tempfile.mkdtemp(prefix="kfmt-spark-cluster-")
         self.processes: list[subprocess.Popen] = []
+        self.workers: dict[int, subprocess.Popen] = {}
         self.master_url = ""
         self.ports: list[int] = []
 
@@ -65,6 +66,7 @@ class SparkCluster:
         return self
 
     def _start(self) -> "SparkCluster":
+        shutil.rmtree(os.path.join(self.root, "logs"), ignore_errors=True)  # an earlier attempt's
         master_port, master_ui, *worker_ports = _free_ports(2 + 2 * self.worker_count)
         self.ports = [master_port, master_ui, *worker_ports]
         self.master_url = f"spark://127.0.0.1:{master_port}"
@@ -75,22 +77,37 @@ class SparkCluster:
             # A worker that connects before the master is leader is not registered, and retries
             # only 10 s later: start the workers once the master says it is ALIVE.
             self._wait_until(lambda: self.state().get("status") == "ALIVE", "the master to be ALIVE")
-            for n in range(self.worker_count):
-                port, ui = worker_ports[2 * n], worker_ports[2 * n + 1]
-                work = os.path.join(self.root, f"worker-{n}")
-                os.makedirs(work, exist_ok=True)
-                self._launch(f"worker-{n}", [WORKER, "--host", "127.0.0.1", "--port", str(port),
-                                             "--cores", "1", "--memory", self.worker_memory,
-                                             "--webui-port", str(ui), "--work-dir", work,
-                                             self.master_url])
-            self._wait_until(lambda: self.alive_workers() == self.worker_count,
-                             f"{self.worker_count} workers to register")
+            self.start_workers()
         except PortTaken:
             raise
         except BaseException:
             self.stop()
             raise
         return self
+
+    def start_workers(self) -> None:
+        """Start the workers (again, after kill_workers) and wait until all are registered."""
+        worker_ports = self.ports[2:]
+        for n in range(self.worker_count):
+            port, ui = worker_ports[2 * n], worker_ports[2 * n + 1]
+            work = os.path.join(self.root, f"worker-{n}")
+            os.makedirs(work, exist_ok=True)
+            self.workers[n] = self._launch(f"worker-{n}", [
+                WORKER, "--host", "127.0.0.1", "--port", str(port), "--cores", "1",
+                "--memory", self.worker_memory, "--webui-port", str(ui), "--work-dir", work,
+                self.master_url])
+        self._wait_until(lambda: self.alive_workers() == self.worker_count,
+                         f"{self.worker_count} workers to register")
+
+    def kill_workers(self) -> None:
+        """SIGKILL every worker's process group (the worker JVM, its executors and their Python
+        workers), as a machine that goes away would; the master stays."""
+        for n, process in list(self.workers.items()):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=15)
+            self.processes.remove(process)
+            del self.workers[n]
 
     def env(self) -> dict:
         """The environment of the cluster's JVMs (and of a driver that should use the cluster)."""
@@ -111,14 +128,15 @@ class SparkCluster:
                     "SPARK_DAEMON_MEMORY": "256m"})
         return env
 
-    def _launch(self, name: str, args: list[str]) -> None:
+    def _launch(self, name: str, args: list[str]) -> subprocess.Popen:
         os.makedirs(os.path.join(self.root, "logs"), exist_ok=True)
-        log = open(self.log_path(name), "wb")
+        log = open(self.log_path(name), "ab")
         with log:
             self.processes.append(subprocess.Popen(
                 [os.path.join(spark_home(), "bin", "spark-class"), *args], env=self.env(),
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.root,
                 start_new_session=True, preexec_fn=_die_with_parent))
+        return self.processes[-1]
 
     def log_path(self, name: str) -> str:
         return os.path.join(self.root, "logs", f"{name}.log")
@@ -177,6 +195,7 @@ class SparkCluster:
         """Workers first, then the master: SIGTERM to each daemon's process group (a worker's
         executors are its children), SIGKILL after 15 s."""
         processes, self.processes = self.processes, []
+        self.workers = {}
         for process in reversed(processes):
             if process.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
