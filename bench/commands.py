@@ -92,16 +92,16 @@ class Context:
 
 def floors(ctx: Context) -> dict[str, Floor]:
     copy = 'mkdir -p "$1" && out="$1" && shift && cp -r "$@" "$out"/'
-    read = 'find "$@" -type f -exec cat {} + > /dev/null'
     v1 = ctx.parts("v1-single")
     f = {
         "copy": Floor(f"cp -r + sync ({mb(tree_bytes([ctx.src]))})", ["shell", copy, ctx.out, *ctx.parts()],
                       writes=True),
+        "copy indexed": Floor(f"cp -r + sync ({mb(tree_bytes([ctx.indexed]))})",
+                              ["shell", copy, ctx.out, *(ctx.parts(src=ctx.indexed) if os.path.isdir(ctx.indexed) else [])],
+                              writes=True),
         "copy v1-single": Floor(f"cp -r + sync ({mb(tree_bytes(v1))})", ["shell", copy, ctx.out, *v1], writes=True),
         "lz4 codec": Floor("+ codec: decompress, lz4 every batch", [PY, f"{BASELINES}/codec.py", ctx.src, "--to", "lz4"]),
         "same codec": Floor("+ codec: decompress, recompress", [PY, f"{BASELINES}/codec.py", ctx.src, "--to", "same"]),
-        "read": Floor("cat files > /dev/null", ["shell", read, ctx.src]),
-        "read indexed": Floor("cat files > /dev/null", ["shell", read, ctx.indexed]),
         "export script": Floor("aiokafka + pyarrow script", [PY, f"{BASELINES}/export_parquet.py", ctx.src, ctx.out],
                                writes=True),
         "json loop": Floor("aiokafka + json.dumps loop", [PY, f"{BASELINES}/cat_json.py", ctx.src, "--topic-prefix", "v2-"]),
@@ -120,9 +120,10 @@ def benches(ctx: Context) -> list[Bench]:
     rewrite = 1.5
     # reading commands first, then the rewrites from the quickest: a run cut short keeps the most rows
     return [
-        Bench("info", size, ["info", ctx.src], ["read"], 1.0),
+        # the issue holds info and verify to the copy too: what a user would do instead of asking
+        Bench("info", size, ["info", ctx.src], ["copy"], 1.0),
         Bench("verify", f"{mb(tree_bytes([ctx.indexed]))} with indexes", ["verify", ctx.indexed],
-              ["read indexed"], 2.0),
+              ["copy indexed"], 2.0),
         Bench("cat --format json", f"{v2} of v2", ["cat", ctx.src, "--topic", "v2-*", "--format", "json"],
               ["json loop"], 0.5),
         Bench("dump", f"{mb(os.path.getsize(segment))} v2 lz4 segment",
