@@ -32,6 +32,7 @@ static void note_timestamp(facts_acc *a, int64_t ts) {
 
 void facts_note(facts_acc *a, int64_t offset, int64_t ts) {
     if (!a->records) a->first = offset;
+    else if (offset <= a->last) a->disordered = 1;
     a->last = offset;
     a->records++;
     note_timestamp(a, ts);
@@ -59,12 +60,14 @@ PyObject *facts_result(const facts_acc *a) {
     PyObject *last = a->records ? PyLong_FromLongLong(a->last) : Py_NewRef(Py_None);
     PyObject *lo = a->has_ts ? PyLong_FromLongLong(a->min_ts) : Py_NewRef(Py_None);
     PyObject *hi = a->has_ts ? PyLong_FromLongLong(a->max_ts) : Py_NewRef(Py_None);
-    return Py_BuildValue("LNNNN", (long long)a->records, first, last, lo, hi);
+    return Py_BuildValue("LNNNNNi", (long long)a->records, first, last, lo, hi, PyBool_FromLong(!a->disordered),
+                         a->magics);
 }
 
 /* entry_facts(data, rows, start, stop, base)
- *   -> (stopped_at, (records, first_offset, last_offset, min_timestamp, max_timestamp)), None where
- *   the run holds no record or no timestamp. */
+ *   -> (stopped_at, facts): facts (records, first_offset, last_offset, min_timestamp, max_timestamp,
+ *   offsets_increasing, inner_magics), None where the run holds no record or no timestamp;
+ *   inner_magics is a bit mask of the inner messages' magics (legacy_set_facts), else 0. */
 PyObject *py_entry_facts(PyObject *self, PyObject *args) {
     Py_buffer data, rows;
     Py_ssize_t start, stop;
@@ -110,7 +113,7 @@ PyObject *py_entry_facts(PyObject *self, PyObject *args) {
 }
 
 /* v2_records_facts(payload, count, base_offset, base_timestamp, log_append_time | None)
- *   -> (records, first_offset, last_offset, min_timestamp, max_timestamp) | NotImplemented where
+ *   -> facts (as entry_facts') | NotImplemented where
  *   decode would refuse the records (it then reports). */
 PyObject *py_v2_records_facts(PyObject *self, PyObject *args) {
     Py_buffer buf;

@@ -38,6 +38,8 @@ int v2_row_describes(const uint8_t *p, const frame *f);
 typedef struct {
     int64_t records, first, last, min_ts, max_ts;
     int has_ts;
+    int disordered; /* an offset not above the one before it (verify's record-offsets rule) */
+    int magics;     /* of a wrapper's inner messages: bit m set for magic m */
 } facts_acc;
 void facts_note(facts_acc *a, int64_t offset, int64_t timestamp);
 

@@ -773,8 +773,8 @@ PyObject *py_digest_legacy_set(PyObject *self, PyObject *args) {
 }
 
 /* legacy_set_facts(data, wrapper_offset, wrapper_magic, log_append_time | None, check_crc)
- *   -> (records, first_offset, last_offset, min_timestamp, max_timestamp) | NotImplemented
- * kfmt info's facts (facts.c) of a compressed wrapper's records, from its decompressed message set
+ *   -> facts (facts.c's entry_facts) | NotImplemented
+ * kfmt info's and verify's facts (facts.c) of a compressed wrapper's records, from its decompressed message set
  * walked as digest_legacy_set walks it. */
 PyObject *py_legacy_set_facts(PyObject *self, PyObject *args) {
     Py_buffer buf;
@@ -794,7 +794,10 @@ PyObject *py_legacy_set_facts(PyObject *self, PyObject *args) {
     ok = inner_set(buf.buf, buf.len, wrapper_offset, wrapper_magic, o_lat != Py_None, lat, check_crc, &messages, &n,
                    &nomem);
     message *ms = (message *)messages.data;
-    for (int64_t i = 0; ok && !nomem && i < n; i++) facts_note(&a, ms[i].offset, ms[i].timestamp);
+    for (int64_t i = 0; ok && !nomem && i < n; i++) {
+        facts_note(&a, ms[i].offset, ms[i].timestamp);
+        a.magics |= 1 << ms[i].magic;
+    }
     Py_END_ALLOW_THREADS
     gbuf_free(&messages);
     PyBuffer_Release(&buf);

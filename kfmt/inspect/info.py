@@ -117,10 +117,13 @@ class _Counter:
         self._note((n, offsets[0].as_py(), offsets[n - 1].as_py(), lo, hi))
 
     def add_rows(self, seg, d, rows: np.ndarray) -> None:
+        if not len(rows):
+            return
+        # the next offset after the chunk's last entry, served or not (decode keeps last offsets)
+        end = int(rows["last_offset"][-1]) + 1
         if self.floor is not None:
             below = rows["last_offset"] < self.floor
             if below.any():
-                self.info.log_end_offset = int(rows["last_offset"][below][-1]) + 1
                 rows = rows[~below]
             # a v2 batch the log start offset cuts: its records from the floor on, as decode gives them
             cut = np.flatnonzero((rows["magic"] >= 2) & (rows["base_offset"] < self.floor)).tolist()
@@ -138,14 +141,14 @@ class _Counter:
             if stop == until or not self._add_compressed(d, rows[stop]):
                 self.add_header(seg, header_of(rows[stop].item()))
             i = stop + 1
-        if n:
-            self.info.log_end_offset = int(rows["last_offset"][-1]) + 1
+        self.info.log_end_offset = end
 
     def _add_run(self, rows: np.ndarray, facts: tuple) -> None:
         """Uncompressed entries entry_facts vouched for (data only: it stops at control batches)."""
         magics = rows["magic"]
-        for magic in np.unique(magics).tolist():
-            mine = rows[magics == magic] if magic != magics[0] or magic != magics[-1] else rows
+        kinds = np.unique(magics).tolist()
+        for magic in kinds:
+            mine = rows if len(kinds) == 1 else rows[magics == magic]
             self._count(magic, 0, len(mine), int(mine["records_count"].sum()), int(mine["size"].sum()))
         self._note(facts)
 
@@ -179,7 +182,7 @@ class _Counter:
 
     def _note(self, facts: tuple) -> None:
         """Data records: (how many, first offset, last offset, least and greatest timestamp)."""
-        records, first, last, lo, hi = facts
+        records, first, last, lo, hi = facts[:5]
         info = self.info
         info.records += records
         if first is not None and info.first_offset is None:
