@@ -11,7 +11,8 @@ clean, including the quirks listed in realkafka/README.md.
 """
 from __future__ import annotations
 
-from kfmt.partition.layout import find_partitions, is_log_dir
+from kfmt.inspect.per_partition import map_partitions
+from kfmt.partition.layout import PartitionDir, find_partitions, is_log_dir
 from kfmt.storage.store import Storage
 
 from .checkpoints import check_log_dir
@@ -28,8 +29,21 @@ def verify(storage: Storage, path: str, topic: str | None = None, partition: int
     report = Report()
     parts = find_partitions(storage, path, topic, partition)
     tick = progress(sum(len(p.segments) for p in parts)) if progress is not None else None
-    ranges = [verify_partition(part, report, tick) for part in parts]
+    ranges = []
+    for part, (found, checked) in zip(parts, map_partitions(_verified, parts, "verify")):
+        report.problems.extend(found.problems)
+        for name, n in vars(found.counts).items():
+            setattr(report.counts, name, getattr(report.counts, name) + n)
+        ranges.append(checked)
+        for _ in part.segments if tick is not None else ():
+            tick()
     if is_log_dir(parts, storage, path):
         complete = topic is None and partition is None
         check_log_dir(storage, path, [r for r in ranges if r.topic is not None], report, complete)
     return report
+
+
+def _verified(part: PartitionDir) -> tuple[Report, object]:
+    """One partition's problems and range, in a report of its own (a task of map_partitions)."""
+    report = Report()
+    return report, verify_partition(part, report)
