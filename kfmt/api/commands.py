@@ -339,13 +339,12 @@ def verify(path: Where, *, storage_options: dict | None = None, topic: str | Non
 def partition_infos(path: Where, *, storage_options: dict | None = None, topic: str | None = None,
                     partition: int | None = None, include_deleted: bool = False) -> list:
     """kfmt.inspect.info's PartitionInfo of every partition at `path` (what `kfmt info` shows)."""
-    from kfmt.inspect.info import partition_info
+    from kfmt.inspect.info import partition_infos as infos
     from kfmt.partition.layout import find_partitions
     from kfmt.storage.store import open_storage
 
     storage, where = open_storage(os.fspath(path), storage_options or {})
-    return [partition_info(part, include_deleted=include_deleted)
-            for part in find_partitions(storage, where, topic, partition)]
+    return infos(find_partitions(storage, where, topic, partition), include_deleted=include_deleted)
 
 
 def info(path: Where, *, storage_options: dict | None = None, topic: str | None = None,

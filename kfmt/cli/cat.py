@@ -45,9 +45,18 @@ def run(args) -> int:
         raise UsageError("--max-records must be >= 0")
     parts, is_log_dir = open_partitions(args)
     out = sys.stdout
+    raw = getattr(out, "buffer", None)
     for part in parts:
         where = {"topic": part.topic, "partition": part.partition} if is_log_dir else {}
         for line in live_partition_lines(part, args, where):
+            if isinstance(line, bytes):  # ASCII lines of a whole batch (json_lines.record_block)
+                if raw is None:
+                    line = line.decode("ascii")
+                else:
+                    out.flush()
+                    raw.write(line)
+                    raw.write(b"\n")
+                    continue
             out.write(line)
             out.write("\n")
     out.flush()

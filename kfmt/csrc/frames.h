@@ -33,4 +33,14 @@ typedef struct {
 int legacy_message_vouched(const uint8_t *p, const frame *f, int check_crc);
 int v2_row_describes(const uint8_t *p, const frame *f);
 
+/* kfmt info's facts of some records (facts.c): their count, first and last offsets, and the range of
+ * their timestamps (NO_TIMESTAMP, -1, left out). */
+typedef struct {
+    int64_t records, first, last, min_ts, max_ts;
+    int has_ts;
+    int disordered; /* an offset not above the one before it (verify's record-offsets rule) */
+    int magics;     /* of a wrapper's inner messages: bit m set for magic m */
+} facts_acc;
+void facts_note(facts_acc *a, int64_t offset, int64_t timestamp);
+
 #endif

@@ -19,6 +19,8 @@
 #include "xxh3.h"
 
 #define LOG_OVERHEAD 12
+
+PyObject *facts_result(const facts_acc *a); /* facts.c */
 #define INT32_MAX_ 2147483647LL
 
 typedef struct {
@@ -692,6 +694,47 @@ PyObject *py_digest_legacy_messages(PyObject *self, PyObject *args) {
     return Py_BuildValue("nLKKN", i, (long long)(i - start), (unsigned long long)hi, (unsigned long long)lo, first);
 }
 
+/* The messages of a compressed wrapper's decompressed inner set d[0..end) into `messages`, with the
+ * offsets and timestamps decode_legacy_set gives their records; 0 wherever decode_legacy_set is
+ * NotImplemented (the decode then decides). */
+static int inner_set(const uint8_t *d, int64_t end, long long wrapper_offset, int wrapper_magic, int has_lat,
+                     long long lat, int check_crc, gbuf *messages, int64_t *count, int *nomem) {
+    int64_t pos = 0, n = 0;
+    int ok = end <= INT32_MAX_;
+    while (ok && end - pos >= LOG_OVERHEAD) {
+        int64_t size = be32(d + pos + 8);
+        if (size < 14) { ok = 0; break; }
+        if (pos + LOG_OVERHEAD + size > end) break; /* a truncated final inner message is dropped */
+        message m;
+        if (!parse_message(d + pos, LOG_OVERHEAD + size, &m) || (check_crc && !m.crc_valid)) { ok = 0; break; }
+        if (gbuf_reserve(messages, sizeof m)) { *nomem = 1; return 0; }
+        memcpy(messages->data + messages->len, &m, sizeof m);
+        messages->len += sizeof m;
+        n++;
+        pos += LOG_OVERHEAD + size;
+    }
+    message *ms = (message *)messages->data;
+    int64_t base = 0;
+    if (ok && n == 0) ok = 0;
+    /* v0 inner offsets are absolute; v1 ones relative to the wrapper's (§3.4; 0 means base 0) */
+    if (ok && wrapper_magic == 1 && wrapper_offset != 0) {
+        if (wrapper_offset < ms[n - 1].offset) ok = 0;
+        else base = wrapper_offset - ms[n - 1].offset;
+    }
+    for (int64_t i = 0; ok && i < n; i++) {
+        message *m = &ms[i];
+        if (wrapper_magic == 1) m->offset = wrap_add(base, m->offset);
+        m->timestamp = m->magic == 0 ? -1 : has_lat ? lat : m->timestamp;
+    }
+    *count = n;
+    return ok;
+}
+
+static int lat_arg(PyObject *o_lat, long long *lat) {
+    *lat = 0;
+    return o_lat != Py_None && (*lat = PyLong_AsLongLong(o_lat)) == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
 /* digest_legacy_set(data, wrapper_offset, wrapper_magic, log_append_time | None, check_crc)
  *   -> (records, digest_high, digest_low, first_offset) | NotImplemented
  * The content digest of a compressed wrapper's records straight from its decompressed message set:
@@ -699,51 +742,27 @@ PyObject *py_digest_legacy_messages(PyObject *self, PyObject *args) {
  * their columns. NotImplemented wherever decode_legacy_set is (the decode then decides). */
 PyObject *py_digest_legacy_set(PyObject *self, PyObject *args) {
     Py_buffer buf;
-    long long wrapper_offset;
+    long long wrapper_offset, lat;
     PyObject *o_lat;
     int wrapper_magic, check_crc;
     if (!PyArg_ParseTuple(args, "y*LiOp", &buf, &wrapper_offset, &wrapper_magic, &o_lat, &check_crc)) return NULL;
-    int has_lat = o_lat != Py_None;
-    long long lat = 0;
-    if (has_lat && (lat = PyLong_AsLongLong(o_lat)) == -1 && PyErr_Occurred()) {
+    if (lat_arg(o_lat, &lat)) {
         PyBuffer_Release(&buf);
         return NULL;
     }
-    const uint8_t *d = buf.buf;
-    int64_t end = buf.len, pos = 0, n = 0;
     gbuf messages = {0}, scratch = {0};
-    int ok = end <= INT32_MAX_, nomem = 0;
+    int ok, nomem = 0;
     uint64_t lo = 0, hi = 0;
-    int64_t first = 0;
+    int64_t first = 0, n = 0;
     Py_BEGIN_ALLOW_THREADS
-    while (ok && end - pos >= LOG_OVERHEAD) {
-        int64_t size = be32(d + pos + 8);
-        if (size < 14) { ok = 0; break; }
-        if (pos + LOG_OVERHEAD + size > end) break; /* a truncated final inner message is dropped */
-        message m;
-        if (!parse_message(d + pos, LOG_OVERHEAD + size, &m) || (check_crc && !m.crc_valid)) { ok = 0; break; }
-        if (gbuf_reserve(&messages, sizeof m)) { nomem = 1; break; }
-        memcpy(messages.data + messages.len, &m, sizeof m);
-        messages.len += sizeof m;
-        n++;
-        pos += LOG_OVERHEAD + size;
-    }
+    ok = inner_set(buf.buf, buf.len, wrapper_offset, wrapper_magic, o_lat != Py_None, lat, check_crc, &messages, &n,
+                   &nomem);
     message *ms = (message *)messages.data;
-    int64_t base = 0;
-    if (ok && !nomem && n == 0) ok = 0;
-    /* v0 inner offsets are absolute; v1 ones relative to the wrapper's (§3.4; 0 means base 0) */
-    if (ok && !nomem && wrapper_magic == 1 && wrapper_offset != 0) {
-        if (wrapper_offset < ms[n - 1].offset) ok = 0;
-        else base = wrapper_offset - ms[n - 1].offset;
-    }
     for (int64_t i = 0; ok && !nomem && i < n; i++) {
-        message *m = &ms[i];
-        if (wrapper_magic == 1) m->offset = wrap_add(base, m->offset);
-        m->timestamp = m->magic == 0 ? -1 : has_lat ? lat : m->timestamp;
-        uint64_t h_hi = 0, h_lo = message_hash_sum(m, &scratch, &nomem, &h_hi);
+        uint64_t h_hi = 0, h_lo = message_hash_sum(&ms[i], &scratch, &nomem, &h_hi);
         add128(&lo, &hi, h_lo, h_hi);
     }
-    if (n) first = ms[0].offset;
+    if (ok && n) first = ms[0].offset;
     Py_END_ALLOW_THREADS
     gbuf_free(&messages);
     gbuf_free(&scratch);
@@ -751,4 +770,38 @@ PyObject *py_digest_legacy_set(PyObject *self, PyObject *args) {
     if (nomem) return PyErr_NoMemory();
     if (!ok) Py_RETURN_NOTIMPLEMENTED;
     return Py_BuildValue("LKKL", (long long)n, (unsigned long long)hi, (unsigned long long)lo, (long long)first);
+}
+
+/* legacy_set_facts(data, wrapper_offset, wrapper_magic, log_append_time | None, check_crc)
+ *   -> facts (facts.c's entry_facts) | NotImplemented
+ * kfmt info's and verify's facts (facts.c) of a compressed wrapper's records, from its decompressed message set
+ * walked as digest_legacy_set walks it. */
+PyObject *py_legacy_set_facts(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    long long wrapper_offset, lat;
+    PyObject *o_lat;
+    int wrapper_magic, check_crc;
+    if (!PyArg_ParseTuple(args, "y*LiOp", &buf, &wrapper_offset, &wrapper_magic, &o_lat, &check_crc)) return NULL;
+    if (lat_arg(o_lat, &lat)) {
+        PyBuffer_Release(&buf);
+        return NULL;
+    }
+    gbuf messages = {0};
+    int ok, nomem = 0;
+    int64_t n = 0;
+    facts_acc a = {0};
+    Py_BEGIN_ALLOW_THREADS
+    ok = inner_set(buf.buf, buf.len, wrapper_offset, wrapper_magic, o_lat != Py_None, lat, check_crc, &messages, &n,
+                   &nomem);
+    message *ms = (message *)messages.data;
+    for (int64_t i = 0; ok && !nomem && i < n; i++) {
+        facts_note(&a, ms[i].offset, ms[i].timestamp);
+        a.magics |= 1 << ms[i].magic;
+    }
+    Py_END_ALLOW_THREADS
+    gbuf_free(&messages);
+    PyBuffer_Release(&buf);
+    if (nomem) return PyErr_NoMemory();
+    if (!ok) Py_RETURN_NOTIMPLEMENTED;
+    return facts_result(&a);
 }

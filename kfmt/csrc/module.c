@@ -133,6 +133,16 @@ static PyMethodDef methods[] = {
     {"upgrade_legacy_messages", py_upgrade_legacy_messages, METH_VARARGS,
      "upgrade_legacy_messages(data, rows, start, stop, base, check_crc, out_position, rebatch, "
      "max_batch_bytes, close_last) -> (stopped_at, refused, batches, rows, (records, digest_high, digest_low))"},
+    {"entry_facts", py_entry_facts, METH_VARARGS,
+     "entry_facts(data, rows, start, stop, base) -> (stopped_at, (records, first_offset, last_offset, "
+     "min_timestamp, max_timestamp, offsets_increasing, inner_magics)): kfmt info's facts of uncompressed "
+     "entries, checked in place"},
+    {"v2_records_facts", py_v2_records_facts, METH_VARARGS,
+     "v2_records_facts(payload, count, base_offset, base_timestamp, log_append_time) -> facts (as "
+     "entry_facts'): a v2 batch's records' facts"},
+    {"legacy_set_facts", py_legacy_set_facts, METH_VARARGS,
+     "legacy_set_facts(data, wrapper_offset, wrapper_magic, log_append_time, check_crc) -> facts (as "
+     "entry_facts'): a wrapper's inner set's facts"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -184,6 +184,20 @@ def _digest_wrappers(data, rows, start: int, wrappers: list[bool], base: int,
 def _digest_wrapper(data, row, base: int, options: ReadOptions) -> tuple[ContentDigest, int] | None:
     """LegacyFormat._decode_wrapper_native's steps for one wrapper, digesting instead of decoding;
     None wherever that decode should decide. Strict reads only (a lenient one keeps a bad CRC)."""
+    inflated = inflated_wrapper(data, row, base, options)
+    if inflated is None:
+        return None
+    done = native.digest_legacy_set(*inflated, True)
+    if done is NotImplemented:
+        return None
+    records, high, low, first = done
+    return ContentDigest(records, high << 64 | low), first
+
+
+def inflated_wrapper(data, row, base: int, options: ReadOptions) -> tuple | None:
+    """(inner message set, wrapper offset, magic, LogAppendTime or None) of a compressed v0/v1
+    wrapper, checked (CRC, codec) as LegacyFormat's decode checks it, for the kernels that walk an
+    inner set (digest_legacy_set, legacy_set_facts); None wherever that decode should decide."""
     formats = registry.get()
     magic = int(row["magic"])
     if not type(formats.format_for(magic)).__dict__.get("native_frames", False):
@@ -203,11 +217,7 @@ def _digest_wrapper(data, row, base: int, options: ReadOptions) -> tuple[Content
     except DataError:
         return None
     lat = magic == 1 and attributes & 0x08  # LogAppendTime: every inner record has the wrapper's time
-    done = native.digest_legacy_set(payload, offset, magic, timestamp if lat else None, True)
-    if done is NotImplemented:
-        return None
-    records, high, low, first = done
-    return ContentDigest(records, high << 64 | low), first
+    return payload, offset, magic, timestamp if lat else None
 
 
 _V2_HEADER = struct.Struct(">qiibIhiqqqhii")  # the v2 batch header (docs/format.md §4.1)
@@ -216,7 +226,24 @@ _V2_HEADER = struct.Struct(">qiibIhiqqqhii")  # the v2 batch header (docs/format
 def _digest_compressed_v2(data, row, base: int, options: ReadOptions) -> tuple[ContentDigest, int | None] | None:
     """The v2 format's decode of a compressed data batch (CRC, count, codec, records), digesting
     its records instead of making columns (digest_v2_records); None wherever that decode should
-    decide. The header is read from the entry's own bytes."""
+    decide."""
+    inflated = inflated_v2(data, row, base, options)
+    if inflated is None:
+        return None
+    if inflated[1] == 0:
+        return ContentDigest(), None  # decode looks no further (docs/format.md §4.7)
+    done = native.digest_v2_records(*inflated)
+    if done is NotImplemented:
+        return None
+    records, high, low, first = done
+    return ContentDigest(records, high << 64 | low), first
+
+
+def inflated_v2(data, row, base: int, options: ReadOptions) -> tuple | None:
+    """(records section, count, base offset, base timestamp, LogAppendTime or None) of a compressed
+    v2 data batch, checked (CRC, codec) as the v2 format's decode checks it, for the kernels that walk
+    its records (digest_v2_records, v2_records_facts); the section is b"" for an empty batch; None
+    wherever that decode should decide. The header is read from the entry's own bytes."""
     formats = registry.get()
     if not type(formats.format_for(2)).__dict__.get("native_frames", False):
         return None
@@ -229,7 +256,7 @@ def _digest_compressed_v2(data, row, base: int, options: ReadOptions) -> tuple[C
     if magic != 2 or attributes & ATTR_CONTROL or not attributes & 0x07 or count < 0:
         return None
     if count == 0:
-        return ContentDigest(), None  # decode looks no further (docs/format.md §4.7)
+        return b"", 0, base_offset, base_ts, None  # decode looks no further (docs/format.md §4.7)
     if native.crc32c(entry[21:]) != crc & 0xFFFFFFFF:
         return None
     try:
@@ -238,11 +265,7 @@ def _digest_compressed_v2(data, row, base: int, options: ReadOptions) -> tuple[C
     except DataError:
         return None
     lat = max_ts if attributes & 0x08 else None  # LogAppendTime: every record has the batch's time
-    done = native.digest_v2_records(payload, count, base_offset, base_ts, lat)
-    if done is NotImplemented:
-        return None
-    records, high, low, first = done
-    return ContentDigest(records, high << 64 | low), first
+    return payload, count, base_offset, base_ts, lat
 
 
 def _frame_rows(rows: np.ndarray) -> np.ndarray:

@@ -7,11 +7,18 @@ disk, whatever they hold."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 
-import pyarrow.compute as pc
+import numpy as np
 
+from kfmt.format import batch_runs
+from kfmt.format.frames import header_of
+from kfmt.format.kernels import native
+from kfmt.format.message_formats import STRICT
 from kfmt.format.model import NO_TIMESTAMP
+from kfmt.format.segment import FrameScanner
+from kfmt.inspect.per_partition import map_partitions
 from kfmt.partition.layout import PartitionDir
 from kfmt.partition.live import read_whole
 from kfmt.partition.reader import PartitionReader
@@ -50,6 +57,11 @@ class PartitionInfo:
         return out
 
 
+def partition_infos(parts: list[PartitionDir], include_deleted: bool = False) -> list[PartitionInfo]:
+    """partition_info of each, in parallel where it pays (kfmt.inspect.per_partition)."""
+    return map_partitions(functools.partial(partition_info, include_deleted=include_deleted), parts, "info")
+
+
 def partition_info(part: PartitionDir, include_deleted: bool = False) -> PartitionInfo:
     """The partition's summary; a running broker's partition is read again from a new listing
     when a segment goes while it is counted (kfmt.partition.live)."""
@@ -58,49 +70,148 @@ def partition_info(part: PartitionDir, include_deleted: bool = False) -> Partiti
 
 def _partition_info(part: PartitionDir, include_deleted: bool) -> PartitionInfo:
     reader = PartitionReader(part, recover_tail=True)
-    reg = registry.get()
     info = PartitionInfo(part.topic, part.partition, part.storage.url_of(part.path),
                          segments=len(part.segments), log_start_offset=part.log_start_offset)
     floor = None if include_deleted or info.log_start_offset is None else info.log_start_offset
-    census: dict = {}
+    counter = _Counter(info, reader, floor)
     for seg in part.segments:
         info.bytes += seg.size
-        for header in reader.frames(seg):
-            if floor is not None and header.last_offset < floor:
-                info.log_end_offset = header.next_offset
-                continue  # deleted: a broker no longer serves it
-            batch = reader.decode(seg, header)
-            if floor is not None and len(batch) and batch.records.column(0)[0].as_py() < floor:
-                batch = _from(batch, floor)
-            h, n = batch.header, len(batch)
-            info.batches += 1
-            info.log_end_offset = h.next_offset
-            count = census.setdefault((h.magic, reg.codec_name(h.compression)), FormatCount())
-            count.batches += 1
-            count.records += n
-            count.bytes += h.size
-            if not n:
-                continue
-            if h.is_control:
-                info.control_records += n
-                continue
-            info.records += n
-            offsets = batch.records.column(0)
-            if info.first_offset is None:
-                info.first_offset = offsets[0].as_py()
-            info.last_offset = offsets[n - 1].as_py()
-            timestamps = pc.filter(batch.records.column(1),
-                                   pc.not_equal(batch.records.column(1), NO_TIMESTAMP))
-            if len(timestamps):
-                lo, hi = pc.min_max(timestamps).values()
-                info.min_timestamp = _min(info.min_timestamp, lo.as_py())
-                info.max_timestamp = _max(info.max_timestamp, hi.as_py())
-    info.census = census
+        if native is None:
+            for header in reader.frames(seg):
+                counter.add_header(seg, header)
+            continue
+        d = reader.data(seg)
+        scanner = FrameScanner(d.buf, d.file, None, None, d.base)
+        for rows in scanner.chunks():
+            counter.add_rows(seg, d, rows)
+        if scanner.tail.is_error:  # as PartitionReader.frames: only the last segment's tail is recovered
+            if seg is not part.segments[-1]:
+                raise scanner.tail.error(d.file)
+            scanner.tail.recovered(d.file)
+    info.census = counter.census
     return info
+
+
+class _Counter:
+    """Adds a partition's batches up into its PartitionInfo, in file order. The per-batch path
+    (add_header: decode, then the batch's columns) is the definition; add_rows gives the same from a
+    chunk of frame rows without columns, many entries per compiled call (kfmt/csrc/facts.c): runs of
+    uncompressed entries checked and walked where they lie, compressed batches inflated and their
+    records walked, every other entry (control batches, anything a kernel leaves to decode, the batch
+    the log start offset cuts) through the per-batch path."""
+
+    def __init__(self, info: PartitionInfo, reader: PartitionReader, floor: int | None):
+        self.info, self.reader, self.floor = info, reader, floor
+        self.reg = registry.get()
+        self.census: dict = {}
+
+    def add_header(self, seg, header) -> None:
+        info, floor = self.info, self.floor
+        if floor is not None and header.last_offset < floor:
+            info.log_end_offset = header.next_offset
+            return  # deleted: a broker no longer serves it
+        batch = self.reader.decode(seg, header)
+        if floor is not None and len(batch) and batch.records.column(0)[0].as_py() < floor:
+            batch = _from(batch, floor)
+        h, n = batch.header, len(batch)
+        self._count(h.magic, h.compression, 1, n, h.size)
+        info.log_end_offset = h.next_offset
+        if not n:
+            return
+        if h.is_control:
+            info.control_records += n
+            return
+        import pyarrow.compute as pc
+
+        offsets = batch.records.column(0)
+        timestamps = pc.filter(batch.records.column(1), pc.not_equal(batch.records.column(1), NO_TIMESTAMP))
+        lo = hi = None
+        if len(timestamps):
+            lo, hi = (v.as_py() for v in pc.min_max(timestamps).values())
+        self._note((n, offsets[0].as_py(), offsets[n - 1].as_py(), lo, hi))
+
+    def add_rows(self, seg, d, rows: np.ndarray) -> None:
+        if not len(rows):
+            return
+        # the next offset after the chunk's last entry, served or not (decode keeps last offsets)
+        end = int(rows["last_offset"][-1]) + 1
+        if self.floor is not None:
+            below = rows["last_offset"] < self.floor
+            if below.any():
+                rows = rows[~below]
+            # a v2 batch the log start offset cuts: its records from the floor on, as decode gives them
+            cut = np.flatnonzero((rows["magic"] >= 2) & (rows["base_offset"] < self.floor)).tolist()
+        else:
+            cut = []
+        rows = np.ascontiguousarray(rows)
+        n, i = len(rows), 0
+        while i < n:
+            until = next((c for c in cut if c >= i), n)
+            stop, facts = native.entry_facts(d.buf, rows, i, until, d.base) if until > i else (i, None)
+            if stop > i:
+                self._add_run(rows[i:stop], facts)
+            if stop == n:
+                break
+            if stop == until or not self._add_compressed(d, rows[stop]):
+                self.add_header(seg, header_of(rows[stop].item()))
+            i = stop + 1
+        self.info.log_end_offset = end
+
+    def _add_run(self, rows: np.ndarray, facts: tuple) -> None:
+        """Uncompressed entries entry_facts vouched for (data only: it stops at control batches)."""
+        magics = rows["magic"]
+        kinds = np.unique(magics).tolist()
+        for magic in kinds:
+            mine = rows if len(kinds) == 1 else rows[magics == magic]
+            self._count(magic, 0, len(mine), int(mine["records_count"].sum()), int(mine["size"].sum()))
+        self._note(facts)
+
+    def _add_compressed(self, d, row) -> bool:
+        """A compressed data batch or wrapper counted from its inflated records; False where its
+        decode should decide (or the log start offset cuts it)."""
+        if not row["compression"]:
+            return False
+        if row["magic"] < 2:
+            inflated = batch_runs.inflated_wrapper(d.buf, row, d.base, STRICT)
+            facts = None if inflated is None else native.legacy_set_facts(*inflated, True)
+        else:
+            inflated = batch_runs.inflated_v2(d.buf, row, d.base, STRICT)
+            if inflated is None:
+                return False
+            facts = (0, None, None, None, None) if not inflated[1] else native.v2_records_facts(*inflated)
+        if facts is None or facts is NotImplemented:
+            return False
+        if self.floor is not None and facts[1] is not None and facts[1] < self.floor:
+            return False
+        self._count(int(row["magic"]), int(row["compression"]), 1, facts[0], int(row["size"]))
+        self._note(facts)
+        return True
+
+    def _count(self, magic: int, compression: int, batches: int, records: int, size: int) -> None:
+        count = self.census.setdefault((magic, self.reg.codec_name(compression)), FormatCount())
+        count.batches += batches
+        count.records += records
+        count.bytes += size
+        self.info.batches += batches
+
+    def _note(self, facts: tuple) -> None:
+        """Data records: (how many, first offset, last offset, least and greatest timestamp)."""
+        records, first, last, lo, hi = facts[:5]
+        info = self.info
+        info.records += records
+        if first is not None and info.first_offset is None:
+            info.first_offset = first
+        if last is not None:
+            info.last_offset = last
+        if lo is not None:
+            info.min_timestamp = _min(info.min_timestamp, lo)
+            info.max_timestamp = _max(info.max_timestamp, hi)
 
 
 def _from(batch, floor: int):
     """The batch's records at offsets >= floor (the log start offset lies inside the batch)."""
+    import pyarrow.compute as pc
+
     offsets = batch.records.column(0)
     kept = pc.greater_equal(offsets, floor)
     return dataclasses.replace(batch, records=batch.records.filter(kept))

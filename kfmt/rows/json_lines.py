@@ -20,9 +20,11 @@ def _json(value) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
-def record_block(batch: Batch, skip: int, where: dict) -> str | None:
+def record_block(batch: Batch, skip: int, where: dict) -> bytes | str | None:
     """The JSON lines of the batch's records from `skip` on, joined by newlines (no final one); ""
-    when there are none; None where the per-record path must make them."""
+    when there are none; None where the per-record path must make them. ASCII lines come as bytes,
+    the same in any ASCII-compatible encoding, for the caller to write without a decode and an encode
+    (most of what a text stream costs); other lines as text."""
     h = batch.header
     if native is None or h.is_control or type(batch.records) is not pa.RecordBatch:
         return None
@@ -34,6 +36,8 @@ def record_block(batch: Batch, skip: int, where: dict) -> str | None:
                                      "," + members if members else "")
     if block is NotImplemented:
         return None
+    if block.isascii():
+        return block
     try:
         return block.decode("utf-8")
     except UnicodeDecodeError:  # a header key that is not UTF-8: Java's decoding rules decide

@@ -198,7 +198,7 @@ class WriteSegmentsTask:
                 data, base = views[index] = src.read_range(start, end)
             scanner = segment.FrameScanner(data, src.file, start, end, base)
             for rows in scanner.chunks():
-                for item in batch_runs.checked(data, rows, src.file, base=base):
+                for item in batch_runs.checked(data, rows, src.file, base=base, messages=True):
                     result.before.add(item)
                     result.after.add(item)
                     if isinstance(item, CheckedRun):

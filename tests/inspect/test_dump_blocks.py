@@ -68,3 +68,20 @@ def test_the_block_path_is_taken(tmp_path):
         text_blocks.record_lines = original
     assert calls == [1]
     assert "| offset: 1 CreateTime: 6 keySize: -1 valueSize: 1 sequence: -1 headerKeys: [] payload: w\n" in text
+
+
+@pytest.mark.needs("speedups")
+def test_ascii_blocks_written_as_bytes_keep_the_order_of_the_text(tmp_path):
+    """A stream with a byte buffer takes the ASCII blocks as bytes: the batch lines written as text
+    between them must still come in order."""
+    from kfmt.format.model import make_records
+
+    log = tmp_path / "00000000000000000000.log"
+    log.write_bytes(v2_batch(make_records([0, 1], [5, 6], [b"k", None], [b"v", b"w"]), 0, False)
+                    + v2_batch(make_records([2], [7], [b"k"], [b"x\xc3\xa9"]), 2, False))
+    raw = io.BytesIO()
+    out = io.TextIOWrapper(raw, encoding="utf-8", newline="")
+    options = DumpOptions(deep_iteration=True, print_data_log=True)
+    dump_files([str(log)], options, TextSink(out, io.StringIO(), options))
+    out.flush()
+    assert raw.getvalue().decode("utf-8") == dumped(log, True)[0]

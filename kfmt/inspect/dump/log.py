@@ -111,7 +111,7 @@ def _record_block(sink: Sink, target: DumpTarget, view: BatchView, batch: Batch,
         return None
     lines = text_blocks.record_lines(batch, options)
     checked = None if lines is None else text_blocks.non_consecutive(
-        batch.records.column(0).to_numpy(), last_offset)
+        text_blocks.int64_values(batch.records.column(0)), last_offset)
     if checked is None:
         return None
     pairs, last_offset = checked

@@ -137,9 +137,15 @@ class TextSink(Sink):
     def record(self, target: DumpTarget, batch: BatchView, record: DumpRecord) -> None:
         self._print(record_line(batch, record, self.options))
 
-    def record_block(self, target: DumpTarget, batch: BatchView, lines: str) -> None:
-        """The lines of many records at once, each ending in a newline (kfmt.inspect.dump.text_blocks)."""
-        self.out.write(lines)
+    def record_block(self, target: DumpTarget, batch: BatchView, lines: bytes | str) -> None:
+        """The lines of many records at once, each ending in a newline (kfmt.inspect.dump.text_blocks);
+        bytes (ASCII) straight to the stream's buffer, after the text before them."""
+        raw = getattr(self.out, "buffer", None) if isinstance(lines, bytes) else None
+        if raw is not None:
+            self.out.flush()
+            raw.write(lines)
+        else:
+            self.out.write(lines.decode("ascii") if isinstance(lines, bytes) else lines)
 
     def batch_end(self, target: DumpTarget, batch: BatchView, decoded: BatchHeader | None) -> None:
         pass

@@ -18,9 +18,10 @@ from kfmt.format.model import Batch
 _INT64_MAX = (1 << 63) - 1
 
 
-def record_lines(batch: Batch, options) -> str | None:
+def record_lines(batch: Batch, options) -> bytes | str | None:
     """The record lines of `batch` (each ending in a newline) as the text form prints them, or None
-    where the per-record path must make them."""
+    where the per-record path must make them. ASCII lines come as bytes, for the sink to write
+    without a decode and an encode (most of what its text stream costs); other lines as text."""
     h = batch.header
     if (native is None or h.magic < 2 or h.is_control or options.decoder is not None
             or options.skip_record_metadata or type(batch.records) is not pa.RecordBatch):
@@ -29,10 +30,18 @@ def record_lines(batch: Batch, options) -> str | None:
                                    h.timestamp_type.java_name, options.print_data_log)
     if block is NotImplemented:
         return None
+    if block.isascii():
+        return block
     try:
         return block.decode("utf-8")
     except UnicodeDecodeError:  # malformed UTF-8 somewhere: Java's decoding rules decide
         return None
+
+
+def int64_values(column: pa.Array) -> np.ndarray:
+    """A null-free int64 column's values as numpy, without copies: pyarrow's to_numpy would import
+    pandas (half a second of start-up) to do the same."""
+    return np.frombuffer(column.buffers()[1], dtype=np.int64, count=len(column), offset=column.offset * 8)
 
 
 def non_consecutive(offsets: np.ndarray, last_offset: int) -> tuple[list[tuple[int, int]], int] | None:

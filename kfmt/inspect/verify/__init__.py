@@ -11,9 +11,8 @@ clean, including the quirks listed in realkafka/README.md.
 """
 from __future__ import annotations
 
-import dataclasses
-
-from kfmt.partition.layout import find_partitions, is_log_dir
+from kfmt.inspect.per_partition import map_partitions
+from kfmt.partition.layout import PartitionDir, find_partitions, is_log_dir
 from kfmt.partition.live import read_whole
 from kfmt.storage.store import Storage
 
@@ -31,21 +30,27 @@ def verify(storage: Storage, path: str, topic: str | None = None, partition: int
     report = Report()
     parts = find_partitions(storage, path, topic, partition)
     tick = progress(sum(len(p.segments) for p in parts)) if progress is not None else None
-    ranges = [_verify_whole(part, report, tick) for part in parts]
+    ranges = []
+    for part, (found, checked) in zip(parts, map_partitions(_verified, parts, "verify")):
+        report.problems.extend(found.problems)
+        for name, n in vars(found.counts).items():
+            setattr(report.counts, name, getattr(report.counts, name) + n)
+        ranges.append(checked)
+        for _ in part.segments if tick is not None else ():
+            tick()
     if is_log_dir(parts, storage, path):
         complete = topic is None and partition is None
         check_log_dir(storage, path, [r for r in ranges if r.topic is not None], report, complete)
     return report
 
 
-def _verify_whole(part, report: Report, tick):
-    """verify_partition; a running broker's partition whose files change while it is verified is
-    verified again from a new listing (kfmt.partition.live), the findings of the attempt dropped."""
-    problems, counts = len(report.problems), dataclasses.replace(report.counts)
+def _verified(part: PartitionDir) -> tuple[Report, object]:
+    """One partition's problems and range, in a report of its own (a task of map_partitions). A
+    running broker's partition whose files change while it is verified is verified again from a new
+    listing (kfmt.partition.live), the findings of the attempt dropped."""
 
-    def attempt(p):
-        del report.problems[problems:]
-        report.counts = dataclasses.replace(counts)
-        return verify_partition(p, report, tick)
+    def attempt(p: PartitionDir) -> tuple[Report, object]:
+        report = Report()
+        return report, verify_partition(p, report)
 
     return read_whole(part, attempt)

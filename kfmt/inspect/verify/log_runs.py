@@ -8,7 +8,9 @@ record structure and record offsets and timestamps _check_batch would accept. Fo
 offset checks of LogChecker._check_offsets are made on the whole run with numpy; when none of them
 would report anything, the run is counted and added to the segment's columns at once, and the
 observers (the leader-epoch and transaction checks) see only the rows they ask for (`wants`).
-Anything else (a run an offset check would complain about, compressed and control batches, damaged
+Compressed data batches and wrappers join a run when `compressed_clean` vouches for them: inflated,
+their records walked without columns (kfmt/csrc/facts.c) and judged by the same rules.
+Anything else (a run an offset check would complain about, control batches, damaged
 entries) goes through the per-entry checks, which remain the definition of every message.
 """
 from __future__ import annotations
@@ -18,32 +20,87 @@ from typing import Iterator
 import numpy as np
 import pyarrow as pa
 
+from kfmt.format import batch_runs
 from kfmt.format.frames import ATTR_TRANSACTIONAL, FRAME_DTYPE
 from kfmt.format.kernels import native
+from kfmt.format.message_formats import STRICT
 from kfmt.format.model import INT32_MAX, NO_PARTITION_LEADER_EPOCH, TimestampType
 
 
 def split(buf, rows: np.ndarray) -> Iterator[tuple[np.ndarray, int | None]]:
     """`rows` (a chunk of a whole segment's frames) in consecutive pieces: (run, record count) for
-    runs clean_entries vouches for, (rows, None) for the rest. Without the kernels, one piece: the
-    whole chunk, unvouched."""
+    runs the kernels vouch for, (rows, None) for the rest. Without the kernels, one piece: the
+    whole chunk, unvouched. A compressed wrapper's row in a run has its first inner offset as its
+    base offset, as its decoded header would."""
     if native is None or rows.dtype != FRAME_DTYPE:
         yield rows, None
         return
-    rows = np.ascontiguousarray(rows)
+    rows = np.array(rows)  # a copy: wrapper rows get their decoded base offset
     start = 0
     while start < len(rows):
-        stop, records = native.clean_entries(buf, rows, start, len(rows), 0)
+        stop, records = _vouched(buf, rows, start, len(rows))
         if stop > start:
             yield rows[start:stop], records
         if stop < len(rows):
             # the first entry it does not vouch for, and those after it up to the next clean one
             end = stop + 1
-            while end < len(rows) and native.clean_entries(buf, rows, end, end + 1, 0)[0] == end:
+            while end < len(rows) and _vouched(buf, rows, end, end + 1)[0] == end:
                 end += 1
             yield rows[stop:end], None
             stop = end
         start = stop
+
+
+def _vouched(buf, rows: np.ndarray, start: int, stop: int) -> tuple[int, int]:
+    """(where it stopped, records) of the entries from `start` the kernels vouch for: uncompressed
+    ones (clean_entries) and compressed data batches (compressed_clean), in one run."""
+    records = 0
+    while start < stop:
+        at, n = native.clean_entries(buf, rows, start, stop, 0)
+        records += n
+        while at < stop and rows["compression"][at]:
+            clean = compressed_clean(buf, rows[at])
+            if clean is None:
+                break
+            records += clean[0]
+            if rows["magic"][at] < 2:
+                rows["base_offset"][at] = clean[1]
+            at += 1
+        if at == start:
+            break
+        start = at
+    return start, records
+
+
+def compressed_clean(buf, row) -> tuple[int, int] | None:
+    """(records, first record offset) of a compressed data batch (v2) or wrapper (v0/v1) that
+    LogChecker._check_batch would find nothing wrong with: inflated and its records walked without
+    columns (kfmt/csrc/facts.c), decoded strictly (CRC, inner CRCs, structure) and judged by the
+    rules of _check_records and _check_inner_messages; None where those checks should decide."""
+    magic = int(row["magic"])
+    if magic < 2:
+        inflated = batch_runs.inflated_wrapper(buf, row, 0, STRICT)
+        facts = None if inflated is None else native.legacy_set_facts(*inflated, True)
+    else:
+        inflated = batch_runs.inflated_v2(buf, row, 0, STRICT)
+        if inflated is None:
+            return None
+        if not inflated[1]:
+            return 0, int(row["base_offset"])  # an empty batch: no record to check
+        facts = native.v2_records_facts(*inflated)
+    if facts is None or facts is NotImplemented:
+        return None
+    records, first, last, _lo, hi, increasing, magics = facts
+    if not increasing or last > int(row["last_offset"]):
+        return None
+    if magic < 2 and (last != int(row["last_offset"]) or magics != 1 << magic):
+        return None  # a wrapper carries its last inner offset; inner magics other than its own are noted
+    if magic >= 2 and first < int(row["base_offset"]):
+        return None
+    create_time = magic >= 1 and int(row["timestamp_type"]) == TimestampType.CREATE_TIME.value
+    if create_time and (-1 if hi is None else hi) > int(row["max_timestamp"]):
+        return None
+    return records, first
 
 
 def offsets_clean(rows: np.ndarray, prev_last: int | None, segment_base: int, first: bool) -> bool:
