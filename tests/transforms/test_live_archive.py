@@ -1,0 +1,319 @@
+"""Issue 17's end-to-end check: `kfmt archive` (with and without --include-active), `kfmt export
+--append` and `kfmt cat`, each a separate process, run again and again while support.live_writer (a
+separate process writing a log directory as a broker does: appends with torn tails, rolls, retention
+through `.deleted`, the cleaner's `.cleaned`/`.swap` sequence on a compacted partition) changes the
+directory under them. Checked against what the writer says it wrote (its truth file):
+
+* every generation the runs published restores (`kfmt restore --generation N`), passes `kfmt verify`
+  and holds, at each offset, the record the writer wrote there, nothing twice, without a gap where
+  nothing is compacted;
+* after the writer stopped and one last archive and export run: the latest generation holds exactly
+  the records the writer wrote from the archive's log start on (the compacted partition: the offsets
+  the log still holds), and so does the appended export (plus, on the compacted partition, records
+  it exported before the cleaner removed them), nothing twice;
+* a re-run with nothing new writes nothing: no generation, no object, no export file;
+* no run prints a traceback; every run exits 0, its warnings one line each.
+
+The writer is sized so that a segment outlives several runs on a loaded two-core machine (retention
+would otherwise delete a segment no run saw: an archive cannot hold what it never read).
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pyarrow.dataset as ds
+import pytest
+from support.cli import run_kfmt
+from support.live_writer import LiveWriter
+
+PLAIN = [("live", 0), ("live", 1)]
+COMPACTED = [("live-cmp", 0)]
+# A partition rolls about every 2 s and retention keeps 8 segments: a rolled segment lives some 14 s,
+# several rounds of each kind of run (archive, export and cat run side by side, each in a loop of
+# its own, each run 2-4 s on a loaded machine).
+WRITER = dict(segment_bytes=8192, index_interval_bytes=1024, retain_segments=8, step_seconds=0.03,
+              clean_every_rolls=3)
+ENOUGH = dict(deleted=4, cleaned=2)  # the runs go on until the writer did this much...
+MAX_SECONDS = 40  # ...or this long
+RUN_TIMEOUT = 60
+
+
+def kfmt(*args, in_process: bool = False) -> subprocess.CompletedProcess:
+    """`kfmt ARGS` as its own process (as cron would run it), or `in_process` (quicker: for runs
+    against a directory nobody writes); checked: exit 0, no traceback, every line of stderr a
+    one-line warning."""
+    if in_process:
+        done = run_kfmt(*args)
+        result = subprocess.CompletedProcess(args, done.code, done.out, done.err)
+    else:
+        result = subprocess.run([sys.executable, "-m", "kfmt", *map(str, args)],
+                                capture_output=True, text=True, timeout=RUN_TIMEOUT)
+    check_run(args, result.returncode, result.stderr)
+    return result
+
+
+def check_run(args, code: int, err: str) -> None:
+    assert "Traceback" not in err, (args, err)
+    assert code == 0, (args, code, err)
+    for line in err.splitlines():
+        assert line.startswith("kfmt: warning: "), (args, err)
+
+
+def sha(b64: str | None) -> str | None:
+    return None if b64 is None else hashlib.sha256(base64.b64decode(b64)).hexdigest()
+
+
+def raw_sha(data: bytes | None) -> str | None:
+    return None if data is None else hashlib.sha256(data).hexdigest()
+
+
+def cat(log_dir: Path, in_process: bool = False) -> dict:
+    """The records `kfmt cat` gives, per partition, in the order given."""
+    result = kfmt("cat", log_dir, "--format", "json", in_process=in_process)
+    out: dict = {}
+    for line in result.stdout.splitlines():
+        r = json.loads(line)
+        out.setdefault((r["topic"], r["partition"]), []).append(
+            (r["offset"], r["timestamp"], sha(r["key"]), sha(r["value"])))
+    return out
+
+
+def check_records(records: dict, truth, where: str) -> None:
+    """Each record is the one the writer wrote at its offset; offsets increase (nothing twice), with
+    no gap where nothing is compacted."""
+    for tp, rs in records.items():
+        offsets = [r[0] for r in rs]
+        assert offsets == sorted(set(offsets)), f"{where} {tp}: out of order or twice"
+        if tp in PLAIN:
+            assert offsets == list(range(offsets[0], offsets[0] + len(offsets))), \
+                f"{where} {tp}: a gap"
+        for offset, ts, key, value in rs:
+            w = truth[tp].records[offset]
+            assert (ts, key, value) == (w.timestamp, w.key, w.value), f"{where} {tp}@{offset}"
+
+
+def exported(dst: Path) -> dict:
+    table = ds.dataset(dst, partitioning="hive", format="parquet").to_table(
+        columns=["topic", "partition", "offset", "timestamp_ms", "key", "value"])
+    out: dict = {}
+    for row in table.to_pylist():
+        out.setdefault((row["topic"], row["partition"]), []).append(
+            (row["offset"], row["timestamp_ms"], raw_sha(row["key"]), raw_sha(row["value"])))
+    return {tp: sorted(rs) for tp, rs in out.items()}
+
+
+def file_state(root: Path) -> dict:
+    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in root.rglob("*") if p.is_file()}
+
+
+class Runs:
+    """The archive, export and cat runs of one test, and what each published."""
+
+    def __init__(self, logs: Path, url: str, export_dst: Path, opts: list[str]):
+        self.logs, self.url, self.dst, self.opts = logs, url, export_dst, opts
+        self.generations: dict[int, bool] = {}  # generation -> made with --include-active
+        self.unchanged = 0
+        self.swap_generations: set[int] = set()
+        self.durations: list[float] = []  # of the archive runs
+        self.export_durations: list[float] = []
+        self.export_errs: list[str] = []
+        self.export_reports: list[dict | None] = []  # the report after each run (diagnostics)
+
+    def archive(self, include_active: bool) -> dict:
+        swap_seen = any(self.logs.glob("*/*.swap"))
+        started = time.monotonic()
+        args = ["archive", self.logs, self.url, "--master", "inprocess", "--no-progress",
+                "--format", "json", *self.opts] + (["--include-active"] if include_active else [])
+        report = json.loads(kfmt(*args).stdout)
+        self.durations.append(time.monotonic() - started)
+        if report.get("state") == "unchanged":
+            self.unchanged += 1
+        else:
+            self.generations[report["generation"]] = include_active
+            if swap_seen:
+                self.swap_generations.add(report["generation"])
+        return report
+
+    def export(self) -> None:
+        started = time.monotonic()
+        result = kfmt("export", self.logs, self.dst, "--append", "--master", "inprocess",
+                      "--no-progress")
+        self.export_errs.append(result.stderr)
+        report = self.dst / "_kfmt-report.json"
+        self.export_reports.append(json.loads(report.read_text()) if report.exists() else None)
+        self.export_durations.append(time.monotonic() - started)
+
+
+def live_archive_and_export(tmp_path: Path, url: str, opts: list[str], restored_root: Path) -> None:
+    logs, dst = tmp_path / "logs", tmp_path / "export"
+    runs = Runs(logs, url, dst, opts)
+    cats = []
+    done, failures = threading.Event(), []
+
+    def loop(run):
+        try:
+            while not done.is_set():
+                run()
+        except BaseException as err:  # noqa: BLE001 - reported by the test thread
+            failures.append(err)
+            done.set()
+
+    loops = [lambda: runs.archive(include_active=len(runs.durations) % 2 == 1), runs.export,
+             lambda: cats.append(cat(logs))]
+    with LiveWriter(logs, PLAIN, COMPACTED, seed=17, **WRITER) as writer:
+        writer.wait_for(rolls=3)
+        threads = [threading.Thread(target=loop, args=(run,)) for run in loops]
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + MAX_SECONDS
+        while not done.is_set() and time.monotonic() < deadline and not all(
+                writer.stats[k] >= n for k, n in ENOUGH.items()):
+            time.sleep(0.1)
+        done.set()
+        for thread in threads:
+            thread.join()
+        stats = writer.stats
+    if failures:
+        raise failures[0]
+    truth = writer.truth()
+    print(f"writer {stats}; generations made during a swap {sorted(runs.swap_generations)}; "
+          f"archive runs {[round(d, 1) for d in runs.durations]} s, export runs "
+          f"{[round(d, 1) for d in runs.export_durations]} s")
+    assert all(stats[k] >= n for k, n in ENOUGH.items()), stats
+    assert len(runs.durations) >= 3 and len(runs.export_durations) >= 3 and len(cats) >= 3
+    for i, records in enumerate(cats):
+        check_records(records, truth, f"cat run {i}")
+
+    # The writer stopped: one last run of each takes everything, a second one writes nothing.
+    last = runs.archive(include_active=True)
+    assert last.get("state") != "unchanged", last
+    runs.export()
+    archive_files, export_files = file_state_of(url, opts), file_state(dst)
+    again = runs.archive(include_active=True)
+    assert (again["state"], again["generation"]) == ("unchanged", last["generation"]), again
+    runs.export()
+    assert file_state_of(url, opts) == archive_files, "a re-run with nothing new wrote to the archive"
+    assert file_state(dst) == export_files, "a re-run with nothing new wrote to the export"
+
+    # Every generation: restored, verified, each record the writer's.
+    assert sorted(runs.generations) == list(range(1, last["generation"] + 1)), runs.generations
+    for number in runs.generations:
+        restored = restored_root / f"gen-{number}"
+        kfmt("restore", url, restored, "--generation", number, "--master", "inprocess",
+             "--no-progress", *opts, in_process=True)
+        kfmt("verify", restored, in_process=True)
+        check_records(cat(restored, in_process=True), truth, f"generation {number}")
+
+    # The latest generation and the export: exactly what the writer wrote from the log start on.
+    latest = cat(restored_root / f"gen-{last['generation']}", in_process=True)
+    info = {(i["topic"], i["partition"]): i for i in map(
+        json.loads, kfmt("info", restored_root / f"gen-{last['generation']}", "--format",
+                         "json", in_process=True).stdout.splitlines())}
+    rows = exported(dst)
+    lost = {}  # what the export runs reported lost to retention, per partition
+    for report in runs.export_reports:
+        for p in (report or {}).get("append", []):
+            if p["lost"] is not None:
+                lost.setdefault((p["topic"], p["partition"]), set()).update(
+                    range(p["lost"]["from"], p["lost"]["to"]))
+    for tp in PLAIN:
+        t = truth[tp]
+        # the first run came before retention deleted anything: the archive starts at offset 0
+        assert info[tp]["log_start_offset"] == 0, info[tp]
+        assert [r[0] for r in latest[tp]] == list(range(0, t.next_offset)), tp
+        missing = set(range(0, t.next_offset)) - {r[0] for r in rows[tp]}
+        assert missing == lost.get(tp, set()), (f"export {tp}: missing offsets not reported lost",
+                                                sorted(missing)[:20], sorted(lost.get(tp, []))[:20])
+        # and the writer is slow enough that no export run came too late for a segment
+        assert not missing, (f"export {tp}: retention deleted offsets before an export run read "
+                             f"them (the writer is too fast for this machine)", runs.export_durations)
+    for tp in COMPACTED:
+        t = truth[tp]
+        assert [r[0] for r in latest[tp]] == sorted(t.present), tp
+        exported_offsets = [r[0] for r in rows[tp]]
+        assert exported_offsets == sorted(set(exported_offsets)), f"export {tp}: twice"
+        assert t.present <= set(exported_offsets), f"export {tp}: a record the log holds is missing"
+    check_records(rows, truth, "export")
+    return runs
+
+
+def file_state_of(url: str, opts: list[str]) -> dict:
+    """Every object under the archive URL: its size, modification time and SHA-256."""
+    from kfmt.storage.store import open_storage
+
+    storage, path = open_storage(url, dict(o.split("=", 1) for o in opts[1::2]))
+    return {f.path: (f.size, f.mtime_ms, hashlib.sha256(bytes(storage.read(f.path))).hexdigest())
+            for f in storage.walk(path)}
+
+
+def test_archive_export_cat_while_a_broker_writes(tmp_path):
+    runs = live_archive_and_export(tmp_path, str(tmp_path / "archive"), [], tmp_path / "restored")
+    assert runs.unchanged == 1
+
+
+@pytest.mark.s3
+def test_archive_to_s3_while_a_broker_writes(tmp_path, s3_server, s3_url):
+    live_archive_and_export(tmp_path, s3_url, s3_server.cli_options(), tmp_path / "restored")
+
+
+def test_a_generation_archived_during_a_swap_restores_broker_ready(tmp_path):
+    """The cleaner's LocalLog.replaceSegments caught half-way: the `.swap` log that replaces the
+    first two segments is there (first with both originals, then with the second renamed
+    `.deleted`). The layout reads the `.swap` in place of the segments it covers (as LogLoader
+    would), and the archive stores it under its base-offset name: a restore of that generation must
+    be a directory a broker loads (Kafka's own file names, nothing in transit), pass `kfmt verify`
+    and hold the records; so must the generation after the swap completed."""
+    logs, url = tmp_path / "logs", str(tmp_path / "archive")
+    with LiveWriter(logs, [("live", 0)], seed=4, retain_segments=100) as writer:
+        writer.wait_for(rolls=4)
+    truth = writer.truth()
+    part = logs / "live-0"
+    segs = sorted(part.glob("*.log"))
+    source = cat(logs, in_process=True)
+    check_records(source, truth, "source")
+
+    def archive_restore_check(number: int, state: str | None = None) -> Path:
+        """One archive run (a new generation `number`, or `state` "unchanged"), its latest
+        generation restored and checked."""
+        report = json.loads(kfmt("archive", logs, url, "--master", "inprocess", "--no-progress",
+                                 "--format", "json", in_process=True).stdout)
+        assert report["generation"] == number and report.get("state") == state, report
+        restored = tmp_path / f"run-{len(list(tmp_path.glob('run-*')))}"
+        kfmt("restore", url, restored, "--generation", number, "--master", "inprocess",
+             "--no-progress", in_process=True)
+        kfmt("verify", restored, in_process=True)
+        names = [p.name for p in (restored / "live-0").iterdir()]
+        assert not [n for n in names if n.endswith((".swap", ".cleaned", ".deleted"))], names
+        assert cat(restored, in_process=True) == {tp: [r for r in rs if r[0] < int(segs[-1].stem)]
+                                 for tp, rs in source.items()}, number  # the active one left out
+        return restored
+
+    archive_restore_check(1)
+    # The cleaner's output renamed to .swap (its bytes: the first two segments' batches, all kept)
+    swapped = segs[0].read_bytes() + segs[1].read_bytes()
+    (part / (segs[0].name + ".swap")).write_bytes(swapped)
+    for suffix in (".index.swap", ".timeindex.swap"):
+        (part / (segs[0].stem + suffix)).write_bytes(b"")
+    restored = archive_restore_check(2)
+    assert (restored / "live-0" / segs[0].name).read_bytes() == swapped
+    assert not (restored / "live-0" / segs[1].name).exists()  # merged into segment 0
+    # the replaced segment renamed .deleted
+    for path in part.glob(f"{segs[1].stem}.*"):
+        path.rename(path.with_name(path.name + ".deleted"))
+    archive_restore_check(2, "unchanged")  # what the layout lists is as it was
+    # the swap completed: the .swap files renamed onto the first segment's, the .deleted ones gone
+    for suffix in (".log", ".index", ".timeindex"):
+        (part / (segs[0].stem + suffix + ".swap")).replace(part / (segs[0].stem + suffix))
+    for path in part.glob("*.deleted"):
+        path.unlink()
+    # the same bytes, size and modification time under the name the archive gave them already
+    restored = archive_restore_check(2, "unchanged")
+    assert (restored / "live-0" / segs[0].name).read_bytes() == swapped
