@@ -340,3 +340,53 @@ def test_a_generation_archived_during_a_swap_restores_broker_ready(tmp_path):
     # the same bytes, size and modification time under the name the archive gave them already
     restored = archive_restore_check(2, "unchanged")
     assert (restored / "live-0" / segs[0].name).read_bytes() == swapped
+
+
+def test_a_swap_completed_while_the_run_reads_keeps_the_merged_segments(tmp_path, monkeypatch):
+    """The run lists a `.swap` log in place of the two segments it covers, and the cleaner renames it
+    onto the first segment's name (the second one `.deleted`) before the run reads it: the `.swap`
+    is skipped with one warning, and the generation keeps what the latest one held for those
+    offsets, both segments, rather than losing the second segment's records until a later run."""
+    import kfmt.transforms.archive.read_task as read_task
+
+    logs, url = tmp_path / "logs", str(tmp_path / "archive")
+    with LiveWriter(logs, [("live", 0)], seed=4, retain_segments=100) as writer:
+        writer.wait_for(rolls=4)
+    truth = writer.truth()
+    part = logs / "live-0"
+    segs = sorted(part.glob("*.log"))
+    source = cat(logs, in_process=True)
+    kfmt("archive", logs, url, "--master", "inprocess", "--no-progress", in_process=True)
+    swapped = segs[0].read_bytes() + segs[1].read_bytes()
+    (part / (segs[0].name + ".swap")).write_bytes(swapped)
+    real = read_task.archive_files
+
+    def cleaner_swaps_first(task):
+        if any(f.path.endswith(".swap") for f in task.files):
+            (part / (segs[0].name + ".swap")).replace(segs[0])  # LocalLog.replaceSegments
+            for path in part.glob(f"{segs[1].stem}.*"):
+                path.rename(path.with_name(path.name + ".deleted"))
+        return real(task)
+
+    monkeypatch.setattr(read_task, "archive_files", cleaner_swaps_first)
+    result = kfmt("archive", logs, url, "--master", "inprocess", "--no-progress", "--format", "json",
+                  in_process=True)
+    assert [line for line in result.stderr.splitlines() if ".swap" in line], (result.stderr, result.stdout)
+    monkeypatch.setattr(read_task, "archive_files", real)
+    generation = json.loads(result.stdout).get("generation")
+    restored = tmp_path / "restored"
+    kfmt("restore", url, restored, "--generation", generation, "--master", "inprocess",
+         "--no-progress", in_process=True)
+    kfmt("verify", restored, in_process=True)
+    rolled = {tp: [r for r in rs if r[0] < int(segs[-1].stem)] for tp, rs in source.items()}
+    assert cat(restored, in_process=True) == rolled
+    check_records(rolled, truth, "source")
+    # the next run reads the segment the swap became: the same records, in one segment fewer
+    report = json.loads(kfmt("archive", logs, url, "--master", "inprocess", "--no-progress",
+                             "--format", "json", in_process=True).stdout)
+    restored = tmp_path / "restored-next"
+    kfmt("restore", url, restored, "--generation", report["generation"], "--master", "inprocess",
+         "--no-progress", in_process=True)
+    kfmt("verify", restored, in_process=True)
+    assert cat(restored, in_process=True) == rolled
+    assert not (restored / "live-0" / segs[1].name).exists()

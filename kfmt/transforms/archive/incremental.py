@@ -100,11 +100,20 @@ def merge_segments(work: PartitionWork, archived: dict[int, ArchivedSegment], pr
     name = work.pp.part.name
     previous = {s.base_offset: s for s in (work.previous.segments if work.previous else [])}
     chosen: dict[int, tuple[ArchivedSegment, bool]] = {}  # base offset -> (facts, read by this run)
-    for base in work.source_bases:
+    bases = sorted(work.source_bases)
+    for base, following in zip(bases, bases[1:] + [None]):
         if base in archived:
             chosen[base] = (archived[base], True)
-        elif base in previous:
+            continue
+        if base in previous:
             chosen[base] = (previous[base], False)
+        # Not read now (skipped as gone, or left out): the source segment may cover offsets the
+        # latest generation holds in segments the listing no longer shows (a `.swap` hides the
+        # segments it replaces; the cleaner may have renamed it into place before it was read).
+        # What this run did not read cannot say they were merged: the latest generation's stay.
+        for b, seg in previous.items():
+            if b > base and (following is None or b < following):
+                chosen[b] = (seg, False)
     first = min(work.source_bases, default=None)
     if not prune:
         for base, seg in previous.items():
