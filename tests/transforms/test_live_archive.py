@@ -38,8 +38,10 @@ COMPACTED = [("live-cmp", 0)]
 # A partition rolls about every 2 s and retention keeps 8 segments: a rolled segment lives some 14 s,
 # several rounds of each kind of run (archive, export and cat run side by side, each in a loop of
 # its own, each run 2-4 s on a loaded machine).
+# The cleaner's phases (`.cleaned`, `.swap`, `.deleted`, renamed into place) are 0.3 s apart, so that
+# runs meet them now and then.
 WRITER = dict(segment_bytes=8192, index_interval_bytes=1024, retain_segments=8, step_seconds=0.03,
-              clean_every_rolls=3)
+              clean_every_rolls=3, transit_pause=0.3)
 ENOUGH = dict(deleted=4, cleaned=2)  # the runs go on until the writer did this much...
 MIN_RUNS = 3  # ...and each loop made this many runs...
 MAX_SECONDS = 40  # ...or this long
@@ -98,6 +100,21 @@ def check_records(records: dict, truth, where: str) -> None:
         for offset, ts, key, value in rs:
             w = truth[tp].records[offset]
             assert (ts, key, value) == (w.timestamp, w.key, w.value), f"{where} {tp}@{offset}"
+
+
+def check_complete(records: dict, truth, where: str) -> None:
+    """Nothing left out: a plain partition from offset 0 (the archive keeps what retention deleted);
+    on the compacted partition, each key's latest record below the end of what is held (the cleaner
+    never removes that one, and what it has not cleaned holds everything)."""
+    for tp in PLAIN:
+        assert records[tp][0][0] == 0, f"{where} {tp}: starts at {records[tp][0][0]}"
+    for tp in COMPACTED:
+        end = records[tp][-1][0] + 1
+        latest = {}
+        for offset in sorted(o for o in truth[tp].records if o < end):
+            latest[truth[tp].records[offset].key] = offset
+        missing = set(latest.values()) - {r[0] for r in records[tp]}
+        assert not missing, f"{where} {tp}: the latest records of their keys missing: {sorted(missing)}"
 
 
 def exported(dst: Path) -> dict:
@@ -190,6 +207,7 @@ def live_archive_and_export(tmp_path: Path, url: str, opts: list[str], restored_
         stats = writer.stats
     if failures:
         raise failures[0]
+    phase = time.monotonic()
     truth = writer.truth()
     print(f"writer {stats}; generations made during a swap {sorted(runs.swap_generations)}; "
           f"archive runs {[round(d, 1) for d in runs.durations]} s, export runs "
@@ -213,6 +231,8 @@ def live_archive_and_export(tmp_path: Path, url: str, opts: list[str], restored_
         runs.export()
         assert file_state(dst) == export_files, "a re-run with nothing new wrote to the export"
 
+    print(f"final runs {time.monotonic() - phase:.1f} s")
+    phase = time.monotonic()
     # Every generation: restored, verified, each record the writer's.
     assert sorted(runs.generations) == list(range(1, last["generation"] + 1)), runs.generations
     for number in runs.generations:
@@ -220,8 +240,11 @@ def live_archive_and_export(tmp_path: Path, url: str, opts: list[str], restored_
         kfmt("restore", url, restored, "--generation", number, "--master", "inprocess",
              "--no-progress", *opts, in_process=True)
         kfmt("verify", restored, in_process=True)
-        check_records(cat(restored, in_process=True), truth, f"generation {number}")
+        records = cat(restored, in_process=True)
+        check_records(records, truth, f"generation {number}")
+        check_complete(records, truth, f"generation {number}")
 
+    print(f"generations checked {time.monotonic() - phase:.1f} s")
     # The latest generation and the export: exactly what the writer wrote from the log start on.
     latest = cat(restored_root / f"gen-{last['generation']}", in_process=True)
     info = {(i["topic"], i["partition"]): i for i in map(
@@ -342,11 +365,15 @@ def test_a_generation_archived_during_a_swap_restores_broker_ready(tmp_path):
     assert (restored / "live-0" / segs[0].name).read_bytes() == swapped
 
 
-def test_a_swap_completed_while_the_run_reads_keeps_the_merged_segments(tmp_path, monkeypatch):
-    """The run lists a `.swap` log in place of the two segments it covers, and the cleaner renames it
-    onto the first segment's name (the second one `.deleted`) before the run reads it: the `.swap`
-    is skipped with one warning, and the generation keeps what the latest one held for those
-    offsets, both segments, rather than losing the second segment's records until a later run."""
+@pytest.mark.parametrize("listed", ["swap", "segments"])
+def test_a_cleaning_finished_while_the_run_reads_loses_nothing(tmp_path, monkeypatch, listed):
+    """The cleaner finishes replacing the first two segments (LocalLog.replaceSegments: the `.swap`
+    renamed onto the first one's name, the second renamed `.deleted`) after the run listed the
+    partition and before it reads it. The run listed either the `.swap` (which hides the segments
+    it covers) or the two segments. Either way it reads the bytes where the broker moved them (the
+    `.swap` under the segment's own name; the second segment's `.deleted` file, there until
+    file.delete.delay.ms) and the generation holds every record, without a warning: skipping them
+    would leave the merged segment's offsets out of this generation."""
     import kfmt.transforms.archive.read_task as read_task
 
     logs, url = tmp_path / "logs", str(tmp_path / "archive")
@@ -356,31 +383,34 @@ def test_a_swap_completed_while_the_run_reads_keeps_the_merged_segments(tmp_path
     part = logs / "live-0"
     segs = sorted(part.glob("*.log"))
     source = cat(logs, in_process=True)
-    kfmt("archive", logs, url, "--master", "inprocess", "--no-progress", in_process=True)
+    rolled = {tp: [r for r in rs if r[0] < int(segs[-1].stem)] for tp, rs in source.items()}
+    check_records(rolled, truth, "source")
     swapped = segs[0].read_bytes() + segs[1].read_bytes()
-    (part / (segs[0].name + ".swap")).write_bytes(swapped)
-    real = read_task.archive_files
+    swap = part / (segs[0].name + ".swap")
+    if listed == "swap":
+        kfmt("archive", logs, url, "--master", "inprocess", "--no-progress", in_process=True)
+        swap.write_bytes(swapped)
+    real, done = read_task.archive_files, []
 
-    def cleaner_swaps_first(task):
-        if any(f.path.endswith(".swap") for f in task.files):
-            (part / (segs[0].name + ".swap")).replace(segs[0])  # LocalLog.replaceSegments
+    def cleaner_finishes_first(task):
+        if not done and any(f.path in (str(swap), str(segs[1])) for f in task.files):
+            swap.write_bytes(swapped) if not swap.exists() else None
+            swap.replace(segs[0])
             for path in part.glob(f"{segs[1].stem}.*"):
                 path.rename(path.with_name(path.name + ".deleted"))
+            done.append(True)
         return real(task)
 
-    monkeypatch.setattr(read_task, "archive_files", cleaner_swaps_first)
+    monkeypatch.setattr(read_task, "archive_files", cleaner_finishes_first)
     result = kfmt("archive", logs, url, "--master", "inprocess", "--no-progress", "--format", "json",
                   in_process=True)
-    assert [line for line in result.stderr.splitlines() if ".swap" in line], (result.stderr, result.stdout)
     monkeypatch.setattr(read_task, "archive_files", real)
-    generation = json.loads(result.stdout).get("generation")
+    assert done and result.stderr == "", result.stderr
     restored = tmp_path / "restored"
-    kfmt("restore", url, restored, "--generation", generation, "--master", "inprocess",
-         "--no-progress", in_process=True)
+    kfmt("restore", url, restored, "--generation", json.loads(result.stdout)["generation"],
+         "--master", "inprocess", "--no-progress", in_process=True)
     kfmt("verify", restored, in_process=True)
-    rolled = {tp: [r for r in rs if r[0] < int(segs[-1].stem)] for tp, rs in source.items()}
     assert cat(restored, in_process=True) == rolled
-    check_records(rolled, truth, "source")
     # the next run reads the segment the swap became: the same records, in one segment fewer
     report = json.loads(kfmt("archive", logs, url, "--master", "inprocess", "--no-progress",
                              "--format", "json", in_process=True).stdout)
@@ -389,4 +419,5 @@ def test_a_swap_completed_while_the_run_reads_keeps_the_merged_segments(tmp_path
          "--no-progress", in_process=True)
     kfmt("verify", restored, in_process=True)
     assert cat(restored, in_process=True) == rolled
+    assert (restored / "live-0" / segs[0].name).read_bytes() == swapped
     assert not (restored / "live-0" / segs[1].name).exists()

@@ -38,9 +38,8 @@ def archive_files(task: ArchiveTask) -> list[FileResult]:
     writer = task.target.writer()
     out = []
     for f in task.files:
-        try:
-            data = storage.map(f.path)
-        except FileNotFoundError:
+        data = read_live(storage, f.path)
+        if data is None:
             out.append(FileResult(f.rel, f.size, None, (
                 f"{f.display}: gone before it could be read (the broker deleted or replaced it): "
                 f"skipped; the archive keeps the version an earlier generation holds, if any",)))
@@ -66,3 +65,26 @@ def archive_files(task: ArchiveTask) -> list[FileResult]:
             upload = writer.put(key, data, f.mtime_ms, facts, sha256)
         out.append(FileResult(f.rel, source_size, upload, tuple(notes)))
     return out
+
+
+SWAP, DELETED = ".swap", ".deleted"
+
+
+def read_live(storage, path: str):
+    """The bytes of a file of SRC, or None when they are gone. A running broker moves a segment's
+    bytes to another name rather than changing them in place, so a file gone from the listed name is
+    read where it went:
+    * a `.swap` file is renamed onto the segment's own name (LocalLog.replaceSegments): read there;
+    * any other segment file is renamed `.deleted` (retention, or a segment the cleaner merged:
+      LocalLog.deleteSegmentFiles) and unlinked only `file.delete.delay.ms` later: read the
+      `.deleted` file, the same bytes.
+    Skipping instead would leave the offsets of that file out of this generation although SRC held
+    them all along (the segments a `.swap` replaced are not listed; a merged segment's records are in
+    a segment this run may have read before the cleaner replaced it)."""
+    names = [path, path[:-len(SWAP)]] if path.endswith(SWAP) else [path, path + DELETED]
+    for name in names:
+        try:
+            return storage.map(name)
+        except FileNotFoundError:
+            continue
+    return None
