@@ -10,8 +10,10 @@ it reads, and how the next generation is made of them and of the latest one.
   segment (retention deleted it; the archive's log start offset stays the oldest it holds), unless
   `prune`: then the generation follows the source's log start. A segment gone from between two
   that remain was merged into another by the cleaner: it leaves the generation.
-* A file that disappears while the run reads it (the broker deleted or replaced it) is skipped
-  with a note: the generation keeps the version the latest one held, if any.
+* A file that disappears while the run reads it is read where the broker moved it
+  (kfmt.transforms.archive.read_task.read_live); one gone altogether is skipped with a note: the
+  generation keeps the version the latest one held, if any, and the latest one's segments within
+  the offsets it covers.
 Objects are never removed (see kfmt.transforms.archive.generations): older generations stay
 restorable.
 """

@@ -32,8 +32,8 @@ class FileResult:
 
 def archive_files(task: ArchiveTask) -> list[FileResult]:
     """One task: read each file of SRC, describe it if it is a segment, put it into the archive
-    unless a generation holds these bytes already. A file gone by then is skipped with a note (a
-    live broker deletes segments by retention and replaces them when it cleans)."""
+    unless a generation holds these bytes already. A file gone by then is read where a live broker
+    moves it (read_live), else skipped with a note."""
     storage, _path = task.source.open()
     writer = task.target.writer()
     out = []
