@@ -5,8 +5,8 @@ through `.deleted`, the cleaner's `.cleaned`/`.swap` sequence on a compacted par
 directory under them. Checked against what the writer says it wrote (its truth file):
 
 * every generation the runs published restores (`kfmt restore --generation N`), passes `kfmt verify`
-  and holds, at each offset, the record the writer wrote there, nothing twice, without a gap where
-  nothing is compacted;
+  and holds, at each offset, the record the writer wrote there, nothing twice, from offset 0 without
+  a gap where nothing is compacted and with each key's latest record where it is;
 * after the writer stopped and one last archive and export run: the latest generation holds exactly
   the records the writer wrote from the archive's log start on (the compacted partition: the offsets
   the log still holds), and so does the appended export (plus, on the compacted partition, records
@@ -16,6 +16,8 @@ directory under them. Checked against what the writer says it wrote (its truth f
 
 The writer is sized so that a segment outlives several runs on a loaded two-core machine (retention
 would otherwise delete a segment no run saw: an archive cannot hold what it never read).
+The last tests catch the cleaner between two of its steps on purpose: a generation archived while a
+`.swap` is there, and a cleaning finished between a run's listing and its reading.
 """
 from __future__ import annotations
 
