@@ -424,3 +424,42 @@ def test_a_cleaning_finished_while_the_run_reads_loses_nothing(tmp_path, monkeyp
     assert cat(restored, in_process=True) == rolled
     assert (restored / "live-0" / segs[0].name).read_bytes() == swapped
     assert not (restored / "live-0" / segs[1].name).exists()
+
+
+def test_a_swap_gone_before_the_run_reads_keeps_what_it_hid(tmp_path):
+    """The run lists a `.swap` (which hides the segments it covers) and the `.swap` is gone when the
+    run reads it, with the segment's own name holding other bytes (removed, not renamed: LogLoader
+    deletes an unfinished cleaning's swap at a restart). The run skips it with one warning, and the
+    generation keeps what the latest one holds for those offsets: the hidden segments too, which
+    the source still holds, rather than dropping them as if the cleaner had merged them."""
+    import kfmt.transforms.archive.read_task as read_task
+
+    logs, url = tmp_path / "logs", str(tmp_path / "archive")
+    with LiveWriter(logs, [("live", 0)], seed=4, retain_segments=100) as writer:
+        writer.wait_for(rolls=4)
+    part = logs / "live-0"
+    segs = sorted(part.glob("*.log"))
+    source = cat(logs, in_process=True)
+    rolled = {tp: [r for r in rs if r[0] < int(segs[-1].stem)] for tp, rs in source.items()}
+    kfmt("archive", logs, url, "--master", "inprocess", "--no-progress", in_process=True)
+    swap = part / (segs[0].name + ".swap")
+    swap.write_bytes(segs[0].read_bytes() + segs[1].read_bytes())
+    real = read_task.archive_files
+
+    def swap_removed_first(task):
+        swap.unlink(missing_ok=True)
+        return real(task)
+
+    read_task.archive_files = swap_removed_first
+    try:
+        result = kfmt("archive", logs, url, "--master", "inprocess", "--no-progress", "--format",
+                      "json", in_process=True)
+    finally:
+        read_task.archive_files = real
+    assert len(result.stderr.splitlines()) == 1 and "gone before it could be read" in result.stderr
+    state = json.loads(result.stdout)
+    restored = tmp_path / "restored"
+    kfmt("restore", url, restored, "--generation", state["generation"], "--master", "inprocess",
+         "--no-progress", in_process=True)
+    kfmt("verify", restored, in_process=True)
+    assert cat(restored, in_process=True) == rolled

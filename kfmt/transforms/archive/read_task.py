@@ -38,7 +38,7 @@ def archive_files(task: ArchiveTask) -> list[FileResult]:
     writer = task.target.writer()
     out = []
     for f in task.files:
-        data = read_live(storage, f.path)
+        data = read_live(storage, f.path, f.size)
         if data is None:
             out.append(FileResult(f.rel, f.size, None, (
                 f"{f.display}: gone before it could be read (the broker deleted or replaced it): "
@@ -70,21 +70,26 @@ def archive_files(task: ArchiveTask) -> list[FileResult]:
 SWAP, DELETED = ".swap", ".deleted"
 
 
-def read_live(storage, path: str):
+def read_live(storage, path: str, listed_size: int):
     """The bytes of a file of SRC, or None when they are gone. A running broker moves a segment's
     bytes to another name rather than changing them in place, so a file gone from the listed name is
-    read where it went:
+    read where it went, if it has the listed size there (the same bytes):
     * a `.swap` file is renamed onto the segment's own name (LocalLog.replaceSegments): read there;
     * any other segment file is renamed `.deleted` (retention, or a segment the cleaner merged:
       LocalLog.deleteSegmentFiles) and unlinked only `file.delete.delay.ms` later: read the
-      `.deleted` file, the same bytes.
+      `.deleted` file.
     Skipping instead would leave the offsets of that file out of this generation although SRC held
     them all along (the segments a `.swap` replaced are not listed; a merged segment's records are in
     a segment this run may have read before the cleaner replaced it)."""
-    names = [path, path[:-len(SWAP)]] if path.endswith(SWAP) else [path, path + DELETED]
-    for name in names:
-        try:
-            return storage.map(name)
-        except FileNotFoundError:
-            continue
-    return None
+    try:
+        return storage.map(path)
+    except FileNotFoundError:
+        pass
+    moved = path[:-len(SWAP)] if path.endswith(SWAP) else path + DELETED
+    try:
+        data = storage.map(moved)
+    except FileNotFoundError:
+        return None
+    # another size: not the listed file (a swap removed rather than renamed leaves the old segment;
+    # a later cleaning replaced it again): skipped, the latest generation's version stays
+    return data if len(data) == listed_size else None
