@@ -10,8 +10,10 @@ it reads, and how the next generation is made of them and of the latest one.
   segment (retention deleted it; the archive's log start offset stays the oldest it holds), unless
   `prune`: then the generation follows the source's log start. A segment gone from between two
   that remain was merged into another by the cleaner: it leaves the generation.
-* A file that disappears while the run reads it (the broker deleted or replaced it) is skipped
-  with a note: the generation keeps the version the latest one held, if any.
+* A file that disappears while the run reads it is read where the broker moved it
+  (kfmt.transforms.archive.read_task.read_live); one gone altogether is skipped with a note: the
+  generation keeps the version the latest one held, if any, and the latest one's segments within
+  the offsets it covers.
 Objects are never removed (see kfmt.transforms.archive.generations): older generations stay
 restorable.
 """
@@ -100,11 +102,20 @@ def merge_segments(work: PartitionWork, archived: dict[int, ArchivedSegment], pr
     name = work.pp.part.name
     previous = {s.base_offset: s for s in (work.previous.segments if work.previous else [])}
     chosen: dict[int, tuple[ArchivedSegment, bool]] = {}  # base offset -> (facts, read by this run)
-    for base in work.source_bases:
+    bases = sorted(work.source_bases)
+    for base, following in zip(bases, bases[1:] + [None]):
         if base in archived:
             chosen[base] = (archived[base], True)
-        elif base in previous:
+            continue
+        if base in previous:
             chosen[base] = (previous[base], False)
+        # Not read now (skipped as gone, or left out): the source segment may cover offsets the
+        # latest generation holds in segments the listing no longer shows (a `.swap` hides the
+        # segments it replaces; the cleaner may have renamed it into place before it was read).
+        # What this run did not read cannot say they were merged: the latest generation's stay.
+        for b, seg in previous.items():
+            if b > base and (following is None or b < following):
+                chosen[b] = (seg, False)
     first = min(work.source_bases, default=None)
     if not prune:
         for base, seg in previous.items():

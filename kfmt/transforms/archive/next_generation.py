@@ -112,6 +112,10 @@ class NextGeneration:
             else:
                 to_put[rel] = (data, mtime)
         assembled = Assembled(files, partitions, to_put, inputs, notes, uploads)
+        # said here, also when nothing is published (a file skipped as gone is news either way):
+        # an executor's warnings go nowhere
+        for note in notes:
+            warnings.warn(note, KfmtWarning, stacklevel=2)
         if latest is not None and not to_put and _same(assembled, latest):
             return None
         return assembled
@@ -159,8 +163,6 @@ class NextGeneration:
             uploads.append(u)
             a.files[rel] = Kept(StoredFile(key, len(data)), u.record)
             self.index.add(key, rel, u.record.size, u.record.sha256)
-        for note in a.notes:  # said here too: an executor's warnings go nowhere
-            warnings.warn(note, KfmtWarning, stacklevel=2)
         number = aplan.latest.number + 1 if aplan.latest else 1
         src_urls = {w.pp.rel: w.pp.part.storage.url_of(w.pp.part.path) for w in aplan.works}
         dst = destination.storage

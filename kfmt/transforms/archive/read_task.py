@@ -32,15 +32,14 @@ class FileResult:
 
 def archive_files(task: ArchiveTask) -> list[FileResult]:
     """One task: read each file of SRC, describe it if it is a segment, put it into the archive
-    unless a generation holds these bytes already. A file gone by then is skipped with a note (a
-    live broker deletes segments by retention and replaces them when it cleans)."""
+    unless a generation holds these bytes already. A file gone by then is read where a live broker
+    moves it (read_live), else skipped with a note."""
     storage, _path = task.source.open()
     writer = task.target.writer()
     out = []
     for f in task.files:
-        try:
-            data = storage.map(f.path)
-        except FileNotFoundError:
+        data = read_live(storage, f.path, f.size)
+        if data is None:
             out.append(FileResult(f.rel, f.size, None, (
                 f"{f.display}: gone before it could be read (the broker deleted or replaced it): "
                 f"skipped; the archive keeps the version an earlier generation holds, if any",)))
@@ -66,3 +65,31 @@ def archive_files(task: ArchiveTask) -> list[FileResult]:
             upload = writer.put(key, data, f.mtime_ms, facts, sha256)
         out.append(FileResult(f.rel, source_size, upload, tuple(notes)))
     return out
+
+
+SWAP, DELETED = ".swap", ".deleted"
+
+
+def read_live(storage, path: str, listed_size: int):
+    """The bytes of a file of SRC, or None when they are gone. A running broker moves a segment's
+    bytes to another name rather than changing them in place, so a file gone from the listed name is
+    read where it went, if it has the listed size there (the same bytes):
+    * a `.swap` file is renamed onto the segment's own name (LocalLog.replaceSegments): read there;
+    * any other segment file is renamed `.deleted` (retention, or a segment the cleaner merged:
+      LocalLog.deleteSegmentFiles) and unlinked only `file.delete.delay.ms` later: read the
+      `.deleted` file.
+    Skipping instead would leave the offsets of that file out of this generation although SRC held
+    them all along (the segments a `.swap` replaced are not listed; a merged segment's records are in
+    a segment this run may have read before the cleaner replaced it)."""
+    try:
+        return storage.map(path)
+    except FileNotFoundError:
+        pass
+    moved = path[:-len(SWAP)] if path.endswith(SWAP) else path + DELETED
+    try:
+        data = storage.map(moved)
+    except FileNotFoundError:
+        return None
+    # another size: not the listed file (a swap removed rather than renamed leaves the old segment;
+    # a later cleaning replaced it again): skipped, the latest generation's version stays
+    return data if len(data) == listed_size else None
