@@ -180,13 +180,7 @@ PyObject *py_digest_v2_batches(PyObject *self, PyObject *args) {
     long long base;
     int check_crc;
     if (!PyArg_ParseTuple(args, "y*y*nnLp", &data, &rows, &start, &stop, &base, &check_crc)) return NULL;
-    Py_ssize_t n_rows = rows.len / (Py_ssize_t)sizeof(frame);
-    if (start < 0 || stop > n_rows || start > stop) {
-        PyBuffer_Release(&data);
-        PyBuffer_Release(&rows);
-        PyErr_SetString(PyExc_ValueError, "digest_v2_batches: rows outside the array");
-        return NULL;
-    }
+    if (frame_run_args("digest_v2_batches", &data, &rows, start, stop)) return NULL;
     const frame *f = (const frame *)rows.buf;
     const uint8_t *d = data.buf;
     int64_t records = 0, first_offset = 0;

@@ -73,13 +73,7 @@ PyObject *py_entry_facts(PyObject *self, PyObject *args) {
     Py_ssize_t start, stop;
     long long base;
     if (!PyArg_ParseTuple(args, "y*y*nnL", &data, &rows, &start, &stop, &base)) return NULL;
-    Py_ssize_t n_rows = rows.len / (Py_ssize_t)sizeof(frame);
-    if (start < 0 || stop > n_rows || start > stop) {
-        PyBuffer_Release(&data);
-        PyBuffer_Release(&rows);
-        PyErr_SetString(PyExc_ValueError, "entry_facts: rows outside the array");
-        return NULL;
-    }
+    if (frame_run_args("entry_facts", &data, &rows, start, stop)) return NULL;
     const frame *f = (const frame *)rows.buf;
     const uint8_t *d = data.buf;
     facts_acc a = {0};

@@ -166,12 +166,7 @@ PyObject *py_index_frames(PyObject *self, PyObject *args) {
         return NULL;
     }
     const frame *rows = buf.buf;
-    Py_ssize_t n_rows = buf.len / (Py_ssize_t)sizeof(frame);
-    if (start < 0 || stop > n_rows || start > stop) {
-        PyBuffer_Release(&buf);
-        PyErr_SetString(PyExc_ValueError, "index_frames: rows outside the array");
-        return NULL;
-    }
+    if (frame_run_args("index_frames", NULL, &buf, start, stop)) return NULL;
     gbuf offsets = {0}, times = {0};
     Py_ssize_t i = start;
     int nomem = 0;
@@ -232,13 +227,8 @@ PyObject *py_frames_describe(PyObject *self, PyObject *args) {
     long long base;
     if (!PyArg_ParseTuple(args, "y*y*nnL", &buf, &rows_buf, &start, &stop, &base)) return NULL;
     const frame *rows = rows_buf.buf;
-    Py_ssize_t n_rows = rows_buf.len / (Py_ssize_t)sizeof(frame), i = start;
-    if (start < 0 || stop > n_rows || start > stop) {
-        PyBuffer_Release(&buf);
-        PyBuffer_Release(&rows_buf);
-        PyErr_SetString(PyExc_ValueError, "frames_describe: rows outside the array");
-        return NULL;
-    }
+    if (frame_run_args("frames_describe", &buf, &rows_buf, start, stop)) return NULL;
+    Py_ssize_t i = start;
     const uint8_t *d = buf.buf;
     for (; i < stop; i++) {
         const frame *f = &rows[i];
@@ -251,4 +241,13 @@ PyObject *py_frames_describe(PyObject *self, PyObject *args) {
     PyBuffer_Release(&buf);
     PyBuffer_Release(&rows_buf);
     return PyLong_FromSsize_t(i);
+}
+
+int frame_run_args(const char *kernel, Py_buffer *data, Py_buffer *rows, Py_ssize_t start, Py_ssize_t stop) {
+    Py_ssize_t n = rows->len / (Py_ssize_t)sizeof(frame);
+    if (start >= 0 && stop <= n && start <= stop) return 0;
+    if (data != NULL) PyBuffer_Release(data);
+    PyBuffer_Release(rows);
+    PyErr_Format(PyExc_ValueError, "%s: rows outside the array", kernel);
+    return -1;
 }

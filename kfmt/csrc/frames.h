@@ -27,6 +27,11 @@ typedef struct {
     int8_t timestamp_type; /* -1 none (v0), 0 CreateTime, 1 LogAppendTime */
 } frame;
 
+/* The check every walk over a run of rows makes of its arguments: [start, stop) lies within the rows
+ * array. Otherwise a ValueError naming the kernel, `data` (may be NULL) and `rows` released, -1.
+ * (Python.h comes first, through native.h.) */
+int frame_run_args(const char *kernel, Py_buffer *data, Py_buffer *rows, Py_ssize_t start, Py_ssize_t stop);
+
 /* Whether a row describes its entry p as the frame scan reads it (the walks over rows trust no row
  * they did not check): an uncompressed legacy message that decode accepts (legacy.c; its CRC-32
  * checked when check_crc), a v2 batch header (digest.c). */

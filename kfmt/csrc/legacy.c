@@ -70,15 +70,6 @@ static int64_t rows_bytes(const frame *f, Py_ssize_t start, Py_ssize_t stop) {
     return total;
 }
 
-static int rows_arg(Py_buffer *rows, Py_ssize_t start, Py_ssize_t stop) {
-    Py_ssize_t n = rows->len / (Py_ssize_t)sizeof(frame);
-    if (start < 0 || stop > n || start > stop) {
-        PyErr_SetString(PyExc_ValueError, "rows outside the array");
-        return -1;
-    }
-    return 0;
-}
-
 /* decode_legacy_messages(data, rows, start, stop, base, check_crc)
  *   -> (stopped_at, RecordBatch of rows [start, stopped_at), crc_valid: bytes of 0/1) */
 PyObject *py_decode_legacy_messages(PyObject *self, PyObject *args) {
@@ -87,11 +78,7 @@ PyObject *py_decode_legacy_messages(PyObject *self, PyObject *args) {
     long long base;
     int check_crc;
     if (!PyArg_ParseTuple(args, "y*y*nnLp", &data, &rows, &start, &stop, &base, &check_crc)) return NULL;
-    if (rows_arg(&rows, start, stop)) {
-        PyBuffer_Release(&data);
-        PyBuffer_Release(&rows);
-        return NULL;
-    }
+    if (frame_run_args("decode_legacy_messages", &data, &rows, start, stop)) return NULL;
     const frame *f = (const frame *)rows.buf;
     int64_t n = stop - start, total = rows_bytes(f, start, stop);
     if (total > INT32_MAX_) { /* beyond Arrow's 32-bit offsets: the caller splits the run */
@@ -443,11 +430,7 @@ PyObject *py_upgrade_legacy_messages(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*y*nnLpLpLp", &data, &rows, &start, &stop, &base, &check_crc,
                           &out_position, &rebatch, &max_batch_bytes, &close_last))
         return NULL;
-    if (rows_arg(&rows, start, stop)) {
-        PyBuffer_Release(&data);
-        PyBuffer_Release(&rows);
-        return NULL;
-    }
+    if (frame_run_args("upgrade_legacy_messages", &data, &rows, start, stop)) return NULL;
     const frame *f = (const frame *)rows.buf;
     upgrade_output o = {.out_position = out_position};
     open_group g = {0};
@@ -661,11 +644,7 @@ PyObject *py_digest_legacy_messages(PyObject *self, PyObject *args) {
     long long base;
     int check_crc;
     if (!PyArg_ParseTuple(args, "y*y*nnLp", &data, &rows, &start, &stop, &base, &check_crc)) return NULL;
-    if (rows_arg(&rows, start, stop)) {
-        PyBuffer_Release(&data);
-        PyBuffer_Release(&rows);
-        return NULL;
-    }
+    if (frame_run_args("digest_legacy_messages", &data, &rows, start, stop)) return NULL;
     const frame *f = (const frame *)rows.buf;
     int64_t first_offset = 0;
     int nomem = 0;
