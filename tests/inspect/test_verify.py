@@ -576,3 +576,21 @@ def test_files_disagreeing_with_a_kfmt_manifest(tmp_path):
 def test_usage_errors_exit_2(tmp_path):
     assert run_kfmt("verify", tmp_path / "missing").code == 2
     assert run_kfmt("verify", REALKAFKA / "v2-none-0", "--format", "xml").code == 2
+
+
+def test_a_time_index_whose_one_entry_is_all_zeros_is_an_entry(tmp_path):
+    """Records whose timestamps are all 0 give a rolled segment the final time-index entry (timestamp
+    0, the base offset): twelve zero bytes, as Kafka writes them on roll (LogSegment.onBecomeInactiveSegment).
+    A trimmed file of one slot is that entry, not preallocated zeros (found by the salvage fuzz test)."""
+    from kafka.record.legacy_records import LegacyRecordBatchBuilder
+
+    src, dst = tmp_path / "t-0", tmp_path / "reindexed" / "t-0"
+    src.mkdir()
+    for base in (0, 1):  # two segments of one v1 message each, timestamp 0 (kafka-python writes them)
+        builder = LegacyRecordBatchBuilder(magic=1, compression_type=0, batch_size=1 << 20)
+        builder.append(base, timestamp=0, key=None, value=b"v")
+        (src / f"{base:020d}.log").write_bytes(bytes(builder.build()))
+    assert run_kfmt("reindex", src, dst).code == 0
+    assert (dst / f"{0:020d}.timeindex").read_bytes() == bytes(12)  # Kafka's entry (0, offset 0)
+    code, errors, _ = verify_json(dst)
+    assert code == 0 and errors == [], errors

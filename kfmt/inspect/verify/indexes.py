@@ -50,7 +50,11 @@ def _entries_and_tail(data, entry_size: int, read, base_offset: int):
     """(entries, position where the entries end, zero_tail_bytes, nonzero_tail) of an index file."""
     whole = len(data) // entry_size * entry_size
     body = np.frombuffer(data, np.uint8, count=whole)
-    if not body.any():  # nothing but preallocated zeros: no entries at all (slot 0 is zero too)
+    # nothing but preallocated zeros: no entries at all (slot 0 is zero too). Not a file of one slot:
+    # preallocated files are segment.index.bytes long, a trimmed one holds its entries only, and a
+    # single entry may well be zero (a time index's (timestamp 0, the base offset) of a segment whose
+    # records all have timestamp 0)
+    if whole > entry_size and not body.any():
         return [], 0, whole, False
     entries = read(data, base_offset)
     end = len(entries) * entry_size
