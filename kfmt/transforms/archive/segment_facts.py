@@ -69,8 +69,7 @@ def segment_facts(data, file: str, ends_log: bool = False) -> tuple[PartitionTal
         edges = np.flatnonzero(compressed[1:] != compressed[:-1]) + 1
         for start, stop in zip([0, *edges.tolist()], [*edges.tolist(), len(rows)]):
             if compressed[start]:
-                for i in range(start, stop):
-                    _add_compressed(data, rows[i:i + 1], file, tally, times)
+                _add_compressed(data, rows[start:stop], file, tally, times)
             else:
                 _add_uncompressed(data, rows[start:stop], file, tally, times)
     if scanner.tail.is_error:
@@ -97,17 +96,26 @@ def _add_uncompressed(data, rows: np.ndarray, file: str, tally: PartitionTally, 
             times.add_batch(segment.decode(data, header, file))
 
 
-def _add_compressed(data, row: np.ndarray, file: str, tally: PartitionTally, times: _Times) -> None:
-    """One compressed data batch or wrapper, inflated once for its digest and its timestamps."""
-    found = _compressed_facts(data, row[0])
-    if found is None:
-        batch = segment.decode(data, header_of(row[0].item()), file)
+def _add_compressed(data, rows: np.ndarray, file: str, tally: PartitionTally, times: _Times) -> None:
+    """Compressed data batches and wrappers, each inflated once for its digest and its timestamps,
+    counted as one run up to the first the decoder must decide on."""
+    digest, first, begin = ContentDigest(), None, 0
+    for i, row in enumerate(rows):
+        found = _compressed_facts(data, row)
+        if found is not None:
+            digest.merge(found[0])
+            if first is None:
+                first = found[1]
+            times.note(found[2], found[3])
+            continue
+        if i > begin:
+            tally.add(CheckedRun(rows[begin:i], digest, first))
+        batch = segment.decode(data, header_of(row.item()), file)
         tally.add(batch)
         times.add_batch(batch)
-        return
-    digest, first, lo, hi = found
-    tally.add(CheckedRun(row, digest, first))
-    times.note(lo, hi)
+        digest, first, begin = ContentDigest(), None, i + 1
+    if len(rows) > begin:
+        tally.add(CheckedRun(rows[begin:], digest, first))
 
 
 def _compressed_facts(data, row) -> tuple | None:
