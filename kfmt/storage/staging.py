@@ -82,14 +82,16 @@ def _check_rel(rel: str) -> list[str]:
 class StagedStream(WriteStream):
     """A file being staged: hashes and counts what passes through, records it on close."""
 
-    def __init__(self, files: "StagedFiles", rel: str, stream: WriteStream, mtime_ms: int | None):
+    def __init__(self, files: "StagedFiles", rel: str, stream: WriteStream, mtime_ms: int | None,
+                 sha256: str | None = None):
         self.files, self.rel, self._stream, self.mtime_ms = files, rel, stream, mtime_ms
-        self._sha = hashlib.sha256()
+        self._sha = hashlib.sha256() if sha256 is None else None
+        self._known = sha256
         self.size = 0
         self.record: FileRecord | None = None
 
     def write(self, data) -> int:
-        n = hashed_write(self._sha, data, self._stream.write)
+        n = self._stream.write(data) if self._sha is None else hashed_write(self._sha, data, self._stream.write)
         self.size += len(data)
         return n
 
@@ -97,7 +99,8 @@ class StagedStream(WriteStream):
         if self.record is None:
             self._stream.close()
             self.files._open.discard(self)
-            self.record = self.files._finish(self.rel, self.size, self._sha.hexdigest(), self.mtime_ms)
+            sha256 = self._known if self._sha is None else self._sha.hexdigest()
+            self.record = self.files._finish(self.rel, self.size, sha256, self.mtime_ms)
         return self.record
 
     def abort(self) -> None:
@@ -120,15 +123,21 @@ class StagedFiles:
     def makedirs(self, rel: str) -> None:
         self.storage.makedirs(self.path(rel))
 
-    def write(self, rel: str, data, mtime_ms: int | None = None) -> FileRecord:
+    def write(self, rel: str, data, mtime_ms: int | None = None, sha256: str | None = None) -> FileRecord:
+        """`sha256`: of these very bytes, known to the caller (Storage.checked_sha256): not hashed again."""
         path = self.path(rel)
+        if sha256 is not None:
+            self.storage.write(path, data, mtime_ms)
+            return self._finish(rel, len(data), sha256, mtime_ms)
         sha = hashlib.sha256()
         hashed_write(sha, data, lambda chunk: self.storage.write(path, chunk, mtime_ms))
         return self._finish(rel, len(data), sha.hexdigest(), mtime_ms)
 
-    def open(self, rel: str, mtime_ms: int | None = None) -> StagedStream:
-        """Stream a file (memory stays bounded); close() records it, abort() leaves nothing."""
-        stream = StagedStream(self, rel, self.storage.open_write(self.path(rel)), mtime_ms)
+    def open(self, rel: str, mtime_ms: int | None = None, sha256: str | None = None) -> StagedStream:
+        """Stream a file (memory stays bounded); close() records it, abort() leaves nothing.
+        `sha256`: the caller hashed the very buffer it streams (the archive, which needs the hash
+        before it uploads: kfmt.transforms.archive.destination), so it is not hashed twice."""
+        stream = StagedStream(self, rel, self.storage.open_write(self.path(rel)), mtime_ms, sha256)
         self._open.add(stream)
         return stream
 
@@ -191,9 +200,9 @@ class StagedOutput:
         self._check_writable()
         self.staged.makedirs(rel)
 
-    def write(self, rel: str, data, mtime_ms: int | None = None) -> FileRecord:
+    def write(self, rel: str, data, mtime_ms: int | None = None, sha256: str | None = None) -> FileRecord:
         self._check_writable()
-        return self.staged.write(rel, data, mtime_ms)
+        return self.staged.write(rel, data, mtime_ms, sha256)
 
     def open(self, rel: str, mtime_ms: int | None = None) -> StagedStream:
         self._check_writable()

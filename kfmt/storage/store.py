@@ -153,6 +153,12 @@ class Storage:
         self.bytes_read += len(data)
         return data
 
+    def checked_sha256(self, path: str) -> str | None:
+        """The SHA-256 of the whole file at `path` when this storage checked it against a record as it
+        read it (an archive's objects: kfmt.transforms.archive.view), else None: a copy of those very
+        bytes is then recorded with it rather than hashed a second time."""
+        return None
+
     def _read(self, path, start, end):
         raise NotImplementedError
 

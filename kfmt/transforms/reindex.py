@@ -207,7 +207,9 @@ def reindex_partition(plan: PartitionPlan, out: StagedOutput, options: Companion
             raise err.located(file=file)
         tally.add_segment(len(data))
         tail = _check_segment(data, file, builder, tally)
+        checked = storage.checked_sha256(seg.log.path)  # restore: the archive's object, checked whole
         if tail.is_error:
+            checked = None
             if seg is not part.segments[-1]:
                 raise tail.error(file)
             data = data[:tail.position]
@@ -216,7 +218,7 @@ def reindex_partition(plan: PartitionPlan, out: StagedOutput, options: Companion
             else:
                 notes.append(tail.recovery_message(file))
         companions = builder.end_segment()
-        out.write(plan.rel_path(seg.log.name), data, seg.log.mtime_ms)
+        out.write(plan.rel_path(seg.log.name), data, seg.log.mtime_ms, checked)
         for name, content in companions.files().items():
             out.write(plan.rel_path(name), content)
         if on_progress is not None:

@@ -23,13 +23,12 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-import pyarrow.compute as pc
-
 from kfmt.errors import DataError
 from kfmt.format import segment
 from kfmt.format.digest import DIGEST_VERSION, ContentDigest
 from kfmt.partition.summary import PartitionSummary, PartitionTally, merge_tallies
 from kfmt.storage.manifest import Manifest
+from kfmt.transforms.archive.segment_facts import segment_facts
 
 SECTION = "archive"  # the manifest section of an archive
 SECTION_VERSION = 2  # 2: generations (kfmt.transforms.archive.generations); 1 is read as generation 1
@@ -74,24 +73,11 @@ class ArchivedSegment:
 
 
 def archived_segment(data, file: str, rel: str, base_offset: int, ends_log: bool = False) -> ArchivedSegment:
-    """Decode every batch of a segment strictly (framing, CRCs, record structure: bad data raises
+    """Check every batch of a segment strictly (framing, CRCs, record structure: bad data raises
     DataError naming `file`) and sum up what the archive records about it. In the partition's last
     segment (`ends_log`) a crash-cut tail is what log recovery truncates: the facts leave it out, with
     a warning (the bytes are archived as they are; restore truncates it as a broker would)."""
-    tally = PartitionTally(PartitionSummary(file, None, None))
-    tally.add_segment(len(data))
-    low = high = None
-    for batch in segment.batches(data, file, recover_tail=ends_log):
-        tally.add_batch(batch)
-        if batch.header.is_control or not len(batch):
-            continue
-        timestamps = batch.records.column(1)
-        known = pc.filter(timestamps, pc.greater_equal(timestamps, 0))
-        if len(known):
-            bounds = pc.min_max(known)
-            lo, hi = bounds["min"].as_py(), bounds["max"].as_py()
-            low = lo if low is None else min(low, lo)
-            high = hi if high is None else max(high, hi)
+    tally, low, high = segment_facts(data, file, ends_log)
     s = tally.finish()
     return ArchivedSegment(rel, base_offset, len(data), s.batches, s.records, s.control_records,
                         s.first_offset, s.next_offset, low, high, s.content_digest)

@@ -55,14 +55,15 @@ class ArchiveWriter:
             outcome = "reuploaded"
         # A record of other content is a killed run's upload of an object no generation holds (its
         # source has changed since): replaced.
-        record = self._upload(key, data, mtime_ms)
+        record = self._upload(key, data, mtime_ms, sha256)
         doc = {"size": record.size, "sha256": record.sha256, "mtime_ms": mtime_ms}
         self.storage.write(self.upload_record_path(key), json.dumps(doc).encode())
         return Upload(record, outcome, facts)
 
-    def _upload(self, key: str, data, mtime_ms: int | None) -> FileRecord:
+    def _upload(self, key: str, data, mtime_ms: int | None, sha256: str) -> FileRecord:
+        """`data` to the object `key`; `sha256` was computed from this very buffer (not hashed again)."""
         view = memoryview(data)
-        stream = self.files.open(key, mtime_ms)
+        stream = self.files.open(key, mtime_ms, sha256)
         try:
             for start in range(0, len(view), CHUNK):
                 stream.write(view[start:start + CHUNK])

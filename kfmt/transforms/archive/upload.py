@@ -3,7 +3,7 @@ incrementally: each run adds what is new since the last one and publishes a new 
 (docs/archive.md; what is read and kept: kfmt.transforms.archive.incremental; where objects go:
 kfmt.transforms.archive.generations).
 
-Every segment read is decoded strictly on its way (framing, CRCs, record structure), so the
+Every segment read is checked strictly on its way (framing, CRCs, record structure), so the
 manifest can describe it (offsets, times, counts, content digest) and bad data stops the run
 (DataError, exit 65) before anything is published. A run killed or failed leaves the latest
 generation as it was; what it uploaded stays for the next run, which skips every object whose upload

@@ -34,6 +34,7 @@ class ArchiveView(Storage):
             parts = rel.split("/")[:-1]
             self.dirs.update("/".join(parts[:i]) for i in range(1, len(parts) + 1))
         self.verified: set[str] = set()
+        self._checked: dict[str, str] = {}  # object path -> its SHA-256, checked as it was read whole
 
     def join(self, *parts):
         return self.inner.join(*parts)
@@ -113,7 +114,11 @@ class ArchiveView(Storage):
             raise DataError(f"SHA-256 {sha256} differs from {record.sha256} in {MANIFEST}: the "
                             f"archived object is damaged", file=self.url_of(path))
         self.verified.add(rel)
+        self._checked[path] = sha256
         return data
+
+    def checked_sha256(self, path: str) -> str | None:
+        return self._checked.get(self.object_path(path))
 
 
 @dataclass

@@ -1,0 +1,154 @@
+"""What `kfmt archive` records about a segment (kfmt.transforms.archive.archive_format.ArchivedSegment),
+found many entries at a time.
+
+`archived_segment_reference` is the definition: every batch decoded strictly (framing, CRCs, record
+structure), counted and digested, and the least and greatest record timestamp (>= 0) taken from its
+timestamp column. Decoding every entry of a producer-shaped log (hundreds of thousands of one-message
+v1 entries, tiny v2 batches) into columns was nearly all of what `kfmt archive` spent, so with the
+compiled kernels the same facts come from where the bytes lie:
+* uncompressed entries: checked and digested a run at a time (kfmt.format.batch_runs.checked), the
+  run's timestamps from one `entry_facts` call (kfmt/csrc/facts.c);
+* compressed data batches and wrappers: inflated once, checked and digested
+  (`digest_v2_records`, `digest_legacy_set`) and their timestamps taken (`v2_records_facts`,
+  `legacy_set_facts`) from the inflated records, without columns;
+* anything a kernel does not vouch for (control batches, damaged entries, a run holding a negative
+  timestamp other than -1, which the kernels do not leave out) is decoded as the reference does,
+  so errors are the decoder's own.
+tests/transforms/test_archive_segment_facts.py checks both give the same facts.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from kfmt.format import batch_runs, segment
+from kfmt.format.batch_runs import CheckedRun
+from kfmt.format.digest import ContentDigest
+from kfmt.format.frames import header_of
+from kfmt.format.kernels import native
+from kfmt.format.message_formats import STRICT
+from kfmt.format.model import Batch
+from kfmt.partition.summary import PartitionSummary, PartitionTally
+
+
+class _Times:
+    """The least and greatest record timestamp seen (records without one, < 0, left out)."""
+
+    def __init__(self):
+        self.low = self.high = None
+
+    def note(self, lo, hi) -> None:
+        if lo is None:
+            return
+        self.low = lo if self.low is None else min(self.low, lo)
+        self.high = hi if self.high is None else max(self.high, hi)
+
+    def add_batch(self, batch: Batch) -> None:
+        if batch.header.is_control or not len(batch):
+            return
+        import pyarrow.compute as pc
+
+        timestamps = batch.records.column(1)
+        known = pc.filter(timestamps, pc.greater_equal(timestamps, 0))
+        if len(known):
+            bounds = pc.min_max(known)
+            self.note(bounds["min"].as_py(), bounds["max"].as_py())
+
+
+def segment_facts(data, file: str, ends_log: bool = False) -> tuple[PartitionTally, int | None, int | None]:
+    """(tally, least timestamp, greatest timestamp) of a segment: see the module doc. A bad tail of
+    the partition's last segment (`ends_log`) is left out with a warning, as segment.batches does."""
+    if native is None:
+        return archived_segment_reference(data, file, ends_log)
+    tally = PartitionTally(PartitionSummary(file, None, None))
+    tally.add_segment(len(data))
+    times = _Times()
+    scanner = segment.FrameScanner(data, file)
+    for rows in scanner.chunks():
+        rows = np.ascontiguousarray(rows)
+        compressed = rows["compression"] != 0
+        edges = np.flatnonzero(compressed[1:] != compressed[:-1]) + 1
+        for start, stop in zip([0, *edges.tolist()], [*edges.tolist(), len(rows)]):
+            if compressed[start]:
+                _add_compressed(data, rows[start:stop], file, tally, times)
+            else:
+                _add_uncompressed(data, rows[start:stop], file, tally, times)
+    if scanner.tail.is_error:
+        if not ends_log:
+            raise scanner.tail.error(file)
+        scanner.tail.recovered(file)
+    return tally, times.low, times.high
+
+
+def _add_uncompressed(data, rows: np.ndarray, file: str, tally: PartitionTally, times: _Times) -> None:
+    for item in batch_runs.checked(data, rows, file, messages=True):
+        tally.add(item)
+        if isinstance(item, Batch):
+            times.add_batch(item)
+            continue
+        run = np.ascontiguousarray(item.rows)
+        at, facts = native.entry_facts(data, run, 0, len(run), 0)
+        if at == len(run) and (facts is None or facts[3] is None or facts[3] >= 0):
+            if facts is not None:
+                times.note(facts[3], facts[4])
+            continue
+        for row in run:  # entries the facts kernel leaves to the decoder (already checked)
+            header = header_of(row.item())
+            times.add_batch(segment.decode(data, header, file))
+
+
+def _add_compressed(data, rows: np.ndarray, file: str, tally: PartitionTally, times: _Times) -> None:
+    """Compressed data batches and wrappers, each inflated once for its digest and its timestamps,
+    counted as one run up to the first the decoder must decide on."""
+    digest, first, begin = ContentDigest(), None, 0
+    for i, row in enumerate(rows):
+        found = _compressed_facts(data, row)
+        if found is not None:
+            digest.merge(found[0])
+            if first is None:
+                first = found[1]
+            times.note(found[2], found[3])
+            continue
+        if i > begin:
+            tally.add(CheckedRun(rows[begin:i], digest, first))
+        batch = segment.decode(data, header_of(row.item()), file)
+        tally.add(batch)
+        times.add_batch(batch)
+        digest, first, begin = ContentDigest(), None, i + 1
+    if len(rows) > begin:
+        tally.add(CheckedRun(rows[begin:], digest, first))
+
+
+def _compressed_facts(data, row) -> tuple | None:
+    """(digest, first record offset, least, greatest timestamp), or None where decode should decide."""
+    if row["magic"] < 2:
+        inflated = batch_runs.inflated_wrapper(data, row, 0, STRICT)
+        if inflated is None:
+            return None
+        done = native.digest_legacy_set(*inflated, True)
+        facts = native.legacy_set_facts(*inflated, True)
+    else:
+        inflated = batch_runs.inflated_v2(data, row, 0, STRICT)
+        if inflated is None:
+            return None
+        if inflated[1] == 0:
+            return ContentDigest(), None, None, None  # decode looks no further (docs/format.md §4.7)
+        done = native.digest_v2_records(*inflated)
+        facts = native.v2_records_facts(*inflated)
+    if done is NotImplemented or facts is None or facts is NotImplemented:
+        return None
+    if facts[3] is not None and facts[3] < 0:
+        return None  # a negative timestamp other than -1: the decoder's column decides
+    records, high, low, first = done
+    return ContentDigest(records, high << 64 | low), first, facts[3], facts[4]
+
+
+def archived_segment_reference(data, file: str, ends_log: bool = False
+                               ) -> tuple[PartitionTally, int | None, int | None]:
+    """The definition (see the module doc): every batch decoded."""
+    tally = PartitionTally(PartitionSummary(file, None, None))
+    tally.add_segment(len(data))
+    times = _Times()
+    for batch in segment.batches(data, file, recover_tail=ends_log):
+        tally.add_batch(batch)
+        times.add_batch(batch)
+    return tally, times.low, times.high
