@@ -19,8 +19,8 @@ import pytest
 from support.cli import run_kfmt
 from support.corpus import REALKAFKA
 from support.corpus_truth import consumer_records
-from test_datasource import spark  # noqa: F401  (fixture: one Spark session for the module)
-from test_export import as_consumer_records, export, read_dataset
+from support.export_truth import as_consumer_records, export, read_dataset
+from support.spark_session import spark  # noqa: F401  (fixture: one Spark session for the module)
 
 RETENTION = REALKAFKA / "_retention"
 CASES = ["v2-none-delete-records", "v1-gzip-delete-records"]

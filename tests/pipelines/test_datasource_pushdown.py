@@ -17,8 +17,8 @@ import pytest
 from pyspark.sql import datasource as ds
 from support.corpus import REALKAFKA
 from support.corpus_truth import consumer_records
-from test_datasource_options import OUT_OF_ORDER, one_partition, probe_timestamps, topic
-from test_export import as_consumer_records
+from support.datasource_probes import OUT_OF_ORDER, one_partition, probe_timestamps, topic
+from support.export_truth import as_consumer_records
 
 from kfmt.partition.indexes import TIME_ENTRY
 from kfmt.pipelines.datasource import KafkaLogDataSource, KafkaLogReader, PushdownReader

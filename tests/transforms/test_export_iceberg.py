@@ -19,8 +19,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from support.corpus import REALKAFKA
-from test_export import as_consumer_records, export, read_dataset, truth
-from test_export_append import CUTS, NEW_PARTITION, complete_log_dir, cut_copy, cut_log_dir
+from support.export_cuts import CUTS, NEW_PARTITION, complete_log_dir, cut_copy, cut_log_dir
+from support.export_truth import as_consumer_records, export, read_dataset, truth
 
 from kfmt.rows.columns import EXPORT_SCHEMA
 

@@ -20,7 +20,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 from support.corpus import REAL_DIRS, REALKAFKA, REPO
-from test_export import export, truth, utc_date
+from support.export_truth import export, truth, utc_date
 
 from kfmt.rows.columns import EXPORT_DDL, EXPORT_SCHEMA
 from kfmt.transforms.export import REPORT_NAME
