@@ -30,3 +30,14 @@ def spark():
     register(session)
     yield session
     stop_session()
+
+
+@pytest.fixture(scope="module", name="spark")
+def plain_spark():
+    """The module's Spark session as kfmt's users start one (kfmt's data source not registered):
+    import it as `plain_spark`, use it as `spark`."""
+    from kfmt.pipelines.session import spark_session, stop_session
+
+    session = spark_session("local[2]")
+    yield session
+    stop_session()

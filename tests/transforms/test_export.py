@@ -42,6 +42,7 @@ from support.export_truth import (
     truth,
     utc_date,
 )
+from support.spark_session import plain_spark  # noqa: F401  (fixture `spark`: one Spark session for the module)
 
 from kfmt.format.control import ControlType, control_key
 from kfmt.format.digest import ContentDigest
@@ -499,15 +500,6 @@ def test_a_digest_mismatch_fails_the_job(tmp_path, monkeypatch):
 
 
 # --- Spark -----------------------------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def spark():
-    from kfmt.pipelines.session import spark_session, stop_session
-
-    session = spark_session("local[2]")
-    yield session
-    stop_session()
-
 
 @pytest.mark.spark
 def test_spark_export_of_the_log_directory_reads_back_with_spark(spark, tmp_path):

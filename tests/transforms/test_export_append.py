@@ -26,6 +26,7 @@ from support.cli import run_kfmt
 from support.corpus import REALKAFKA
 from support.export_cuts import CUTS, NEW_PARTITION, complete_log_dir, cut_copy, cut_log_dir
 from support.export_truth import TS_TYPES, as_consumer_records, export, listing, read_dataset, truth
+from support.spark_session import plain_spark  # noqa: F401  (fixture `spark`: one Spark session for the module)
 from support.trees import tree_state
 
 from kfmt.partition.checkpoints import write_offset_checkpoint
@@ -331,15 +332,6 @@ def test_a_dry_run_append_prints_where_each_partition_resumes_and_writes_nothing
 
 
 # --- Spark ------------------------------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def spark():
-    from kfmt.pipelines.session import spark_session, stop_session
-
-    session = spark_session("local[2]")
-    yield session
-    stop_session()
-
 
 @pytest.mark.spark
 def test_a_spark_append_reads_back_with_spark_which_skips_staged_files(spark, tmp_path):
