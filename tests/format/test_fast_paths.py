@@ -19,7 +19,6 @@ import functools
 import os
 import random
 import struct
-import zlib
 
 import numpy as np
 import pytest
@@ -36,7 +35,7 @@ from support.kernels import (
     record_columns,
     segments,
 )
-from support.v2_batches import v2_batch
+from support.v2_batches import legacy_message, v2_batch
 
 from kfmt.errors import UsageError
 from kfmt.format import batch_runs, legacy_runs, segment
@@ -119,19 +118,6 @@ def test_checked_message_runs_digest_what_decoding_digests_on_the_corpus(name):
         data = log.read_bytes()
         fast = same_both_ways(lambda: checked_summary(data, messages=True))
         assert fast[1][1] == decoded_digest(data)
-
-
-def legacy_message(offset: int, magic: int, timestamp: int, key, value, lat: bool = False) -> bytes:
-    """One uncompressed v0/v1 message, built with kafka-python's LegacyRecordBatchBuilder (an
-    independent encoder), at the offset a broker assigns."""
-    from kafka.record.legacy_records import LegacyRecordBatchBuilder
-    builder = LegacyRecordBatchBuilder(magic, 0, 1 << 20)
-    builder.append(offset, timestamp if magic else None, key, value)
-    entry = bytearray(builder.build())
-    if lat:  # the LogAppendTime bit is under the CRC (docs/format.md §3.1): recompute it
-        entry[17] |= 0x08
-        struct.pack_into(">I", entry, 12, zlib.crc32(bytes(entry[16:])))
-    return bytes(entry)
 
 
 @pytest.mark.parametrize("magic,lat", [(0, False), (1, False), (1, True)])

@@ -67,7 +67,7 @@ def test_records_that_break_the_rules_under_a_valid_crc(tmp_path_factory, record
 def test_clean_runs_are_taken_whole(tmp_path):
     """The fast walk is used at all: a clean segment of uncompressed entries gives one run."""
     import numpy as np
-    from test_fast_paths import legacy_message
+    from support.v2_batches import legacy_message
 
     from kfmt.format import segment
     from kfmt.inspect.verify import log_runs

@@ -111,7 +111,7 @@ def test_export_writes_what_a_consumer_sees_and_counts_what_it_left_out(case, tm
 @pytest.mark.parametrize("case", CASES)
 def test_the_data_source_reads_what_a_consumer_sees(case, tmp_path):
     pytest.importorskip("pyspark")
-    from test_datasource import read_all
+    from support.spark_session import read_all
 
     root, t = log_dir(case, tmp_path)
     rows, _ = read_all(root)

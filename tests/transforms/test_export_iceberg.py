@@ -88,7 +88,7 @@ def test_a_table_of_the_corpus_equals_the_consumer_and_a_parquet_export(tmp_path
 
 def _log_end(name: str) -> int:
     """The offset after the partition's last batch, from kafka-dump-log's listing."""
-    from test_export import listing
+    from support.export_truth import listing
 
     return max(int(f.get("lastOffset", f.get("offset"))) for f in listing(name).values()) + 1
 
