@@ -7,10 +7,15 @@ import uuid
 from pathlib import Path
 
 import pytest
-from support.corpus import REALKAFKA, corpus_problem
-from support.s3server import SeaweedServer
-from support.spark_cluster import SparkCluster
-from support.tools import missing, require, weed
+
+# The helpers in tests/support/ check with `assert` as tests do: have pytest rewrite their asserts
+# too (before any of them is imported), so that a failing check there shows its values.
+pytest.register_assert_rewrite("support")
+
+from support.corpus import REALKAFKA, corpus_problem  # noqa: E402
+from support.s3server import SeaweedServer  # noqa: E402
+from support.spark_cluster import SparkCluster  # noqa: E402
+from support.tools import missing, require, weed  # noqa: E402
 
 
 def pytest_configure(config):

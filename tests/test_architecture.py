@@ -122,3 +122,23 @@ def test_no_import_cycle():
     for node in sorted(graph):
         if node not in state:
             visit(node)
+
+
+def test_no_test_module_imports_another():
+    """Test modules share helpers through tests/support/ and fixtures through conftest.py, never by
+    importing one another: a test file is not a library (renaming it must not break another), and
+    what is shared stays in view. Imports inside functions count too."""
+    tests = REPO / "tests"
+    test_modules = {p.stem for p in tests.rglob("test_*.py")}
+    wrong = []
+    for path in sorted(tests.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            else:
+                continue
+            wrong += [f"{path.relative_to(REPO)}:{node.lineno} imports {name}"
+                      for name in names if name.split(".")[-1] in test_modules or name.split(".")[0] in test_modules]
+    assert not wrong, "test modules import test modules (move the helpers to tests/support/):\n" + "\n".join(wrong)

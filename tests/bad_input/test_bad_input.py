@@ -10,7 +10,6 @@ from __future__ import annotations
 import gzip
 import json
 import re
-import shutil
 import struct
 import subprocess
 import sys
@@ -24,17 +23,12 @@ from support.cli import run_kfmt
 from support.corpus import REALKAFKA
 from support.corpus_truth import ListedEntry as Entry
 from support.corpus_truth import consumer_records, kafka_listing
-from test_codecs import legacy_message
+from support.legacy_messages import legacy_message
+from support.partition_copies import copy_partition
 
 from kfmt.format.control import end_txn_marker_value
 from kfmt.format.model import BatchHeader, make_records
 from kfmt.plugin import registry
-
-
-def copy_partition(name: str, tmp_path: Path) -> Path:
-    dst = tmp_path / name
-    shutil.copytree(REALKAFKA / name, dst, copy_function=shutil.copyfile)  # writable copies
-    return dst
 
 
 def pick(name: str, *, magic=None, codec=None, index=0, min_size=0) -> Entry:

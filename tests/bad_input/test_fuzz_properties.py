@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.fuzzing import entries_of, fix_crc
-from test_roundtrip_properties import encode, segments
+from support.record_strategies import encode, segments
 
 from kfmt.errors import DataError
 from kfmt.format import segment

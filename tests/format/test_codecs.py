@@ -22,6 +22,7 @@ import lz4.frame
 import pytest
 import xxhash
 import zstandard
+from support.legacy_messages import legacy_message
 
 from kfmt.errors import CompressionError, DataError, DecompressionLimitExceeded
 from kfmt.format.message_formats import ReadOptions
@@ -263,14 +264,6 @@ def test_zstd_rejects_truncated_and_corrupt_frames():
     damaged[-1] ^= 0xFF  # the content checksum
     with pytest.raises(CompressionError):
         codec("zstd").decompress(bytes(damaged), magic=2)
-
-
-def legacy_message(offset: int, magic: int, attributes: int, key, value, timestamp: int = 0) -> bytes:
-    """A v0/v1 message built from the byte layout of §3.1, independently of kfmt's encoder."""
-    body = struct.pack(">bb", magic, attributes) + (struct.pack(">q", timestamp) if magic else b"")
-    for field in (key, value):
-        body += struct.pack(">i", -1) if field is None else struct.pack(">i", len(field)) + field
-    return struct.pack(">qiI", offset, len(body) + 4, zlib.crc32(body)) + body
 
 
 @pytest.mark.parametrize("magic", [0, 1])

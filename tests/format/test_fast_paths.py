@@ -19,15 +19,14 @@ import functools
 import os
 import random
 import struct
-import zlib
 
 import numpy as np
 import pytest
-import test_speedups as speedups_tests
 from hypothesis import given
 from hypothesis import strategies as st
+from support import kernels
 from support.corpus import REAL_DIRS, REALKAFKA
-from test_speedups import (
+from support.kernels import (
     NATIVE_USERS,
     SETTINGS,
     both,
@@ -36,6 +35,7 @@ from test_speedups import (
     record_columns,
     segments,
 )
+from support.v2_batches import legacy_message, v2_batch
 
 from kfmt.errors import UsageError
 from kfmt.format import batch_runs, legacy_runs, segment
@@ -52,7 +52,7 @@ from kfmt.write.planner import RollPolicy, SegmentPlanner
 from kfmt.write.segment_writer import SegmentRunWriter
 
 NATIVE_ALSO = NATIVE_USERS + ["kfmt.format.batch_runs", "kfmt.write.writer"]
-reference_code = functools.partial(speedups_tests.reference_code, NATIVE_ALSO)
+reference_code = functools.partial(kernels.reference_code, NATIVE_ALSO)
 
 
 def same_both_ways(fn):
@@ -120,19 +120,6 @@ def test_checked_message_runs_digest_what_decoding_digests_on_the_corpus(name):
         assert fast[1][1] == decoded_digest(data)
 
 
-def legacy_message(offset: int, magic: int, timestamp: int, key, value, lat: bool = False) -> bytes:
-    """One uncompressed v0/v1 message, built with kafka-python's LegacyRecordBatchBuilder (an
-    independent encoder), at the offset a broker assigns."""
-    from kafka.record.legacy_records import LegacyRecordBatchBuilder
-    builder = LegacyRecordBatchBuilder(magic, 0, 1 << 20)
-    builder.append(offset, timestamp if magic else None, key, value)
-    entry = bytearray(builder.build())
-    if lat:  # the LogAppendTime bit is under the CRC (docs/format.md §3.1): recompute it
-        entry[17] |= 0x08
-        struct.pack_into(">I", entry, 12, zlib.crc32(bytes(entry[16:])))
-    return bytes(entry)
-
-
 @pytest.mark.parametrize("magic,lat", [(0, False), (1, False), (1, True)])
 def test_message_runs_digest_the_records_decode_gives(magic, lat):
     """Messages from an independent encoder, null keys and values among them: the run's digest and
@@ -163,14 +150,6 @@ def test_a_row_that_does_not_describe_its_message_is_not_vouched_for():
     damaged[-1] ^= 1  # the CRC no longer matches: a strict check refuses, a lenient one digests
     assert batch_runs.digest_messages(bytes(damaged), rows, 0, 1)[0] == 0
     assert batch_runs.digest_messages(bytes(damaged), rows, 0, 1, options=LENIENT)[0] == 1
-
-
-def v2_batch(records, base_offset: int, lat: bool) -> bytes:
-    header = BatchHeader(magic=2, base_offset=base_offset,
-                         last_offset=base_offset + max(records.num_rows - 1, 0), compression=0,
-                         timestamp_type=TimestampType.LOG_APPEND_TIME if lat else TimestampType.CREATE_TIME,
-                         max_timestamp=1700000000000, base_timestamp=0)
-    return registry.get().format_for(2).encode(header, records)
 
 
 @SETTINGS

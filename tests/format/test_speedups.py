@@ -13,62 +13,35 @@ The rest of the suite runs on whichever code is active; run it both ways:
 """
 from __future__ import annotations
 
-import contextlib
 import importlib
-import itertools
 import random
 
 import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from support.corpus import REAL_DIRS, REALKAFKA
+from support.kernels import (
+    LEGACY_CODECS,
+    SETTINGS,
+    both,
+    int64s,
+    legacy_runs_of_messages,
+    outcome,
+    record_columns,
+    segments,
+    timestamps,
+)
 
-from kfmt.errors import DataError
 from kfmt.format import legacy_runs, segment
 from kfmt.format.digest import ContentDigest, record_hashes_sum
 from kfmt.format.frames import headers_of, rows_of
 from kfmt.format.message_formats import LENIENT, STRICT
 from kfmt.format.model import BatchHeader, TimestampType, make_records
 from kfmt.plugin import registry
-
-# The modules that look at kfmt.format.kernels.native when called.
-NATIVE_USERS = ["kfmt.format.segment", "kfmt.transforms.report", "kfmt.format.legacy_runs", "kfmt.partition.companions",
-                "kfmt.default_plugins.formats.v2_records", "kfmt.default_plugins.formats.legacy"]
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-
-@contextlib.contextmanager
-def reference_code(names: list[str] = NATIVE_USERS):
-    """Run the pure-Python reference: the kernels off in every module (of `names`) that uses them."""
-    users = [m for m in map(importlib.import_module, names) if hasattr(m, "native")]
-    saved = [m.native for m in users]
-    for m in users:
-        m.native = None
-    try:
-        yield
-    finally:
-        for m, native in zip(users, saved):
-            m.native = native
-
-
-def outcome(fn):
-    """What a call gives: its value, or the DataError it raises (type, message, position, offset)."""
-    try:
-        return "value", fn()
-    except DataError as err:
-        return "error", type(err).__name__, err.message, err.file, err.position, err.offset
-
-
-def both(fn, names: list[str] = NATIVE_USERS):
-    fast = outcome(fn)
-    with reference_code(names):
-        reference = outcome(fn)
-    return fast, reference
 
 
 def comparable(value):
@@ -228,23 +201,6 @@ def test_rows_describe_what_headers_say():
 
 # --- hypothesis: records, batches, segments ---
 
-maybe_bytes = st.none() | st.binary(max_size=30)
-headers = st.lists(st.tuples(st.binary(max_size=8), maybe_bytes), max_size=3)
-int64s = st.integers(-2**63, 2**63 - 1)
-timestamps = st.sampled_from([-1, 0, 1700000000000]) | st.integers(-2**40, 2**43) | int64s
-
-
-@st.composite
-def record_columns(draw, max_size=20):
-    n = draw(st.integers(0, max_size))
-    base = draw(st.integers(0, 2**40) | int64s)
-    offsets = list(itertools.accumulate([base] + draw(st.lists(st.integers(1, 2**20), min_size=n, max_size=n))[1:]))[:n]
-    offsets = [min(o, 2**63 - 1) for o in offsets]
-    return make_records(offsets, draw(st.lists(timestamps, min_size=n, max_size=n)),
-                        draw(st.lists(maybe_bytes, min_size=n, max_size=n)),
-                        draw(st.lists(maybe_bytes, min_size=n, max_size=n)),
-                        draw(st.lists(headers, min_size=n, max_size=n)))
-
 
 def v2_records():
     return importlib.import_module("kfmt.default_plugins.formats.v2_records")
@@ -286,48 +242,6 @@ def test_damaged_records(records, data):
     assert_same(lambda: m.decode_records(bytes(body), count, 10, 20, None))
 
 
-LEGACY_CODECS = {0: ["none", "gzip", "snappy", "lz4"], 1: ["none", "gzip", "snappy", "lz4"],
-                 2: ["none", "gzip", "snappy", "lz4", "zstd"]}
-
-
-@st.composite
-def segments(draw):
-    """A segment of mixed batches (every magic and codec), then maybe a damaged or junk tail."""
-    out = bytearray()
-    offset = draw(st.integers(0, 1000))
-    for _ in range(draw(st.integers(0, 6))):
-        magic = draw(st.sampled_from([0, 1, 2]))
-        codec = draw(st.sampled_from(LEGACY_CODECS[magic]))
-        n = 1 if magic < 2 and codec == "none" else draw(st.integers(1, 5))
-        offsets = list(range(offset, offset + n))
-        ts = [-1 if magic == 0 else draw(timestamps.filter(lambda t: -2**62 < t < 2**62)) for _ in offsets]
-        keys = draw(st.lists(maybe_bytes, min_size=n, max_size=n))
-        values = draw(st.lists(maybe_bytes, min_size=n, max_size=n))
-        hs = draw(st.lists(headers, min_size=n, max_size=n)) if magic == 2 else None
-        records = make_records(offsets, ts, keys, values, hs)
-        lat = magic > 0 and draw(st.booleans())
-        header = BatchHeader(magic=magic, base_offset=offset, last_offset=offsets[-1],
-                             compression=registry.get().compression_named(codec).id,
-                             timestamp_type=(TimestampType.LOG_APPEND_TIME if lat else
-                                             TimestampType.NO_TIMESTAMP_TYPE if magic == 0
-                                             else TimestampType.CREATE_TIME),
-                             max_timestamp=1700000000000 if lat else max(ts),
-                             base_timestamp=ts[0])
-        out += registry.get().format_for(magic).encode(header, records)
-        offset += n + draw(st.integers(0, 3))
-    tail = draw(st.sampled_from(["none", "zeros", "junk", "flip", "cut"]))
-    if tail == "zeros":
-        out += bytes(draw(st.integers(1, 40)))
-    elif tail == "junk":
-        out += draw(st.binary(min_size=1, max_size=40))
-    elif tail == "flip" and out:
-        i = draw(st.integers(0, len(out) - 1))
-        out[i] ^= draw(st.integers(1, 255))
-    elif tail == "cut" and out:
-        del out[draw(st.integers(0, len(out) - 1)):]
-    return bytes(out)
-
-
 @SETTINGS
 @given(segments())
 @pytest.mark.needs("speedups")
@@ -349,33 +263,6 @@ def test_partial_ranges(data, cut_start, cut_end):
         return list(scanner), scanner.tail, [r.tolist() for r in segment.FrameScanner(
             memoryview(data), "seg.log", start, end, base).chunks()]
     assert_same(scan)
-
-
-@st.composite
-def legacy_runs_of_messages(draw):
-    """Uncompressed v0/v1 messages (mixed magics and timestamp types), maybe one damaged."""
-    out = bytearray()
-    offset = draw(st.integers(0, 2**40))
-    for _ in range(draw(st.integers(1, 30))):
-        magic = draw(st.sampled_from([0, 1]))
-        builder = LegacyRecordBatchBuilder(magic, 0, 10**6)
-        ts = None if magic == 0 else draw(st.integers(-1, 2**43))
-        builder.append(offset, ts, draw(maybe_bytes), draw(maybe_bytes))
-        entry = bytearray(builder.build())
-        if magic == 1 and draw(st.integers(0, 5)) == 0:
-            entry[17] |= 0x08  # LogAppendTime (CRC redone below)
-            import zlib
-            entry[12:16] = (zlib.crc32(bytes(entry[16:])) & 0xFFFFFFFF).to_bytes(4, "big")
-        out += entry
-        offset += draw(st.integers(1, 5))
-    damage = draw(st.sampled_from(["none", "none", "crc", "length"]))
-    rows = np.concatenate(list(segment.FrameScanner(bytes(out), "x").chunks()))
-    if damage != "none":
-        i = draw(st.integers(0, len(rows) - 1))
-        pos = int(rows["position"][i])
-        at = pos + (12 if damage == "crc" else rows["size"][i] - 5)
-        out[at] ^= draw(st.integers(1, 255))
-    return bytes(out), rows
 
 
 @SETTINGS

@@ -9,8 +9,8 @@ import io
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from test_fast_paths import v2_batch
-from test_speedups import NATIVE_USERS, SETTINGS, both, record_columns, segments
+from support.kernels import NATIVE_USERS, SETTINGS, both, record_columns, segments
+from support.v2_batches import v2_batch
 
 from kfmt.inspect.dump import DumpOptions, dump_files
 from kfmt.inspect.dump.text import TextSink

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from support.corpus import REAL_DIRS, REALKAFKA
-from test_speedups import NATIVE_USERS, SETTINGS, both, segments
-from test_verify_runs import gzip_wrapper, partition_with
+from support.kernels import NATIVE_USERS, SETTINGS, both, segments
+from support.verify_inputs import gzip_wrapper, partition_with
 
 from kfmt.partition.layout import find_partitions
 from kfmt.storage.store import open_storage

@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from support.corpus import REAL_DIRS, REALKAFKA
-from test_fast_paths import v2_batch
-from test_speedups import NATIVE_USERS, SETTINGS, both, record_columns, segments
+from support.kernels import NATIVE_USERS, SETTINGS, both, record_columns, segments
+from support.v2_batches import v2_batch
+from support.verify_inputs import gzip_wrapper, partition_with
 
 from kfmt.format.wire import crc32c
 from kfmt.inspect.verify import verify
@@ -36,15 +37,6 @@ def same_both_ways(path) -> tuple:
 @pytest.mark.parametrize("name", REAL_DIRS)
 def test_verify_reports_the_same_on_the_corpus(name):
     same_both_ways(REALKAFKA / name)
-
-
-def partition_with(tmp_path, data: bytes, base: int = 0):
-    part = tmp_path / "t-0"
-    part.mkdir(exist_ok=True)
-    for old in part.iterdir():
-        old.unlink()
-    (part / f"{base:020d}.log").write_bytes(data)
-    return part
 
 
 @SETTINGS
@@ -75,7 +67,7 @@ def test_records_that_break_the_rules_under_a_valid_crc(tmp_path_factory, record
 def test_clean_runs_are_taken_whole(tmp_path):
     """The fast walk is used at all: a clean segment of uncompressed entries gives one run."""
     import numpy as np
-    from test_fast_paths import legacy_message
+    from support.v2_batches import legacy_message
 
     from kfmt.format import segment
     from kfmt.inspect.verify import log_runs
@@ -85,18 +77,6 @@ def test_clean_runs_are_taken_whole(tmp_path):
     pieces = list(log_runs.split(log, rows))
     assert [(len(r), n) for r, n in pieces] == [(100, 100)]
     assert np.array_equal(pieces[0][0], rows)
-
-
-def gzip_wrapper(wrapper_offset: int, timestamps: list[int], inner_offsets: list[int]) -> bytes:
-    """A v1 gzip wrapper built with kafka-python (an independent encoder), its inner offsets as
-    given (relative, as producers write them) and its own offset as given."""
-    from kafka.record.legacy_records import LegacyRecordBatchBuilder
-    builder = LegacyRecordBatchBuilder(1, 1, 1 << 20)
-    for offset, ts in zip(inner_offsets, timestamps):
-        builder.append(offset, ts, b"k", b"v")
-    entry = bytearray(builder.build())
-    entry[0:8] = wrapper_offset.to_bytes(8, "big", signed=True)  # not under the CRC (§3.1)
-    return bytes(entry)
 
 
 @SETTINGS

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from test_speedups import SETTINGS
+from support.kernels import SETTINGS
 
 from kfmt.cli.cat import records_of
 from kfmt.format.model import Batch, BatchHeader, TimestampType, make_records

@@ -19,8 +19,8 @@ import pytest
 from support.cli import run_kfmt
 from support.corpus import REALKAFKA
 from support.corpus_truth import consumer_records
-from test_datasource import spark  # noqa: F401  (fixture: one Spark session for the module)
-from test_export import as_consumer_records, export, read_dataset
+from support.export_truth import as_consumer_records, export, read_dataset
+from support.spark_session import spark  # noqa: F401  (fixture: one Spark session for the module)
 
 RETENTION = REALKAFKA / "_retention"
 CASES = ["v2-none-delete-records", "v1-gzip-delete-records"]
@@ -111,7 +111,7 @@ def test_export_writes_what_a_consumer_sees_and_counts_what_it_left_out(case, tm
 @pytest.mark.parametrize("case", CASES)
 def test_the_data_source_reads_what_a_consumer_sees(case, tmp_path):
     pytest.importorskip("pyspark")
-    from test_datasource import read_all
+    from support.spark_session import read_all
 
     root, t = log_dir(case, tmp_path)
     rows, _ = read_all(root)

@@ -120,7 +120,7 @@ def one_warning(err: str, log, position: int, length: int) -> None:
 @pytest.mark.parametrize("how", ["cut", "zero-filled"])
 @pytest.mark.parametrize("name", CUT_NAMES)
 def test_a_crash_cut_tail_gives_every_complete_record_and_one_warning(name, how, tmp_path):
-    from test_export import as_consumer_records, export, read_dataset
+    from support.export_truth import as_consumer_records, export, read_dataset
 
     part, log, position, length, kept = cut_copy(name, tmp_path, how)
     expected = records(name, kept)
@@ -211,7 +211,7 @@ def test_an_archive_cuts_a_crash_cut_tail_and_restore_gives_what_recovery_keeps(
 
 @pytest.mark.parametrize("name", ["v2-none-0", "v1-gzip-0"])
 def test_damage_anywhere_else_stays_an_error(name, tmp_path):
-    from test_export import export
+    from support.export_truth import export
 
     part = tmp_path / name
     shutil.copytree(REALKAFKA / name, part)

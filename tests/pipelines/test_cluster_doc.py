@@ -17,8 +17,7 @@ from pathlib import Path
 import pyarrow.dataset as ds
 import pytest
 from support.bare_python import python_without_kfmt
-from test_cluster import expected_query_result, local_kfmt, same_export, same_tree
-from test_cluster import local_logs, s3_logs  # noqa: F401 (the same sources, as fixtures of this module)
+from support.cluster_checks import expected_query_result, local_kfmt, local_logs, s3_logs, same_export, same_tree  # noqa: F401 (the same sources, as fixtures of this module)
 
 from kfmt.pipelines.ship import CACHE_ENV, FOLDER
 

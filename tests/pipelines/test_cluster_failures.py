@@ -20,13 +20,13 @@ from pathlib import Path
 import psutil
 import pyarrow.parquet as pq
 import pytest
-from test_cluster import SOURCES, downloaded, local_kfmt, same_tree
+from support.cluster_checks import SOURCES, downloaded, local_kfmt, same_tree
+from support.corpus import REALKAFKA
 
 from kfmt.pipelines.task_hold import HOLD_ENV, RELEASE
 from kfmt.storage.manifest import MANIFEST, PENDING_DIR
 from kfmt.storage.store import open_storage
 from kfmt.transforms.export import REPORT_NAME as EXPORT_REPORT_NAME
-from support.corpus import REALKAFKA
 
 pytestmark = [pytest.mark.cluster, pytest.mark.spark, pytest.mark.s3, pytest.mark.needs("java", "weed")]
 

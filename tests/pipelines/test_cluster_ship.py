@@ -16,8 +16,17 @@ import sys
 
 import pytest
 from support.bare_python import python_without_kfmt
-from test_cluster import DRIVER, NOW_MS, expected_query_result, local_kfmt, query_result, same_tree, window_query
-from test_cluster import local_logs, s3_logs  # noqa: F401 (the same sources, as fixtures of this module)
+from support.cluster_checks import (  # noqa: F401 (the same sources, as fixtures of this module)
+    DRIVER,
+    NOW_MS,
+    expected_query_result,
+    local_kfmt,
+    local_logs,
+    query_result,
+    s3_logs,
+    same_tree,
+    window_query,
+)
 
 from kfmt.pipelines.ship import CACHE_ENV, FOLDER
 

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 from support.corpus import REAL_DIRS, REALKAFKA
 from support.corpus_truth import control_records
-from test_export import (
+from support.export_truth import (
     TXN,
     as_consumer_records,
     corrupted_copy,
@@ -24,25 +24,18 @@ from test_export import (
     read_dataset,
     truth,
 )
+from support.spark_session import (
+    read_all,
+    reader,
+    spark,  # noqa: F401  (fixtures of this module)
+)
 
 from kfmt.errors import DataError, UsageError
 from kfmt.partition.layout import find_partitions
-from kfmt.pipelines.datasource import KafkaLogDataSource, KafkaLogReader, SourceOptions
+from kfmt.pipelines.datasource import SourceOptions
 from kfmt.rows.columns import EXPORT_SCHEMA
 from kfmt.rows.ranges import Selection, plan_ranges, read_range
 from kfmt.storage.store import open_storage
-
-
-def reader(path, **options) -> KafkaLogReader:
-    return KafkaLogDataSource({"path": str(path), **{k: str(v) for k, v in options.items()}}).reader(None)
-
-
-def read_all(path, **options) -> tuple[pa.Table, list]:
-    """(rows of every unit, in unit order; the units), as Spark's tasks would read them."""
-    r = reader(path, **options)
-    units = r.partitions()
-    batches = [b for unit in units for b in r.read(unit)]
-    return pa.Table.from_batches(batches, EXPORT_SCHEMA), units
 
 
 def segments(name: str) -> list[int]:
@@ -201,16 +194,6 @@ def test_bad_data_names_file_position_and_offset(tmp_path):
 
 
 # --- through Spark ---------------------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def spark():
-    from kfmt.pipelines.datasource import register
-    from kfmt.pipelines.session import spark_session, stop_session
-
-    session = spark_session("local[2]")
-    register(session)
-    yield session
-    stop_session()
 
 
 @pytest.mark.spark

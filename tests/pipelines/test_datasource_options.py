@@ -17,8 +17,9 @@ import subprocess
 import pytest
 from support.corpus import REAL_DIRS, REALKAFKA
 from support.corpus_truth import consumer_records, first_offset_at_or_after
-from test_datasource import read_all
-from test_export import TXN, as_consumer_records, truth
+from support.datasource_probes import OUT_OF_ORDER, one_partition, probe_timestamps, topic
+from support.export_truth import TXN, as_consumer_records, truth
+from support.spark_session import read_all
 
 from kfmt.partition.layout import find_partitions
 from kfmt.partition.reader import PartitionReader
@@ -27,15 +28,6 @@ from kfmt.pipelines.kafka_options import OffsetRange
 from kfmt.storage.store import open_storage
 
 TIMESTAMPED = [n for n in REAL_DIRS if not n.startswith("v0-")]
-OUT_OF_ORDER = ["v2-none-0", "v1-gzip-0", "v2-zstd-0", TXN, "compact-v2-none-0"]
-
-
-def topic(name: str) -> str:
-    return name.rsplit("-", 1)[0]
-
-
-def one_partition(name: str, value) -> str:
-    return json.dumps({topic(name): {"0": value}})
 
 
 def records(name: str, **options) -> list[dict]:
@@ -52,21 +44,6 @@ def log_end_offset(name: str) -> int:
     """The broker's latest offset (GetOffsetShell, second line of offsets.txt)."""
     lines = (REALKAFKA / f"{name}.truth" / "offsets.txt").read_text().split()
     return int(lines[-1].rsplit(":", 1)[1])
-
-
-def probe_timestamps(name: str) -> list[int]:
-    """Timestamps worth asking about: before everything, after everything, and at and just past
-    every record whose timestamp is below an earlier record's (out of order), and a spread of
-    others."""
-    stamps = [r["timestamp"] for r in consumer_records(name)]
-    out = {min(stamps) - 1, max(stamps), max(stamps) + 1}
-    highest = -1
-    for ts in stamps:
-        if ts < highest:
-            out |= {ts, ts + 1}
-        highest = max(highest, ts)
-    out |= set(stamps[:: max(1, len(stamps) // 10)])
-    return sorted(out)
 
 
 @pytest.fixture(scope="module")

@@ -17,8 +17,9 @@ import pytest
 from pyspark.sql import datasource as ds
 from support.corpus import REALKAFKA
 from support.corpus_truth import consumer_records
-from test_datasource_options import OUT_OF_ORDER, one_partition, probe_timestamps, topic
-from test_export import as_consumer_records
+from support.datasource_probes import OUT_OF_ORDER, one_partition, probe_timestamps, topic
+from support.export_truth import as_consumer_records
+from support.spark_session import spark  # noqa: F401  (fixture: one Spark session for the module)
 
 from kfmt.partition.indexes import TIME_ENTRY
 from kfmt.pipelines.datasource import KafkaLogDataSource, KafkaLogReader, PushdownReader
@@ -225,17 +226,6 @@ def test_a_narrow_query_on_s3_reads_ranges(day_log, monkeypatch, s3_server):
 
 
 # --- through Spark ---------------------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def spark():
-    from kfmt.pipelines.datasource import register
-    from kfmt.pipelines.session import spark_session, stop_session
-
-    session = spark_session("local[2]")
-    register(session)
-    yield session
-    stop_session()
-
 
 def pushed_in_plan(df) -> str:
     """The filters Spark's plan says the scan took over (its scan's `PushedFilters`): the ones

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 from support.cli import run_kfmt
-from test_archive import make_log_dir
-from test_staging import tree_state
+from support.log_dirs import make_log_dir
+from support.trees import tree_state
 
 from kfmt.errors import UsageError
 from kfmt.partition.layout import find_partitions

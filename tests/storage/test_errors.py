@@ -21,9 +21,9 @@ import time
 
 import pytest
 from support.corpus import REALKAFKA
+from support.privileges import AS_UNPRIVILEGED
 from support.s3server import SeaweedServer
 from support.tools import weed as weed_binary
-from test_hostile_inputs import AS_UNPRIVILEGED
 
 from kfmt.storage.store import open_storage
 

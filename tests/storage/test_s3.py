@@ -10,9 +10,9 @@ import shutil
 
 import pytest
 from support.cli import run_kfmt
+from support.consumer_truth import consumer_truth, records_of
 from support.corpus import REALKAFKA
-from test_staging import run_writer, tree_state
-from test_storage_conformance import consumer_truth, records_of
+from support.trees import run_writer, tree_state
 
 from kfmt.errors import UsageError
 from kfmt.partition.layout import find_partitions

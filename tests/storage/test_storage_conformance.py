@@ -9,12 +9,11 @@ partition directory through StagedOutput that reads back with the records a Java
 """
 from __future__ import annotations
 
-import gzip
-import json
 import pickle
 import uuid
 
 import pytest
+from support.consumer_truth import consumer_truth, records_of
 from support.corpus import REALKAFKA
 
 from kfmt.errors import UsageError
@@ -27,30 +26,6 @@ from kfmt.write.segment_writer import source_entries
 from kfmt.write.writer import PartitionWriter
 
 MIB = 1024 * 1024
-
-
-def consumer_truth(name: str) -> list[tuple]:
-    """(offset, timestamp, key, value, headers) of what the Java consumer read."""
-    import base64
-
-    def b(v):
-        return None if v is None else base64.b64decode(v)
-
-    with gzip.open(REALKAFKA / f"{name}.truth" / "records.jsonl.gz", "rt") as f:
-        return [(r["offset"], r["timestamp"], b(r["key"]), b(r["value"]),
-                 [(h["key"].encode(), b(h["value"])) for h in r["headers"]])
-                for r in map(json.loads, f)]
-
-
-def records_of(part) -> list[tuple]:
-    out = []
-    for _seg, batch, skip in PartitionReader(part).batches():
-        if batch.header.is_control:
-            continue
-        cols = [batch.records.column(i).to_pylist() for i in range(5)]
-        for offset, ts, key, value, headers in list(zip(*cols))[skip:]:
-            out.append((offset, ts, key, value, [(h["key"], h["value"]) for h in headers]))
-    return out
 
 
 class StorageConformance:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -18,9 +17,10 @@ from pathlib import Path
 
 import pytest
 from support.cli import run_kfmt
+from support.consumer_truth import consumer_truth, records_of
 from support.corpus import REAL_DIRS, REALKAFKA
-from test_reindex import companions, index_interval, rebuild_now_ms, truth_digest
-from test_storage_conformance import consumer_truth, records_of
+from support.log_dirs import make_log_dir
+from support.reindex_truth import companions, index_interval, rebuild_now_ms, truth_digest
 
 from kfmt.partition.layout import find_partitions
 from kfmt.storage.manifest import MANIFEST, PENDING_DIR, load_manifest
@@ -31,23 +31,6 @@ from kfmt.transforms.report import REPORT_NAME
 # Topics whose index.interval.bytes is not the default (topic-configs.txt): restored apart.
 SMALL_INTERVAL = "v[012]-none"
 NOW = rebuild_now_ms("txn-v2-none-0") if REAL_DIRS else 0  # reproduces every rebuild (test_reindex)
-
-
-def make_log_dir(root: Path, names) -> Path:
-    """A broker's log directory holding corpus partitions and the log-dir files the broker left,
-    every file writable and every .log with a distinct modification time (restore must bring them
-    back: time retention of timestamp-less segments depends on them)."""
-    root.mkdir(parents=True)
-    for name in names:
-        shutil.copytree(REALKAFKA / name, root / name)
-    for f in (REALKAFKA / "_logdir-root").iterdir():
-        shutil.copy2(f, root / f.name)
-    for i, path in enumerate(sorted(root.rglob("*"))):
-        path.chmod(0o755 if path.is_dir() else 0o644)
-        if path.suffix == ".log":
-            ns = (1_650_000_000_000 + 1_000 * i + i % 7) * 1_000_000
-            os.utime(path, ns=(ns, ns))
-    return root
 
 
 @pytest.fixture(scope="module")

@@ -28,7 +28,21 @@ from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from support.cli import run_kfmt
 from support.corpus import REAL_DIRS, REALKAFKA
-from support.corpus_truth import consumer_records, control_records
+from support.corpus_truth import control_records
+from support.export_truth import (
+    TS_TYPES,
+    TXN,
+    as_consumer_records,
+    b64,
+    corrupted_copy,
+    export,
+    listing,
+    open_transaction_partition,
+    read_dataset,
+    truth,
+    utc_date,
+)
+from support.spark_session import plain_spark  # noqa: F401  (fixture `spark`: one Spark session for the module)
 
 from kfmt.format.control import ControlType, control_key
 from kfmt.format.digest import ContentDigest
@@ -36,58 +50,10 @@ from kfmt.format.javatext import java_string
 from kfmt.partition.layout import find_partitions
 from kfmt.partition.reader import PartitionReader
 from kfmt.partition.transactions import AbortedTransaction, partition_outcomes
-from kfmt.rows.columns import DATE_FIELD, EXPORT_DDL, EXPORT_SCHEMA
+from kfmt.rows.columns import EXPORT_DDL, EXPORT_SCHEMA
 from kfmt.storage.store import open_storage
 from kfmt.transforms.export import REPORT_NAME
 from kfmt.transforms.export_state import STATE_NAME
-
-TXN = "txn-v2-none-0"
-TS_TYPES = {-1: "NoTimestampType", 0: "CreateTime", 1: "LogAppendTime"}
-
-
-def export(src, dst, *args):
-    return run_kfmt("export", src, dst, "--master", "inprocess", "--no-progress", *args)
-
-
-def read_dataset(dst: Path, *, by_date: bool = False) -> pa.Table:
-    """pyarrow's Hive dataset without options (docs/export.md), in the export schema's column order
-    (+ the date as a date: pyarrow infers a string), sorted by topic and offset."""
-    table = ds.dataset(dst, partitioning="hive").to_table()
-    names = EXPORT_SCHEMA.names
-    if by_date:
-        table = table.set_column(table.schema.get_field_index("date"), DATE_FIELD,
-                                 table.column("date").cast(pa.date32()))
-        names = names + ["date"]
-    return table.select(names).sort_by([("topic", "ascending"), ("offset", "ascending")])
-
-
-def b64(data: bytes | None) -> str | None:
-    return None if data is None else base64.b64encode(data).decode("ascii")
-
-
-def as_consumer_records(table: pa.Table) -> list[dict]:
-    """Export rows in the Java consumer's terms (the truth files' format)."""
-    micros = table.column("timestamp").cast(pa.int64()).to_pylist()
-    out = []
-    for row, us in zip(table.to_pylist(), micros):
-        assert us % 1000 == 0 and us // 1000 == row["timestamp_ms"]
-        epoch = row["partition_leader_epoch"]
-        out.append({"offset": row["offset"], "timestamp": us // 1000,
-                    "timestampType": TS_TYPES[row["timestampType"]], "key": b64(row["key"]),
-                    "value": b64(row["value"]),
-                    "headers": [{"key": h["key"], "value": b64(h["value"])} for h in row["headers"] or []],
-                    "leaderEpoch": None if epoch < 0 else epoch})
-    return out
-
-
-def utc_date(ms: int) -> datetime.date:
-    """The UTC date of a Kafka timestamp as the consumer reports it (-1 for none: 1969-12-31)."""
-    return (datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
-            + datetime.timedelta(milliseconds=ms)).date()
-
-
-def truth(name: str, committed: bool = False) -> list[dict]:
-    return list(consumer_records(name, "records.read_committed" if committed else "records"))
 
 
 def truth_digest(records: list[dict]) -> str:
@@ -100,19 +66,6 @@ def truth_digest(records: list[dict]) -> str:
                                [[(h["key"].encode(), unb64(h["value"])) for h in r["headers"]]
                                 for r in records]))
     return digest.hexdigest()
-
-
-@cache
-def listing(name: str) -> dict:
-    """kafka-dump-log's batch listing (dump-log.batches.txt): (segment base, position) -> fields."""
-    out, base = {}, None
-    for line in (REALKAFKA / f"{name}.truth" / "dump-log.batches.txt").read_text().splitlines():
-        if line.startswith("Dumping "):
-            base = int(line.split()[1].split(".")[0])
-        elif "position:" in line:
-            fields = dict(re.findall(r"(\w+): (\S+)", line))
-            out[(base, int(fields["position"]))] = fields
-    return out
 
 
 @cache
@@ -371,37 +324,6 @@ def test_a_timestamp_spark_cannot_hold_is_bad_data(tmp_path):
 
 # --- read_committed with an open transaction --------------------------------------------------------
 
-def v2_entry(base: int, n: int, pid: int, *, transactional: bool = False, control: ControlType | None = None):
-    """A v2 batch of n records at offsets base.. (a one-record marker when `control` is given)."""
-    from kfmt.format.control import end_txn_marker_value
-    from kfmt.format.model import BatchHeader, make_records
-    from kfmt.plugin import registry
-
-    keys = [control_key(control)] if control is not None else [b"k%d" % (base + i) for i in range(n)]
-    values = [end_txn_marker_value(0)] if control is not None else [b"v"] * n
-    header = BatchHeader(magic=2, base_offset=base, last_offset=base + len(keys) - 1,
-                         base_timestamp=1700000000000 + base, max_timestamp=1700000000000 + base,
-                         producer_id=pid, producer_epoch=0, base_sequence=-1 if control else 0,
-                         is_transactional=transactional or control is not None,
-                         is_control=control is not None)
-    return registry.get().format_for(2).encode(header, make_records(
-        list(range(base, base + len(keys))), [1700000000000 + base] * len(keys), keys, values))
-
-
-def open_transaction_partition(root: Path) -> Path:
-    """Two segments. Producer 10 commits 0-1; 20 writes without transactions; 11's transaction (4-5)
-    is aborted by a marker in the second segment; 12's transaction (6) never ends, so the last
-    stable offset is 6: a committed reader sees 0, 1, 2 and nothing from 6 on."""
-    part = root / "open-0"
-    part.mkdir(parents=True)
-    (part / "00000000000000000000.log").write_bytes(b"".join([
-        v2_entry(0, 2, 10, transactional=True), v2_entry(2, 1, 20),
-        v2_entry(3, 1, 10, control=ControlType.COMMIT),
-        v2_entry(4, 2, 11, transactional=True), v2_entry(6, 1, 12, transactional=True)]))
-    (part / "00000000000000000007.log").write_bytes(b"".join([
-        v2_entry(7, 1, 20), v2_entry(8, 1, 11, control=ControlType.ABORT), v2_entry(9, 1, 20)]))
-    return part
-
 
 @pytest.mark.parametrize("include_control", [False, True])
 def test_nothing_at_or_after_the_last_stable_offset(tmp_path, include_control):
@@ -546,19 +468,6 @@ def test_a_destination_inside_the_source_is_refused(tmp_path):
     assert sorted(p.relative_to(src) for p in src.rglob("*")) == before
 
 
-def corrupted_copy(tmp_path) -> tuple[Path, int]:
-    """v2-gzip-0 with one byte flipped inside a batch of its third segment: (dir, the batch's position)."""
-    src = tmp_path / "v2-gzip-0"
-    shutil.copytree(REALKAFKA / "v2-gzip-0", src)
-    log = sorted(src.glob("*.log"))[2]
-    entries = [(base, pos) for (base, pos) in listing("v2-gzip-0") if base == int(log.name.split(".")[0])]
-    position = entries[1][1]
-    data = bytearray(log.read_bytes())
-    data[position + 70] ^= 0xFF  # inside the records, under the CRC
-    log.write_bytes(bytes(data))
-    return src, position
-
-
 @pytest.mark.parametrize("master", ["inprocess", "spark"])
 def test_bad_data_exits_65_and_publishes_nothing(tmp_path, master, request):
     src, position = corrupted_copy(tmp_path)
@@ -591,15 +500,6 @@ def test_a_digest_mismatch_fails_the_job(tmp_path, monkeypatch):
 
 
 # --- Spark -----------------------------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def spark():
-    from kfmt.pipelines.session import spark_session, stop_session
-
-    session = spark_session("local[2]")
-    yield session
-    stop_session()
-
 
 @pytest.mark.spark
 def test_spark_export_of_the_log_directory_reads_back_with_spark(spark, tmp_path):

@@ -24,8 +24,10 @@ import pyarrow.dataset as ds
 import pytest
 from support.cli import run_kfmt
 from support.corpus import REALKAFKA
-from test_export import TS_TYPES, as_consumer_records, export, listing, read_dataset, truth
-from test_staging import tree_state
+from support.export_cuts import CUTS, NEW_PARTITION, complete_log_dir, cut_copy, cut_log_dir
+from support.export_truth import TS_TYPES, as_consumer_records, export, listing, read_dataset, truth
+from support.spark_session import plain_spark  # noqa: F401  (fixture `spark`: one Spark session for the module)
+from support.trees import tree_state
 
 from kfmt.partition.checkpoints import write_offset_checkpoint
 from kfmt.storage.append_staging import TEMPORARY
@@ -33,46 +35,6 @@ from kfmt.transforms.export import REPORT_NAME
 from kfmt.transforms.export_state import STATE_NAME
 
 pytestmark = [pytest.mark.timeout(600)]
-
-# partition -> (the last segment kept in the cut copy, its batch at whose position it is cut)
-CUTS = {"v2-none-0": (116, 1), "v1-gzip-0": None, "txn-v2-none-0": None}
-NEW_PARTITION = "v0-none-0"  # appears in SRC only for the append run
-
-
-def segment_bases(name: str) -> list[int]:
-    return sorted(int(p.stem) for p in (REALKAFKA / name).glob("*.log"))
-
-
-def cut_copy(name: str, dst: Path, cut: tuple[int, int] | None) -> None:
-    """A copy of a corpus partition without the segments after `cut[0]`, whose .log ends before its
-    batch number `cut[1]` (None: the first half of the segments, whole)."""
-    bases = segment_bases(name)
-    if cut is None:
-        cut = (bases[len(bases) // 2 - 1], None)
-    last, batch = cut
-    shutil.copytree(REALKAFKA / name, dst)
-    for path in dst.iterdir():
-        if path.stem.isdigit() and int(path.stem) > last:
-            path.unlink()
-    if batch is not None:
-        positions = sorted(pos for base, pos in listing(name) if base == last)
-        log = dst / f"{last:020d}.log"
-        log.write_bytes(log.read_bytes()[:positions[batch]])
-
-
-def cut_log_dir(root: Path) -> Path:
-    root.mkdir()
-    for name, cut in CUTS.items():
-        cut_copy(name, root / name, cut)
-    return root
-
-
-def complete_log_dir(root: Path) -> None:
-    """Put back every segment of the cut partitions, and add a new partition."""
-    for name in CUTS:
-        shutil.rmtree(root / name)
-        shutil.copytree(REALKAFKA / name, root / name)
-    shutil.copytree(REALKAFKA / NEW_PARTITION, root / NEW_PARTITION)
 
 
 def exported_records(dst: Path, fmt: str, topic: str) -> list[dict]:
@@ -370,15 +332,6 @@ def test_a_dry_run_append_prints_where_each_partition_resumes_and_writes_nothing
 
 
 # --- Spark ------------------------------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def spark():
-    from kfmt.pipelines.session import spark_session, stop_session
-
-    session = spark_session("local[2]")
-    yield session
-    stop_session()
-
 
 @pytest.mark.spark
 def test_a_spark_append_reads_back_with_spark_which_skips_staged_files(spark, tmp_path):

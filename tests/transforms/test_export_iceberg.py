@@ -19,8 +19,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from support.corpus import REALKAFKA
-from test_export import as_consumer_records, export, read_dataset, truth
-from test_export_append import CUTS, NEW_PARTITION, complete_log_dir, cut_copy, cut_log_dir
+from support.export_cuts import CUTS, NEW_PARTITION, complete_log_dir, cut_copy, cut_log_dir
+from support.export_truth import as_consumer_records, export, read_dataset, truth
 
 from kfmt.rows.columns import EXPORT_SCHEMA
 
@@ -88,7 +88,7 @@ def test_a_table_of_the_corpus_equals_the_consumer_and_a_parquet_export(tmp_path
 
 def _log_end(name: str) -> int:
     """The offset after the partition's last batch, from kafka-dump-log's listing."""
-    from test_export import listing
+    from support.export_truth import listing
 
     return max(int(f.get("lastOffset", f.get("offset"))) for f in listing(name).values()) + 1
 

@@ -20,7 +20,8 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 from support.corpus import REAL_DIRS, REALKAFKA, REPO
-from test_export import export, truth, utc_date
+from support.export_truth import export, truth, utc_date
+from support.spark_session import plain_spark  # noqa: F401  (fixture `spark`: one Spark session for the module)
 
 from kfmt.rows.columns import EXPORT_DDL, EXPORT_SCHEMA
 from kfmt.transforms.export import REPORT_NAME
@@ -90,15 +91,6 @@ def ms_of(moment) -> int:
 
 
 # --- Parquet: Spark, pyarrow, pandas, DuckDB --------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def spark():
-    from kfmt.pipelines.session import spark_session, stop_session
-
-    session = spark_session("local[2]")
-    yield session
-    stop_session()
-
 
 @pytest.mark.spark
 @pytest.mark.parametrize("partition_by", ["topic,partition", "topic,partition,date"])

@@ -14,7 +14,7 @@ import kafka.codec
 import pytest
 from support.cli import run_kfmt
 from support.corpus import REAL_DIRS, REALKAFKA
-from test_upgrade import (
+from support.transform_runs import (
     SPARK,
     assert_companions_are_reindexs,
     batches_of,

@@ -2,13 +2,9 @@
 log directories, fsspec storage, --dry-run, exit codes, atomic publication, SRC left untouched."""
 from __future__ import annotations
 
-import base64
-import datetime
-import gzip
 import hashlib
 import json
 import os
-import re
 import shutil
 from pathlib import Path
 
@@ -18,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.cli import run_kfmt
 from support.corpus import REAL_DIRS, REALKAFKA
+from support.reindex_truth import COMPANION, companions, index_interval, rebuild_now_ms, truth_digest
 
 from kfmt.format import segment
 from kfmt.format.digest import ContentDigest
@@ -26,41 +23,7 @@ from kfmt.partition.checkpoints import read_offset_checkpoint
 from kfmt.partition.indexes import read_offset_index, read_time_index
 from kfmt.transforms.report import REPORT_NAME
 
-COMPANION = re.compile(r"\.(index|timeindex|txnindex|snapshot)$|^leader-epoch-checkpoint$")
 REBUILT = [d for d in REAL_DIRS if (REALKAFKA / f"{d}.truth" / "rebuilt").is_dir()]
-
-
-def rebuild_now_ms(name: str) -> int:
-    """The wall clock of the broker's rebuild, from the header of rebuilt-report.txt ("... reloaded
-    by Kafka 3.6.0 ... (2026-11-22T07:57:58Z)"). The broker read its clock at each snapshot load in
-    the seconds after; only producers whose last timestamp lies a day before that, to the second,
-    would tell the difference, and the corpus has none (data from 2023, markers minutes old)."""
-    header = (REALKAFKA / f"{name}.truth" / "rebuilt-report.txt").read_text().splitlines()[0]
-    stamp = re.search(r"\((\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)\)", header)[1]
-    return int(datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() * 1000)
-
-
-def index_interval(name: str) -> int:
-    """The topic's index.interval.bytes (topic-configs.txt), else Kafka's default."""
-    configs = (REALKAFKA / f"{name}.truth" / "topic-configs.txt").read_text()
-    m = re.search(r"index\.interval\.bytes=(\d+)", configs)
-    return int(m[1]) if m else 4096
-
-
-def companions(directory: Path) -> dict[str, bytes]:
-    return {f.name: f.read_bytes() for f in directory.iterdir() if COMPANION.search(f.name)}
-
-
-def truth_digest(name: str) -> tuple[int, str]:
-    """(records, content digest) of what the Java consumer read (records.jsonl.gz)."""
-    digest = ContentDigest()
-    with gzip.open(REALKAFKA / f"{name}.truth" / "records.jsonl.gz", "rt") as f:
-        rows = [json.loads(line) for line in f]
-    b64 = lambda v: None if v is None else base64.b64decode(v)  # noqa: E731
-    digest.update(make_records([r["offset"] for r in rows], [r["timestamp"] for r in rows],
-                               [b64(r["key"]) for r in rows], [b64(r["value"]) for r in rows],
-                               [[(h["key"].encode(), b64(h["value"])) for h in r["headers"]] for r in rows]))
-    return len(rows), digest.hexdigest()
 
 
 def tree_state(root: Path) -> dict:

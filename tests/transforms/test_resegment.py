@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.cli import run_kfmt
 from support.corpus import REAL_DIRS, REALKAFKA
-from test_upgrade import (
+from support.transform_runs import (
     SPARK,
     assert_companions_are_reindexs,
     cat_json,

@@ -18,7 +18,7 @@ import pytest
 from support.cli import run_kfmt
 from support.corpus import REAL_DIRS, REALKAFKA
 from support.corpus_truth import consumer_records, kafka_listing
-from test_bad_input import copy_partition
+from support.partition_copies import copy_partition
 
 from kfmt.errors import KfmtWarning
 from kfmt.format.control import ControlType, control_key, end_txn_marker_value

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.consumer_truth import consumer_truth, records_of
 from support.corpus import REAL_DIRS, REALKAFKA
-from test_storage_conformance import consumer_truth, records_of
 
 from kfmt.errors import DataError, UsageError
 from kfmt.format.model import INT32_MAX, BatchHeader, make_records
