@@ -11,10 +11,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from support.corpus import REAL_DIRS, REALKAFKA
-from test_speedups import SETTINGS, segments
+from support.kernels import SETTINGS, segments
 
 from kfmt.errors import DataError, KfmtWarning
-from kfmt.transforms.archive.segment_facts import archived_segment_reference, segment_facts
+from kfmt.transforms.archive.segment_facts import (
+    archived_segment_reference,
+    segment_facts,
+)
 
 pytestmark = pytest.mark.needs("speedups")
 
