@@ -46,6 +46,13 @@ class Rewriter:
         """The output batches for one source entry (its header, bytes and decoded batch)."""
         raise NotImplementedError
 
+    def kept(self, rows: np.ndarray) -> np.ndarray | None:
+        """Which rows of frames (v2 batches) `outputs` copies as they are, as a bool array, or None
+        (only uncompressed v2 data batches, where copies_uncompressed_v2 says so): runs of them are
+        checked and digested where they lie (kfmt.format.batch_runs, compressed ones too) and written
+        many at a time, never decoded into columns."""
+        return None
+
     def run_upgrader(self, data, file: str) -> RunUpgrader | None:
         """What converts runs of uncompressed v0/v1 messages many at a time (kfmt.format.legacy_runs),
         or None: they go through `outputs` one by one."""
@@ -188,10 +195,24 @@ class _SegmentRewrite:
     def _entries(self, rows: np.ndarray) -> None:
         """Entries other than runs of legacy messages: uncompressed v2 data batches copied as runs
         where the rewriter copies them, everything else one by one."""
+        kept = self.rewriter.kept(rows)
+        if kept is not None:
+            edges = np.flatnonzero(np.diff(kept.view(np.int8))) + 1
+            for start, stop in zip([0, *edges.tolist()], [*edges.tolist(), len(rows)]):
+                if kept[start]:
+                    self._items(batch_runs.checked(self.data, rows[start:stop], self.src.file,
+                                                   messages=True))
+                else:
+                    self._items(segment.decode(self.data, header_of(row), self.src.file)
+                                for row in rows[start:stop].tolist())
+            return
         if self.rewriter.copies_uncompressed_v2:
             items = batch_runs.checked(self.data, rows, self.src.file)
         else:
             items = (segment.decode(self.data, header_of(row), self.src.file) for row in rows.tolist())
+        self._items(items)
+
+    def _items(self, items) -> None:
         for item in items:
             if isinstance(item, CheckedRun):
                 first, last = item.span()
@@ -227,7 +248,11 @@ class _SegmentRewrite:
                 s.first_offset = int(piece.rows["base_offset"][0])
             s.next_offset = int(piece.rows["last_offset"][-1]) + 1
             self.before.digest.merge(piece.digest)
-            self.after.add(_walked(piece))
+            for walked in _walked(piece):
+                if isinstance(walked, CheckedRun):
+                    self.after.add(walked)
+                else:
+                    self.after.add_batch(walked)
 
     def _append_frames(self, rows: np.ndarray, entries, source_rows: np.ndarray | None) -> None:
         try:
@@ -240,18 +265,23 @@ class _SegmentRewrite:
                               offset=int(row["last_offset"]))
 
 
-def _walked(piece: UpgradedRun) -> CheckedRun:
+def _walked(piece: UpgradedRun) -> list[CheckedRun | Batch]:
     """The batches a conversion wrote, as a reader sees them: checked and digested again from their
-    bytes (kfmt.format.batch_runs), not taken from the converter's own account."""
+    bytes (kfmt.format.batch_runs), not taken from the converter's own account. Compressed ones
+    (kfmt recompress) are inflated and checked as a strict read checks them (batch_runs.checked)."""
+    base = int(piece.rows["position"][0])
+    if (piece.rows["compression"] != 0).any():
+        return list(batch_runs.checked(piece.entries, piece.rows, "the converted batches", base=base,
+                                       messages=True))
     at, digest, first = batch_runs.digest_run(piece.entries, piece.rows, 0, len(piece.rows),
-                                              base=int(piece.rows["position"][0]))
+                                              base=base)
     if at < len(piece.rows):
         row = piece.rows[at]
         segment.decode(piece.entries, header_of(row.item()), "the converted batches",
-                       base=int(piece.rows["position"][0]))  # raises what is wrong with it
+                       base=base)  # raises what is wrong with it
         raise KfmtError(f"the converted batch at offset {int(row['base_offset'])} does not match "
                         f"the frame the converter gave for it")
-    return CheckedRun(piece.rows, digest, first)
+    return [CheckedRun(piece.rows, digest, first)]
 
 
 def _decoded_output(out: Output) -> tuple[BatchHeader, Batch]:
