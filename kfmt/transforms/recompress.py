@@ -72,6 +72,15 @@ class RecompressRewriter(Rewriter):
         same = (rows["compression"] == self.codec) if self.level is None else np.zeros(len(rows), bool)
         return v2 & (control | (rows["records_count"] == 0) | same)
 
+    @property
+    def rewrites_plain_v2(self) -> bool:
+        return self.codec != 0
+
+    def rewrite_run(self, entries, rows: np.ndarray) -> tuple[bytes, np.ndarray]:
+        """Uncompressed v2 data batches compressed where they lie, one codec call per batch: the bytes
+        outputs() would give them (kfmt.format.compress_runs)."""
+        return compress_runs.compressed(entries, rows, self.codec, self.level)
+
     def run_upgrader(self, data, file: str):
         """Runs of uncompressed legacy messages: Kafka 4.0's single-record batches made by the run
         kernels, then each compressed with the target codec (kfmt.format.compress_runs)."""

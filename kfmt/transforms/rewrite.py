@@ -46,6 +46,15 @@ class Rewriter:
         """The output batches for one source entry (its header, bytes and decoded batch)."""
         raise NotImplementedError
 
+    #: runs of uncompressed v2 data batches that `kept` leaves out go, checked in place, through
+    #: rewrite_run instead of `outputs`
+    rewrites_plain_v2 = False
+
+    def rewrite_run(self, entries, rows: np.ndarray) -> tuple[bytes, np.ndarray]:
+        """The output batches (bytes, rows of frames positioned from rows' first position) of a run
+        of uncompressed v2 data batches (rows of frames and their bytes), where rewrites_plain_v2."""
+        raise NotImplementedError
+
     def kept(self, rows: np.ndarray) -> np.ndarray | None:
         """Which rows of frames (v2 batches) `outputs` copies as they are, as a bool array, or None
         (only uncompressed v2 data batches, where copies_uncompressed_v2 says so): runs of them are
@@ -202,6 +211,8 @@ class _SegmentRewrite:
                 if kept[start]:
                     self._items(batch_runs.checked(self.data, rows[start:stop], self.src.file,
                                                    messages=True))
+                elif self.rewriter.rewrites_plain_v2:
+                    self._items(batch_runs.checked(self.data, rows[start:stop], self.src.file), kept=False)
                 else:
                     self._items(segment.decode(self.data, header_of(row), self.src.file)
                                 for row in rows[start:stop].tolist())
@@ -212,9 +223,18 @@ class _SegmentRewrite:
             items = (segment.decode(self.data, header_of(row), self.src.file) for row in rows.tolist())
         self._items(items)
 
-    def _items(self, items) -> None:
+    def _items(self, items, kept: bool = True) -> None:
+        """Write checked runs (copied where `kept`, else through the rewriter's rewrite_run) and
+        decoded batches (through its outputs)."""
         for item in items:
-            if isinstance(item, CheckedRun):
+            if isinstance(item, CheckedRun) and not kept:
+                first, last = item.span()
+                entries, rows = self.rewriter.rewrite_run(self.data[first:last], item.rows)
+                self._append_frames(rows, entries, item.rows)
+                self.before.add(item)
+                for walked in _walked(UpgradedRun(entries, rows, item.digest)):
+                    self.after.add(walked) if isinstance(walked, CheckedRun) else self.after.add_batch(walked)
+            elif isinstance(item, CheckedRun):
                 first, last = item.span()
                 self._append_frames(item.rows, self.data[first:last], item.rows)
                 self.before.add(item)
