@@ -21,6 +21,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kfmt.errors import DataError, KfmtError, UsageError
+from kfmt.format import batch_runs, segment
+from kfmt.format.batch_runs import CheckedRun
+from kfmt.format.frames import header_of
 from kfmt.format.model import Batch, BatchHeader
 from kfmt.partition.companions import control_facts, existing_leader_epochs
 from kfmt.partition.layout import PARTITION_METADATA, Segment, segment_file_name
@@ -141,6 +144,11 @@ class _DrySink:
     def append(self, header: BatchHeader, entry, *, mtime_ms=None) -> None:
         seg = self.summary.segments[-1]
         seg.size, seg.batches, seg.last_offset = seg.size + len(entry), seg.batches + 1, header.last_offset
+
+    def append_frames(self, rows: np.ndarray, entries, *, mtime_ms=None) -> None:
+        seg = self.summary.segments[-1]
+        seg.size, seg.batches = seg.size + len(entries), seg.batches + len(rows)
+        seg.last_offset = int(rows["last_offset"][-1])
 
     def append_batch(self, batch: Batch, *, level=None, mtime_ms=None) -> None:
         fmt = registry.get().format_for(batch.header.magic)
@@ -355,15 +363,41 @@ class _Cleaner:
                 raise _located(err, self.part.display(seg.log), header)
 
     def _copy_segment(self, seg: Segment, sink) -> None:
-        """A segment beyond the cleaned range, byte for byte (decoded only to check and count it)."""
-        for header in self.reader.frames(seg):
-            batch = self.reader.decode(seg, header)
-            self.input.add_batch(batch)
-            self.output.add_batch(batch)
-            try:
-                sink.append(batch.header, self._entry(seg, header), mtime_ms=seg.log.mtime_ms)
-            except (DataError, UsageError) as err:
-                raise _located(err, self.part.display(seg.log), header)
+        """A segment beyond the cleaned range, byte for byte: checked and counted by the run kernels
+        where they vouch for its entries (kfmt.format.batch_runs, runs of data batches and legacy
+        messages checked and digested in place, written many at a time), other entries decoded."""
+        for data, rows in self._frame_chunks(seg):
+            for item in batch_runs.checked(data.buf, rows, data.file, self.reader.options, data.base,
+                                           messages=True):
+                self.input.add(item)
+                self.output.add(item)
+                if isinstance(item, CheckedRun):
+                    first, last = item.span(data.base)
+                    try:
+                        sink.append_frames(item.rows, memoryview(data.buf)[first:last],
+                                           mtime_ms=seg.log.mtime_ms)
+                    except (DataError, UsageError) as err:
+                        named = item.rows[item.rows["last_offset"] == err.offset] \
+                            if getattr(err, "offset", None) is not None else item.rows[:0]
+                        row = named[0] if len(named) else item.rows[0]
+                        raise _located(err, data.file, header_of(row.item()))
+                    continue
+                try:
+                    sink.append(item.header, self._entry(seg, item.header), mtime_ms=seg.log.mtime_ms)
+                except (DataError, UsageError) as err:
+                    raise _located(err, data.file, item.header)
+
+    def _frame_chunks(self, seg: Segment):
+        """(the segment's bytes, rows of frames) for its entries, in order, as reader.frames() walks
+        them (a last segment's torn tail left out with a warning, any other raises)."""
+        data = self.reader.data(seg, 0)
+        scanner = segment.FrameScanner(data.buf, data.file, 0, None, data.base)
+        for rows in scanner.chunks():
+            yield data, rows
+        if scanner.tail.is_error:
+            if not (self.reader.recover_tail and seg is self.part.segments[-1]):
+                raise scanner.tail.error(data.file)
+            scanner.tail.recovered(data.file)
 
     def _entry(self, seg: Segment, header: BatchHeader) -> memoryview:
         data = self.reader.data(seg, header.position)
