@@ -232,8 +232,8 @@ class _SegmentRewrite:
                 entries, rows = self.rewriter.rewrite_run(self.data[first:last], item.rows)
                 self._append_frames(rows, entries, item.rows)
                 self.before.add(item)
-                for walked in _walked(UpgradedRun(entries, rows, item.digest)):
-                    self.after.add(walked) if isinstance(walked, CheckedRun) else self.after.add_batch(walked)
+                for out in walked(UpgradedRun(entries, rows, item.digest)):
+                    self.after.add(out)
             elif isinstance(item, CheckedRun):
                 first, last = item.span()
                 self._append_frames(item.rows, self.data[first:last], item.rows)
@@ -268,11 +268,8 @@ class _SegmentRewrite:
                 s.first_offset = int(piece.rows["base_offset"][0])
             s.next_offset = int(piece.rows["last_offset"][-1]) + 1
             self.before.digest.merge(piece.digest)
-            for walked in _walked(piece):
-                if isinstance(walked, CheckedRun):
-                    self.after.add(walked)
-                else:
-                    self.after.add_batch(walked)
+            for out in walked(piece):
+                self.after.add(out)
 
     def _append_frames(self, rows: np.ndarray, entries, source_rows: np.ndarray | None) -> None:
         try:
@@ -285,7 +282,7 @@ class _SegmentRewrite:
                               offset=int(row["last_offset"]))
 
 
-def _walked(piece: UpgradedRun) -> list[CheckedRun | Batch]:
+def walked(piece: UpgradedRun) -> list[CheckedRun | Batch]:
     """The batches a conversion wrote, as a reader sees them: checked and digested again from their
     bytes (kfmt.format.batch_runs), not taken from the converter's own account. Compressed ones
     (kfmt recompress) are inflated and checked as a strict read checks them (batch_runs.checked)."""

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kfmt.errors import DataError, KfmtError, UsageError
-from kfmt.format import batch_runs, segment
+from kfmt.format import batch_runs, legacy_runs, segment
 from kfmt.format.batch_runs import CheckedRun
 from kfmt.format.frames import header_of
 from kfmt.format.model import Batch, BatchHeader
@@ -54,9 +54,11 @@ from kfmt.transforms.cleanup.compaction.plan import (
     legacy_delete_horizon,
     segments_between,
 )
+from kfmt.transforms.cleanup.compaction import message_runs
 from kfmt.transforms.cleanup.compaction.rewrite import empty_batch, retained_batch
 from kfmt.transforms.cleanup.compaction.transactions import CleanedTransactions
 from kfmt.transforms.cleanup.plan import PartitionJob
+from kfmt.transforms.rewrite import walked
 from kfmt.write.planner import DEFAULT_MAX_INDEX_BYTES, DEFAULT_SEGMENT_BYTES, REQUESTED, RollPolicy
 from kfmt.write.writer import PartitionWriter, SegmentSummary, WriteSummary
 
@@ -329,38 +331,97 @@ class _Cleaner:
         return written
 
     def _clean_segment(self, seg: Segment, sink, mtime: int) -> None:
+        """The segment's entries through the filter, in order: under Kafka 4.0's rules runs of
+        uncompressed legacy messages many at a time (message_runs), every other entry one by one."""
+        for data, rows in self._frame_chunks(seg):
+            spans = legacy_runs.message_runs(rows) if not self.options.keep_format else []
+            done = 0
+            for start, stop in spans + [(len(rows), len(rows))]:
+                for row in rows[done:start].tolist():
+                    self._clean_one(seg, header_of(row), sink, mtime)
+                if stop > start:
+                    self._clean_messages(data, rows[start:stop], sink, mtime)
+                done = stop
+
+    def _clean_messages(self, data, rows: np.ndarray, sink, mtime: int) -> None:
+        """A run of uncompressed legacy messages, each its own one-record batch (Kafka 4.0: a kept
+        one becomes a v2 batch): the filter's rule on their records as one block, the kept ones
+        converted by the upgrade kernels, a kept tombstone (it gets a delete horizon) one by one."""
+        f, options = self.filter, self.reader.options
+        verdict = message_runs.run_verdict(f, data.buf, rows, data.file, data.base, options)
+        n, kept = len(rows), int(verdict.kept.sum())
+        self.input.add(verdict.read)
+        self.stats.batches_read += n
+        self.stats.records_read += n
+        self.stats.batches[Action.DROP.value] += n - kept
+        self.stats.batches[Action.REWRITE.value] += kept
+        self.stats.converted_batches += kept
+        self.stats.records_written += kept
+        ends = rows["last_offset"] + 1
+        for i in np.flatnonzero(~verdict.kept & (ends == f.upper_bound_offset)).tolist():
+            header = header_of(rows[i].item())  # RETAIN_EMPTY: see CleanerFilter.decide
+            f.notes.append(f"batch {header.base_offset}..{header.last_offset}: every record was removed "
+                           f"from the last v{header.magic} batch of the cleaning; Kafka's cleaner cannot "
+                           f"keep an empty v0/v1 batch and fails this cleaning (IllegalStateException); "
+                           f"kfmt drops the batch")
+        # in order: stretches of plain kept messages converted together, each tombstone alone
+        edges = np.flatnonzero(verdict.tombstone).tolist()
+        start = 0
+        for stop in edges + [n]:
+            plain = rows[start:stop][verdict.kept[start:stop]]
+            if len(plain):
+                for piece in message_runs.converted(data.buf, plain, data.file, data.base, options):
+                    try:
+                        sink.append_frames(piece.rows, piece.entries, mtime_ms=mtime)
+                    except (DataError, UsageError) as err:
+                        raise _located(err, data.file, header_of(plain[0].item()))
+                    for out in walked(piece):
+                        self.output.add(out)
+            if stop < n:
+                header = header_of(rows[stop].item())
+                one = verdict.records.slice(stop, 1)
+                out = retained_batch(Batch(header, one), np.ones(1, bool),
+                                     self.options.now_ms + self.options.delete_retention_ms,
+                                     convert_legacy=True)
+                try:
+                    sink.append_batch(out, mtime_ms=mtime)
+                except (DataError, UsageError) as err:
+                    raise _located(err, data.file, header)
+                self.output.add_batch(out)
+            start = stop + 1
+
+    def _clean_one(self, seg: Segment, header: BatchHeader, sink, mtime: int) -> None:
         f = self.filter
-        for header in self.reader.frames(seg):
-            self.stats.batches_read += 1
-            try:
-                batch = self.reader.decode(seg, header) if header.is_control else None
-                check = f.check_batch(header, control_facts(batch)[0] if batch is not None else None)
-                if check.retention == BatchRetention.DELETE:
-                    self._count_input(seg, header, batch)
-                    f.count_deleted(header)
-                    self.stats.batches[Action.DROP.value] += 1
-                    continue
-                if batch is None:
-                    batch = self.reader.decode(seg, header)
+        self.stats.batches_read += 1
+        try:
+            batch = self.reader.decode(seg, header) if header.is_control else None
+            check = f.check_batch(header, control_facts(batch)[0] if batch is not None else None)
+            if check.retention == BatchRetention.DELETE:
                 self._count_input(seg, header, batch)
-                decision = f.decide(batch, check)
-                self.stats.batches[decision.action.value] += 1
-                if decision.action == Action.COPY:
-                    sink.append(batch.header, self._entry(seg, header), mtime_ms=mtime)
-                    self._count_output(batch)
-                elif decision.action == Action.REWRITE:
-                    out = retained_batch(batch, decision.retained, decision.delete_horizon,
-                                         convert_legacy=not self.options.keep_format)
-                    if header.magic < 2 and out.header.magic >= 2:
-                        self.stats.converted_batches += 1
-                    sink.append_batch(out, mtime_ms=mtime)
-                    self._count_output(out)
-                elif decision.action == Action.EMPTY:
-                    out = empty_batch(header)
-                    sink.append_batch(out, mtime_ms=mtime)
-                    self._count_output(out)
-            except (DataError, UsageError) as err:
-                raise _located(err, self.part.display(seg.log), header)
+                f.count_deleted(header)
+                self.stats.batches[Action.DROP.value] += 1
+                return
+            if batch is None:
+                batch = self.reader.decode(seg, header)
+            self._count_input(seg, header, batch)
+            decision = f.decide(batch, check)
+            self.stats.batches[decision.action.value] += 1
+            if decision.action == Action.COPY:
+                sink.append(batch.header, self._entry(seg, header), mtime_ms=mtime)
+                self._count_output(batch)
+            elif decision.action == Action.REWRITE:
+                out = retained_batch(batch, decision.retained, decision.delete_horizon,
+                                     convert_legacy=not self.options.keep_format)
+                if header.magic < 2 and out.header.magic >= 2:
+                    self.stats.converted_batches += 1
+                sink.append_batch(out, mtime_ms=mtime)
+                self._count_output(out)
+            elif decision.action == Action.EMPTY:
+                out = empty_batch(header)
+                sink.append_batch(out, mtime_ms=mtime)
+                self._count_output(out)
+        except (DataError, UsageError) as err:
+            raise _located(err, self.part.display(seg.log), header)
 
     def _copy_segment(self, seg: Segment, sink) -> None:
         """A segment beyond the cleaned range, byte for byte: checked and counted by the run kernels
