@@ -202,8 +202,9 @@ class _SegmentRewrite:
             done = stop
 
     def _entries(self, rows: np.ndarray) -> None:
-        """Entries other than runs of legacy messages: uncompressed v2 data batches copied as runs
-        where the rewriter copies them, everything else one by one."""
+        """Entries other than runs of legacy messages: the batches the rewriter keeps (`kept`) copied
+        as runs, uncompressed v2 data batches it changes through its rewrite_run as runs (where it has
+        one), everything else one by one."""
         kept = self.rewriter.kept(rows)
         if kept is not None:
             edges = np.flatnonzero(np.diff(kept.view(np.int8))) + 1
