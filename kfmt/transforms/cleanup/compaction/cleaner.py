@@ -260,16 +260,49 @@ class _Cleaner:
             seg = by_base[info.base_offset]
             next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
             position = seek[1] if seg is self.part.segments[seek[0]] else 0
-            for header in self.reader.frames(seg, position):
-                if not self._map_batch(seg, header, txns, start):
-                    self.map_full = True
-                    self.end_offset = self.map.latest_offset + 1
-                    return
-                if header.last_offset >= start:
-                    self.map.update_latest_offset(header.last_offset)
+            for data, rows in self._frame_chunks(seg, position):
+                # runs of uncompressed legacy messages as one block where the map has room for all
+                # their keys (so none can be refused); everything else, and a run near a full map,
+                # one batch at a time
+                done = 0
+                for a, b in legacy_runs.message_runs(rows) + [(len(rows), len(rows))]:
+                    if not self._map_each(seg, rows[done:a], txns, start):
+                        return
+                    if b > a and not self._map_messages(data, rows[a:b], txns, start) \
+                            and not self._map_each(seg, rows[a:b], txns, start):
+                        return
+                    done = b
             # offset gaps: the mapped range reaches the next segment
             self.map.update_latest_offset(next_start - 1)
         self.end_offset = self.map.latest_offset + 1
+
+    def _map_each(self, seg: Segment, rows: np.ndarray, txns: CleanedTransactions, start: int) -> bool:
+        """_map_batch for each row, in order; False (the map is full) where it stopped."""
+        for row in rows.tolist():
+            header = header_of(row)
+            if not self._map_batch(seg, header, txns, start):
+                self.map_full = True
+                self.end_offset = self.map.latest_offset + 1
+                return False
+            if header.last_offset >= start:
+                self.map.update_latest_offset(header.last_offset)
+        return True
+
+    def _map_messages(self, data, rows: np.ndarray, txns: CleanedTransactions, start: int) -> bool:
+        """_map_batch and the latest-offset update for each message of a run of uncompressed legacy
+        messages, on their records as one block (legacy_runs.decode_run); False, with nothing
+        done, when the map might fill up among them (they then go one by one)."""
+        records = legacy_runs.decode_run(data.buf, rows, data.file, self.reader.options, data.base).records
+        offsets = records.column(0).to_numpy()
+        wanted = np.flatnonzero(is_present(records.column(2)) & (offsets >= start))
+        if self.map.full or self.map.entries + wanted.size > self.map.max_entries:
+            return False
+        txns.on_batch(header_of(rows[-1].item()))  # no legacy batch is transactional
+        if wanted.size:
+            self.map.put(record_key_hashes(records, wanted), offsets[wanted])
+        if int(rows["last_offset"][-1]) >= start:
+            self.map.update_latest_offset(int(rows["last_offset"][-1]))
+        return True
 
     def _map_batch(self, seg: Segment, header: BatchHeader, txns: CleanedTransactions, start: int) -> bool:
         """Map one batch's keys; False if the map filled up before all were taken."""
@@ -448,11 +481,12 @@ class _Cleaner:
                 except (DataError, UsageError) as err:
                     raise _located(err, data.file, item.header)
 
-    def _frame_chunks(self, seg: Segment):
-        """(the segment's bytes, rows of frames) for its entries, in order, as reader.frames() walks
-        them (a last segment's torn tail left out with a warning, any other raises)."""
-        data = self.reader.data(seg, 0)
-        scanner = segment.FrameScanner(data.buf, data.file, 0, None, data.base)
+    def _frame_chunks(self, seg: Segment, position: int = 0):
+        """(the segment's bytes, rows of frames) for its entries from `position` on, in order, as
+        reader.frames() walks them (a last segment's torn tail left out with a warning, any other
+        raises)."""
+        data = self.reader.data(seg, position)
+        scanner = segment.FrameScanner(data.buf, data.file, position, None, data.base)
         for rows in scanner.chunks():
             yield data, rows
         if scanner.tail.is_error:
