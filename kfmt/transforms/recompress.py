@@ -21,8 +21,13 @@ from __future__ import annotations
 
 from typing import Iterator
 
+import numpy as np
+
 from kfmt.errors import UsageError
+from kfmt.format import compress_runs
 from kfmt.format.convert import convert_batch
+from kfmt.format.frames import ATTR_CONTROL
+from kfmt.format.legacy_runs import RunUpgrader, UpgradedRun
 from kfmt.format.model import Batch, BatchHeader
 from kfmt.partition.companions import CompanionOptions
 from kfmt.plugin import registry
@@ -60,10 +65,29 @@ class RecompressRewriter(Rewriter):
         return (header.is_control or header.records_count == 0
                 or (header.compression == self.codec and self.level is None))
 
+    def kept(self, rows: np.ndarray) -> np.ndarray:
+        """keeps() for rows of frames, many at a time (legacy rows are never kept)."""
+        v2 = rows["magic"] >= 2
+        control = (rows["attributes"] & ATTR_CONTROL) != 0
+        same = (rows["compression"] == self.codec) if self.level is None else np.zeros(len(rows), bool)
+        return v2 & (control | (rows["records_count"] == 0) | same)
+
     @property
-    def copies_uncompressed_v2(self) -> bool:
-        """Uncompressed v2 data batches stay as they are when the target is none with no level."""
-        return self.codec == 0 and self.level is None
+    def rewrites_plain_v2(self) -> bool:
+        return self.codec != 0
+
+    def rewrite_run(self, entries, rows: np.ndarray) -> tuple[bytes, np.ndarray]:
+        """Uncompressed v2 data batches compressed where they lie, one codec call per batch: the bytes
+        outputs() would give them (kfmt.format.compress_runs)."""
+        return compress_runs.compressed(entries, rows, self.codec, self.level)
+
+    def run_upgrader(self, data, file: str):
+        """Runs of uncompressed legacy messages: Kafka 4.0's single-record batches made by the run
+        kernels, then each compressed with the target codec (kfmt.format.compress_runs)."""
+        upgrader = RunUpgrader(data, file)
+        if self.codec == 0:
+            return upgrader
+        return _CompressingUpgrader(upgrader, self.codec, self.level)
 
     def outputs(self, header: BatchHeader, entry, batch: Batch) -> Iterator[Output]:
         if header.magic < 2:
@@ -88,6 +112,28 @@ class RecompressRewriter(Rewriter):
                 return "copied byte for byte (already " + self.codec_name + ")"
             return f"re-encoded with {target} (empty batches copied)"
         return census.lines(verb)
+
+
+class _CompressingUpgrader:
+    """A RunUpgrader whose batches come out compressed (the same interface)."""
+
+    def __init__(self, upgrader: RunUpgrader, codec: int, level: int | None):
+        self.upgrader, self.codec, self.level = upgrader, codec, level
+
+    @property
+    def waiting(self) -> np.ndarray | None:
+        return self.upgrader.waiting
+
+    def pieces(self, rows: np.ndarray, *, more: bool = False, out_position: int = 0) -> Iterator[UpgradedRun]:
+        return self._compressed(self.upgrader.pieces(rows, more=more, out_position=out_position))
+
+    def finish(self, out_position: int = 0) -> Iterator[UpgradedRun]:
+        return self._compressed(self.upgrader.finish(out_position))
+
+    def _compressed(self, pieces) -> Iterator[UpgradedRun]:
+        for piece in pieces:
+            entries, rows = compress_runs.compressed(piece.entries, piece.rows, self.codec, self.level)
+            yield UpgradedRun(entries, rows, piece.digest)
 
 
 def recompress(src: str, dst: str, *, compression: str, level: int | None = None,

@@ -46,6 +46,22 @@ class Rewriter:
         """The output batches for one source entry (its header, bytes and decoded batch)."""
         raise NotImplementedError
 
+    #: runs of uncompressed v2 data batches that `kept` leaves out go, checked in place, through
+    #: rewrite_run instead of `outputs`
+    rewrites_plain_v2 = False
+
+    def rewrite_run(self, entries, rows: np.ndarray) -> tuple[bytes, np.ndarray]:
+        """The output batches (bytes, rows of frames positioned from rows' first position) of a run
+        of uncompressed v2 data batches (rows of frames and their bytes), where rewrites_plain_v2."""
+        raise NotImplementedError
+
+    def kept(self, rows: np.ndarray) -> np.ndarray | None:
+        """Which rows of frames (v2 batches) `outputs` copies as they are, as a bool array, or None
+        (only uncompressed v2 data batches, where copies_uncompressed_v2 says so): runs of them are
+        checked and digested where they lie (kfmt.format.batch_runs, compressed ones too) and written
+        many at a time, never decoded into columns."""
+        return None
+
     def run_upgrader(self, data, file: str) -> RunUpgrader | None:
         """What converts runs of uncompressed v0/v1 messages many at a time (kfmt.format.legacy_runs),
         or None: they go through `outputs` one by one."""
@@ -186,14 +202,40 @@ class _SegmentRewrite:
             done = stop
 
     def _entries(self, rows: np.ndarray) -> None:
-        """Entries other than runs of legacy messages: uncompressed v2 data batches copied as runs
-        where the rewriter copies them, everything else one by one."""
+        """Entries other than runs of legacy messages: the batches the rewriter keeps (`kept`) copied
+        as runs, uncompressed v2 data batches it changes through its rewrite_run as runs (where it has
+        one), everything else one by one."""
+        kept = self.rewriter.kept(rows)
+        if kept is not None:
+            edges = np.flatnonzero(np.diff(kept.view(np.int8))) + 1
+            for start, stop in zip([0, *edges.tolist()], [*edges.tolist(), len(rows)]):
+                if kept[start]:
+                    self._items(batch_runs.checked(self.data, rows[start:stop], self.src.file,
+                                                   messages=True))
+                elif self.rewriter.rewrites_plain_v2:
+                    self._items(batch_runs.checked(self.data, rows[start:stop], self.src.file), kept=False)
+                else:
+                    self._items(segment.decode(self.data, header_of(row), self.src.file)
+                                for row in rows[start:stop].tolist())
+            return
         if self.rewriter.copies_uncompressed_v2:
             items = batch_runs.checked(self.data, rows, self.src.file)
         else:
             items = (segment.decode(self.data, header_of(row), self.src.file) for row in rows.tolist())
+        self._items(items)
+
+    def _items(self, items, kept: bool = True) -> None:
+        """Write checked runs (copied where `kept`, else through the rewriter's rewrite_run) and
+        decoded batches (through its outputs)."""
         for item in items:
-            if isinstance(item, CheckedRun):
+            if isinstance(item, CheckedRun) and not kept:
+                first, last = item.span()
+                entries, rows = self.rewriter.rewrite_run(self.data[first:last], item.rows)
+                self._append_frames(rows, entries, item.rows)
+                self.before.add(item)
+                for out in walked(UpgradedRun(entries, rows, item.digest)):
+                    self.after.add(out)
+            elif isinstance(item, CheckedRun):
                 first, last = item.span()
                 self._append_frames(item.rows, self.data[first:last], item.rows)
                 self.before.add(item)
@@ -227,7 +269,8 @@ class _SegmentRewrite:
                 s.first_offset = int(piece.rows["base_offset"][0])
             s.next_offset = int(piece.rows["last_offset"][-1]) + 1
             self.before.digest.merge(piece.digest)
-            self.after.add(_walked(piece))
+            for out in walked(piece):
+                self.after.add(out)
 
     def _append_frames(self, rows: np.ndarray, entries, source_rows: np.ndarray | None) -> None:
         try:
@@ -240,18 +283,23 @@ class _SegmentRewrite:
                               offset=int(row["last_offset"]))
 
 
-def _walked(piece: UpgradedRun) -> CheckedRun:
+def walked(piece: UpgradedRun) -> list[CheckedRun | Batch]:
     """The batches a conversion wrote, as a reader sees them: checked and digested again from their
-    bytes (kfmt.format.batch_runs), not taken from the converter's own account."""
+    bytes (kfmt.format.batch_runs), not taken from the converter's own account. Compressed ones
+    (kfmt recompress) are inflated and checked as a strict read checks them (batch_runs.checked)."""
+    base = int(piece.rows["position"][0])
+    if (piece.rows["compression"] != 0).any():
+        return list(batch_runs.checked(piece.entries, piece.rows, "the converted batches", base=base,
+                                       messages=True))
     at, digest, first = batch_runs.digest_run(piece.entries, piece.rows, 0, len(piece.rows),
-                                              base=int(piece.rows["position"][0]))
+                                              base=base)
     if at < len(piece.rows):
         row = piece.rows[at]
         segment.decode(piece.entries, header_of(row.item()), "the converted batches",
-                       base=int(piece.rows["position"][0]))  # raises what is wrong with it
+                       base=base)  # raises what is wrong with it
         raise KfmtError(f"the converted batch at offset {int(row['base_offset'])} does not match "
                         f"the frame the converter gave for it")
-    return CheckedRun(piece.rows, digest, first)
+    return [CheckedRun(piece.rows, digest, first)]
 
 
 def _decoded_output(out: Output) -> tuple[BatchHeader, Batch]:

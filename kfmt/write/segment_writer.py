@@ -73,14 +73,7 @@ class TaskSegment(SegmentLog):
     def append_frames(self, rows: np.ndarray, entries, mtime_ms: int | None = None) -> None:
         """append() for consecutive data batches given as rows of frames (checked by checked_rows:
         consecutive positions) and their concatenated bytes."""
-        if int(rows["position"][0]) != self.position:  # where they land in this segment
-            rows = rows.copy()
-            rows["position"] += self.position - int(rows["position"][0])
-        self.stream.write(entries)
-        self.facts.add_frames(rows)
-        self.position += len(entries)
-        if mtime_ms is not None:
-            self.mtime_ms = mtime_ms if self.mtime_ms is None else max(self.mtime_ms, mtime_ms)
+        self.facts.add_frames(super().append_frames(rows, entries, mtime_ms))
 
     def close(self, mtime_ms: int | None = None) -> WrittenSegment:
         """`mtime_ms`: the segment's modification time (default: the newest of its batches')."""

@@ -137,6 +137,18 @@ class SegmentLog:
             self.mtime_ms = mtime_ms if self.mtime_ms is None else max(self.mtime_ms, mtime_ms)
         return written
 
+    def append_frames(self, rows: np.ndarray, entries, mtime_ms: int | None = None) -> np.ndarray:
+        """append() for consecutive data batches (rows of frames, checked by checked_rows, and their
+        concatenated bytes); returns the rows positioned where they landed in this segment."""
+        if int(rows["position"][0]) != self.position:
+            rows = rows.copy()
+            rows["position"] += self.position - int(rows["position"][0])
+        self.stream.write(entries)
+        self.position += len(entries)
+        if mtime_ms is not None:
+            self.mtime_ms = mtime_ms if self.mtime_ms is None else max(self.mtime_ms, mtime_ms)
+        return rows
+
     def close(self) -> FileRecord:
         return self.stream.close()
 
@@ -235,6 +247,39 @@ class PartitionWriter:
         if header.base_offset is None:  # a legacy wrapper: its first offset is in the records
             header = header.replace(base_offset=batch.header.base_offset, records_count=len(batch))
         return self._append(header, entry, control_facts(batch), mtime_ms)
+
+    def append_frames(self, rows: np.ndarray, entries, *, mtime_ms: int | None = None) -> None:
+        """append() for consecutive data batches (no control batch) given as rows of frames
+        (kfmt.format.frames) and their concatenated bytes, many at a time: the same segments, rolled
+        at the same batches (SegmentPlanner.place_frames), and the same companion files, as appending
+        them one by one; a batch that starts a segment goes the one-by-one way."""
+        if self._closed:
+            raise UsageError("append after close")
+        entries = memoryview(entries)
+        rows, base = checked_rows(rows, entries)
+        start = 0
+        while start < len(rows):
+            rest = rows[start:]
+            at = int(rest["position"][0]) - base  # in entries
+            placed = 0
+            if self._segment is not None:
+                if int(rest["position"][0]) != self.planner.size:
+                    rest = rest.copy()
+                    rest["position"] += self.planner.size - int(rest["position"][0])
+                placed = self.planner.place_frames(rest)
+            if placed:
+                end = at + int(rest["position"][placed - 1] + rest["size"][placed - 1] - rest["position"][0])
+                landed = self._segment.append_frames(rest[:placed], entries[at:end], mtime_ms)
+                self.companions.builder.add_frames(landed)
+                seg = self.summary.segments[-1]
+                seg.size, seg.batches = self._segment.position, seg.batches + placed
+                seg.last_offset = int(landed["last_offset"][-1])
+                start += placed
+            else:  # a roll, or an error: the one-by-one way decides
+                header = header_of(rows[start].item())
+                self._append(header.replace(position=None), entries[at:at + header.size],
+                             (None, -1, None), mtime_ms)
+                start += 1
 
     def _append(self, header: BatchHeader, entry, facts, mtime_ms: int | None) -> WrittenBatch:
         if self._closed:

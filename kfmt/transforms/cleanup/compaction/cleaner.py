@@ -21,6 +21,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kfmt.errors import DataError, KfmtError, UsageError
+from kfmt.format import batch_runs, legacy_runs, segment
+from kfmt.format.batch_runs import CheckedRun
+from kfmt.format.frames import header_of
 from kfmt.format.model import Batch, BatchHeader
 from kfmt.partition.companions import control_facts, existing_leader_epochs
 from kfmt.partition.layout import PARTITION_METADATA, Segment, segment_file_name
@@ -51,9 +54,11 @@ from kfmt.transforms.cleanup.compaction.plan import (
     legacy_delete_horizon,
     segments_between,
 )
+from kfmt.transforms.cleanup.compaction import message_runs
 from kfmt.transforms.cleanup.compaction.rewrite import empty_batch, retained_batch
 from kfmt.transforms.cleanup.compaction.transactions import CleanedTransactions
 from kfmt.transforms.cleanup.plan import PartitionJob
+from kfmt.transforms.rewrite import walked
 from kfmt.write.planner import DEFAULT_MAX_INDEX_BYTES, DEFAULT_SEGMENT_BYTES, REQUESTED, RollPolicy
 from kfmt.write.writer import PartitionWriter, SegmentSummary, WriteSummary
 
@@ -141,6 +146,11 @@ class _DrySink:
     def append(self, header: BatchHeader, entry, *, mtime_ms=None) -> None:
         seg = self.summary.segments[-1]
         seg.size, seg.batches, seg.last_offset = seg.size + len(entry), seg.batches + 1, header.last_offset
+
+    def append_frames(self, rows: np.ndarray, entries, *, mtime_ms=None) -> None:
+        seg = self.summary.segments[-1]
+        seg.size, seg.batches = seg.size + len(entries), seg.batches + len(rows)
+        seg.last_offset = int(rows["last_offset"][-1])
 
     def append_batch(self, batch: Batch, *, level=None, mtime_ms=None) -> None:
         fmt = registry.get().format_for(batch.header.magic)
@@ -250,16 +260,49 @@ class _Cleaner:
             seg = by_base[info.base_offset]
             next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
             position = seek[1] if seg is self.part.segments[seek[0]] else 0
-            for header in self.reader.frames(seg, position):
-                if not self._map_batch(seg, header, txns, start):
-                    self.map_full = True
-                    self.end_offset = self.map.latest_offset + 1
-                    return
-                if header.last_offset >= start:
-                    self.map.update_latest_offset(header.last_offset)
+            for data, rows in self._frame_chunks(seg, position):
+                # runs of uncompressed legacy messages as one block where the map has room for all
+                # their keys (so none can be refused); everything else, and a run near a full map,
+                # one batch at a time
+                done = 0
+                for a, b in legacy_runs.message_runs(rows) + [(len(rows), len(rows))]:
+                    if not self._map_each(seg, rows[done:a], txns, start):
+                        return
+                    if b > a and not self._map_messages(data, rows[a:b], txns, start) \
+                            and not self._map_each(seg, rows[a:b], txns, start):
+                        return
+                    done = b
             # offset gaps: the mapped range reaches the next segment
             self.map.update_latest_offset(next_start - 1)
         self.end_offset = self.map.latest_offset + 1
+
+    def _map_each(self, seg: Segment, rows: np.ndarray, txns: CleanedTransactions, start: int) -> bool:
+        """_map_batch for each row, in order; False (the map is full) where it stopped."""
+        for row in rows.tolist():
+            header = header_of(row)
+            if not self._map_batch(seg, header, txns, start):
+                self.map_full = True
+                self.end_offset = self.map.latest_offset + 1
+                return False
+            if header.last_offset >= start:
+                self.map.update_latest_offset(header.last_offset)
+        return True
+
+    def _map_messages(self, data, rows: np.ndarray, txns: CleanedTransactions, start: int) -> bool:
+        """_map_batch and the latest-offset update for each message of a run of uncompressed legacy
+        messages, on their records as one block (legacy_runs.decode_run); False, with nothing
+        done, when the map might fill up among them (they then go one by one)."""
+        records = legacy_runs.decode_run(data.buf, rows, data.file, self.reader.options, data.base).records
+        offsets = records.column(0).to_numpy()
+        wanted = np.flatnonzero(is_present(records.column(2)) & (offsets >= start))
+        if self.map.full or self.map.entries + wanted.size > self.map.max_entries:
+            return False
+        txns.on_batch(header_of(rows[-1].item()))  # no legacy batch is transactional
+        if wanted.size:
+            self.map.put(record_key_hashes(records, wanted), offsets[wanted])
+        if int(rows["last_offset"][-1]) >= start:
+            self.map.update_latest_offset(int(rows["last_offset"][-1]))
+        return True
 
     def _map_batch(self, seg: Segment, header: BatchHeader, txns: CleanedTransactions, start: int) -> bool:
         """Map one batch's keys; False if the map filled up before all were taken."""
@@ -321,49 +364,135 @@ class _Cleaner:
         return written
 
     def _clean_segment(self, seg: Segment, sink, mtime: int) -> None:
+        """The segment's entries through the filter, in order: under Kafka 4.0's rules runs of
+        uncompressed legacy messages many at a time (message_runs), every other entry one by one."""
+        for data, rows in self._frame_chunks(seg):
+            spans = legacy_runs.message_runs(rows) if not self.options.keep_format else []
+            done = 0
+            for start, stop in spans + [(len(rows), len(rows))]:
+                for row in rows[done:start].tolist():
+                    self._clean_one(seg, header_of(row), sink, mtime)
+                if stop > start:
+                    self._clean_messages(data, rows[start:stop], sink, mtime)
+                done = stop
+
+    def _clean_messages(self, data, rows: np.ndarray, sink, mtime: int) -> None:
+        """A run of uncompressed legacy messages, each its own one-record batch (Kafka 4.0: a kept
+        one becomes a v2 batch): the filter's rule on their records as one block, the kept ones
+        converted by the upgrade kernels, a kept tombstone (it gets a delete horizon) one by one."""
+        f, options = self.filter, self.reader.options
+        verdict = message_runs.run_verdict(f, data.buf, rows, data.file, data.base, options)
+        n, kept = len(rows), int(verdict.kept.sum())
+        self.input.add(verdict.read)
+        self.stats.batches_read += n
+        self.stats.records_read += n
+        self.stats.batches[Action.DROP.value] += n - kept
+        self.stats.batches[Action.REWRITE.value] += kept
+        self.stats.converted_batches += kept
+        self.stats.records_written += kept
+        ends = rows["last_offset"] + 1
+        for i in np.flatnonzero(~verdict.kept & (ends == f.upper_bound_offset)).tolist():
+            header = header_of(rows[i].item())  # RETAIN_EMPTY: see CleanerFilter.decide
+            f.notes.append(f"batch {header.base_offset}..{header.last_offset}: every record was removed "
+                           f"from the last v{header.magic} batch of the cleaning; Kafka's cleaner cannot "
+                           f"keep an empty v0/v1 batch and fails this cleaning (IllegalStateException); "
+                           f"kfmt drops the batch")
+        # in order: stretches of plain kept messages converted together, each tombstone alone
+        edges = np.flatnonzero(verdict.tombstone).tolist()
+        start = 0
+        for stop in edges + [n]:
+            plain = rows[start:stop][verdict.kept[start:stop]]
+            if len(plain):
+                for piece in message_runs.converted(data.buf, plain, data.file, data.base, options):
+                    try:
+                        sink.append_frames(piece.rows, piece.entries, mtime_ms=mtime)
+                    except (DataError, UsageError) as err:
+                        raise _located(err, data.file, header_of(plain[0].item()))
+                    for out in walked(piece):
+                        self.output.add(out)
+            if stop < n:
+                header = header_of(rows[stop].item())
+                one = verdict.records.slice(stop, 1)
+                out = retained_batch(Batch(header, one), np.ones(1, bool),
+                                     self.options.now_ms + self.options.delete_retention_ms,
+                                     convert_legacy=True)
+                try:
+                    sink.append_batch(out, mtime_ms=mtime)
+                except (DataError, UsageError) as err:
+                    raise _located(err, data.file, header)
+                self.output.add_batch(out)
+            start = stop + 1
+
+    def _clean_one(self, seg: Segment, header: BatchHeader, sink, mtime: int) -> None:
         f = self.filter
-        for header in self.reader.frames(seg):
-            self.stats.batches_read += 1
-            try:
-                batch = self.reader.decode(seg, header) if header.is_control else None
-                check = f.check_batch(header, control_facts(batch)[0] if batch is not None else None)
-                if check.retention == BatchRetention.DELETE:
-                    self._count_input(seg, header, batch)
-                    f.count_deleted(header)
-                    self.stats.batches[Action.DROP.value] += 1
-                    continue
-                if batch is None:
-                    batch = self.reader.decode(seg, header)
+        self.stats.batches_read += 1
+        try:
+            batch = self.reader.decode(seg, header) if header.is_control else None
+            check = f.check_batch(header, control_facts(batch)[0] if batch is not None else None)
+            if check.retention == BatchRetention.DELETE:
                 self._count_input(seg, header, batch)
-                decision = f.decide(batch, check)
-                self.stats.batches[decision.action.value] += 1
-                if decision.action == Action.COPY:
-                    sink.append(batch.header, self._entry(seg, header), mtime_ms=mtime)
-                    self._count_output(batch)
-                elif decision.action == Action.REWRITE:
-                    out = retained_batch(batch, decision.retained, decision.delete_horizon,
-                                         convert_legacy=not self.options.keep_format)
-                    if header.magic < 2 and out.header.magic >= 2:
-                        self.stats.converted_batches += 1
-                    sink.append_batch(out, mtime_ms=mtime)
-                    self._count_output(out)
-                elif decision.action == Action.EMPTY:
-                    out = empty_batch(header)
-                    sink.append_batch(out, mtime_ms=mtime)
-                    self._count_output(out)
-            except (DataError, UsageError) as err:
-                raise _located(err, self.part.display(seg.log), header)
+                f.count_deleted(header)
+                self.stats.batches[Action.DROP.value] += 1
+                return
+            if batch is None:
+                batch = self.reader.decode(seg, header)
+            self._count_input(seg, header, batch)
+            decision = f.decide(batch, check)
+            self.stats.batches[decision.action.value] += 1
+            if decision.action == Action.COPY:
+                sink.append(batch.header, self._entry(seg, header), mtime_ms=mtime)
+                self._count_output(batch)
+            elif decision.action == Action.REWRITE:
+                out = retained_batch(batch, decision.retained, decision.delete_horizon,
+                                     convert_legacy=not self.options.keep_format)
+                if header.magic < 2 and out.header.magic >= 2:
+                    self.stats.converted_batches += 1
+                sink.append_batch(out, mtime_ms=mtime)
+                self._count_output(out)
+            elif decision.action == Action.EMPTY:
+                out = empty_batch(header)
+                sink.append_batch(out, mtime_ms=mtime)
+                self._count_output(out)
+        except (DataError, UsageError) as err:
+            raise _located(err, self.part.display(seg.log), header)
 
     def _copy_segment(self, seg: Segment, sink) -> None:
-        """A segment beyond the cleaned range, byte for byte (decoded only to check and count it)."""
-        for header in self.reader.frames(seg):
-            batch = self.reader.decode(seg, header)
-            self.input.add_batch(batch)
-            self.output.add_batch(batch)
-            try:
-                sink.append(batch.header, self._entry(seg, header), mtime_ms=seg.log.mtime_ms)
-            except (DataError, UsageError) as err:
-                raise _located(err, self.part.display(seg.log), header)
+        """A segment beyond the cleaned range, byte for byte: checked and counted by the run kernels
+        where they vouch for its entries (kfmt.format.batch_runs, runs of data batches and legacy
+        messages checked and digested in place, written many at a time), other entries decoded."""
+        for data, rows in self._frame_chunks(seg):
+            for item in batch_runs.checked(data.buf, rows, data.file, self.reader.options, data.base,
+                                           messages=True):
+                self.input.add(item)
+                self.output.add(item)
+                if isinstance(item, CheckedRun):
+                    first, last = item.span(data.base)
+                    try:
+                        sink.append_frames(item.rows, memoryview(data.buf)[first:last],
+                                           mtime_ms=seg.log.mtime_ms)
+                    except (DataError, UsageError) as err:
+                        named = item.rows[item.rows["last_offset"] == err.offset] \
+                            if getattr(err, "offset", None) is not None else item.rows[:0]
+                        row = named[0] if len(named) else item.rows[0]
+                        raise _located(err, data.file, header_of(row.item()))
+                    continue
+                try:
+                    sink.append(item.header, self._entry(seg, item.header), mtime_ms=seg.log.mtime_ms)
+                except (DataError, UsageError) as err:
+                    raise _located(err, data.file, item.header)
+
+    def _frame_chunks(self, seg: Segment, position: int = 0):
+        """(the segment's bytes, rows of frames) for its entries from `position` on, in order, as
+        reader.frames() walks them (a last segment's torn tail left out with a warning, any other
+        raises)."""
+        data = self.reader.data(seg, position)
+        scanner = segment.FrameScanner(data.buf, data.file, position, None, data.base)
+        for rows in scanner.chunks():
+            yield data, rows
+        if scanner.tail.is_error:
+            if not (self.reader.recover_tail and seg is self.part.segments[-1]):
+                raise scanner.tail.error(data.file)
+            scanner.tail.recovered(data.file)
 
     def _entry(self, seg: Segment, header: BatchHeader) -> memoryview:
         data = self.reader.data(seg, header.position)
