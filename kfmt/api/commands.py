@@ -184,7 +184,7 @@ def compact(src: Where, dst: Where, *, delete_retention_ms: int | None = None, n
     topic or broker default. A dry run's report says what would be removed."""
     from kfmt.transforms.cleanup.compact import compact as run_compact
     from kfmt.transforms.cleanup.compaction import CompactOptions
-    from kfmt.transforms.cleanup.compaction.cleaner import DEFAULT_DELETE_RETENTION_MS
+    from kfmt.transforms.cleanup.compaction.outcome import DEFAULT_DELETE_RETENTION_MS
     from kfmt.transforms.cleanup.compaction.offset_map import DEFAULT_LOAD_FACTOR, DEFAULT_MEMORY
     from kfmt.write.planner import DEFAULT_MAX_INDEX_BYTES, DEFAULT_SEGMENT_BYTES
 

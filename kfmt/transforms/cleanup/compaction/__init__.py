@@ -7,13 +7,14 @@ The cleaning of one partition, in the parts Kafka's log cleaner has:
 * `transactions` — aborted data and removable markers (CleanedTransactionMetadata);
 * `filter` — which batches and records stay (cleanInto, shouldRetainRecord, filterTo);
 * `rewrite` — batches rebuilt from what they keep (buildRetainedRecordsInto, writeEmptyHeader);
-* `cleaner` — one partition's cleaning into DST (doClean), the unit of work of `kfmt compact`.
+* `cleaner` — one partition's cleaning into DST (doClean), the unit of work of `kfmt compact`;
+* `outcome` — its options, statistics and result, and the sink of a dry run.
 """
-from kfmt.transforms.cleanup.compaction.cleaner import (
+from kfmt.transforms.cleanup.compaction.cleaner import compact_partition
+from kfmt.transforms.cleanup.compaction.outcome import (
     CompactOptions,
     CompactResult,
     OffsetMapFull,
-    compact_partition,
 )
 
 __all__ = ["CompactOptions", "CompactResult", "OffsetMapFull", "compact_partition"]

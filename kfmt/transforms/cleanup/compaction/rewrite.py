@@ -25,7 +25,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kfmt.format.convert import convert_batch
-from kfmt.format.model import EMPTY_RECORDS, NO_TIMESTAMP, Batch, BatchHeader, TimestampType
+from kfmt.format.model import (
+    EMPTY_RECORDS,
+    NO_TIMESTAMP,
+    Batch,
+    BatchHeader,
+    TimestampType,
+)
 
 
 def retained_batch(batch: Batch, retained: np.ndarray, delete_horizon: int | None,
