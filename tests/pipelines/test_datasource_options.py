@@ -305,7 +305,7 @@ def test_shipping_to_workers_without_pysparks_requirements_says_what_they_lack(m
     system_python = shutil.which("python3", path="/usr/bin")
     if system_python is None or subprocess.run([system_python, "-c", "import numpy"],
                                                capture_output=True, cwd="/").returncode == 0:
-        pytest.skip("no python3 without numpy in /usr/bin")
+        pytest.skip("optional resource missing: this check needs a system python3 in /usr/bin without numpy")
     monkeypatch.setenv("PYSPARK_PYTHON", system_python)
     monkeypatch.setenv("KFMT_SHIP_CACHE", str(tmp_path / "cache"))
     try:
