@@ -12,8 +12,7 @@ from kfmt.cli._common import (
     add_storage_arguments,
     dumps,
 )
-from kfmt.partition.producer_state import DEFAULT_PRODUCER_EXPIRATION_MS
-from kfmt.partition.segment_recovery import DEFAULT_INDEX_INTERVAL_BYTES
+from kfmt.defaults import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_PRODUCER_EXPIRATION_MS
 from kfmt.storage.store import parse_storage_options
 
 
