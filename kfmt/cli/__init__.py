@@ -55,7 +55,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     commands = {c.name: c for c in _builtin_commands(named)} if named else {}
     if named not in commands:
         commands = {c.name: c for c in _builtin_commands()}
-    commands.update(registry.get().commands)
+    commands.update(registry.commands())
     for name in sorted(commands):
         command = commands[name]
         p = sub.add_parser(name, help=command.help, description=command.help)
