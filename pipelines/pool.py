@@ -1,5 +1,6 @@
 """A pool of local worker processes running kfmt's tasks: the engine for inputs too small to pay for
-Spark's start (kfmt.pipelines.engine), running the very task functions Spark runs.
+Spark's start (kfmt.pipelines.engine), running the very task functions Spark runs. And the same tasks
+on threads of this process (`run_on_threads`), for work that releases the GIL.
 
 Why 'spawn': by the time a job starts, the driver has threads (numpy's BLAS pool, Arrow's pools,
 tqdm's monitor); fork would copy their locks in whatever state they are, and a forkserver that
@@ -106,6 +107,28 @@ def run_on_pool(call, indexed_tasks: list, workers: int, description: str, bar) 
         raise KfmtError(f"{name}: a task on the worker pool failed: {type(err).__name__}: {err}") from err
     finally:
         bar.close()
+
+
+def run_on_threads(call, indexed_tasks: list, workers: int, bar) -> list:
+    """call((index, task)) for every item on `workers` threads of this process; [(index, result)] in
+    task order. No process to start, nothing to pickle: the engine for work that releases the GIL
+    (kfmt.pipelines.engine). The first exception is raised once the running tasks are done."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kfmt-task") as threads:
+        futures = [threads.submit(call, item) for item in indexed_tasks]
+        try:
+            pending = set(futures)
+            while pending:
+                done, pending = wait(pending, timeout=0.5, return_when=FIRST_EXCEPTION)
+                bar.update(len(done))
+                if any(f.exception() is not None for f in done):
+                    break
+            return [f.result() for f in futures]
+        finally:
+            for f in futures:  # after a failure (or Ctrl-C) the tasks not started are not started
+                f.cancel()
+            bar.close()
 
 
 def _died(processes) -> str:

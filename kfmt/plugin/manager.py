@@ -16,6 +16,7 @@ loads the built-ins too. Whatever the order they were loaded in, hooks are asked
 from __future__ import annotations
 
 import os
+import threading
 
 import pluggy
 
@@ -31,6 +32,7 @@ pm.add_hookspecs(hookspecs)
 _distributions: dict = {}  # plugin name -> the importlib.metadata Distribution it came from
 _builtin_names: set[str] = set()
 _loaded: set[bool] = set()  # which of the two kinds (builtin: True/False) are loaded
+_loading = threading.RLock()  # tasks on the threads engine may ask for the registry at once
 # Bumped by every load and by register()/unregister(): kfmt.plugin.registry rebuilds its lookups
 # when it changes, so this module needs nothing from the registry (the registry depends on the
 # manager, not both ways).
@@ -58,10 +60,16 @@ def _entry_points() -> list[tuple[object, bool]]:
 def load_plugins(*, builtin: bool = True) -> None:
     """Load every allowed entry-point plugin once; with builtin=False only the third-party ones
     (what the command line's parser needs: module docstring)."""
-    global generation
     kinds = {False, True} if builtin else {False}
     if kinds <= _loaded:
         return
+    with _loading:
+        if not kinds <= _loaded:
+            _load(kinds)
+
+
+def _load(kinds: set[bool]) -> None:
+    global generation
     allow = os.environ.get(ALLOW_LIST_ENV)
     allowed = None if allow is None else {n.strip() for n in allow.split(",") if n.strip()}
     found = _entry_points()
