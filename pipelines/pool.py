@@ -24,6 +24,7 @@ from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 
 from kfmt.errors import KfmtError
+from kfmt.memory import keep_freed_memory
 
 CONTEXT = "spawn"
 
@@ -31,8 +32,9 @@ _executor: ProcessPoolExecutor | None = None
 _workers = 0
 
 
-def _ignore_sigint() -> None:
+def _start_worker() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    keep_freed_memory()  # as the command line does for its own process (kfmt.memory)
 
 
 def executor(workers: int) -> ProcessPoolExecutor:
@@ -42,7 +44,7 @@ def executor(workers: int) -> ProcessPoolExecutor:
         shutdown()
     if _executor is None:
         _executor = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(CONTEXT),
-                                        initializer=_ignore_sigint)
+                                        initializer=_start_worker)
         _workers = workers
     return _executor
 

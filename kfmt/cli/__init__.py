@@ -19,6 +19,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from kfmt import __version__
 from kfmt.errors import EXIT_DATA, EXIT_FAILURE, EXIT_USAGE, DataError, KfmtError, KfmtWarning, UsageError
+from kfmt.memory import keep_freed_memory
 from kfmt.plugin import registry
 
 
@@ -101,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     try:
         args = build_parser(argv).parse_args(argv)
+        keep_freed_memory()  # after parsing: --help needs none of it
         return args._run(args) or 0
     except DataError as err:
         print(f"kfmt: error: {one_line(err)}", file=sys.stderr)
