@@ -114,7 +114,8 @@ def run_on_pool(call, indexed_tasks: list, workers: int, description: str, bar) 
 def run_on_threads(call, indexed_tasks: list, workers: int, bar) -> list:
     """call((index, task)) for every item on `workers` threads of this process; [(index, result)] in
     task order. No process to start, nothing to pickle: the engine for work that releases the GIL
-    (kfmt.pipelines.engine). The first exception is raised once the running tasks are done."""
+    (kfmt.pipelines.engine). The first exception (Ctrl-C too) is raised once the running tasks are
+    done: a thread cannot be stopped, but the tasks not started yet are not started."""
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kfmt-task") as threads:

@@ -3,9 +3,9 @@
 `run_tasks(fn, tasks)` maps a picklable function over picklable task descriptions and returns the
 results in task order, on the engine kfmt.pipelines.engine chose for the command: in this process
 one after another (no JVM, no workers), on threads of this process or a pool of local worker
-processes (kfmt.pipelines.pool), or on Spark, one Spark task per unit. Tasks open storage themselves from StorageSpec values and
-write through a StagedOutput's picklable target; results stay small (file records, counts,
-digests).
+processes (kfmt.pipelines.pool), or on Spark, one Spark task per unit. Tasks open storage
+themselves from StorageSpec values and write through a StagedOutput's picklable target; results
+stay small (file records, counts, digests).
 
 Errors keep their meaning across the executor boundary: a kfmt error raised by a task (bad data, a
 usage problem) is caught there and raised again on the driver as the same kind of error, so the CLI

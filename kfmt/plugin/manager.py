@@ -82,6 +82,8 @@ def _load(kinds: set[bool]) -> None:
             continue
         try:
             pm.register(ep.load(), name=ep.name)
+        except KfmtError:
+            raise  # already says what is wrong in one line (a bad KFMT_MAX_DECOMPRESSED_BYTES: exit 2)
         except Exception as e:
             # Fail loudly: running without a codec or format the user installed would turn
             # readable data into misleading data errors.
