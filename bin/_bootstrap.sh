@@ -1,13 +1,22 @@
 # Sourced by bin/kfmt and bin/test: make sure .venv exists and holds this checkout's dependencies.
 # The first run creates the venv and installs everything in one pip resolve (pyspark included, so it
 # takes a minute or two); later runs only re-install when pyproject.toml or setup.py changed.
+# Every `bin/kfmt` run passes here, so the usual case starts no process: when the stamp is newer
+# than both files, nothing changed since the install (their hash is compared only otherwise).
 set -euo pipefail
-KFMT_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+here="${BASH_SOURCE[0]%/*}"
+[ "$here" != "${BASH_SOURCE[0]}" ] || here=.
+KFMT_ROOT="$(cd "$here/.." && pwd)"
 VENV="${KFMT_VENV:-$KFMT_ROOT/.venv}"
 PY="$VENV/bin/python"
 STAMP="$VENV/.kfmt-installed"
-want="$(cat "$KFMT_ROOT/pyproject.toml" "$KFMT_ROOT/setup.py" | sha256sum | cut -d' ' -f1)"
-if [ ! -x "$PY" ] || [ "$(cat "$STAMP" 2>/dev/null)" != "$want" ]; then
+if [ -x "$PY" ] && [ "$STAMP" -nt "$KFMT_ROOT/pyproject.toml" ] && [ "$STAMP" -nt "$KFMT_ROOT/setup.py" ]; then
+    want=""  # installed after the last change of either file
+else
+    want="$(cat "$KFMT_ROOT/pyproject.toml" "$KFMT_ROOT/setup.py" | sha256sum | cut -d' ' -f1)"
+    [ "$(cat "$STAMP" 2>/dev/null)" != "$want" ] || touch "$STAMP"  # the same files, touched
+fi
+if [ -n "$want" ] && { [ ! -x "$PY" ] || [ "$(cat "$STAMP" 2>/dev/null)" != "$want" ]; }; then
     echo "kfmt: installing into $VENV (first run only; about two minutes)" >&2
     if [ ! -x "$PY" ]; then
         "${KFMT_PYTHON:-$(command -v python3.11 || command -v python3)}" -m venv "$VENV"

@@ -1,5 +1,6 @@
 """A pool of local worker processes running kfmt's tasks: the engine for inputs too small to pay for
-Spark's start (kfmt.pipelines.engine), running the very task functions Spark runs.
+Spark's start (kfmt.pipelines.engine), running the very task functions Spark runs. And the same tasks
+on threads of this process (`run_on_threads`), for work that releases the GIL.
 
 Why 'spawn': by the time a job starts, the driver has threads (numpy's BLAS pool, Arrow's pools,
 tqdm's monitor); fork would copy their locks in whatever state they are, and a forkserver that
@@ -23,6 +24,7 @@ from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 
 from kfmt.errors import KfmtError
+from kfmt.memory import keep_freed_memory
 
 CONTEXT = "spawn"
 
@@ -30,8 +32,9 @@ _executor: ProcessPoolExecutor | None = None
 _workers = 0
 
 
-def _ignore_sigint() -> None:
+def _start_worker() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    keep_freed_memory()  # as the command line does for its own process (kfmt.memory)
 
 
 def executor(workers: int) -> ProcessPoolExecutor:
@@ -41,7 +44,7 @@ def executor(workers: int) -> ProcessPoolExecutor:
         shutdown()
     if _executor is None:
         _executor = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(CONTEXT),
-                                        initializer=_ignore_sigint)
+                                        initializer=_start_worker)
         _workers = workers
     return _executor
 
@@ -106,6 +109,29 @@ def run_on_pool(call, indexed_tasks: list, workers: int, description: str, bar) 
         raise KfmtError(f"{name}: a task on the worker pool failed: {type(err).__name__}: {err}") from err
     finally:
         bar.close()
+
+
+def run_on_threads(call, indexed_tasks: list, workers: int, bar) -> list:
+    """call((index, task)) for every item on `workers` threads of this process; [(index, result)] in
+    task order. No process to start, nothing to pickle: the engine for work that releases the GIL
+    (kfmt.pipelines.engine). The first exception (Ctrl-C too) is raised once the running tasks are
+    done: a thread cannot be stopped, but the tasks not started yet are not started."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kfmt-task") as threads:
+        futures = [threads.submit(call, item) for item in indexed_tasks]
+        try:
+            pending = set(futures)
+            while pending:
+                done, pending = wait(pending, timeout=0.5, return_when=FIRST_EXCEPTION)
+                bar.update(len(done))
+                if any(f.exception() is not None for f in done):
+                    break
+            return [f.result() for f in futures]
+        finally:
+            for f in futures:  # after a failure (or Ctrl-C) the tasks not started are not started
+                f.cancel()
+            bar.close()
 
 
 def _died(processes) -> str:

@@ -2,10 +2,10 @@
 
 `run_tasks(fn, tasks)` maps a picklable function over picklable task descriptions and returns the
 results in task order, on the engine kfmt.pipelines.engine chose for the command: in this process
-one after another (no JVM, no workers), on a pool of local worker processes (kfmt.pipelines.pool),
-or on Spark, one Spark task per unit. Tasks open storage themselves from StorageSpec values and
-write through a StagedOutput's picklable target; results stay small (file records, counts,
-digests).
+one after another (no JVM, no workers), on threads of this process or a pool of local worker
+processes (kfmt.pipelines.pool), or on Spark, one Spark task per unit. Tasks open storage
+themselves from StorageSpec values and write through a StagedOutput's picklable target; results
+stay small (file records, counts, digests).
 
 Errors keep their meaning across the executor boundary: a kfmt error raised by a task (bad data, a
 usage problem) is caught there and raised again on the driver as the same kind of error, so the CLI
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from kfmt.errors import EXIT_USAGE, DataError, EngineError, KfmtError, UsageError
-from kfmt.pipelines.engine import INPROCESS, Engine, choose_engine
+from kfmt.pipelines.engine import INPROCESS, THREADS, Engine, choose_engine
 from kfmt.pipelines.task_hold import hold_directory
 from kfmt.pipelines.watch import collect_watched
 from kfmt.pipelines.watch import progress_bar as _progress
@@ -82,6 +82,11 @@ def run_tasks(fn: Callable, tasks: Sequence, *, master: "str | Engine | None" = 
     call = _Guarded(fn, hold_directory(description))
     if engine.engine == INPROCESS:
         results = [call((i, t)) for i, t in enumerate(_progress(tasks, description, progress))]
+    elif engine.engine == THREADS:
+        from kfmt.pipelines.pool import run_on_threads
+
+        results = run_on_threads(call, list(enumerate(tasks)), engine.workers,
+                                 _progress(range(len(tasks)), description, progress))
     elif engine.engine == "pool":
         from kfmt.pipelines.pool import run_on_pool
 

@@ -18,10 +18,31 @@ EXECUTOR_WAIT_S = 45
 
 
 def progress_bar(items, description, enabled):
+    if not enabled or not sys.stderr.isatty():
+        return _Hidden(items)
     from tqdm import tqdm
 
-    return tqdm(items, desc=description, unit="task", file=sys.stderr,
-                disable=not enabled or not sys.stderr.isatty())
+    return tqdm(items, desc=description, unit="task", file=sys.stderr)
+
+
+class _Hidden:
+    """A progress bar that shows nothing, without importing tqdm (and the multiprocessing it imports:
+    15 to 20 ms of every command's start)."""
+
+    def __init__(self, items):
+        self.items, self.n = items, 0
+
+    def __iter__(self):
+        return iter(self.items)
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+
+    def refresh(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 def collect_watched(sc, rdd, total: int, description: str = "", progress: bool = False) -> list:

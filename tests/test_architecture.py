@@ -15,7 +15,7 @@ SOURCES = {"kfmt": "kfmt", "plugins": "kfmt.default_plugins", "pipelines": "kfmt
 # The layers of docs/architecture.md, bottom first. A module may import modules of its own layer
 # and of lower layers only. Packages of one layer do not import each other unless listed together.
 LAYERS = [
-    ["kfmt.errors"],
+    ["kfmt.errors", "kfmt.defaults", "kfmt.memory"],
     ["kfmt.plugin"],
     ["kfmt.storage"],
     ["kfmt.format"],

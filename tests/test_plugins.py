@@ -348,3 +348,92 @@ def test_export_writes_a_third_party_format(exporter_distribution, tmp_path):
     assert lines == expected
     unknown = run(exporter_distribution, "export", str(src), str(tmp_path / "x"), "--format", "csv")
     assert unknown.returncode == 2 and "known: iceberg, jsonl, parquet, toy-tsv" in unknown.stderr
+
+
+# --- a command from outside the package ---
+
+TOY_COMMAND = '''
+"""A toy kfmt command: `kfmt toy-hello NAME` greets NAME."""
+from kfmt.plugin.hookspecs import hookimpl
+
+
+def add_arguments(p):
+    p.add_argument("name", metavar="NAME")
+
+
+def run(args):
+    print(f"hello {args.name}")
+    return 0
+
+
+@hookimpl
+def kfmt_register_commands(register):
+    register("toy-hello", add_arguments, run, "greet NAME, from a third-party plugin")
+'''
+
+# What `kfmt --help` leaves imported: the parser is built from the commands alone.
+HELP_IMPORTS = '''
+import sys
+from kfmt.cli import main
+try:
+    main(["--help"])
+except SystemExit:
+    pass
+print(sorted(m for m in ("pyarrow", "numpy", "fsspec") if m in sys.modules), file=sys.stderr)
+'''
+
+
+@pytest.fixture(scope="module")
+def command_distribution(tmp_path_factory) -> Path:
+    return installed_distribution(tmp_path_factory.mktemp("site-command"), "kfmt_toy_command", TOY_COMMAND,
+                                  "kfmt-toy-command", "2.0", "toy-command")
+
+
+def test_a_plugins_command_is_listed_and_runs(command_distribution):
+    listed = run(command_distribution, "--help")
+    assert listed.returncode == 0, listed.stderr
+    assert any(line.split()[:1] == ["toy-hello"] for line in listed.stdout.splitlines()), listed.stdout
+    assert "greet NAME, from a third-party plugin" in " ".join(listed.stdout.split())
+    greeted = run(command_distribution, "toy-hello", "world")
+    assert (greeted.returncode, greeted.stdout) == (0, "hello world\n"), greeted.stderr
+    # the built-in plugins (pyarrow, numpy, fsspec) are not loaded to list it
+    light = run(command_distribution, script=HELP_IMPORTS)
+    assert "toy-hello" in light.stdout and light.stderr.strip() == "[]", light.stderr
+    # nor when the allow-list leaves the plugin out, and then its command is gone
+    left_out = run(command_distribution, "--help", allow="")
+    assert left_out.returncode == 0 and "toy-hello" not in left_out.stdout
+
+
+TAKEOVER_MODULE = '''
+"""A codec plugin taking gzip's id over (replace=True)."""
+from kfmt.format.codecs import DEFAULT_MAX_DECOMPRESSED, Compression
+from kfmt.plugin.hookspecs import hookimpl
+
+
+class Reversed(Compression):
+    id, name, magics = 1, "reversed", (0, 1, 2)
+
+    def compress(self, data, *, magic, level=None):
+        return bytes(data)[::-1]
+
+    def decompress(self, data, *, magic, max_size=DEFAULT_MAX_DECOMPRESSED):
+        return bytes(data)[::-1]
+
+
+@hookimpl
+def kfmt_register_compressions(register):
+    register(Reversed(), replace=True)
+'''
+
+
+def test_a_replacing_plugin_loaded_before_the_builtins_still_comes_after_them(tmp_path):
+    """The parser loads third-party plugins alone (for their commands), the built-ins come later:
+    the registry still asks the built-ins first, so the plugin's replace=True takes gzip's id over
+    rather than clashing with it."""
+    site = installed_distribution(tmp_path, "kfmt_takeover", TAKEOVER_MODULE, "kfmt-takeover", "1.0",
+                                  "takeover-gzip")
+    script = ("from kfmt.plugin import registry\n"
+              "registry.commands()\n"
+              "print(registry.get().compressions[1].name)\n")
+    result = run(site, script=script)
+    assert (result.returncode, result.stdout.strip()) == (0, "reversed"), result.stderr

@@ -20,9 +20,8 @@ import os
 import sys
 from typing import Sequence
 
+from kfmt.defaults import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_PRODUCER_EXPIRATION_MS
 from kfmt.errors import UsageError
-from kfmt.partition.companions import DEFAULT_INDEX_INTERVAL_BYTES
-from kfmt.partition.producer_state import DEFAULT_PRODUCER_EXPIRATION_MS
 
 Where = str | os.PathLike  # a local path or an fsspec URL
 
@@ -104,7 +103,7 @@ def resegment(src: Where, dst: Where, *, segment_bytes: int, segment_ms: int | N
     """The same batches in segments cut by other segment.bytes / segment.ms / segment.index.bytes
     (`kfmt resegment`; None: the topic defaults)."""
     from kfmt.transforms.resegment import resegment as run_resegment
-    from kfmt.write.planner import DEFAULT_MAX_INDEX_BYTES, DEFAULT_SEGMENT_MS
+    from kfmt.defaults import DEFAULT_MAX_INDEX_BYTES, DEFAULT_SEGMENT_MS
 
     return _outcome(*run_resegment(
         *_paths(src, dst), segment_bytes=segment_bytes,
@@ -145,8 +144,7 @@ def export(src: Where, dst: Where, *, format: str = "parquet",
     """Records to Parquet or JSON Lines files in Hive-style directories, or to an Iceberg table
     (`kfmt export`); `partition_by` "topic,partition" or "topic,partition,date" (a string or a
     sequence); `append` adds what is new since the export's last run (docs/export.md)."""
-    from kfmt.rows.part_files import DEFAULT_TARGET_FILE_BYTES
-    from kfmt.rows.ranges import DEFAULT_SPLIT_BYTES
+    from kfmt.defaults import DEFAULT_SPLIT_BYTES, DEFAULT_TARGET_FILE_BYTES
     from kfmt.transforms.export import ExportOptions
     from kfmt.transforms.export import export as run_export
 
@@ -184,9 +182,13 @@ def compact(src: Where, dst: Where, *, delete_retention_ms: int | None = None, n
     topic or broker default. A dry run's report says what would be removed."""
     from kfmt.transforms.cleanup.compact import compact as run_compact
     from kfmt.transforms.cleanup.compaction import CompactOptions
-    from kfmt.transforms.cleanup.compaction.outcome import DEFAULT_DELETE_RETENTION_MS
-    from kfmt.transforms.cleanup.compaction.offset_map import DEFAULT_LOAD_FACTOR, DEFAULT_MEMORY
-    from kfmt.write.planner import DEFAULT_MAX_INDEX_BYTES, DEFAULT_SEGMENT_BYTES
+    from kfmt.defaults import (
+        DEFAULT_DELETE_RETENTION_MS,
+        DEFAULT_MAX_INDEX_BYTES,
+        DEFAULT_OFFSET_MAP_LOAD_FACTOR,
+        DEFAULT_OFFSET_MAP_MEMORY,
+        DEFAULT_SEGMENT_BYTES,
+    )
 
     def given(value, default):
         return default if value is None else value
@@ -196,8 +198,8 @@ def compact(src: Where, dst: Where, *, delete_retention_ms: int | None = None, n
         min_compaction_lag_ms=min_compaction_lag_ms, clean_until=clean_until,
         segment_bytes=given(segment_bytes, DEFAULT_SEGMENT_BYTES),
         segment_index_bytes=given(segment_index_bytes, DEFAULT_MAX_INDEX_BYTES),
-        index_interval_bytes=index_interval_bytes, offset_map_bytes=given(offset_map_bytes, DEFAULT_MEMORY),
-        offset_map_load_factor=given(offset_map_load_factor, DEFAULT_LOAD_FACTOR),
+        index_interval_bytes=index_interval_bytes, offset_map_bytes=given(offset_map_bytes, DEFAULT_OFFSET_MAP_MEMORY),
+        offset_map_load_factor=given(offset_map_load_factor, DEFAULT_OFFSET_MAP_LOAD_FACTOR),
         fail_when_map_full=fail_when_map_full, keep_format=keep_format,
         producer_expiration_ms=producer_expiration_ms)
     plan, report = run_compact(*_paths(src, dst), options, **_run(

@@ -12,8 +12,7 @@ from kfmt.cli._common import (
     add_storage_arguments,
     dumps,
 )
-from kfmt.partition.producer_state import DEFAULT_PRODUCER_EXPIRATION_MS
-from kfmt.partition.segment_recovery import DEFAULT_INDEX_INTERVAL_BYTES
+from kfmt.defaults import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_PRODUCER_EXPIRATION_MS
 from kfmt.storage.store import parse_storage_options
 
 
@@ -41,8 +40,9 @@ def add_transform_arguments(p, *, spark: bool = True, src: tuple[str, str] | Non
 
 
 MASTER_HELP = ("where the tasks run (default: $KFMT_SPARK_MASTER, else 'auto': in this process for small "
-               "inputs, a pool of local worker processes below 2 GB per core, embedded Spark local[*] above); "
-               "'inprocess', 'pool' or 'local-pool[N]' (N worker processes), or a Spark master URL: "
+               "inputs, a pool of local worker processes (threads, for work that releases the GIL) below "
+               "2 GB per core, embedded Spark local[*] above); 'inprocess', 'threads' or 'local-threads[N]' "
+               "(N threads), 'pool' or 'local-pool[N]' (N worker processes), or a Spark master URL: "
                "'local[N]', 'spark://HOST:PORT', 'yarn', 'k8s://...'")
 
 

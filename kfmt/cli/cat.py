@@ -14,12 +14,6 @@ from kfmt.cli._common import (
     open_partitions,
 )
 from kfmt.errors import DataError, KfmtWarning, UsageError
-from kfmt.format.control import control_type
-from kfmt.partition.layout import relisted
-from kfmt.partition.live import RETRIES, SegmentGone, stopped_warning
-from kfmt.partition.reader import PartitionReader
-from kfmt.partition.transactions import ABORTED, OPEN, TransactionStatus, transaction_batches
-from kfmt.rows import json_lines
 
 NAME = "cat"
 HELP = "print records in offset order (JSON lines with --format json)"
@@ -71,6 +65,9 @@ def live_partition_lines(part, args, where: dict):
     """partition_lines, on a directory a broker may be changing (kfmt.partition.live): a segment
     that goes before any record was read makes the partition be listed again and read from the
     start; one that goes later ends the partition's records there, with one warning."""
+    from kfmt.partition.layout import relisted
+    from kfmt.partition.live import RETRIES, SegmentGone, stopped_warning
+
     for attempt in range(RETRIES + 1):
         progress = _Progress()
         try:
@@ -84,6 +81,11 @@ def live_partition_lines(part, args, where: dict):
 
 
 def partition_lines(part, args, where: dict, progress: _Progress | None = None):
+    # imported here, not at the top: building the parser (kfmt --help) must not import pyarrow
+    from kfmt.partition.reader import PartitionReader
+    from kfmt.partition.transactions import ABORTED, OPEN, TransactionStatus, transaction_batches
+    from kfmt.rows import json_lines
+
     progress = progress or _Progress()
     reader = PartitionReader(part, from_log_start=not args.include_deleted, recover_tail=True)
     start = reader.start_point(args.from_offset, args.from_timestamp)
@@ -123,6 +125,8 @@ def partition_lines(part, args, where: dict, progress: _Progress | None = None):
 
 
 def records_of(batch, skip: int, where: dict, as_json: bool):
+    from kfmt.format.control import control_type
+
     h = batch.header
     cols = batch.records.slice(skip).to_pydict()
     ts_type = h.timestamp_type.java_name

@@ -6,9 +6,13 @@ import sys
 
 from kfmt.cli._common import dumps
 from kfmt.cli._transform import add_companion_arguments, add_transform_arguments, run_arguments
-from kfmt.transforms.cleanup.compaction.outcome import DEFAULT_DELETE_RETENTION_MS
-from kfmt.transforms.cleanup.compaction.offset_map import DEFAULT_LOAD_FACTOR, DEFAULT_MEMORY
-from kfmt.write.planner import DEFAULT_MAX_INDEX_BYTES, DEFAULT_SEGMENT_BYTES
+from kfmt.defaults import (
+    DEFAULT_DELETE_RETENTION_MS,
+    DEFAULT_MAX_INDEX_BYTES,
+    DEFAULT_OFFSET_MAP_LOAD_FACTOR,
+    DEFAULT_OFFSET_MAP_MEMORY,
+    DEFAULT_SEGMENT_BYTES,
+)
 
 NAME = "compact"
 HELP = ("keep the latest record of each key as Kafka's log cleaner does (tombstones and transaction "
@@ -35,13 +39,13 @@ def add_arguments(p):
                         f"(default {DEFAULT_SEGMENT_BYTES})")
     p.add_argument("--segment-index-bytes", type=int, default=DEFAULT_MAX_INDEX_BYTES, metavar="N",
                    help=f"the topic's segment.index.bytes (default {DEFAULT_MAX_INDEX_BYTES})")
-    p.add_argument("--offset-map-bytes", type=int, default=DEFAULT_MEMORY, metavar="N",
+    p.add_argument("--offset-map-bytes", type=int, default=DEFAULT_OFFSET_MAP_MEMORY, metavar="N",
                    help="memory for each partition's key -> offset map, 24 bytes per key (the broker's "
-                        f"log.cleaner.dedupe.buffer.size, default {DEFAULT_MEMORY}); when it fills up, "
+                        f"log.cleaner.dedupe.buffer.size, default {DEFAULT_OFFSET_MAP_MEMORY}); when it fills up, "
                         "only the part of the dirty range mapped so far is cleaned, as a broker does")
-    p.add_argument("--offset-map-load-factor", type=float, default=DEFAULT_LOAD_FACTOR, metavar="F",
+    p.add_argument("--offset-map-load-factor", type=float, default=DEFAULT_OFFSET_MAP_LOAD_FACTOR, metavar="F",
                    help="the share of the map's slots that may fill (log.cleaner.io.buffer.load.factor, "
-                        f"default {DEFAULT_LOAD_FACTOR})")
+                        f"default {DEFAULT_OFFSET_MAP_LOAD_FACTOR})")
     p.add_argument("--fail-when-map-full", action="store_true",
                    help="fail (exit 1) instead of cleaning a prefix when the offset map fills up")
     p.add_argument("--keep-format", action="store_true",

@@ -5,12 +5,8 @@ import io
 import sys
 
 from kfmt.cli._common import add_format_argument, add_storage_arguments
+from kfmt.defaults import DEFAULT_DUMP_MAX_BYTES, DEFAULT_MAX_MESSAGE_SIZE
 from kfmt.errors import EXIT_DATA, KfmtError, UsageError
-from kfmt.format.model import INT32_MAX
-from kfmt.inspect.dump import DumpOptions, dump_files
-from kfmt.inspect.dump.common import DEFAULT_MAX_MESSAGE_SIZE
-from kfmt.inspect.dump.json_form import JsonSink
-from kfmt.inspect.dump.text import TextSink
 
 NAME = "dump"
 HELP = ("print .log, .index, .timeindex, .snapshot, .txnindex and KRaft .checkpoint files exactly as "
@@ -32,7 +28,7 @@ def add_arguments(p):
                    help="only run Kafka's index sanity check on .index/.timeindex files")
     p.add_argument("--skip-record-metadata", action="store_true",
                    help="leave out the per-record metadata of deep iteration")
-    p.add_argument("--max-bytes", type=int, default=INT32_MAX, metavar="N",
+    p.add_argument("--max-bytes", type=int, default=DEFAULT_DUMP_MAX_BYTES, metavar="N",
                    help="read only the first N bytes of each .log (a batch crossing N is not shown)")
     p.add_argument("--max-message-size", type=int, default=DEFAULT_MAX_MESSAGE_SIZE, metavar="N",
                    help="bytes read at each .index entry's position to check it "
@@ -52,6 +48,9 @@ def add_arguments(p):
 
 
 def run(args) -> int:
+    from kfmt.inspect.dump import DumpOptions, dump_files
+    from kfmt.inspect.dump.json_form import JsonSink
+    from kfmt.inspect.dump.text import TextSink
     from kfmt.storage.store import parse_storage_options
 
     files = list(args.file_args) + [f for csv in args.files for f in csv.split(",") if f]

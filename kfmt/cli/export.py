@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kfmt.cli._common import add_include_deleted_argument, add_progress_argument, add_storage_arguments
 from kfmt.cli._transform import add_master_argument, print_outcome, run_arguments
+from kfmt.defaults import DEFAULT_SPLIT_BYTES, DEFAULT_TARGET_FILE_BYTES
 from kfmt.errors import UsageError
 
 NAME = "export"
@@ -12,9 +13,6 @@ HELP = ("export records to Parquet or JSON Lines (Spark's Kafka source columns p
 
 
 def add_arguments(p):
-    from kfmt.rows.part_files import DEFAULT_TARGET_FILE_BYTES
-    from kfmt.rows.ranges import DEFAULT_SPLIT_BYTES
-
     p.add_argument("src", metavar="SRC", help="a partition directory or a log directory (local path or "
                                               "fsspec URL); only read")
     p.add_argument("dst", metavar="DST", help="where to write (must not exist, or be empty, unless "

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kfmt.cli._transform import add_companion_arguments, add_transform_arguments, run_transform_command
-from kfmt.write.planner import DEFAULT_MAX_INDEX_BYTES, DEFAULT_SEGMENT_MS
+from kfmt.defaults import DEFAULT_MAX_INDEX_BYTES, DEFAULT_SEGMENT_MS
 
 NAME = "resegment"
 HELP = ("copy partitions byte for byte into segments cut by the broker's roll rules for the given "

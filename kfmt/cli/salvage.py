@@ -13,7 +13,6 @@ from kfmt.cli._transform import (
     run_arguments,
 )
 from kfmt.pipelines.engine import engine_note
-from kfmt.transforms.report import REPORT_NAME
 
 NAME = "salvage"
 HELP = ("recover every intact batch of a damaged partition directory into a broker-ready one, "
@@ -27,6 +26,7 @@ def add_arguments(p):
 
 def run(args) -> int:
     from kfmt.api.commands import salvage
+    from kfmt.transforms.report import REPORT_NAME
 
     report = salvage(args.src, args.dst, **companion_arguments(args), **run_arguments(args))
     plan, out = report.plan, sys.stdout

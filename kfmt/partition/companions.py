@@ -39,15 +39,15 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from kfmt.defaults import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_PRODUCER_EXPIRATION_MS
 from kfmt.errors import DataError, UsageError
 from kfmt.format.control import ControlType, control_type, end_txn_marker
 from kfmt.format.frames import header_of
 from kfmt.format.model import NO_PRODUCER_ID, Batch, BatchHeader
 from kfmt.partition.checkpoints import EpochEntry, read_leader_epochs, write_leader_epochs
 from kfmt.partition.layout import LEADER_EPOCH_CHECKPOINT, PartitionDir, segment_file_name
-from kfmt.partition.producer_state import DEFAULT_PRODUCER_EXPIRATION_MS, ProducerStateManager, SnapshotFiles
+from kfmt.partition.producer_state import ProducerStateManager, SnapshotFiles
 from kfmt.partition.segment_recovery import (
-    DEFAULT_INDEX_INTERVAL_BYTES,
     RecoveredSegment,
     SegmentCompanions,
     SegmentIndexer,

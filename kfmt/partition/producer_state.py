@@ -23,12 +23,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kfmt.defaults import DEFAULT_PRODUCER_EXPIRATION_MS
 from kfmt.errors import DataError
 from kfmt.format.control import ControlType
 from kfmt.format.model import BatchHeader
 from kfmt.partition.snapshots import ProducerEntry
 
-DEFAULT_PRODUCER_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms (1 day)
 NO_SEQUENCE = -1
 
 

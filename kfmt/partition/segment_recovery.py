@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kfmt.defaults import DEFAULT_INDEX_INTERVAL_BYTES
 from kfmt.errors import DataError, UsageError
 from kfmt.format.control import ControlType
 from kfmt.format.frames import ATTR_CONTROL, FRAME_DTYPE, header_of
@@ -25,8 +26,6 @@ from kfmt.partition import indexes, txnindex
 from kfmt.partition.indexes import OffsetEntry, TimeEntry
 from kfmt.partition.layout import segment_file_name
 from kfmt.partition.txnindex import AbortedTxn
-
-DEFAULT_INDEX_INTERVAL_BYTES = 4096  # index.interval.bytes
 
 
 @dataclass

@@ -88,10 +88,17 @@ class _Commands(_Keyed):
 
 
 def _call_each(hook, keyed: _Keyed) -> None:
-    # One call per implementation, in the order the plugins were registered (built-ins first), so a
-    # later plugin can take a key over with replace=True and a clash can name both plugins.
-    for impl in hook.get_hookimpls():
+    # One call per implementation, in the order the plugins count (built-ins first, manager.hookimpls),
+    # so a later plugin can take a key over with replace=True and a clash can name both plugins.
+    for impl in manager.hookimpls(hook):
         impl.function(register=keyed.callback(impl.plugin_name))
+
+
+def _commands() -> dict:
+    table: dict = {}
+    _call_each(manager.pm.hook.kfmt_register_commands,
+               _Commands("command", table, lambda name, *a, **k: (name,), repr))
+    return table
 
 
 _cached: tuple[int, Registry] | None = None
@@ -111,7 +118,14 @@ def get() -> Registry:
     _call_each(hook.kfmt_register_storage, _Keyed("storage backend", backends, lambda b: (b.name,), repr))
     reg.storage = list(reversed(backends.values()))  # the latest plugin is asked first
     _call_each(hook.kfmt_register_exporters, _Keyed("exporter", reg.exporters, lambda e: (e.name,), repr))
-    _call_each(hook.kfmt_register_commands,
-               _Commands("command", reg.commands, lambda name, *a, **k: (name,), repr))
+    reg.commands = _commands()
     _cached = (manager.generation, reg)
     return reg
+
+
+def commands() -> dict:
+    """The CLI commands plugins register (name -> Command), without loading kfmt's built-in
+    plugins, which register none (kfmt.plugin.manager): what the command line's parser needs, so
+    `kfmt --help` imports no pyarrow."""
+    manager.load_plugins(builtin=False)
+    return _commands()

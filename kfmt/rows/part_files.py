@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from kfmt.defaults import DEFAULT_TARGET_FILE_BYTES
 from kfmt.storage.manifest import FileRecord
 
-DEFAULT_TARGET_FILE_BYTES = 128 << 20  # Parquet output per file, as spark.sql.files.maxPartitionBytes
 ROW_GROUP_ROWS = 128 * 1024
 ROW_GROUP_BYTES = 64 << 20  # of Arrow data: about what a Parquet reader decodes at once
 

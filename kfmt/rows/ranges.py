@@ -30,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from kfmt.defaults import DEFAULT_SPLIT_BYTES
 from kfmt.errors import DataError, UsageError
 from kfmt.format import legacy_runs, segment
 from kfmt.format.digest import ContentDigest
@@ -42,7 +43,6 @@ from kfmt.partition.windows import Wanted, frame_mask
 from kfmt.rows.columns import export_batch, export_frames
 from kfmt.storage.store import StorageSpec
 
-DEFAULT_SPLIT_BYTES = 128 << 20
 ROWS_PER_CHUNK = 65536  # export rows built at a time (kfmt.rows.part_files gathers row groups)
 BYTES_PER_CHUNK = 64 << 20  # ... or fewer, when the records are big
 

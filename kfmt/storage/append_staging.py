@@ -99,6 +99,7 @@ class AppendStaging:
                 manifest = encode_manifest(records.values(), self.run, time.time_ns() // 1_000_000,
                                            old.sections).decode()
             journal = json.dumps({"run": self.run, "moves": moves, "manifest": manifest}).encode()
+            s.sync(self.root)  # the staged files are on disk before the journal says they move
             _write_atomically(s, self.root, JOURNAL, journal)
         except BaseException:
             self.abort()

@@ -14,7 +14,8 @@ file with O_DIRECT:
   taken from a small pool so its pages are not fresh ones each time) and written a CHUNK at a time
   with O_DIRECT; a large write whose memory is aligned (a memory-mapped segment) goes straight from
   the caller's buffer, with no copy at all;
-* the unaligned end is written through the page cache at close, then the file is fsynced.
+* the unaligned end is written through the page cache at close, then the file is fsynced (or, in
+  a staging area, later with the rest of it: Storage.defer_sync).
 
 Where O_DIRECT is refused (tmpfs and some FUSE filesystems do, with EINVAL), the file is written the
 ordinary way from there on. The bytes in the file are the same either way.

@@ -1,7 +1,8 @@
 """Atomic, lossless output: a destination is written in staging and published at once.
 
-Local disk: files go to a sibling directory `<name>.<32 hex>-delete`, are fsynced, and the directory
-is renamed onto DST on commit (atomic on POSIX). The name is the one Kafka gives a partition
+Local disk: files go to a sibling directory `<name>.<32 hex>-delete`; on commit every file and
+directory in it is fsynced (Storage.sync: all at once, not as each file is closed), then the directory
+is renamed onto DST (atomic on POSIX). The name is the one Kafka gives a partition
 directory pending deletion (docs/format.md §1.1), so a run killed inside a broker's log directory leaves
 something both kfmt's layout and a broker skip (a broker even deletes it).
 
@@ -109,11 +110,16 @@ class StagedStream(WriteStream):
 
 
 class StagedFiles:
-    """Writes files below a staging root, by '/'-separated relative path, and records them."""
+    """Writes files below a staging root, by '/'-separated relative path, and records them.
+
+    Nothing below the root counts before its owner publishes it, and the owner syncs the root first
+    (StagedOutput, AppendStaging): so files are not made durable one by one as they are closed
+    (Storage.defer_sync), but all at once, by that one sync."""
 
     def __init__(self, storage: Storage, root: str):
         self.storage = storage
         self.root = root
+        storage.defer_sync(root)
         self.records: dict[str, FileRecord] = {}
         self._open: set[StagedStream] = set()
 

@@ -188,8 +188,14 @@ class Storage:
         return False
 
     def sync(self, path: str) -> None:
-        """Make everything written below `path` durable before it is published (a no-op where every
-        completed write already is, as on object stores)."""
+        """Make everything written below `path` (or the file `path`) durable before it is published
+        (a no-op where every completed write already is, as on object stores)."""
+
+    def defer_sync(self, root: str) -> None:
+        """Files written below `root` from now on need not be durable when written or closed: the
+        caller makes them so with one `sync(root)` before they count (kfmt.storage.staging does,
+        before it publishes). A store where every completed write is durable ignores it; local disk
+        then syncs the whole tree at once, much cheaper than a sync per file (plugins/storage/local.py)."""
 
     def remove(self, path: str) -> None:
         raise NotImplementedError

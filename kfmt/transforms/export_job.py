@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from kfmt.defaults import DEFAULT_SPLIT_BYTES, DEFAULT_TARGET_FILE_BYTES
 from kfmt.errors import KfmtError, KfmtWarning, UsageError
 from kfmt.partition.layout import PartitionDir, find_partitions
 from kfmt.partition.live import SegmentGone, read_whole, stopped_warning
@@ -23,9 +24,8 @@ from kfmt.pipelines.engine import Engine
 from kfmt.pipelines.runner import run_tasks
 from kfmt.rows.columns import EXPORT_SCHEMA, record_dates, rows_to_records
 from kfmt.rows.exporters import exporters
-from kfmt.rows.part_files import DEFAULT_TARGET_FILE_BYTES, PartFiles
+from kfmt.rows.part_files import PartFiles
 from kfmt.rows.ranges import (
-    DEFAULT_SPLIT_BYTES,
     RangeTally,
     SegmentRange,
     Selection,

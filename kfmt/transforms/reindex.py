@@ -365,13 +365,14 @@ def run_reindex_task(task: ReindexTask):
 
 
 def plan_engine(master: "str | Engine | None", input_bytes: int, src_storage: Storage,
-                dst_storage: Storage) -> Engine:
+                dst_storage: Storage, threads_suffice: Callable[[], bool] | None = None) -> Engine:
     """The engine for a run reading `input_bytes` (kfmt.pipelines.engine): memory:// storage stays in
-    this process."""
+    this process; `threads_suffice`: whether the run's work releases the GIL (choose_engine)."""
     if isinstance(master, Engine):
         return master
     urls = [s.spec.url for s in (src_storage, dst_storage) if getattr(s, "spec", None) is not None]
-    return choose_engine(master, input_bytes, process_local=is_process_local(*urls))
+    return choose_engine(master, input_bytes, process_local=is_process_local(*urls),
+                         threads_suffice=threads_suffice)
 
 
 def reindex(src: str, dst: str, *, src_options: dict | None = None, dst_options: dict | None = None,

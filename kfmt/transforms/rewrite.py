@@ -67,6 +67,11 @@ class Rewriter:
         or None: they go through `outputs` one by one."""
         return None
 
+    def in_kernels(self, magic: int, codec: int) -> bool:
+        """Whether entries of this format and codec are rewritten a run at a time by kernels that
+        release the GIL (RewriteTransform.threads_suffice), not one by one in Python."""
+        return False
+
     def describe(self, census: "Census") -> list[str]:
         """Dry-run lines: what the rule will do with a partition holding these entries."""
         raise NotImplementedError
@@ -356,3 +361,21 @@ class RewriteTransform(Transform):
 
     def describe(self, work: PartitionWork) -> list[str]:
         return self.rewriter.describe(work.detail) if work.detail is not None else []
+
+    def threads_suffice(self, work: list[PartitionWork]) -> bool:
+        """When the rewriter takes every partition's first entry in its kernels: a producer writes a
+        partition in one format and codec, so the first entry stands for the rest; a guess that can
+        only make the run slower, never different."""
+        kinds = [first_entry_kind(w.sources[0]) for w in work if w.sources]
+        return bool(kinds) and all(k is None or self.rewriter.in_kernels(*k) for k in kinds)
+
+
+def first_entry_kind(source: SourceSegment) -> tuple[int, int] | None:
+    """(magic, codec) of a segment's first entry from its first 23 bytes (docs/format.md §2: the
+    magic is byte 16; the codec the low 3 bits of the attributes, byte 17 in v0/v1, the int16 at 21
+    in v2); None for a segment too short to hold an entry."""
+    if source.size < 23:
+        return None
+    head = bytes(source.read(0, 23))
+    magic = head[16]
+    return magic, (head[17] if magic < 2 else head[22]) & 0x07

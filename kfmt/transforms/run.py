@@ -185,6 +185,12 @@ class Transform:
     def notes(self) -> list[str]:
         return []
 
+    def threads_suffice(self, work: list[PartitionWork]) -> bool:
+        """Whether this run's tasks spend their time in code that releases the GIL, so that threads
+        of this process run them in parallel as well as worker processes would, without starting
+        any (kfmt.pipelines.engine). Asked only when it decides the engine."""
+        return False
+
 
 @dataclass
 class RunPlan:
@@ -241,7 +247,8 @@ def run_transform(transform: Transform, src: str, dst: str, *, src_options: dict
         work.append(PartitionWork(i, p, [SourceSegment.of(p, s) for s in kept_segments(p.part, floor)],
                                   floor=floor,
                                   below=None if floor is None else below_log_start(p.part, floor)))
-    engine = plan_engine(master, sum(s.size for w in work for s in w.sources), src_storage, dst_storage)
+    engine = plan_engine(master, sum(s.size for w in work for s in w.sources), src_storage, dst_storage,
+                         lambda: transform.threads_suffice(work))
     run = dict(master=engine, progress=progress)
     plan = RunPlan(transform.command, layout, work, transform)
 

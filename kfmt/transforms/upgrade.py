@@ -20,6 +20,7 @@ from typing import Iterator
 
 from kfmt.errors import UsageError
 from kfmt.format.convert import convert_batch
+from kfmt.format.kernels import native
 from kfmt.format.legacy_runs import DEFAULT_MAX_BATCH_BYTES, V2_BATCH_OVERHEAD, RunUpgrader
 from kfmt.format.model import Batch, BatchHeader
 from kfmt.partition.companions import CompanionOptions
@@ -49,6 +50,11 @@ class UpgradeRewriter(Rewriter):
 
     def run_upgrader(self, data, file: str) -> RunUpgrader:
         return RunUpgrader(data, file, rebatch=self.rebatch, max_batch_bytes=self.max_batch_bytes)
+
+    def in_kernels(self, magic: int, codec: int) -> bool:
+        # runs of messages: the upgrade kernels; of v2 batches: checked and copied in place. Not
+        # with the pure-Python references (KFMT_PURE_PYTHON=1, or no compiler): they hold the GIL.
+        return codec == 0 and native is not None
 
     def outputs(self, header: BatchHeader, entry, batch: Batch) -> Iterator[Output]:
         if header.magic >= 2:

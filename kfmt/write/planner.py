@@ -12,6 +12,12 @@ from typing import Iterable
 
 import numpy as np
 
+from kfmt.defaults import (
+    DEFAULT_INDEX_INTERVAL_BYTES,
+    DEFAULT_MAX_INDEX_BYTES,
+    DEFAULT_SEGMENT_BYTES,
+    DEFAULT_SEGMENT_MS,
+)
 from kfmt.errors import DataError, UsageError
 from kfmt.format.frames import header_of
 from kfmt.format.kernels import native
@@ -20,11 +26,6 @@ from kfmt.partition.indexes import OFFSET_ENTRY, TIME_ENTRY
 
 _INT64_MAX = 2**63 - 1
 
-# Kafka's topic-config defaults and lower bounds (LogConfig, §6.4, §12.2)
-DEFAULT_SEGMENT_BYTES = 1 << 30  # segment.bytes, at least 14 (LegacyRecord.RECORD_OVERHEAD_V0)
-DEFAULT_SEGMENT_MS = 7 * 24 * 60 * 60 * 1000  # segment.ms, at least 1
-DEFAULT_MAX_INDEX_BYTES = 10 * 1024 * 1024  # segment.index.bytes
-DEFAULT_INDEX_INTERVAL_BYTES = 4096  # index.interval.bytes
 
 
 # Why a segment starts (SegmentPlan.reason)

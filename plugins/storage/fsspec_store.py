@@ -16,8 +16,6 @@ import datetime
 import errno
 import os
 
-from fsspec.spec import AbstractBufferedFile
-
 from kfmt.errors import StorageNotFound
 from kfmt.plugin.hookspecs import hookimpl
 from kfmt.storage.failures import without_credentials
@@ -79,6 +77,8 @@ class FsspecWriteStream(WriteStream):
         if self._done:
             return
         self._done = True
+        from fsspec.spec import AbstractBufferedFile  # here: loading the plugin must not import fsspec
+
         if isinstance(self._file, AbstractBufferedFile):
             # Abort the multipart upload; mark the file closed so that its finaliser does not
             # try to flush the discarded buffer.

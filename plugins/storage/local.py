@@ -1,8 +1,17 @@
 """Storage on local disk: plain paths and file:// URLs. Segments are memory-mapped, not read.
 
-Writes are durable before they count: a streamed file is fsynced when it is closed, and `sync()`
-fsyncs the directories of a tree, so that a staged output renamed into place (kfmt.storage.staging) survives
-a crash of the machine, not only of the process. Modification times are kept (docs/format.md §17 item 10).
+Writes are durable before they count, so that an output renamed into place (kfmt.storage.staging)
+survives a crash of the machine, not only of the process: a file is fsynced when it is closed, unless
+it lies below a root its writer promised to sync before anything there counts (`defer_sync`: a
+staging directory); `sync(root)` then fsyncs every file and directory of the tree, before the rename
+that publishes it. The guarantee is the same: each file's data and its directory entry are on disk
+before the rename can be. What changes is the cost: an fsync of a new file on ext4 writes its data,
+commits the journal and flushes the disk's cache, 1 to 5 ms each on the project's VM, so the 378 small
+files of the samples' upgrade took 0.4 to 1.6 s one by one; the same fsyncs issued together from a
+few threads share journal commits and flushes (about 0.15 s for the 378). syncfs(2) would be one call
+but syncs every file on the filesystem, other programs' too, and reports write errors only on
+Linux 5.8 and later; an fsync per file is bounded by what kfmt wrote and reports an error against
+the file that had it. Modification times are kept (docs/format.md §17 item 10).
 """
 from __future__ import annotations
 
@@ -11,6 +20,7 @@ import mmap
 import os
 import shutil
 import stat
+import threading
 import warnings
 
 from kfmt.errors import KfmtWarning
@@ -19,17 +29,22 @@ from kfmt.storage.direct_io import DirectFile
 from kfmt.storage.store import FileInfo, Storage, StorageBackend, WriteStream
 
 
+# fsyncs issued at once by sync(): enough for the filesystem to commit many in one go
+SYNC_THREADS = 16
+
+
 class LocalWriteStream(WriteStream):
-    def __init__(self, path: str, storage: Storage | None = None):
+    def __init__(self, path: str, storage: Storage | None = None, sync: bool = True):
         self.path = path
         self.storage = storage
+        self.sync = sync  # fsync on close; False below a deferred root (module docstring)
         self._file = DirectFile(path)  # the bulk of a large file past the page cache (kfmt.storage.direct_io)
 
     def write(self, data) -> int:
         return self._file.write(data)
 
     def close(self) -> None:
-        self._file.close(sync=True)
+        self._file.close(sync=self.sync)
 
     def abort(self) -> None:
         self._file.abort()
@@ -40,17 +55,54 @@ class LocalWriteStream(WriteStream):
 
 
 def fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    fsync_path(path, os.O_DIRECTORY)
+
+
+def fsync_path(path: str, flags: int = 0) -> None:
+    """fsync a file or directory by path: the kernel writes back the inode's dirty pages whichever
+    descriptor wrote them, and reports a write-back error no descriptor has seen yet to this one."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | flags)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
 
 
+def fsync_all(paths: list[str]) -> None:
+    """fsync every path, SYNC_THREADS at a time (module docstring); the first failure is raised once
+    all have been tried."""
+    todo = iter(paths)
+    lock = threading.Lock()
+    failures: list[OSError] = []
+
+    def work():
+        while True:
+            with lock:
+                path = next(todo, None)
+            if path is None:
+                return
+            try:
+                fsync_path(path)
+            except OSError as err:
+                failures.append(err)
+
+    threads = [threading.Thread(target=work, name="kfmt-fsync") for _ in range(min(SYNC_THREADS, len(paths)))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if failures:
+        raise failures[0]
+
+
 class LocalStorage(Storage):
     sep = os.sep
     atomic_rename = True
     keeps_mtime = True
+
+    def __init__(self):
+        super().__init__()
+        self._deferred: list[str] = []  # roots whose files sync() makes durable (defer_sync)
 
     def join(self, *parts):
         return os.path.join(*parts)
@@ -116,17 +168,30 @@ class LocalStorage(Storage):
     def makedirs(self, path):
         os.makedirs(path, exist_ok=True)
 
+    def defer_sync(self, root):
+        self._deferred.append(os.path.join(os.path.abspath(root), ""))
+
     def open_write(self, path):
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        return LocalWriteStream(path, self)
+        sync = not any(os.path.abspath(path).startswith(root) for root in self._deferred)
+        try:
+            return LocalWriteStream(path, self, sync)
+        except FileNotFoundError:  # the directory is created on the first file written into it
+            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+            return LocalWriteStream(path, self, sync)
 
     def set_mtime(self, path, mtime_ms):
         os.utime(path, ns=(mtime_ms * 1_000_000, mtime_ms * 1_000_000))
         return True
 
     def sync(self, path):
-        for dirpath, _dirs, _files in os.walk(path):
-            fsync_dir(dirpath)
+        if not os.path.isdir(path):
+            fsync_path(path)
+            return
+        paths = []
+        for dirpath, _dirs, files in os.walk(path):
+            paths.append(dirpath)
+            paths.extend(os.path.join(dirpath, name) for name in files)
+        fsync_all(paths)
 
     def remove(self, path):
         os.remove(path)

@@ -71,8 +71,30 @@ def test_the_spark_threshold_grows_with_the_cores():
     assert SPARK_THRESHOLD_BYTES == spark_threshold_bytes(cores())
 
 
+def test_auto_takes_threads_for_work_that_releases_the_gil_between_the_thresholds():
+    asked = []
+
+    def releases_gil():
+        asked.append(True)
+        return True
+
+    for size, engine in [(POOL_THRESHOLD_BYTES - 1, "inprocess"), (POOL_THRESHOLD_BYTES, "threads"),
+                         (SPARK_THRESHOLD_BYTES - 1, "threads"), (SPARK_THRESHOLD_BYTES, "spark")]:
+        chosen = choose_engine(None, size, threads_suffice=releases_gil, env=NO_ENV)
+        assert (chosen.engine, chosen.master) == (engine, "auto")
+    assert len(asked) == 2  # asked only where the answer decides
+    chosen = choose_engine(None, 120 << 20, threads_suffice=releases_gil, env=NO_ENV, spark_threshold=1 << 30)
+    assert chosen.workers == cores()
+    assert chosen.why == ("input 120 MB below the 1 GB threshold for Spark, its work in kernels that "
+                          "release the GIL: threads, with no worker processes to start")
+    assert chosen.describe().startswith(f"on {cores()} thread")
+    assert choose_engine(None, 120 << 20, threads_suffice=lambda: False, env=NO_ENV).engine == "pool"
+    assert choose_engine("pool", 120 << 20, threads_suffice=releases_gil, env=NO_ENV).engine == "pool"
+
+
 @pytest.mark.parametrize("master, engine, workers", [
-    ("inprocess", "inprocess", 1), ("pool", "pool", cores()), ("local-pool[3]", "pool", 3),
+    ("inprocess", "inprocess", 1), ("threads", "threads", cores()), ("local-threads[3]", "threads", 3),
+    ("local-threads[*]", "threads", cores()), ("pool", "pool", cores()), ("local-pool[3]", "pool", 3),
     ("local-pool[*]", "pool", cores()), ("local", "spark", 1), ("local[2]", "spark", 2),
     ("local[*]", "spark", cores()), ("local[4,2]", "spark", 4), ("spark://10.0.0.1:7077", "spark", None),
     ("yarn", "spark", None), ("k8s://https://10.0.0.1:6443", "spark", None)])
@@ -102,6 +124,8 @@ def test_memory_storage_stays_in_process_unless_asked_otherwise():
 def test_a_pool_without_workers_is_a_usage_error():
     with pytest.raises(UsageError, match="local-pool\\[0\\]"):
         choose_engine("local-pool[0]", 0, env=NO_ENV)
+    with pytest.raises(UsageError, match="local-threads\\[0\\]"):
+        choose_engine("local-threads[0]", 0, env=NO_ENV)
 
 
 def test_the_site_default_and_the_command_line_on_a_real_command(tmp_path, monkeypatch):
@@ -171,7 +195,8 @@ def run_on(command: str, src: Path, dst: Path, master: str) -> dict:
     result = run_kfmt(command, src, dst, "--no-progress", "--master", master, *args)
     assert result.code == 0, result.err
     report = json.loads((dst / (EXPORT_REPORT_NAME if command == "export" else REPORT_NAME)).read_text())
-    expected = {"inprocess": "inprocess", "pool": "pool", "local-pool[2]": "pool"}.get(master, "spark")
+    expected = {"inprocess": "inprocess", "pool": "pool", "local-pool[2]": "pool",
+                "threads": "threads"}.get(master, "spark")
     assert (report["engine"]["engine"], report["engine"]["master"]) == (expected, master)
     return report
 
@@ -194,6 +219,14 @@ def test_the_pool_writes_what_the_in_process_run_writes(tmp_path, command):
     assert what_was_written(pooled, tmp_path / "pool") == what_was_written(here, tmp_path / "inprocess")
 
 
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_threads_write_what_the_in_process_run_writes(tmp_path, command):
+    src = corpus_log_dir(tmp_path, COMMANDS[command][0])
+    here = run_on(command, src, tmp_path / "inprocess", "inprocess")
+    threaded = run_on(command, src, tmp_path / "threads", "threads")
+    assert what_was_written(threaded, tmp_path / "threads") == what_was_written(here, tmp_path / "inprocess")
+
+
 @pytest.mark.spark
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_the_pool_writes_what_spark_writes(tmp_path, command):
@@ -205,13 +238,14 @@ def test_the_pool_writes_what_spark_writes(tmp_path, command):
 
 # --- errors keep their meaning --------------------------------------------------------------------
 
-def test_a_data_error_in_a_worker_is_the_same_data_error():
+@pytest.mark.parametrize("master", ["local-pool[2]", "local-threads[2]"])
+def test_a_data_error_in_a_worker_is_the_same_data_error(master):
     with pytest.raises(DataError) as raised:
-        run_tasks(engine_tasks.fail_on_two, [1, 2, 3], master="local-pool[2]", progress=False)
+        run_tasks(engine_tasks.fail_on_two, [1, 2, 3], master=master, progress=False)
     err = raised.value
     assert (err.message, err.file, err.position, err.offset) == (
         "the CRC does not match", "/logs/t-0/00000000000000000000.log", 123, 45)
-    assert run_tasks(engine_tasks.fail_on_two, [3, 1, 4], master="local-pool[2]", progress=False) == [30, 10, 40]
+    assert run_tasks(engine_tasks.fail_on_two, [3, 1, 4], master=master, progress=False) == [30, 10, 40]
 
 
 def test_bad_data_read_by_a_pool_worker_exits_65_with_one_line(tmp_path):
@@ -305,6 +339,13 @@ def test_a_script_without_a_main_guard_can_use_the_pool(tmp_path):
 def test_the_pool_uses_every_worker():
     pids = run_tasks(engine_tasks.pid_after, [0.5] * 4, master="local-pool[2]", progress=False)
     assert len(set(pids)) == 2 and os.getpid() not in pids
+
+
+def test_threads_run_tasks_at_once():
+    """Tasks that wait with the GIL released (as kfmt's kernels, pwrite and SHA-256 do) overlap."""
+    started = time.monotonic()
+    assert run_tasks(engine_tasks.sleep, [0.5] * 4, master="local-threads[4]", progress=False) == [0.5] * 4
+    assert time.monotonic() - started < 1.5
 
 
 def test_one_big_partition_is_several_tasks():

@@ -333,3 +333,28 @@ def test_what_a_task_sends_back_does_not_grow_with_its_batches(tmp_path):
 
     small, large = result_size(500), result_size(10_000)
     assert large < small + 200 and large < 8000
+
+
+# --- which engine: threads where the upgrade kernels do the work ---
+
+@pytest.mark.parametrize("name", LEGACY_DIRS)
+def test_threads_suffice_for_partitions_of_uncompressed_legacy_messages(name):
+    """The engine's guess from each partition's first entry (kfmt.transforms.rewrite): uncompressed
+    messages are converted in the upgrade kernels, which release the GIL; compressed wrappers go one
+    by one in Python, where only worker processes run in parallel."""
+    from kfmt.partition.layout import find_partitions
+    from kfmt.transforms.rewrite import first_entry_kind
+    from kfmt.transforms.run import SourceSegment
+    from kfmt.transforms.upgrade import UpgradeRewriter
+
+    storage, path = open_storage(str(REALKAFKA / name))
+    part = find_partitions(storage, path)[0]
+    first = next(s for s in part.segments if s.size)
+    data = bytes(storage.read(first.log.path, 0, first.size))
+    entry = next(segment.scan(data, str(first.log.path)))
+    source = SourceSegment(storage.spec, first.log.path, name, first.base_offset, first.size, None)
+    assert first_entry_kind(source) == (entry.magic, entry.compression)
+    from kfmt.format.kernels import native
+
+    assert UpgradeRewriter().in_kernels(*first_entry_kind(source)) == (entry.compression == 0
+                                                                     and native is not None)

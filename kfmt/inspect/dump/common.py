@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kfmt.defaults import DEFAULT_DUMP_MAX_BYTES, DEFAULT_MAX_MESSAGE_SIZE
 from kfmt.errors import DataError, UsageError
-from kfmt.format.model import INT32_MAX, BatchHeader, LegacyMessageInfo
+from kfmt.format.model import BatchHeader, LegacyMessageInfo
 from kfmt.inspect.dump.java_output import (
     java_absolute_path,
     java_file_name,
@@ -20,7 +21,6 @@ from kfmt.inspect.dump.java_output import (
 )
 from kfmt.storage.store import Storage, open_storage
 
-DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024  # DumpLogSegments' --max-message-size default
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class DumpOptions:
     verify_index_only: bool = False
     index_sanity_check: bool = False
     skip_record_metadata: bool = False
-    max_bytes: int = INT32_MAX
+    max_bytes: int = DEFAULT_DUMP_MAX_BYTES
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     # "offsets", "transaction-log" or "cluster-metadata" (kfmt.inspect.dump.decoders); like Kafka's
     # decoder flags it implies print_data_log

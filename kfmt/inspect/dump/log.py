@@ -12,13 +12,13 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
+from kfmt.defaults import DEFAULT_DUMP_MAX_BYTES
 from kfmt.errors import DataError
 from kfmt.format import segment
 from kfmt.format.control import ControlType, control_type, control_type_id, end_txn_marker
 from kfmt.format.message_formats import LENIENT
 from kfmt.format.model import (
     HEADER_SIZE_UP_TO_MAGIC,
-    INT32_MAX,
     NO_SEQUENCE,
     Batch,
     BatchHeader,
@@ -98,7 +98,7 @@ def dump_log(target: DumpTarget, options: DumpOptions, sink: Sink) -> None:
         sink.batch_end(target, view, decoded)
         valid_bytes += header.size
     trailing = end - valid_bytes
-    if trailing > 0 and options.max_bytes == INT32_MAX:  # --max-bytes given: Kafka stays silent
+    if trailing > 0 and options.max_bytes == DEFAULT_DUMP_MAX_BYTES:  # --max-bytes given: Kafka stays silent
         sink.invalid_bytes(target, valid_bytes, trailing)
 
 

@@ -29,13 +29,12 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
 
+from kfmt.defaults import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_PRODUCER_EXPIRATION_MS
 from kfmt.errors import UsageError
 from kfmt.format.model import NO_TIMESTAMP
 from kfmt.partition.companions import CompanionBuilder, CompanionOptions, existing_leader_epochs
 from kfmt.partition.layout import PARTITION_METADATA, Segment, segment_file_name
-from kfmt.partition.producer_state import DEFAULT_PRODUCER_EXPIRATION_MS
 from kfmt.partition.reader import PartitionReader
-from kfmt.partition.segment_recovery import DEFAULT_INDEX_INTERVAL_BYTES
 from kfmt.partition.summary import PartitionSummary
 from kfmt.storage.manifest import FileRecord
 from kfmt.transforms.cleanup.plan import LOG_START_OFFSET_CHECKPOINT, PartitionJob

@@ -21,12 +21,11 @@ import hashlib
 import numpy as np
 import pyarrow as pa
 
+from kfmt.defaults import DEFAULT_OFFSET_MAP_LOAD_FACTOR, DEFAULT_OFFSET_MAP_MEMORY
 from kfmt.errors import UsageError
 from kfmt.format.kernels import native
 
 BYTES_PER_ENTRY = 24  # MD5 (16) + offset (8), as SkimpyOffsetMap
-DEFAULT_MEMORY = 128 * 1024 * 1024  # log.cleaner.dedupe.buffer.size
-DEFAULT_LOAD_FACTOR = 0.9  # log.cleaner.io.buffer.load.factor
 _NO_OFFSET = -1
 
 
@@ -54,7 +53,8 @@ def _halves(digests: bytes) -> np.ndarray:
 class OffsetMap:
     """A fixed-size map of 128-bit key hashes to offsets (Kafka's SkimpyOffsetMap semantics)."""
 
-    def __init__(self, memory: int = DEFAULT_MEMORY, load_factor: float = DEFAULT_LOAD_FACTOR):
+    def __init__(self, memory: int = DEFAULT_OFFSET_MAP_MEMORY,
+                 load_factor: float = DEFAULT_OFFSET_MAP_LOAD_FACTOR):
         slots = memory // BYTES_PER_ENTRY
         if not 0 < load_factor <= 1:
             raise UsageError(f"the offset map's load factor must lie in (0, 1], got {load_factor}")

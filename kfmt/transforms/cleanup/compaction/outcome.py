@@ -6,27 +6,24 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from kfmt.defaults import (
+    DEFAULT_DELETE_RETENTION_MS,
+    DEFAULT_INDEX_INTERVAL_BYTES,
+    DEFAULT_MAX_INDEX_BYTES,
+    DEFAULT_OFFSET_MAP_LOAD_FACTOR,
+    DEFAULT_OFFSET_MAP_MEMORY,
+    DEFAULT_PRODUCER_EXPIRATION_MS,
+    DEFAULT_SEGMENT_BYTES,
+)
 from kfmt.errors import KfmtError, UsageError
 from kfmt.format.model import Batch, BatchHeader
-from kfmt.partition.producer_state import DEFAULT_PRODUCER_EXPIRATION_MS
-from kfmt.partition.segment_recovery import DEFAULT_INDEX_INTERVAL_BYTES
 from kfmt.partition.summary import PartitionSummary
 from kfmt.plugin import registry
 from kfmt.storage.manifest import FileRecord
 from kfmt.transforms.cleanup.compaction.filter import Action, Removed
-from kfmt.transforms.cleanup.compaction.offset_map import (
-    DEFAULT_LOAD_FACTOR,
-    DEFAULT_MEMORY,
-)
-from kfmt.write.planner import (
-    DEFAULT_MAX_INDEX_BYTES,
-    DEFAULT_SEGMENT_BYTES,
-    REQUESTED,
-    RollPolicy,
-)
+from kfmt.write.planner import REQUESTED, RollPolicy
 from kfmt.write.writer import SegmentSummary, WriteSummary
 
-DEFAULT_DELETE_RETENTION_MS = 86_400_000  # delete.retention.ms
 NEVER = 2**63 - 1  # a cleaned group is one segment: no time-based roll inside it
 
 
@@ -39,8 +36,8 @@ class CompactOptions:
     segment_bytes: int = DEFAULT_SEGMENT_BYTES
     segment_index_bytes: int = DEFAULT_MAX_INDEX_BYTES
     index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES
-    offset_map_bytes: int = DEFAULT_MEMORY
-    offset_map_load_factor: float = DEFAULT_LOAD_FACTOR
+    offset_map_bytes: int = DEFAULT_OFFSET_MAP_MEMORY
+    offset_map_load_factor: float = DEFAULT_OFFSET_MAP_LOAD_FACTOR
     fail_when_map_full: bool = False
     keep_format: bool = False  # Kafka 3.x: v0/v1 batches stay v0/v1 (else 4.0: they become v2)
     producer_expiration_ms: int = DEFAULT_PRODUCER_EXPIRATION_MS
