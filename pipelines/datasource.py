@@ -249,7 +249,7 @@ class KafkaLogReader(DataSourceReader):
         from kfmt.pipelines.pushdown import narrow_ranges
         from kfmt.rows.ranges import plan_ranges
 
-        ranges = kafka_options.ranges_within(plan_ranges(part, split_bytes), *bounds, reader)
+        ranges = kafka_options.ranges_within(plan_ranges(part, split_bytes, reader), *bounds, reader)
         return ranges if wanted is None else narrow_ranges(ranges, reader, wanted)
 
     def _units(self, planned, split_bytes) -> list[LogUnit]:
