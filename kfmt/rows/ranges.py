@@ -136,24 +136,53 @@ def plan_ranges(part: PartitionDir, split_bytes: int = DEFAULT_SPLIT_BYTES,
     return out
 
 
-def split_points(size: int, entry_starts: list[int], split_bytes: int,
-                 usable: Callable[[int], bool] = lambda position: True) -> list[int]:
-    """Range boundaries [0, ..., size] cutting a segment about every `split_bytes`, only at known
-    entry starts that are `usable` (asked only of the candidates), so that each range begins on an
-    entry boundary: each cut is the first usable entry start at least `split_bytes` after the one
-    before."""
+def split_points(end: int, entry_starts: list[int], split_bytes: int,
+                 usable: Callable[[int], bool] = lambda position: True, start: int = 0) -> list[int]:
+    """Range boundaries [start, ..., end] cutting bytes [start, end) of a segment about every
+    `split_bytes`, only at known entry starts that are `usable` (asked only of the candidates), so
+    that each range begins on an entry boundary: each cut is the first usable entry start at least
+    `split_bytes` after the one before."""
     starts = np.unique(np.asarray(entry_starts, dtype=np.int64))
-    cuts = [0]
-    i = int(np.searchsorted(starts, split_bytes))
-    while i < len(starts) and starts[i] < size:
+    cuts = [start]
+    i = int(np.searchsorted(starts, start + split_bytes))
+    while i < len(starts) and starts[i] < end:
         position = int(starts[i])
         if usable(position):
             cuts.append(position)
             i = int(np.searchsorted(starts, position + split_bytes))
         else:
             i += 1
-    cuts.append(size)
+    cuts.append(end)
     return cuts
+
+
+def split_ranges(ranges: list[SegmentRange], split_bytes: int, reader: PartitionReader) -> list[SegmentRange]:
+    """One partition's ranges (offset order, `reader` its PartitionReader) cut further into pieces of
+    about `split_bytes`, at index entries checked as plan_ranges checks its cuts; each range is cut
+    from its own start, so that what a query narrowed to (kfmt.pipelines.pushdown) is shared evenly.
+    The ranges of a segment are numbered again in order."""
+    segments = {seg.base_offset: seg for seg in reader.part.segments}
+    offsets_at: dict[int, dict] = {}  # segment base -> {entry start: indexed offset}
+    pieces = []
+    for rng in ranges:
+        if rng.end - rng.start <= split_bytes:
+            pieces.append(rng)
+            continue
+        seg = segments[rng.segment_base]
+        if seg.base_offset not in offsets_at:
+            columns = reader.offset_columns(seg)
+            offsets_at[seg.base_offset] = dict(zip(columns.positions.tolist(), columns.offsets.tolist()))
+        offset_at = offsets_at[seg.base_offset]
+        cuts = split_points(rng.end, list(offset_at), split_bytes,
+                            lambda position: reader.plausible_entry(seg, OffsetEntry(offset_at[position], position)),
+                            start=rng.start)
+        pieces += [replace(rng, start=a, end=b, ends_log=rng.ends_log and b == rng.end)
+                   for a, b in zip(cuts, cuts[1:])]
+    numbered, seen = [], {}
+    for rng in pieces:
+        n = seen[rng.segment_base] = seen.get(rng.segment_base, -1) + 1
+        numbered.append(rng if rng.index == n else replace(rng, index=n))
+    return numbered
 
 
 def pack_ranges(ranges: list[SegmentRange], target_bytes: int = DEFAULT_SPLIT_BYTES

@@ -77,9 +77,11 @@ def test_time_index_columns(slots, extra, base, targets):
 
 @settings(max_examples=400, deadline=None, derandomize=True, database=None)
 @given(size=st.integers(0, 2000), starts=st.lists(st.integers(-100, 2100), max_size=60),
-       split=st.integers(1, 500), unusable=st.sets(st.integers(-100, 2100), max_size=200))
-def test_split_points_take_the_first_usable_start_a_split_after_the_last_cut(size, starts, split, unusable):
-    cuts = [0]
+       split=st.integers(1, 500), unusable=st.sets(st.integers(-100, 2100), max_size=200),
+       first=st.integers(0, 1000))
+def test_split_points_take_the_first_usable_start_a_split_after_the_last_cut(size, starts, split, unusable, first):
+    first = min(first, size)
+    cuts = [first]
     for position in sorted(set(starts)):
         if position - cuts[-1] >= split and position < size and position not in unusable:
             cuts.append(position)
@@ -89,5 +91,5 @@ def test_split_points_take_the_first_usable_start_a_split_after_the_last_cut(siz
         asked.append(position)
         return position not in unusable
 
-    assert split_points(size, starts, split, usable) == cuts + [size]
+    assert split_points(size, starts, split, usable, start=first) == cuts + [size]
     assert all(position < size for position in asked)  # only candidates are checked
