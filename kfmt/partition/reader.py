@@ -188,7 +188,7 @@ class PartitionReader:
 
     def _index_position(self, seg: Segment, target: int) -> int:
         """Where to start scanning for `target` in `seg`: the index's answer if it is plausible."""
-        entry = indexes.lookup_offset(self.offset_index(seg), target, seg.base_offset)
+        entry = self.offset_columns(seg).lookup(target)  # lookup_offset, without an object per entry
         if entry.position == 0:
             return 0
         if self.plausible_entry(seg, entry):
