@@ -34,7 +34,8 @@ KFMT = os.path.join(ROOT, "bin", "kfmt")
 PY = sys.executable
 BASELINES = os.path.join(HERE, "baselines")
 SAMPLES = os.path.join(ROOT, "samples", "kafka-logs")
-MASTER_COMMANDS = {"resegment", "upgrade", "recompress", "compact", "retain", "archive", "restore", "export"}
+MASTER_COMMANDS = {"reindex", "resegment", "upgrade", "recompress", "compact", "retain", "archive", "restore", "export",
+                   "salvage"}
 
 
 @dataclass

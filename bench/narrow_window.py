@@ -2,7 +2,7 @@
 Spark's filter pushdown (kfmt/pipelines/pushdown.py) against a full scan, in one run.
 
     bin/kfmt --version && .venv/bin/python bench/narrow_window.py [--size 2G] [--root /tmp/kfmt-bench]
-        [--hours 0,12,23] [--master local[2]] [--path PARTITION_DIR_OR_URL] [--storage-option K=V ...]
+        [--hours 0,12,23] [--runs N] [--master local[2]] [--path PARTITION_DIR_OR_URL] [--storage-option K=V ...]
 
 The input (generated on first use under --root, then reused) is one partition of producer-shaped lz4
 batches (bench/producer_logs.py, aiokafka's builders) spanning a day of record time, 128 MiB segments,
@@ -16,13 +16,15 @@ same window as Kafka range options (`startingTimestamp` / `endingTimestamp`: Lis
 an offset range, which is not the same query when timestamps are out of order). Bytes read are
 counted at kfmt's store (Storage.read/map) by running the same reader in this process; wall times
 are Spark's, session started before timing, and so are the CPU seconds of Spark's processes (the
-JVM and its Python workers), steadier than wall times on a shared machine.
+JVM and its Python workers), steadier than wall times on a shared machine; with `--runs N` every
+query runs N times in a row and the table gives the median wall and CPU times.
 """
 from __future__ import annotations
 
 import argparse
 import datetime
 import os
+import statistics
 import sys
 import time
 
@@ -99,6 +101,7 @@ def main(argv=None) -> int:
     p.add_argument("--root", default="/tmp/kfmt-bench")
     p.add_argument("--hours", default="0,12,23", help="which hours of the day to query (0,12,23)")
     p.add_argument("--master", default="local[2]")
+    p.add_argument("--runs", type=int, default=1, help="times each query runs (the medians are given)")
     p.add_argument("--path", help="query this partition directory (or s3://... URL) instead of the "
                                   "generated one")
     p.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
@@ -126,10 +129,14 @@ def main(argv=None) -> int:
     utc = datetime.timezone.utc
 
     def timed(df) -> tuple[int, float, float]:
-        """(rows, wall seconds, CPU seconds of Spark's processes: the JVM and its Python workers)."""
-        cpu, t = spark_cpu(), time.perf_counter()
-        n = df.count()
-        return n, time.perf_counter() - t, spark_cpu() - cpu
+        """(rows, wall seconds, CPU seconds of Spark's processes: the JVM and its Python workers),
+        the times the medians of --runs runs."""
+        runs = []
+        for _ in range(args.runs):
+            cpu, t = spark_cpu(), time.perf_counter()
+            n = df.count()
+            runs.append((n, time.perf_counter() - t, spark_cpu() - cpu))
+        return runs[0][0], statistics.median(r[1] for r in runs), statistics.median(r[2] for r in runs)
 
     # Python workers started, kfmt imported, and the query paths with and without pushed filters
     # run once before timing
@@ -148,7 +155,8 @@ def main(argv=None) -> int:
     a, b, window, _ = windows[hours[0]]
     full_n, full_s, full_cpu = timed(kafka_log().option("pushFilters", "false").load(path).filter(window))
     print(f"input: {path}, {full_bytes / 1e6:.0f} MB read by a full scan ({full_rows} records); "
-          f"hour {hours[0]} without pushdown: {full_n} rows in {full_s:.1f} s", flush=True)
+          f"hour {hours[0]} without pushdown: {full_n} rows in {full_s:.1f} s; load {os.getloadavg()[0]:.1f}",
+          flush=True)
     table = ["| query | rows | bytes read | share of bytes | wall (s) | vs full scan | CPU (s) | vs full scan |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
              f"| hour {hours[0]}, pushFilters=false (full scan) | {full_n} | {full_bytes / 1e6:.1f} MB | "
@@ -170,6 +178,7 @@ def main(argv=None) -> int:
                          f"{seconds:.1f} | {full_s / seconds:.1f}x | {cpu:.1f} | {full_cpu / cpu:.1f}x |")
             print(table[-1], flush=True)
     print("\n".join(table))
+    print(f"load at the end {os.getloadavg()[0]:.1f}; medians of {args.runs} run(s)")
     return 0
 
 

@@ -199,7 +199,7 @@ class KafkaLogReader(DataSourceReader):
         from kfmt.partition.layout import find_partitions
         from kfmt.partition.reader import PartitionReader
         from kfmt.partition.transactions import partition_outcomes
-        from kfmt.rows.ranges import Selection, partition_identity
+        from kfmt.rows.ranges import Selection, partition_identity, split_ranges
 
         o, pushed = self.options, self.pushed
         selection = Selection(o.include_control, o.read_committed, o.include_deleted)
@@ -226,13 +226,17 @@ class KafkaLogReader(DataSourceReader):
             # cores, as Spark's file sources size splits by bytes per core
             tasks = max(tasks, self.parallelism or 0)
         if tasks and len(units) < tasks:
-            # Spark's minPartitions: smaller tasks, as far as the segments can be cut
+            # Spark's minPartitions: smaller tasks, as far as the ranges can be cut
             total = sum(r.end - r.start for _, ranges, *_ in planned for r in ranges)
             split = max(1, total // tasks)
-            planned = [(part, self._ranges(part, split, bounds, reader, wanted), outcomes, bounds,
-                        wanted, reader)
-                       for part, _, outcomes, bounds, wanted, reader in planned]
-            units = self._units(planned, split)
+            planned = [(part, split_ranges(ranges, split, reader), outcomes, bounds, wanted, reader)
+                       for part, ranges, outcomes, bounds, wanted, reader in planned]
+            # a unit may take an eighth more than its share, so that small ranges (the tails of
+            # earlier segments that a timestamp seek leaves, a short last segment) ride along with a
+            # neighbour instead of being Spark tasks of their own, as long as there are still `tasks`
+            units = self._units(planned, split + split // 8)
+            if len(units) < tasks:
+                units = self._units(planned, split)
         # Spark wants at least one partition: an empty unit reads nothing.
         return units or [LogUnit((), selection, None)]
 
@@ -249,7 +253,7 @@ class KafkaLogReader(DataSourceReader):
         from kfmt.pipelines.pushdown import narrow_ranges
         from kfmt.rows.ranges import plan_ranges
 
-        ranges = kafka_options.ranges_within(plan_ranges(part, split_bytes), *bounds, reader)
+        ranges = kafka_options.ranges_within(plan_ranges(part, split_bytes, reader), *bounds, reader)
         return ranges if wanted is None else narrow_ranges(ranges, reader, wanted)
 
     def _units(self, planned, split_bytes) -> list[LogUnit]:

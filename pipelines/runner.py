@@ -108,7 +108,7 @@ _UNKNOWN_SIZE = (256 << 20)
 def _run_on_spark(call, tasks, master, description, progress):
     from kfmt.pipelines.session import spark_session
 
-    sc = spark_session(master).sparkContext
+    sc = spark_session(master, scheduler_only=True).sparkContext
     rdd = sc.parallelize(list(enumerate(tasks)), numSlices=len(tasks)).map(call)
     try:
         return collect_watched(sc, rdd, len(tasks), description, progress)

@@ -32,12 +32,21 @@ MASTER_CONNECT_TIMEOUT_S = 5
 REGISTRATION_TIMEOUT_S = 55
 #: lines the JVM prints on every start that say nothing to a kfmt user
 _JVM_NOISE = ("WARNING: Using incubator modules",)
+#: the driver JVM's options when it only schedules kfmt's tasks (run_tasks: the records stay in the
+#: Python workers, the JVM moves small pickled tasks and results). HotSpot's optimizing compiler (C2)
+#: then spends more CPU compiling Spark's start and scheduling paths than its code saves: on the
+#: 2-core machine the quick compiler alone (C1) cut the whole process's CPU by 2.6 s for a job of two
+#: trivial tasks and by about 4 s for a 2 GB resegment (docs/cluster.md). Queries of the kafka-log
+#: data source turn Arrow batches into rows in the JVM, where C2 pays: their sessions keep the default.
+SCHEDULER_JVM_OPTIONS = ("-XX:TieredStopAtLevel=1",)
 
 _session = None
 
 
-def spark_session(master: str | None = None, app_name: str = "kfmt"):
-    """The shared SparkSession (created on first use)."""
+def spark_session(master: str | None = None, app_name: str = "kfmt", *, scheduler_only: bool = False):
+    """The shared SparkSession (created on first use). `scheduler_only`: created for kfmt's tasks
+    (kfmt.pipelines.runner), whose records never enter the JVM: its driver JVM gets
+    SCHEDULER_JVM_OPTIONS. A session that exists already is returned as it is."""
     global _session
     if _session is not None:
         return _session
@@ -58,7 +67,7 @@ def spark_session(master: str | None = None, app_name: str = "kfmt"):
             .set("spark.ui.showConsoleProgress", "false")
             .set("spark.sql.execution.arrow.pyspark.enabled", "true")
             .set("spark.python.worker.reuse", "true")
-            .set("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG4J_CONFIG}")
+            .set("spark.driver.extraJavaOptions", " ".join(driver_java_options(scheduler_only)))
             .set("spark.executor.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG4J_CONFIG}"))
     try:
         _launch_filtered_gateway(conf)
@@ -76,6 +85,11 @@ def spark_session(master: str | None = None, app_name: str = "kfmt"):
             stop_session()
             raise
     return _session
+
+
+def driver_java_options(scheduler_only: bool) -> list[str]:
+    """The driver JVM's options (in local mode the executors' too: they run in the driver's JVM)."""
+    return [f"-Dlog4j2.configurationFile={LOG4J_CONFIG}", *(SCHEDULER_JVM_OPTIONS if scheduler_only else ())]
 
 
 def on_loopback(master: str) -> bool:

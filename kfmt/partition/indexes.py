@@ -6,11 +6,18 @@
 Relative offsets are against the segment's base offset. A file copied from a running broker is
 preallocated and zero-filled past its last entry: reading stops at the first entry after slot 0 whose
 relative offset is 0 (what kafka-dump-log does), and a partial trailing entry is ignored.
+
+An index is read as columns (`offset_columns`, `time_columns`: numpy arrays, one parse of the whole
+file) or as a list of entries built from them; planning a query over many segments needs only a few
+entries of each, which the columns give without making an object per entry.
 """
 from __future__ import annotations
 
+import bisect
 import struct
 from dataclasses import dataclass
+
+import numpy as np
 
 OFFSET_ENTRY = struct.Struct(">ii")
 TIME_ENTRY = struct.Struct(">qi")
@@ -28,21 +35,85 @@ class TimeEntry:
     offset: int  # absolute
 
 
-def _entries(data, entry: struct.Struct, base_offset: int):
-    n = len(data) // entry.size
-    for slot, fields in enumerate(entry.iter_unpack(memoryview(data)[:n * entry.size])):
-        relative = fields[0] if entry is OFFSET_ENTRY else fields[1]
-        if relative == 0 and slot > 0:
-            return  # zero-filled (preallocated) tail
-        yield slot, fields
+OFFSET_ROW = np.dtype([("relative", ">i4"), ("position", ">i4")])
+TIME_ROW = np.dtype([("timestamp", ">i8"), ("relative", ">i4")])
+
+
+def _rows(data, row: np.dtype) -> np.ndarray:
+    """The file's whole entries up to the zero-filled tail: the first slot after slot 0 whose
+    relative offset is 0 ends them."""
+    rows = np.frombuffer(data, row, count=len(data) // row.itemsize)
+    ends = np.flatnonzero(rows["relative"][1:] == 0)
+    return rows[:ends[0] + 1] if len(ends) else rows
+
+
+@dataclass(frozen=True)
+class OffsetColumns:
+    """An `.index` as columns: absolute offsets and positions (int64), in file order."""
+
+    offsets: np.ndarray
+    positions: np.ndarray
+    base_offset: int
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def entry(self, i: int) -> OffsetEntry:
+        return OffsetEntry(int(self.offsets[i]), int(self.positions[i]))
+
+    def lookup(self, target: int) -> OffsetEntry:
+        """lookup_offset on the columns (the same binary search, so the same entry even when the
+        file is out of order)."""
+        i = bisect.bisect_right(self.offsets, target)
+        return self.entry(i - 1) if i else OffsetEntry(self.base_offset, 0)
+
+
+@dataclass(frozen=True)
+class TimeColumns:
+    """A `.timeindex` as columns: timestamps and absolute offsets (int64), in file order."""
+
+    timestamps: np.ndarray
+    offsets: np.ndarray
+    base_offset: int
+
+    def __len__(self) -> int:
+        return len(self.timestamps)
+
+    def entry(self, i: int) -> TimeEntry:
+        return TimeEntry(int(self.timestamps[i]), int(self.offsets[i]))
+
+    def lookup(self, target_ms: int) -> TimeEntry:
+        """lookup_time on the columns."""
+        i = bisect.bisect_right(self.timestamps, target_ms)
+        return self.entry(i - 1) if i else TimeEntry(-1, self.base_offset)
+
+
+def offset_columns(data, base_offset: int) -> OffsetColumns:
+    rows = _rows(data, OFFSET_ROW)
+    return OffsetColumns(rows["relative"].astype(np.int64) + base_offset, rows["position"].astype(np.int64),
+                         base_offset)
+
+
+def time_columns(data, base_offset: int) -> TimeColumns:
+    rows = _rows(data, TIME_ROW)
+    return TimeColumns(rows["timestamp"].astype(np.int64), rows["relative"].astype(np.int64) + base_offset,
+                       base_offset)
+
+
+def offset_entries(columns: OffsetColumns) -> list[OffsetEntry]:
+    return [OffsetEntry(o, p) for o, p in zip(columns.offsets.tolist(), columns.positions.tolist())]
+
+
+def time_entries(columns: TimeColumns) -> list[TimeEntry]:
+    return [TimeEntry(t, o) for t, o in zip(columns.timestamps.tolist(), columns.offsets.tolist())]
 
 
 def read_offset_index(data, base_offset: int) -> list[OffsetEntry]:
-    return [OffsetEntry(base_offset + rel, pos) for _, (rel, pos) in _entries(data, OFFSET_ENTRY, base_offset)]
+    return offset_entries(offset_columns(data, base_offset))
 
 
 def read_time_index(data, base_offset: int) -> list[TimeEntry]:
-    return [TimeEntry(ts, base_offset + rel) for _, (ts, rel) in _entries(data, TIME_ENTRY, base_offset)]
+    return time_entries(time_columns(data, base_offset))
 
 
 def write_offset_index(entries, base_offset: int) -> bytes:

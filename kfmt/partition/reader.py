@@ -23,6 +23,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Iterator
 
+import numpy as np
+
 from kfmt.format import segment
 from kfmt.format.message_formats import STRICT, ReadOptions
 from kfmt.format.model import (
@@ -139,36 +141,45 @@ class PartitionReader:
         return i, self._index_position(self.part.segments[i], target)
 
     def offset_index(self, seg: Segment) -> list[indexes.OffsetEntry]:
-        if seg.index is None or seg.index.size == 0:
-            return []
-        data = read_companion(self.storage, seg.index.path)
-        return [] if data is None else indexes.read_offset_index(data, seg.base_offset)
+        return indexes.offset_entries(self.offset_columns(seg))
+
+    def offset_columns(self, seg: Segment) -> indexes.OffsetColumns:
+        """The segment's `.index` as columns (empty when the file is missing or gone)."""
+        data = None
+        if seg.index is not None and seg.index.size:
+            data = read_companion(self.storage, seg.index.path)
+        return indexes.offset_columns(b"" if data is None else data, seg.base_offset)
 
     def time_index(self, seg: Segment) -> list[indexes.TimeEntry] | None:
         """The segment's time index; None if the file is missing or fails the checks below (the
         caller must scan the segment instead)."""
+        columns = self.time_columns(seg)
+        return None if columns is None else indexes.time_entries(columns)
+
+    def time_columns(self, seg: Segment) -> indexes.TimeColumns | None:
+        """time_index as columns."""
         if seg.timeindex is None:
             return None
         if seg.timeindex.size == 0:
-            return []
+            return indexes.time_columns(b"", seg.base_offset)
         data = read_companion(self.storage, seg.timeindex.path)
         if data is None:  # deleted or replaced since the listing
             return None
-        entries = indexes.read_time_index(data, seg.base_offset)
-        return entries if self._sane_time_index(seg, data, entries) else None
+        columns = indexes.time_columns(data, seg.base_offset)
+        return columns if self._sane_time_index(seg, data, columns) else None
 
-    def _sane_time_index(self, seg: Segment, data, entries: list[indexes.TimeEntry]) -> bool:
+    def _sane_time_index(self, seg: Segment, data, columns: indexes.TimeColumns) -> bool:
         """Kafka's TimeIndex.sanityCheck (whole entries, last entry not before the first or the
         base offset) plus the invariants of §6.3: timestamps strictly increasing, offsets
         non-decreasing and inside the segment. A file of zeros (a preallocated index with no entry
         yet, or a wiped one) says nothing about the segment's timestamps."""
         if len(data) % indexes.TIME_ENTRY.size or not any(data):
             return False
+        offsets = columns.offsets
         following = self._next_base_offset(seg)
-        if not all(seg.base_offset <= e.offset < following for e in entries):
+        if not np.all((offsets >= seg.base_offset) & (offsets < following)):
             return False
-        return all(a.timestamp < b.timestamp and a.offset <= b.offset
-                   for a, b in zip(entries, entries[1:]))
+        return bool(np.all(np.diff(columns.timestamps) > 0) and np.all(np.diff(offsets) >= 0))
 
     def _next_base_offset(self, seg: Segment) -> int:
         """Where the next segment starts (the last segment may hold int32 offsets, §18.16)."""
@@ -177,7 +188,7 @@ class PartitionReader:
 
     def _index_position(self, seg: Segment, target: int) -> int:
         """Where to start scanning for `target` in `seg`: the index's answer if it is plausible."""
-        entry = indexes.lookup_offset(self.offset_index(seg), target, seg.base_offset)
+        entry = self.offset_columns(seg).lookup(target)  # lookup_offset, without an object per entry
         if entry.position == 0:
             return 0
         if self.plausible_entry(seg, entry):

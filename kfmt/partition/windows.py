@@ -104,19 +104,19 @@ def byte_window(reader, seg: Segment, wanted: Wanted) -> tuple[int, int] | None:
     return (start, end) if start < end else None
 
 
-def _indexes(reader, seg: Segment) -> tuple[list, list | None]:
-    """The segment's `.index` and `.timeindex` entries (PartitionReader.offset_index, .time_index),
-    parsed once per reader: a window asks for them several times."""
+def _indexes(reader, seg: Segment) -> tuple[indexes.OffsetColumns, indexes.TimeColumns | None]:
+    """The segment's `.index` and `.timeindex` as columns (PartitionReader.offset_columns,
+    .time_columns), parsed once per reader: a window asks for them several times."""
     cache = reader.__dict__.setdefault("_window_indexes", {})
     if seg.base_offset not in cache:
-        cache[seg.base_offset] = (reader.offset_index(seg), reader.time_index(seg))
+        cache[seg.base_offset] = (reader.offset_columns(seg), reader.time_columns(seg))
     return cache[seg.base_offset]
 
 
 def _seek(reader, seg: Segment, target: int) -> int:
     """Where to start scanning `seg` for offset `target`: PartitionReader._index_position's rule (the
     index's entry if the header there agrees with it, else the segment's start), on parsed indexes."""
-    entry = indexes.lookup_offset(_indexes(reader, seg)[0], target, seg.base_offset)
+    entry = _indexes(reader, seg)[0].lookup(target)
     if entry.position == 0 or not reader.plausible_entry(seg, entry):
         return 0
     return entry.position
@@ -138,9 +138,10 @@ def _header(reader, seg: Segment, position: int) -> tuple[int, int] | None:
 def _end_position(reader, seg: Segment, hi: int) -> int:
     """A position after which every entry of `seg` holds offsets >= hi (the segment's size if the
     index cannot show one): the end of an entry whose stored offset is >= hi - 1."""
-    entries = _indexes(reader, seg)[0]
-    k = next((i for i, e in enumerate(entries) if e.offset >= hi - 1), len(entries))
-    for e in entries[k:k + CHECKED_ENTRIES]:
+    columns = _indexes(reader, seg)[0]
+    at_or_after = np.flatnonzero(columns.offsets >= hi - 1)  # in file order, as the entries lie
+    k = int(at_or_after[0]) if len(at_or_after) else len(columns)
+    for e in map(columns.entry, range(k, min(k + CHECKED_ENTRIES, len(columns)))):
         if not reader.plausible_entry(seg, e):
             continue
         head = _header(reader, seg, e.position)
@@ -152,8 +153,10 @@ def _end_position(reader, seg: Segment, hi: int) -> int:
 def _last_offset_before(reader, seg: Segment, min_timestamp: int) -> int | None:
     """An offset o such that every record of `seg` at an offset <= o has a timestamp below
     `min_timestamp` (from a checked `.timeindex` entry), or None."""
-    entries = _indexes(reader, seg)[1] or []
-    entry = indexes.lookup_time(entries, min_timestamp - 1, seg.base_offset)
+    columns = _indexes(reader, seg)[1]
+    if columns is None:
+        return None
+    entry = columns.lookup(min_timestamp - 1)
     if entry.timestamp < 0 or entry.timestamp >= min_timestamp:
         return None
     return entry.offset if _entry_matches_data(reader, seg, entry) else None

@@ -35,6 +35,7 @@ from kfmt.errors import DataError, UsageError
 from kfmt.format import legacy_runs, segment
 from kfmt.format.digest import ContentDigest
 from kfmt.format.frames import header_of
+from kfmt.partition.indexes import OffsetEntry
 from kfmt.partition.layout import PartitionDir
 from kfmt.partition.live import SegmentGone, maps_files, segment_bytes
 from kfmt.partition.reader import PartitionReader
@@ -106,12 +107,14 @@ def partition_identity(part: PartitionDir) -> tuple[str, int]:
     return part.topic, part.partition
 
 
-def plan_ranges(part: PartitionDir, split_bytes: int = DEFAULT_SPLIT_BYTES) -> list[SegmentRange]:
-    """The units of a partition, in offset order; empty segments give none."""
+def plan_ranges(part: PartitionDir, split_bytes: int = DEFAULT_SPLIT_BYTES,
+                reader: PartitionReader | None = None) -> list[SegmentRange]:
+    """The units of a partition, in offset order; empty segments give none. `reader`: the
+    partition's PartitionReader where the caller has one."""
     if split_bytes <= 0:
         raise UsageError(f"the split size must be positive, not {split_bytes}")
     topic, partition = partition_identity(part)
-    reader = PartitionReader(part)
+    reader = reader or PartitionReader(part)
     spec = part.storage.spec
     if spec is None:
         raise UsageError("units of work need storage opened with open_storage()")
@@ -120,10 +123,12 @@ def plan_ranges(part: PartitionDir, split_bytes: int = DEFAULT_SPLIT_BYTES) -> l
         if seg.size == 0:
             continue
         last = seg is part.segments[-1]
-        entries = reader.offset_index(seg) if seg.size > split_bytes else []
-        by_position = {e.position: e for e in entries}
-        cuts = split_points(seg.size, list(by_position), split_bytes,
-                            lambda position: reader.plausible_entry(seg, by_position[position]))
+        offset_at = {}  # position -> indexed offset (the last entry at a position, as a lookup finds it)
+        if seg.size > split_bytes:
+            columns = reader.offset_columns(seg)
+            offset_at = dict(zip(columns.positions.tolist(), columns.offsets.tolist()))
+        cuts = split_points(seg.size, list(offset_at), split_bytes,
+                            lambda position: reader.plausible_entry(seg, OffsetEntry(offset_at[position], position)))
         for i, (start, end) in enumerate(zip(cuts, cuts[1:])):
             out.append(SegmentRange(spec, seg.log.path, part.display(seg.log), topic, partition,
                                     seg.base_offset, i, start, end, part.log_start_offset,
@@ -131,17 +136,53 @@ def plan_ranges(part: PartitionDir, split_bytes: int = DEFAULT_SPLIT_BYTES) -> l
     return out
 
 
-def split_points(size: int, entry_starts: list[int], split_bytes: int,
-                 usable: Callable[[int], bool] = lambda position: True) -> list[int]:
-    """Range boundaries [0, ..., size] cutting a segment about every `split_bytes`, only at known
-    entry starts that are `usable` (asked only of the candidates), so that each range begins on an
-    entry boundary."""
-    cuts = [0]
-    for position in sorted(set(entry_starts)):
-        if position - cuts[-1] >= split_bytes and position < size and usable(position):
+def split_points(end: int, entry_starts: list[int], split_bytes: int,
+                 usable: Callable[[int], bool] = lambda position: True, start: int = 0) -> list[int]:
+    """Range boundaries [start, ..., end] cutting bytes [start, end) of a segment about every
+    `split_bytes`, only at known entry starts that are `usable` (asked only of the candidates), so
+    that each range begins on an entry boundary: each cut is the first usable entry start at least
+    `split_bytes` after the one before."""
+    starts = np.unique(np.asarray(entry_starts, dtype=np.int64))
+    cuts = [start]
+    i = int(np.searchsorted(starts, start + split_bytes))
+    while i < len(starts) and starts[i] < end:
+        position = int(starts[i])
+        if usable(position):
             cuts.append(position)
-    cuts.append(size)
+            i = int(np.searchsorted(starts, position + split_bytes))
+        else:
+            i += 1
+    cuts.append(end)
     return cuts
+
+
+def split_ranges(ranges: list[SegmentRange], split_bytes: int, reader: PartitionReader) -> list[SegmentRange]:
+    """One partition's ranges (offset order, `reader` its PartitionReader) cut further into pieces of
+    about `split_bytes`, at index entries checked as plan_ranges checks its cuts; each range is cut
+    from its own start, so that what a query narrowed to (kfmt.pipelines.pushdown) is shared evenly.
+    The ranges of a segment are numbered again in order."""
+    segments = {seg.base_offset: seg for seg in reader.part.segments}
+    offsets_at: dict[int, dict] = {}  # segment base -> {entry start: indexed offset}
+    pieces = []
+    for rng in ranges:
+        if rng.end - rng.start <= split_bytes:
+            pieces.append(rng)
+            continue
+        seg = segments[rng.segment_base]
+        if seg.base_offset not in offsets_at:
+            columns = reader.offset_columns(seg)
+            offsets_at[seg.base_offset] = dict(zip(columns.positions.tolist(), columns.offsets.tolist()))
+        offset_at = offsets_at[seg.base_offset]
+        cuts = split_points(rng.end, list(offset_at), split_bytes,
+                            lambda position: reader.plausible_entry(seg, OffsetEntry(offset_at[position], position)),
+                            start=rng.start)
+        pieces += [replace(rng, start=a, end=b, ends_log=rng.ends_log and b == rng.end)
+                   for a, b in zip(cuts, cuts[1:])]
+    numbered, seen = [], {}
+    for rng in pieces:
+        n = seen[rng.segment_base] = seen.get(rng.segment_base, -1) + 1
+        numbered.append(rng if rng.index == n else replace(rng, index=n))
+    return numbered
 
 
 def pack_ranges(ranges: list[SegmentRange], target_bytes: int = DEFAULT_SPLIT_BYTES

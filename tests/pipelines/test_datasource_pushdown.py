@@ -212,6 +212,26 @@ def test_a_narrow_query_reads_a_few_percent(day_log, monkeypatch):
     assert full > 60e6 and narrow < 0.08 * full, (full, narrow)
 
 
+def test_the_last_hour_is_one_task_per_core(day_log):
+    """What a lower bound on timestamps leaves (a window of the last segments and a short tail of
+    each earlier one) is spread over the cores: as many units as the session has, of about equal
+    size, the earlier segments' tails riding along with a unit rather than a task of their own."""
+    everything, _, _ = pushed_read(day_log / "v2-lz4-0", [])
+    stamps = everything.column("timestamp_ms").to_pylist()
+    start = min(stamps) + 23 * 3_600_000
+    for cores in (2, 3):
+        source = type("Cores", (PUSHING,), {"parallelism": cores})
+        reader = source({"path": str(day_log / "v2-lz4-0")}).reader(None)
+        list(reader.pushFilters([ds.GreaterThanOrEqual(("timestamp",), at(start))]))
+        units = reader.partitions()
+        sizes = [sum(r.end - r.start for r in unit.ranges) for unit in units]
+        assert len(units) == cores and min(sizes) > 0.7 * max(sizes), sizes
+        assert len({r.segment_base for unit in units for r in unit.ranges}) > cores  # tails were left
+        rows = pa.Table.from_batches([b for u in units for b in reader.read(u)], EXPORT_SCHEMA)
+        assert ms_rows(rows) == [(o, t) for o, t in zip(everything.column("offset").to_pylist(), stamps)
+                                 if t >= start]
+
+
 @pytest.mark.s3
 def test_a_narrow_query_on_s3_reads_ranges(day_log, monkeypatch, s3_server):
     from kfmt.storage.store import open_storage
