@@ -11,7 +11,7 @@ of a record, only for records with a header key that is not valid UTF-8, whose s
 Keys, values and header values are the stored bytes.
 
 `rows_to_records` goes back from rows to kfmt's record columns (kfmt.format.model.RECORD_SCHEMA), so that
-the content digest (kfmt.format.digest) of exported rows read back can be compared with the digest of what
+the content digest (kfmt.format.digest) of the exported rows can be compared with the digest of what
 was read.
 """
 from __future__ import annotations

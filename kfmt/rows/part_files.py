@@ -55,8 +55,11 @@ class PartFiles:
     def __init__(self, exporter, files, schema: pa.Schema, segment_base: int, range_index: int,
                  target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES,
                  row_group_rows: int | None = None, row_group_bytes: int | None = None,
-                 first_offset: int | None = None):
+                 first_offset: int | None = None, observe=None):
         self.exporter, self.files, self.schema = exporter, files, schema
+        # observe(file's relative path, rows): called with every RecordBatch handed to a writer, as
+        # it was handed (the export checks them against what it read: kfmt.transforms.export_job)
+        self.observe = observe
         self.first_offset = first_offset  # where an appending run resumed the partition (names)
         self.segment_base, self.range_index = segment_base, range_index
         self.target_file_bytes = target_file_bytes
@@ -115,6 +118,8 @@ class PartFiles:
                 d.files += 1
             (rows,) = table.slice(start, self.row_group_rows).to_batches()
             d.writer.write(rows)
+            if self.observe is not None:
+                self.observe(d.writer.stream.rel, rows)
             if d.writer.stream.size >= self.target_file_bytes:
                 self._finish(d)
 

@@ -66,6 +66,20 @@ class ParquetFormat:
                             f"{file.schema_arrow}")
         yield from file.iter_batches(batch_size=READ_BACK_ROWS)
 
+    def rows_in(self, data, schema: pa.Schema) -> int:
+        """The rows a written file holds, from its footer (the encoding is pyarrow's: the export
+        checks the rows it hands the writer, kfmt.transforms.export_job)."""
+        import pyarrow.parquet as pq
+
+        metadata = pq.read_metadata(pa.BufferReader(data))
+        if not metadata.schema.to_arrow_schema().equals(schema):
+            raise KfmtError(f"the written file's schema differs from the export schema:\n"
+                            f"{metadata.schema.to_arrow_schema()}")
+        held = sum(metadata.row_group(i).num_rows for i in range(metadata.num_row_groups))
+        if held != metadata.num_rows:
+            raise KfmtError(f"the footer says {metadata.num_rows} rows, its row groups {held}")
+        return held
+
 
 class ParquetFileWriter:
     def __init__(self, stream, schema: pa.Schema):
