@@ -201,6 +201,7 @@ PyObject *py_decode_v2_records(PyObject *self, PyObject *args);
 PyObject *py_encode_v2_records(PyObject *self, PyObject *args);
 PyObject *py_record_hashes_sum(PyObject *self, PyObject *args);
 PyObject *py_digest_v2_batches(PyObject *self, PyObject *args);
+PyObject *py_decode_v2_batches(PyObject *self, PyObject *args);
 PyObject *py_digest_v2_records(PyObject *self, PyObject *args);
 PyObject *py_key_md5s(PyObject *self, PyObject *args);
 PyObject *py_offset_map_put(PyObject *self, PyObject *args);

@@ -21,8 +21,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kfmt.errors import DataError
+from kfmt.format.frames import ATTR_TRANSACTIONAL
 from kfmt.format.javatext import java_string
-from kfmt.format.model import RECORD_SCHEMA, Batch
+from kfmt.format.model import EMPTY_RECORDS, RECORD_SCHEMA, Batch
 from kfmt.plugin import registry
 
 HEADERS_TYPE = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
@@ -72,8 +73,18 @@ _BATCH_COLUMNS = ("magic", "compression", "batch_base_offset", "batch_last_offse
                   "is_control", "segment_base_offset", "file_position", "timestampType")
 
 
-def export_batch(batches: list[tuple[Batch, int]], topic: str, partition: int) -> pa.RecordBatch:
-    """Rows for the records of several (batch, segment base offset) pairs, in order.
+def concat_records(pieces: list[pa.RecordBatch]) -> pa.RecordBatch:
+    """Record columns (RECORD_SCHEMA) of several blocks as one."""
+    if len(pieces) == 1:
+        return pieces[0]
+    table = pa.Table.from_batches(pieces, RECORD_SCHEMA).combine_chunks()
+    return table.to_batches()[0] if table.num_rows else EMPTY_RECORDS
+
+
+def export_batch(batches: list[tuple[Batch, int]], topic: str, partition: int,
+                 records: pa.RecordBatch | None = None) -> pa.RecordBatch:
+    """Rows for the records of several (batch, segment base offset) pairs, in order (`records`:
+    theirs concatenated, when the caller has them already).
 
     Batch-level facts are gathered once per batch and spread over its records with one `take`, so
     the cost per record stays in Arrow, not in Python.
@@ -99,19 +110,23 @@ def export_batch(batches: list[tuple[Batch, int]], topic: str, partition: int) -
         base_sequences.append(h.base_sequence)
     types = {f.name: f.type for f in EXPORT_SCHEMA}
     facts = {name: pa.array(values, types[name]) for name, values in cols.items()}
-    records = pa.Table.from_batches([b.records for b, _ in batches], RECORD_SCHEMA).combine_chunks()
+    if records is None:
+        records = concat_records([b.records for b, _ in batches])
     return _export_rows(records, facts, np.asarray(base_sequences, dtype=np.int64), counts, topic,
                         partition)
 
 
 def export_frames(records: pa.RecordBatch, rows: np.ndarray, segment_base: int, topic: str,
                   partition: int) -> pa.RecordBatch:
-    """export_batch for a run of uncompressed v0/v1 messages (kfmt.format.legacy_runs.decode_run): one
-    record per message, its batch facts from its row of frames (kfmt.format.frames), no object per
-    message."""
+    """export_batch for a run of uncompressed entries decoded as one column block: v0/v1 messages
+    (kfmt.format.legacy_runs.decode_run, one record each) or v2 data batches
+    (kfmt.format.batch_runs.decode_run, records_count records each); the batch facts come from the
+    rows of frames (kfmt.format.frames), no object per batch."""
     codec_name = registry.get().codec_name
     types = {f.name: f.type for f in EXPORT_SCHEMA}
     n = len(rows)
+    v2 = rows["magic"] >= 2
+    counts = np.where(v2, rows["records_count"], 1).astype(np.int64)
     facts = {
         "magic": pa.array(rows["magic"], types["magic"]),
         "compression": pa.repeat(pa.scalar(codec_name(0), types["compression"]), n),
@@ -120,14 +135,13 @@ def export_frames(records: pa.RecordBatch, rows: np.ndarray, segment_base: int, 
         "partition_leader_epoch": pa.array(rows["partition_leader_epoch"], types["partition_leader_epoch"]),
         "producer_id": pa.array(rows["producer_id"], types["producer_id"]),
         "producer_epoch": pa.array(rows["producer_epoch"], types["producer_epoch"]),
-        "is_transactional": pa.array(np.zeros(n, dtype=bool)),
+        "is_transactional": pa.array(v2 & (rows["attributes"] & ATTR_TRANSACTIONAL != 0)),
         "is_control": pa.array(np.zeros(n, dtype=bool)),
         "segment_base_offset": pa.array(np.full(n, segment_base, dtype=np.int64)),
         "file_position": pa.array(rows["position"], types["file_position"]),
         "timestampType": pa.array(rows["timestamp_type"].astype(np.int32), types["timestampType"]),
     }
-    return _export_rows(records, facts, rows["base_sequence"].astype(np.int64), np.ones(n, np.int64),
-                        topic, partition)
+    return _export_rows(records, facts, rows["base_sequence"].astype(np.int64), counts, topic, partition)
 
 
 def _export_rows(records: pa.Table | pa.RecordBatch, facts: dict, base_sequences: np.ndarray,

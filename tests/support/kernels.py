@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import itertools
+import struct
 
 import numpy as np
 from hypothesis import HealthCheck, settings
@@ -144,3 +145,72 @@ def legacy_runs_of_messages(draw):
         at = pos + (12 if damage == "crc" else rows["size"][i] - 5)
         out[at] ^= draw(st.integers(1, 255))
     return bytes(out), rows
+
+
+@st.composite
+def plain_v2_batches(draw):
+    """(segment bytes, the records written) of uncompressed v2 data batches built with kafka-python's
+    DefaultRecordBatchBuilder (an independent encoder) at the offsets a broker assigns: null keys,
+    values and header values, transactional or not, LogAppendTime or not, empty ones; then maybe one
+    damaged (a byte changed, its CRC left wrong or made right again, or the count changed under a
+    right CRC: then only the record parser can tell). The records are (offset, timestamp as a
+    consumer reads it, key, value, [(header key, value)]), None when damaged."""
+    import crc32c as crc32c_package
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    out, records = bytearray(), []
+    offset = draw(st.integers(0, 2**40))
+    for _ in range(draw(st.integers(1, 8))):
+        transactional = draw(st.booleans())
+        builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=transactional,
+                                            producer_id=draw(st.sampled_from([-1, 7, 2**40])),
+                                            producer_epoch=draw(st.sampled_from([-1, 0, 3])),
+                                            base_sequence=draw(st.sampled_from([-1, 0, 2**31 - 2])),
+                                            batch_size=1 << 20)
+        n = draw(st.integers(0, 6))
+        base_ts = draw(st.integers(0, 2**42))
+        written = []
+        for delta in range(n):
+            ts = base_ts + draw(st.integers(-1000, 1000))
+            key, value = draw(maybe_bytes), draw(maybe_bytes)
+            hs = [(k.decode(), v) for k, v in draw(st.lists(st.tuples(st.binary(max_size=6).filter(_utf8), maybe_bytes),
+                                                           max_size=3))]
+            builder.append(delta, ts, key, value, hs)
+            written.append([offset + delta, ts, key, value, [(k.encode(), v) for k, v in hs]])
+        entry = bytearray(builder.build())
+        struct.pack_into(">q", entry, 0, offset)  # the broker's offset (not under the CRC)
+        if n and draw(st.integers(0, 4)) == 0:  # LogAppendTime: every record reads the batch's time
+            lat = draw(st.integers(0, 2**42))
+            struct.pack_into(">h", entry, 21, struct.unpack_from(">h", entry, 21)[0] | 0x08)
+            struct.pack_into(">q", entry, 35, lat)  # maxTimestamp holds the append time
+            struct.pack_into(">I", entry, 17, crc32c_package.crc32c(bytes(entry[21:])))
+            for record in written:
+                record[1] = lat
+        out += entry
+        records += [tuple(r) for r in written]
+        offset += max(n, 1) + draw(st.integers(0, 3))
+    damage = draw(st.sampled_from(["none", "none", "flip", "flip under a crc", "count under a crc"]))
+    if damage != "none":
+        starts, at = [], 0
+        while at < len(out):
+            starts.append(at)
+            at += 12 + struct.unpack_from(">i", out, at + 8)[0]
+        start = draw(st.sampled_from(starts))
+        end = start + 12 + struct.unpack_from(">i", out, start + 8)[0]
+        if damage == "count under a crc":
+            count = struct.unpack_from(">i", out, start + 57)[0]
+            struct.pack_into(">i", out, start + 57, count + draw(st.sampled_from([-1, 1, 2**20])))
+        else:
+            out[draw(st.integers(start + 21, end - 1))] ^= draw(st.integers(1, 255))
+        if damage != "flip":
+            struct.pack_into(">I", out, start + 17, crc32c_package.crc32c(bytes(out[start + 21:end])))
+        records = None
+    return bytes(out), records
+
+
+def _utf8(key: bytes) -> bool:
+    try:
+        key.decode()
+        return True
+    except UnicodeDecodeError:
+        return False
