@@ -105,35 +105,6 @@ PyObject *py_decode_v2_records(PyObject *self, PyObject *args) {
 
 /* ---------------------------------------------------------------- runs of batches */
 
-/* What a batch's decode may have added to the columns, to take back when it refuses the batch. */
-typedef struct {
-    size_t key_len, value_len, hkey_offsets_len, hvalue_offsets_len, hkey_len, hvalue_len, hvalid_len;
-    int64_t key_nulls, value_nulls, headers, hvalue_nulls;
-} columns_mark;
-
-static columns_mark columns_marked(const columns *c) {
-    columns_mark m = {c->key_data.len, c->value_data.len, c->hkey_offsets.len, c->hvalue_offsets.len,
-                      c->hkey_data.len, c->hvalue_data.len, c->hvalue_valid.len, c->key_nulls, c->value_nulls,
-                      c->headers, c->hvalue_nulls};
-    return m;
-}
-
-/* Back to the mark. Rows and headers beyond it are never exported (the caller stops there), so their
- * validity bits need no repair; the counts and lengths do. */
-static void columns_back_to(columns *c, const columns_mark *m) {
-    c->key_data.len = m->key_len;
-    c->value_data.len = m->value_len;
-    c->hkey_offsets.len = m->hkey_offsets_len;
-    c->hvalue_offsets.len = m->hvalue_offsets_len;
-    c->hkey_data.len = m->hkey_len;
-    c->hvalue_data.len = m->hvalue_len;
-    if (c->hvalue_valid.data != NULL) c->hvalue_valid.len = m->hvalid_len;
-    c->key_nulls = m->key_nulls;
-    c->value_nulls = m->value_nulls;
-    c->headers = m->headers;
-    c->hvalue_nulls = m->hvalue_nulls;
-}
-
 /* decode_v2_batches(data, rows, start, stop, base, check_crc) -> (stopped_at, RecordBatch)
  * The records of consecutive uncompressed v2 data batches, rows [start, stop) of frames of `data`
  * (the file from position `base` on), as one column block (RECORD_SCHEMA): what the v2 format's
@@ -204,6 +175,72 @@ PyObject *py_decode_v2_batches(PyObject *self, PyObject *args) {
         return PyErr_NoMemory();
     }
     c.n = done; /* the rows decoded; the buffers stay long enough */
+    PyObject *batch = columns_to_record_batch(&c);
+    if (batch == NULL) return NULL;
+    return Py_BuildValue("nN", i, batch);
+}
+
+/* decode_v2_payloads(payloads, facts) -> (stopped_at, RecordBatch)
+ * The records of several compressed v2 data batches, each already inflated by its codec (the records
+ * section, kfmt.format.batch_runs.inflated_v2), as one column block: payload i decoded as the v2
+ * format's decode_records decodes it with facts row i (int64: count, base offset, base timestamp,
+ * LogAppendTime 0/1, its time), concatenated. It stops at the first payload decode refuses (or whose
+ * declared count its bytes cannot hold, or past Arrow's 32-bit offsets); the per-batch decode then
+ * reports it. Reference: kfmt.format.inflated_runs.decode_inflated_reference. */
+PyObject *py_decode_v2_payloads(PyObject *self, PyObject *args) {
+    PyObject *payloads;
+    Py_buffer facts;
+    if (!PyArg_ParseTuple(args, "Oy*", &payloads, &facts)) return NULL;
+    buffer_list l;
+    if (buffer_list_open(&l, payloads)) {
+        PyBuffer_Release(&facts);
+        return NULL;
+    }
+    if (facts.len != (Py_ssize_t)(l.n * 5 * 8)) {
+        buffer_list_release(&l);
+        PyBuffer_Release(&facts);
+        PyErr_SetString(PyExc_ValueError, "decode_v2_payloads: five int64 facts per payload");
+        return NULL;
+    }
+    const int64_t *fa = facts.buf;
+    int64_t records = 0, bytes = 0;
+    Py_ssize_t limit = 0;
+    for (; limit < l.n; limit++) {
+        int64_t count = fa[limit * 5], len = l.views[limit].len;
+        if (count < 0 || count > len / MIN_RECORD_SIZE || bytes + len > INT32_MAX) break;
+        records += count;
+        bytes += len;
+    }
+    columns c;
+    if (columns_init(&c, records, (size_t)bytes) || gbuf_reserve(&c.key_data, (size_t)bytes)) {
+        buffer_list_release(&l);
+        PyBuffer_Release(&facts);
+        return PyErr_NoMemory();
+    }
+    int64_t done = 0;
+    int nomem = 0;
+    Py_ssize_t i = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (; i < limit; i++) {
+        const int64_t *f = fa + i * 5;
+        kerr e = {0};
+        columns_mark mark = columns_marked(&c);
+        int r = decode_records(l.views[i].buf, l.views[i].len, f[0], f[1], f[2], f[3] != 0, f[4], &c, done, &e);
+        if (r != OK) {
+            columns_back_to(&c, &mark);
+            nomem = r == NO_MEMORY;
+            break;
+        }
+        done += f[0];
+    }
+    Py_END_ALLOW_THREADS
+    buffer_list_release(&l);
+    PyBuffer_Release(&facts);
+    if (nomem) {
+        columns_free(&c);
+        return PyErr_NoMemory();
+    }
+    c.n = done;
     PyObject *batch = columns_to_record_batch(&c);
     if (batch == NULL) return NULL;
     return Py_BuildValue("nN", i, batch);

@@ -287,12 +287,12 @@ def _run_rows(rows: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(rows)
 
 
-def call_slices(rows: np.ndarray) -> list[tuple[int, int]]:
-    """Slices of rows whose entries hold at most MAX_CALL_BYTES (more when one entry is larger)."""
+def call_slices(rows: np.ndarray, max_bytes: int = MAX_CALL_BYTES) -> list[tuple[int, int]]:
+    """Slices of rows whose entries hold at most `max_bytes` (more when one entry is larger)."""
     ends = np.cumsum(rows["size"], dtype=np.int64)
     out, start = [], 0
     while start < len(rows):
-        stop = _call_stop(ends, start, MAX_CALL_BYTES)
+        stop = _call_stop(ends, start, max_bytes)
         out.append((start, stop))
         start = stop
     return out

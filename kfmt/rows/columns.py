@@ -117,20 +117,25 @@ def export_batch(batches: list[tuple[Batch, int]], topic: str, partition: int,
 
 
 def export_frames(records: pa.RecordBatch, rows: np.ndarray, segment_base: int, topic: str,
-                  partition: int) -> pa.RecordBatch:
-    """export_batch for a run of uncompressed entries decoded as one column block: v0/v1 messages
-    (kfmt.format.legacy_runs.decode_run, one record each) or v2 data batches
-    (kfmt.format.batch_runs.decode_run, records_count records each); the batch facts come from the
-    rows of frames (kfmt.format.frames), no object per batch."""
-    codec_name = registry.get().codec_name
+                  partition: int, counts: np.ndarray | None = None,
+                  base_offsets: np.ndarray | None = None) -> pa.RecordBatch:
+    """export_batch for a run of entries decoded as one column block, `counts[i]` records for entry i
+    (by default: uncompressed entries, one record per v0/v1 message, records_count per v2 batch:
+    kfmt.format.legacy_runs.decode_run, kfmt.format.batch_runs.decode_run) with the base offsets
+    decode gives (by default the rows'; a compressed wrapper's is its first inner offset:
+    kfmt.format.inflated_runs). The batch facts come from the rows of frames (kfmt.format.frames),
+    no object per entry."""
     types = {f.name: f.type for f in EXPORT_SCHEMA}
     n = len(rows)
     v2 = rows["magic"] >= 2
-    counts = np.where(v2, rows["records_count"], 1).astype(np.int64)
+    if counts is None:
+        counts = np.where(v2, rows["records_count"], 1)
+    if base_offsets is None:
+        base_offsets = rows["base_offset"]
     facts = {
         "magic": pa.array(rows["magic"], types["magic"]),
-        "compression": pa.repeat(pa.scalar(codec_name(0), types["compression"]), n),
-        "batch_base_offset": pa.array(rows["base_offset"], types["batch_base_offset"]),
+        "compression": _codec_names(rows["compression"], n),
+        "batch_base_offset": pa.array(base_offsets, types["batch_base_offset"]),
         "batch_last_offset": pa.array(rows["last_offset"], types["batch_last_offset"]),
         "partition_leader_epoch": pa.array(rows["partition_leader_epoch"], types["partition_leader_epoch"]),
         "producer_id": pa.array(rows["producer_id"], types["producer_id"]),
@@ -141,7 +146,18 @@ def export_frames(records: pa.RecordBatch, rows: np.ndarray, segment_base: int, 
         "file_position": pa.array(rows["position"], types["file_position"]),
         "timestampType": pa.array(rows["timestamp_type"].astype(np.int32), types["timestampType"]),
     }
-    return _export_rows(records, facts, rows["base_sequence"].astype(np.int64), counts, topic, partition)
+    return _export_rows(records, facts, rows["base_sequence"].astype(np.int64),
+                        np.asarray(counts, np.int64), topic, partition)
+
+
+def _codec_names(codecs: np.ndarray, n: int) -> pa.Array:
+    """The `compression` column for entries with these codec ids (a few distinct values)."""
+    codec_name = registry.get().codec_name
+    kinds = np.unique(codecs)
+    if len(kinds) == 1:
+        return pa.repeat(pa.scalar(codec_name(int(kinds[0])), pa.string()), n)
+    names = pa.array([codec_name(int(k)) for k in kinds], pa.string())
+    return pc.take(names, pa.array(np.searchsorted(kinds, codecs)))
 
 
 def _export_rows(records: pa.Table | pa.RecordBatch, facts: dict, base_sequences: np.ndarray,

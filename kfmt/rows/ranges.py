@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kfmt.errors import DataError, UsageError
-from kfmt.format import batch_runs, legacy_runs, segment
+from kfmt.format import batch_runs, inflated_runs, legacy_runs, segment
 from kfmt.format.digest import ContentDigest
 from kfmt.format.frames import ATTR_TRANSACTIONAL, header_of
 from kfmt.partition.layout import PartitionDir
@@ -45,6 +45,7 @@ from kfmt.storage.store import StorageSpec
 DEFAULT_SPLIT_BYTES = 128 << 20
 ROWS_PER_CHUNK = 65536  # export rows built at a time (kfmt.rows.part_files gathers row groups)
 BYTES_PER_CHUNK = 64 << 20  # ... or fewer, when the records are big
+COMPRESSED_SLICE_BYTES = 2 << 20  # of compressed entries decoded as one block (inflated: several times more)
 
 LEFT_OUT_CONTROL = "control"
 LEFT_OUT_ABORTED = "aborted"
@@ -224,9 +225,10 @@ def read_range(rng: SegmentRange, selection: Selection, outcomes: TransactionOut
     `rows_per_chunk` rows (or about `bytes_per_chunk` bytes of records), each made as soon as its
     batches are read: memory holds one chunk, whatever the size of the range. Every batch of the
     range is decoded and checked (CRCs, record structure): bad data raises DataError naming file,
-    position and offset. Runs of uncompressed v0/v1 messages (kfmt.format.legacy_runs) and of
-    uncompressed v2 data batches whose records are all selected (kfmt.format.batch_runs.decode_run)
-    are decoded a run at a time, as one column block; every other batch on its own (_runs). `tally` (if given) is filled in as the range
+    position and offset. Runs of uncompressed v0/v1 messages (kfmt.format.legacy_runs) and of data
+    entries whose records are all selected (uncompressed v2 batches: kfmt.format.batch_runs.decode_run;
+    compressed ones and v0/v1 wrappers, each inflated by its codec: kfmt.format.inflated_runs) are
+    decoded a run at a time, as one column block; every other batch on its own (_runs). `tally` (if given) is filled in as the range
     is read. `wanted` (kfmt.partition.windows) leaves out, undecoded and uncounted, the batches that
     cannot hold a wanted record (the caller filters the rows of the others)."""
     if selection.read_committed and outcomes is None:
@@ -251,6 +253,8 @@ def read_range(rng: SegmentRange, selection: Selection, outcomes: TransactionOut
                                           tally, chunk)
             elif kind == _BATCHES:
                 yield from _read_batches(data, base, rows[start:stop], rng, tally, chunk)
+            elif kind == _COMPRESSED:
+                yield from _read_compressed(data, base, rows[start:stop], rng, tally, chunk)
             else:
                 for row in rows[start:stop].tolist():
                     batch = segment.decode(data, header_of(row), rng.file, base=base)
@@ -265,26 +269,30 @@ def read_range(rng: SegmentRange, selection: Selection, outcomes: TransactionOut
     yield from chunk.flush()
 
 
-_ONE, _MESSAGES, _BATCHES = 0, 1, 2  # how a run of rows is read (_runs)
+_ONE, _MESSAGES, _BATCHES, _COMPRESSED = 0, 1, 2, 3  # how a run of rows is read (_runs)
 
 
 def _runs(rows, selection: Selection, outcomes, floor: int | None) -> list[tuple[int, int, int]]:
     """(kind, start, stop) of consecutive rows read the same way, in order: runs of uncompressed
-    legacy messages (_MESSAGES: each its own batch, kfmt.format.legacy_runs) and of uncompressed v2
-    data batches whose records are all selected (_BATCHES: kfmt.format.batch_runs.decode_run),
-    every other row on its own (_ONE: decoded, selected as Selection.left_out says). A v2 batch goes
-    on its own where a record of it may be left out: one holding the log start offset, and with
-    read_committed a transactional one or one at or beyond the last stable offset."""
+    legacy messages (_MESSAGES: each its own batch, kfmt.format.legacy_runs), and of data entries
+    whose records are all selected: uncompressed v2 batches (_BATCHES: kfmt.format.batch_runs
+    .decode_run), compressed v2 batches and v0/v1 wrappers (_COMPRESSED: kfmt.format.inflated_runs);
+    every other row on its own (_ONE: decoded, selected as Selection.left_out says). An entry goes on
+    its own where a record of it may be left out: one that may hold the log start offset (a wrapper's
+    first offset is known only inflated: the chunk's first row), and with read_committed a
+    transactional one or one at or beyond the last stable offset."""
     kinds = np.full(len(rows), _ONE, dtype=np.int8)
     kinds[(rows["magic"] < 2) & (rows["compression"] == 0)] = _MESSAGES
-    whole = batch_runs.plain_batches(rows)
+    whole = np.ones(len(rows), dtype=bool)
     if floor is not None:
         whole &= rows["base_offset"] >= floor
+        whole[:1] &= rows["magic"][:1] >= 2  # rows before this chunk's all end below every later one
     if selection.read_committed:
-        whole &= rows["attributes"] & ATTR_TRANSACTIONAL == 0
+        whole &= (rows["magic"] < 2) | (rows["attributes"] & ATTR_TRANSACTIONAL == 0)
         if outcomes.last_stable_offset is not None:
             whole &= rows["last_offset"] < outcomes.last_stable_offset
-    kinds[whole] = _BATCHES
+    kinds[whole & batch_runs.plain_batches(rows)] = _BATCHES
+    kinds[whole & inflated_runs.compressed_entries(rows)] = _COMPRESSED
     edges = np.flatnonzero(np.diff(kinds)) + 1
     bounds = [0, *edges.tolist(), len(rows)]
     return [(int(kinds[a]), a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
@@ -412,6 +420,24 @@ def _read_batches(data, base: int, rows, rng: SegmentRange, tally: RangeTally,
             yield from chunk.add_run(records, piece)
 
 
+def _read_compressed(data, base: int, rows, rng: SegmentRange, tally: RangeTally,
+                     chunk: "_Chunk") -> Iterator[pa.RecordBatch]:
+    """A run of compressed data entries whose records are all selected (_runs): each inflated by its
+    codec, then decoded and checked as one column block per few MB of entries (memory: their records
+    inflated), counted and digested as one."""
+    for start, stop in legacy_runs.call_slices(rows, COMPRESSED_SLICE_BYTES):
+        piece = rows[start:stop]
+        run = inflated_runs.decode_inflated(data, piece, rng.file, base=base)
+        tally.batches += len(piece)
+        tally.next_offset = int(piece["last_offset"][-1]) + 1
+        if run.records.num_rows:
+            if tally.first_offset is None:
+                tally.first_offset = run.records.column(0)[0].as_py()
+            tally.records += run.records.num_rows
+            tally.digest.update(run.records)
+            yield from chunk.add_run(run.records, piece, run.counts, run.base_offsets)
+
+
 class _Chunk:
     """Export rows being gathered: decoded batches, and runs of batches or messages decoded as one
     column block (their records and rows of frames), turned into one RecordBatch when a chunk's worth
@@ -429,10 +455,12 @@ class _Chunk:
             self.batches.append((batch, self.rng.segment_base))
             yield from self._grown(len(batch), batch.records.nbytes)
 
-    def add_run(self, records: pa.RecordBatch, rows) -> Iterator[pa.RecordBatch]:
+    def add_run(self, records: pa.RecordBatch, rows, counts=None, base_offsets=None
+                ) -> Iterator[pa.RecordBatch]:
         self._batches_done()
         self.parts.append(self._made(lambda: export_frames(records, rows, self.rng.segment_base,
-                                                           self.rng.topic, self.rng.partition)))
+                                                           self.rng.topic, self.rng.partition,
+                                                           counts, base_offsets)))
         yield from self._grown(records.num_rows, records.nbytes)
 
     def flush(self) -> Iterator[pa.RecordBatch]:

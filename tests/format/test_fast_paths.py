@@ -7,6 +7,9 @@
 * kfmt.format.batch_runs.decode_run: runs of uncompressed v2 data batches decoded as one column block
   (the compiled decode_v2_batches) against decoding every batch, on the corpus, on hypothesis-made
   segments, and on batches from kafka-python's encoder (damaged or not; undamaged, the records written);
+* kfmt.format.inflated_runs: compressed v2 batches and v0/v1 wrappers inflated one by one and decoded
+  as one column block (decode_v2_payloads, decode_legacy_payloads) against decoding every entry, on
+  the corpus, on hypothesis-made segments, and on entries from kafka-python's encoders;
 * kfmt.write.writer: frames placed and appended many at a time (SegmentPlanner.place_frames,
   SegmentRunWriter.append_frames) against place/append one by one: same segments, same files;
 * kfmt.format.legacy_runs.RunUpgrader: a run converted in parts (--rebatch groups carried over) against
@@ -41,7 +44,7 @@ from support.kernels import (
 from support.v2_batches import legacy_message, v2_batch
 
 from kfmt.errors import UsageError
-from kfmt.format import batch_runs, legacy_runs, segment
+from kfmt.format import batch_runs, inflated_runs, legacy_runs, segment
 from kfmt.format.digest import ContentDigest
 from kfmt.format.frames import header_of, rows_of
 from kfmt.format.message_formats import LENIENT, STRICT
@@ -54,7 +57,7 @@ from kfmt.storage.store import open_storage
 from kfmt.write.planner import RollPolicy, SegmentPlanner
 from kfmt.write.segment_writer import SegmentRunWriter
 
-NATIVE_ALSO = NATIVE_USERS + ["kfmt.format.batch_runs", "kfmt.write.writer"]
+NATIVE_ALSO = NATIVE_USERS + ["kfmt.format.batch_runs", "kfmt.format.inflated_runs", "kfmt.write.writer"]
 reference_code = functools.partial(kernels.reference_code, NATIVE_ALSO)
 
 
@@ -261,6 +264,51 @@ def test_a_batch_the_kernel_is_not_sure_of_is_left_to_the_decode():
     damaged[-2] ^= 1  # the second batch's value: its CRC no longer matches
     assert native.decode_v2_batches(bytes(damaged), rows, 0, 2, 0, True)[0] == 1
     assert native.decode_v2_batches(bytes(damaged), rows, 0, 2, 0, False)[0] == 2
+
+
+# --- kfmt.format.inflated_runs: compressed entries inflated one by one, decoded as one block ---
+
+def inflated_runs_of(data, base=0, options=STRICT) -> list:
+    """decode_inflated over every run of compressed data entries of a segment, with each entry's
+    record count and base offset; the other entries decoded on their own (a builder may leave a
+    batch uncompressed where compression does not pay)."""
+    view = memoryview(data)
+    out = []
+    for rows in segment.FrameScanner(view, "seg.log", base=base).chunks():
+        mask = inflated_runs.compressed_entries(rows)
+        bounds = [0, *(np.flatnonzero(np.diff(mask.view(np.int8))) + 1).tolist(), len(rows)]
+        for a, b in zip(bounds, bounds[1:]):
+            if mask[a]:
+                run = inflated_runs.decode_inflated(view, rows[a:b], "seg.log", options, base)
+                assert run.records.num_rows == int(run.counts.sum())
+                out.append((as_tuples(run.records), run.counts.tolist(), run.base_offsets.tolist()))
+            else:
+                for row in rows[a:b].tolist():
+                    out.append((as_tuples(segment.decode(view, header_of(row), "seg.log", options, base).records),))
+    return out
+
+
+@SETTINGS
+@given(kernels.compressed_entries(), st.sampled_from([STRICT, LENIENT]))
+def test_inflated_runs_are_the_records_written(case, options):
+    """v2 batches and v1 wrappers from kafka-python's encoders, maybe one damaged: the kernels' records
+    (or error) are the reference's, and undamaged they are exactly the records written."""
+    data, written = case
+    fast = same_both_ways(lambda: inflated_runs_of(data, options=options))
+    if written is not None:
+        assert fast[0] == "value" and [r for run in fast[1] for r in run[0]] == written
+
+
+@SETTINGS
+@given(segments())
+def test_inflated_runs_on_made_up_and_damaged_segments(data):
+    same_both_ways(lambda: inflated_runs_of(data))
+
+
+@pytest.mark.parametrize("name", REAL_DIRS)
+def test_inflated_runs_on_the_corpus(name):
+    for log in sorted((REALKAFKA / name).glob("*.log")):
+        same_both_ways(lambda: inflated_runs_of(log.read_bytes()))
 
 
 # --- kfmt.write.writer: many at a time ---

@@ -214,3 +214,57 @@ def _utf8(key: bytes) -> bool:
         return True
     except UnicodeDecodeError:
         return False
+
+
+@st.composite
+def compressed_entries(draw):
+    """(segment bytes, the records written) of compressed data entries built with kafka-python's
+    builders (independent encoders) at the offsets a broker assigns: v2 batches (gzip, lz4) and v1
+    wrappers (gzip) of 1..6 records with null keys and values, maybe one damaged (a byte changed in
+    its compressed payload, its CRC made right again: then only the codec or the record parser can
+    tell). Records as in plain_v2_batches (v1 records without headers), None when damaged."""
+    import zlib
+
+    import crc32c as crc32c_package
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    out, records, spans = bytearray(), [], []
+    offset = draw(st.integers(0, 2**40))
+    for _ in range(draw(st.integers(1, 6))):
+        n = draw(st.integers(1, 6))
+        kind = draw(st.sampled_from(["v2 gzip", "v2 lz4", "v1 gzip"]))
+        base_ts = draw(st.integers(0, 2**42))
+        written = []
+        if kind.startswith("v2"):
+            builder = DefaultRecordBatchBuilder(magic=2, compression_type=1 if kind == "v2 gzip" else 3,
+                                                is_transactional=False, producer_id=-1, producer_epoch=-1,
+                                                base_sequence=-1, batch_size=1 << 20)
+        else:
+            builder = LegacyRecordBatchBuilder(1, 1, 1 << 20)
+        for delta in range(n):
+            ts = base_ts + draw(st.integers(0, 1000))
+            # values that compress, mostly: a builder leaves a batch uncompressed when it does not pay
+            key, value = draw(maybe_bytes), draw(maybe_bytes | st.integers(8, 200).map(lambda k: b"ab" * k))
+            if kind.startswith("v2"):
+                builder.append(delta, ts, key, value, [])
+            else:
+                builder.append(delta, ts, key, value)
+            written.append((offset + delta, ts, key, value, []))
+        entry = bytearray(builder.build())
+        # the broker's offset (outside the CRC): a v2 batch's base offset, a v1 wrapper's last inner one
+        struct.pack_into(">q", entry, 0, offset if kind.startswith("v2") else offset + n - 1)
+        spans.append((len(out), len(out) + len(entry), kind))
+        out += entry
+        records += written
+        offset += n + draw(st.integers(0, 3))
+    if draw(st.booleans()):
+        start, end, kind = draw(st.sampled_from(spans))
+        payload_at = start + (61 if kind.startswith("v2") else 34)  # v1: the value after its length
+        if payload_at < end:
+            out[draw(st.integers(payload_at, end - 1))] ^= draw(st.integers(1, 255))
+            if kind.startswith("v2"):
+                struct.pack_into(">I", out, start + 17, crc32c_package.crc32c(bytes(out[start + 21:end])))
+            else:
+                struct.pack_into(">I", out, start + 12, zlib.crc32(bytes(out[start + 16:end])))
+            records = None
+    return bytes(out), records

@@ -1,0 +1,121 @@
+"""Runs of compressed data batches (v2) and wrappers (v0/v1): inflated one by one, decoded as one column
+block.
+
+Each compressed entry must go through its codec plugin (one Python call: the codecs are plugins), but
+nothing else needs Python per entry: `decode_inflated(data, rows, ...)` inflates each entry of a run
+(checked first as the format's decode checks it: CRC, codec, declared sizes; kfmt.format.batch_runs
+.inflated_v2 and .inflated_wrapper) and hands the payloads to one compiled call per few MB
+(kfmt/csrc: decode_v2_payloads, decode_legacy_payloads), which decodes them into one column block
+as decode_records and decode_legacy_set decode each, and says how many records each entry gave. An
+entry the kernels are not sure of goes through `segment.decode` on its own, which raises the reader's
+error for a damaged one.
+
+`decode_inflated_reference` defines the result (decode each entry, concatenate its records); the
+kernels give the same (tests/format/test_fast_paths.py), and without them (KFMT_PURE_PYTHON=1) the
+reference runs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from kfmt.errors import UsageError
+from kfmt.format import segment
+from kfmt.format.batch_runs import inflated_v2, inflated_wrapper
+from kfmt.format.frames import ATTR_CONTROL, FRAME_DTYPE, header_of
+from kfmt.format.kernels import native
+from kfmt.format.message_formats import STRICT, ReadOptions
+from kfmt.format.model import EMPTY_RECORDS, RECORD_SCHEMA
+
+# Inflated bytes per kernel call: the payloads of a call are held at once.
+MAX_CALL_BYTES = 1 << 23
+
+
+@dataclass
+class InflatedRun:
+    records: pa.RecordBatch  # RECORD_SCHEMA: entry i's records are the next counts[i] rows
+    counts: np.ndarray  # int64, records per entry
+    base_offsets: np.ndarray  # int64, each entry's base offset as decode gives it (a v0/v1 wrapper's:
+    # its first inner message's, known only inflated; a v2 batch's: its header's)
+
+
+def compressed_entries(rows: np.ndarray) -> np.ndarray:
+    """Which rows are compressed data entries (what decode_inflated takes): v2 batches other than
+    control ones, and v0/v1 wrappers."""
+    return (rows["compression"] != 0) & ((rows["magic"] < 2) | (rows["attributes"] & ATTR_CONTROL == 0))
+
+
+def decode_inflated(data, rows: np.ndarray, file: str, options: ReadOptions = STRICT,
+                    base: int = 0) -> InflatedRun:
+    """The records of compressed data entries (rows of `data`, the file from position `base` on; all
+    compressed_entries), as segment.decode of each gives them, concatenated."""
+    rows = _entry_rows(rows)
+    if native is None:
+        return decode_inflated_reference(data, rows, file, options, base)
+    pieces, counts = [], np.zeros(len(rows), np.int64)
+    v2 = (rows["magic"] >= 2).tolist()
+    i = 0
+    while i < len(rows):
+        payloads, facts, size = [], [], 0
+        while i + len(payloads) < len(rows) and v2[i + len(payloads)] == v2[i] and size < MAX_CALL_BYTES:
+            row = rows[i + len(payloads)]
+            inflated = (inflated_v2 if v2[i] else inflated_wrapper)(data, row, base, options)
+            if inflated is None:
+                break
+            payload, *fact = inflated
+            payloads.append(payload)
+            facts.append(fact)
+            size += len(payload)
+        done = 0
+        if payloads:
+            done, records, made = _decode_payloads(v2[i], payloads, facts, options)
+            pieces.append(records)
+            counts[i:i + done] = made
+            i += done
+        if done < len(payloads) or not payloads:  # an entry the kernels leave to decode, which reports
+            batch = segment.decode(data, header_of(rows[i].item()), file, options, base)
+            pieces.append(batch.records)
+            counts[i] = len(batch)
+            i += 1
+    return _run(rows, pieces, counts)
+
+
+def _decode_payloads(v2: bool, payloads: list, facts: list, options: ReadOptions):
+    """(payloads decoded, their records, records per payload) from one kernel call."""
+    if v2:  # facts: (count, base offset, base timestamp, LogAppendTime or None)
+        table = np.array([(c, o, t, lat is not None, lat or 0) for c, o, t, lat in facts], np.int64)
+        done, records = native.decode_v2_payloads(payloads, table.reshape(-1))
+        return done, records, table[:done, 0]
+    # facts: (wrapper offset, wrapper magic, LogAppendTime or None)
+    table = np.array([(o, m, lat is not None, lat or 0) for o, m, lat in facts], np.int64)
+    done, records, made = native.decode_legacy_payloads(payloads, table.reshape(-1), options.check_crc)
+    return done, records, np.frombuffer(made, np.int64)
+
+
+def decode_inflated_reference(data, rows: np.ndarray, file: str, options: ReadOptions = STRICT,
+                              base: int = 0) -> InflatedRun:
+    rows = _entry_rows(rows)
+    batches = [segment.decode(data, header_of(row), file, options, base) for row in rows.tolist()]
+    return _run(rows, [b.records for b in batches], np.array([len(b) for b in batches], np.int64))
+
+
+def _run(rows: np.ndarray, pieces: list, counts: np.ndarray) -> InflatedRun:
+    pieces = [p for p in pieces if p.num_rows]
+    records = (EMPTY_RECORDS if not pieces else pieces[0] if len(pieces) == 1 else
+               pa.Table.from_batches(pieces, RECORD_SCHEMA).combine_chunks().to_batches()[0])
+    # a wrapper's base offset is its first record's (it always has one); a v2 batch's its header's
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
+    firsts = records.column(0).to_numpy()[np.minimum(starts, max(records.num_rows - 1, 0))] \
+        if records.num_rows else np.zeros(len(rows), np.int64)
+    base_offsets = np.where(rows["magic"] >= 2, rows["base_offset"], firsts).astype(np.int64)
+    return InflatedRun(records, counts, base_offsets)
+
+
+def _entry_rows(rows: np.ndarray) -> np.ndarray:
+    if rows.dtype != FRAME_DTYPE:
+        rows = rows.astype(FRAME_DTYPE)
+    if not compressed_entries(rows).all():
+        raise UsageError("a run holds compressed data entries only (see compressed_entries)")
+    return np.ascontiguousarray(rows)
