@@ -219,8 +219,8 @@ class RangeTally:
 
 def read_range(rng: SegmentRange, selection: Selection, outcomes: TransactionOutcomes | None = None,
                tally: RangeTally | None = None, rows_per_chunk: int = ROWS_PER_CHUNK,
-               bytes_per_chunk: int = BYTES_PER_CHUNK, wanted: Wanted | None = None
-               ) -> Iterator[pa.RecordBatch]:
+               bytes_per_chunk: int = BYTES_PER_CHUNK, wanted: Wanted | None = None,
+               gathered: bool = True) -> Iterator[pa.RecordBatch]:
     """Export rows of the selected records of a range, in offset order, in chunks of at most
     `rows_per_chunk` rows (or about `bytes_per_chunk` bytes of records), each made as soon as its
     batches are read: memory holds one chunk, whatever the size of the range. Every batch of the
@@ -230,7 +230,9 @@ def read_range(rng: SegmentRange, selection: Selection, outcomes: TransactionOut
     compressed ones and v0/v1 wrappers, each inflated by its codec: kfmt.format.inflated_runs) are
     decoded a run at a time, as one column block; every other batch on its own (_runs). `tally` (if given) is filled in as the range
     is read. `wanted` (kfmt.partition.windows) leaves out, undecoded and uncounted, the batches that
-    cannot hold a wanted record (the caller filters the rows of the others)."""
+    cannot hold a wanted record (the caller filters the rows of the others). With `gathered` False a
+    chunk comes as the pieces its rows were built in (for a caller that gathers rows itself, as
+    kfmt.rows.part_files does into row groups: the rows are then copied once, not twice)."""
     if selection.read_committed and outcomes is None:
         raise UsageError("read_committed needs the partition's transaction outcomes")
     tally = tally if tally is not None else RangeTally()
@@ -241,7 +243,7 @@ def read_range(rng: SegmentRange, selection: Selection, outcomes: TransactionOut
     if base + len(data) < rng.end:
         raise SegmentGone(rng.file, f"it ends at {base + len(data)} bytes, before the planned end of the "
                                     f"range at {rng.end}")
-    chunk = _Chunk(rng, rows_per_chunk, bytes_per_chunk, tally)
+    chunk = _Chunk(rng, rows_per_chunk, bytes_per_chunk, tally, gathered)
     floor = selection.floor(rng)
     scanner = segment.FrameScanner(data, rng.file, rng.start, rng.end, base)
     for rows in _wanted_frames(scanner.chunks(), wanted):
@@ -444,8 +446,9 @@ class _Chunk:
     is there. The records of decoded data batches are digested into the tally a chunk at a time
     (one kernel call, not one per batch)."""
 
-    def __init__(self, rng: SegmentRange, rows: int, size: int, tally: RangeTally):
+    def __init__(self, rng: SegmentRange, rows: int, size: int, tally: RangeTally, gathered: bool = True):
         self.rng, self.max_rows, self.max_bytes, self.tally = rng, rows, size, tally
+        self.gathered = gathered  # a chunk as one RecordBatch (else as its parts)
         self.batches: list = []  # (Batch, segment base) pairs not yet in `parts`
         self.parts: list[pa.RecordBatch] = []
         self.rows = self.bytes = 0
@@ -467,8 +470,9 @@ class _Chunk:
         self._batches_done()
         if self.parts:
             parts, self.parts, self.rows, self.bytes = self.parts, [], 0, 0
-            yield parts[0] if len(parts) == 1 else \
-                pa.Table.from_batches(parts).combine_chunks().to_batches()[0]
+            if self.gathered and len(parts) > 1:
+                parts = pa.Table.from_batches(parts).combine_chunks().to_batches()
+            yield from parts
 
     def _grown(self, rows: int, size: int) -> Iterator[pa.RecordBatch]:
         self.rows += rows

@@ -234,7 +234,7 @@ def export_task(task: ExportTask) -> TaskResult:
         for rng in task.ranges:
             tally = RangeTally()
             try:
-                for rows in read_range(rng, options.selection, task.outcomes, tally):
+                for rows in read_range(rng, options.selection, task.outcomes, tally, gathered=False):
                     for directory, chunk in _by_directory(rows, task.rel, options.by_date):
                         out.write(directory, chunk.select(schema.names))
             except SegmentGone as err:  # raised before any row of the range: the task ends here
