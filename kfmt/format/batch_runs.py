@@ -251,11 +251,12 @@ def _digest_wrapper(data, row, base: int, options: ReadOptions) -> tuple[Content
     return ContentDigest(records, high << 64 | low), first
 
 
-def inflated_wrapper(data, row, base: int, options: ReadOptions) -> tuple | None:
+def inflated_wrapper(data, row, base: int, options: ReadOptions, formats=None) -> tuple | None:
     """(inner message set, wrapper offset, magic, LogAppendTime or None) of a compressed v0/v1
     wrapper, checked (CRC, codec) as LegacyFormat's decode checks it, for the kernels that walk an
-    inner set (digest_legacy_set, legacy_set_facts); None wherever that decode should decide."""
-    formats = registry.get()
+    inner set (digest_legacy_set, legacy_set_facts); None wherever that decode should decide.
+    `formats`: the plugin registry, where the caller has it at hand (one lookup per run)."""
+    formats = formats or registry.get()
     magic = int(row["magic"])
     if not type(formats.format_for(magic)).__dict__.get("native_frames", False):
         return None  # another plugin's format: its own decode decides
@@ -296,12 +297,13 @@ def _digest_compressed_v2(data, row, base: int, options: ReadOptions) -> tuple[C
     return ContentDigest(records, high << 64 | low), first
 
 
-def inflated_v2(data, row, base: int, options: ReadOptions) -> tuple | None:
+def inflated_v2(data, row, base: int, options: ReadOptions, formats=None) -> tuple | None:
     """(records section, count, base offset, base timestamp, LogAppendTime or None) of a compressed
     v2 data batch, checked (CRC, codec) as the v2 format's decode checks it, for the kernels that walk
     its records (digest_v2_records, v2_records_facts); the section is b"" for an empty batch; None
-    wherever that decode should decide. The header is read from the entry's own bytes."""
-    formats = registry.get()
+    wherever that decode should decide. The header is read from the entry's own bytes. `formats`: as
+    for inflated_wrapper."""
+    formats = formats or registry.get()
     if not type(formats.format_for(2)).__dict__.get("native_frames", False):
         return None
     at, size = int(row["position"]) - base, int(row["size"])

@@ -28,8 +28,10 @@ from kfmt.format.frames import ATTR_CONTROL, FRAME_DTYPE, header_of
 from kfmt.format.kernels import native
 from kfmt.format.message_formats import STRICT, ReadOptions
 from kfmt.format.model import EMPTY_RECORDS, RECORD_SCHEMA
+from kfmt.plugin import registry
 
-# Inflated bytes per kernel call: the payloads of a call are held at once.
+# Inflated bytes per kernel call (the payloads of a call are held at once, and decoded into columns of
+# their size; at this size, below glibc's mmap threshold, that memory is reused rather than fresh pages)
 MAX_CALL_BYTES = 1 << 23
 
 
@@ -56,21 +58,24 @@ def decode_inflated(data, rows: np.ndarray, file: str, options: ReadOptions = ST
         return decode_inflated_reference(data, rows, file, options, base)
     pieces, counts = [], np.zeros(len(rows), np.int64)
     v2 = (rows["magic"] >= 2).tolist()
-    i = 0
-    while i < len(rows):
-        payloads, facts, size = [], [], 0
-        while i + len(payloads) < len(rows) and v2[i + len(payloads)] == v2[i] and size < MAX_CALL_BYTES:
-            row = rows[i + len(payloads)]
-            inflated = (inflated_v2 if v2[i] else inflated_wrapper)(data, row, base, options)
+    formats = registry.get()
+    n, i = len(rows), 0
+    while i < n:
+        kind = v2[i]
+        inflate = inflated_v2 if kind else inflated_wrapper
+        payloads, facts, size, j = [], [], 0, i
+        while j < n and v2[j] == kind and size < MAX_CALL_BYTES:
+            inflated = inflate(data, rows[j], base, options, formats)
             if inflated is None:
                 break
             payload, *fact = inflated
             payloads.append(payload)
             facts.append(fact)
             size += len(payload)
+            j += 1
         done = 0
         if payloads:
-            done, records, made = _decode_payloads(v2[i], payloads, facts, options)
+            done, records, made = _decode_payloads(kind, payloads, facts, options)
             pieces.append(records)
             counts[i:i + done] = made
             i += done

@@ -45,7 +45,7 @@ from kfmt.storage.store import StorageSpec
 DEFAULT_SPLIT_BYTES = 128 << 20
 ROWS_PER_CHUNK = 65536  # export rows built at a time (kfmt.rows.part_files gathers row groups)
 BYTES_PER_CHUNK = 64 << 20  # ... or fewer, when the records are big
-COMPRESSED_SLICE_BYTES = 2 << 20  # of compressed entries decoded as one block (inflated: several times more)
+COMPRESSED_SLICE_BYTES = 1 << 20  # of compressed entries decoded as one block (inflated: several times more)
 
 LEFT_OUT_CONTROL = "control"
 LEFT_OUT_ABORTED = "aborted"
