@@ -45,7 +45,7 @@ from kfmt.storage.store import StorageSpec
 DEFAULT_SPLIT_BYTES = 128 << 20
 ROWS_PER_CHUNK = 65536  # export rows built at a time (kfmt.rows.part_files gathers row groups)
 BYTES_PER_CHUNK = 64 << 20  # ... or fewer, when the records are big
-COMPRESSED_SLICE_BYTES = 1 << 20  # of compressed entries decoded as one block (inflated: several times more)
+COMPRESSED_SLICE_BYTES = 1 << 20  # compressed entries decoded as one block (inflated: several times more)
 
 LEFT_OUT_CONTROL = "control"
 LEFT_OUT_ABORTED = "aborted"
@@ -226,11 +226,12 @@ def read_range(rng: SegmentRange, selection: Selection, outcomes: TransactionOut
     batches are read: memory holds one chunk, whatever the size of the range. Every batch of the
     range is decoded and checked (CRCs, record structure): bad data raises DataError naming file,
     position and offset. Runs of uncompressed v0/v1 messages (kfmt.format.legacy_runs) and of data
-    entries whose records are all selected (uncompressed v2 batches: kfmt.format.batch_runs.decode_run;
-    compressed ones and v0/v1 wrappers, each inflated by its codec: kfmt.format.inflated_runs) are
-    decoded a run at a time, as one column block; every other batch on its own (_runs). `tally` (if given) is filled in as the range
-    is read. `wanted` (kfmt.partition.windows) leaves out, undecoded and uncounted, the batches that
-    cannot hold a wanted record (the caller filters the rows of the others). With `gathered` False a
+    entries whose records are all selected (uncompressed v2 batches: kfmt.format.batch_runs
+    .decode_run; compressed ones and v0/v1 wrappers, each inflated by its codec:
+    kfmt.format.inflated_runs) are decoded a run at a time, as one column block; every other batch
+    on its own (_runs). `tally` (if given) is filled in as the range is read. `wanted`
+    (kfmt.partition.windows) leaves out, undecoded and uncounted, the batches that cannot hold a
+    wanted record (the caller filters the rows of the others). With `gathered` False a
     chunk comes as the pieces its rows were built in (for a caller that gathers rows itself, as
     kfmt.rows.part_files does into row groups: the rows are then copied once, not twice)."""
     if selection.read_committed and outcomes is None:
@@ -408,36 +409,34 @@ def _read_messages(data, base: int, rows, rng: SegmentRange, selection: Selectio
 def _read_batches(data, base: int, rows, rng: SegmentRange, tally: RangeTally,
                   chunk: "_Chunk") -> Iterator[pa.RecordBatch]:
     """A run of uncompressed v2 data batches whose records are all selected (_runs): decoded and
-    checked a few MB at a time as one column block each, counted and digested as one."""
+    checked a few MB at a time as one column block each."""
     for start, stop in legacy_runs.call_slices(rows):
         piece = rows[start:stop]
-        records = batch_runs.decode_run(data, piece, rng.file, base=base)
-        tally.batches += len(piece)
-        tally.next_offset = int(piece["last_offset"][-1]) + 1
-        if records.num_rows:
-            if tally.first_offset is None:
-                tally.first_offset = records.column(0)[0].as_py()
-            tally.records += records.num_rows
-            tally.digest.update(records)
-            yield from chunk.add_run(records, piece)
+        yield from _block_read(batch_runs.decode_run(data, piece, rng.file, base=base), piece, tally, chunk)
 
 
 def _read_compressed(data, base: int, rows, rng: SegmentRange, tally: RangeTally,
                      chunk: "_Chunk") -> Iterator[pa.RecordBatch]:
     """A run of compressed data entries whose records are all selected (_runs): each inflated by its
-    codec, then decoded and checked as one column block per few MB of entries (memory: their records
-    inflated), counted and digested as one."""
+    codec, then decoded and checked as one column block per MB or so of entries (memory: their
+    records inflated)."""
     for start, stop in legacy_runs.call_slices(rows, COMPRESSED_SLICE_BYTES):
         piece = rows[start:stop]
         run = inflated_runs.decode_inflated(data, piece, rng.file, base=base)
-        tally.batches += len(piece)
-        tally.next_offset = int(piece["last_offset"][-1]) + 1
-        if run.records.num_rows:
-            if tally.first_offset is None:
-                tally.first_offset = run.records.column(0)[0].as_py()
-            tally.records += run.records.num_rows
-            tally.digest.update(run.records)
-            yield from chunk.add_run(run.records, piece, run.counts, run.base_offsets)
+        yield from _block_read(run.records, piece, tally, chunk, run.counts, run.base_offsets)
+
+
+def _block_read(records: pa.RecordBatch, rows, tally: RangeTally, chunk: "_Chunk", counts=None,
+                base_offsets=None) -> Iterator[pa.RecordBatch]:
+    """Count and digest the records of entries read as one block, all selected, and add their rows."""
+    tally.batches += len(rows)
+    tally.next_offset = int(rows["last_offset"][-1]) + 1
+    if records.num_rows:
+        if tally.first_offset is None:
+            tally.first_offset = records.column(0)[0].as_py()
+        tally.records += records.num_rows
+        tally.digest.update(records)
+        yield from chunk.add_run(records, rows, counts, base_offsets)
 
 
 class _Chunk:
@@ -446,7 +445,8 @@ class _Chunk:
     is there. The records of decoded data batches are digested into the tally a chunk at a time
     (one kernel call, not one per batch)."""
 
-    def __init__(self, rng: SegmentRange, rows: int, size: int, tally: RangeTally, gathered: bool = True):
+    def __init__(self, rng: SegmentRange, rows: int, size: int, tally: RangeTally,
+                 gathered: bool = True):
         self.rng, self.max_rows, self.max_bytes, self.tally = rng, rows, size, tally
         self.gathered = gathered  # a chunk as one RecordBatch (else as its parts)
         self.batches: list = []  # (Batch, segment base) pairs not yet in `parts`

@@ -86,7 +86,8 @@ class ParquetFormat:
 # would build a dictionary of every value of a row group (131072 int64 fit its 1 MiB limit) and
 # store them all again as dictionary pages; DELTA_BINARY_PACKED stores the differences in a few bits
 # each (Parquet's standard encoding for such columns; Spark, pyarrow, pandas and DuckDB read it).
-DELTA_COLUMNS = ("offset", "timestamp", "timestamp_ms", "batch_base_offset", "batch_last_offset", "file_position")
+DELTA_COLUMNS = ("offset", "timestamp", "timestamp_ms", "batch_base_offset", "batch_last_offset",
+                 "file_position")
 # ... and no dictionary either for the record sequence numbers (unique too)
 PLAIN_COLUMNS = ("sequence",)
 # Columns without min/max statistics: keys, values and headers are arbitrary bytes, whose min and max

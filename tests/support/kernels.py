@@ -173,8 +173,8 @@ def plain_v2_batches(draw):
         for delta in range(n):
             ts = base_ts + draw(st.integers(-1000, 1000))
             key, value = draw(maybe_bytes), draw(maybe_bytes)
-            hs = [(k.decode(), v) for k, v in draw(st.lists(st.tuples(st.binary(max_size=6).filter(_utf8), maybe_bytes),
-                                                           max_size=3))]
+            pairs = st.tuples(st.binary(max_size=6).filter(_utf8), maybe_bytes)
+            hs = [(k.decode(), v) for k, v in draw(st.lists(pairs, max_size=3))]
             builder.append(delta, ts, key, value, hs)
             written.append([offset + delta, ts, key, value, [(k.encode(), v) for k, v in hs]])
         entry = bytearray(builder.build())
