@@ -291,7 +291,7 @@ PyObject *py_decode_legacy_set(PyObject *self, PyObject *args) {
  * decode_legacy_set gives them with facts row i (int64: wrapper offset, wrapper magic, LogAppendTime
  * 0/1, its time), concatenated; counts: how many records each payload gave. It stops at the first
  * payload the reference should decide (which the per-wrapper decode then reports). Reference:
- * kfmt.format.inflated_runs.decode_inflated_reference. */
+ * kfmt.format.inflated_runs.inflated_blocks_reference. */
 PyObject *py_decode_legacy_payloads(PyObject *self, PyObject *args) {
     PyObject *payloads;
     Py_buffer facts;

@@ -186,7 +186,7 @@ PyObject *py_decode_v2_batches(PyObject *self, PyObject *args) {
  * format's decode_records decodes it with facts row i (int64: count, base offset, base timestamp,
  * LogAppendTime 0/1, its time), concatenated. It stops at the first payload decode refuses (or whose
  * declared count its bytes cannot hold, or past Arrow's 32-bit offsets); the per-batch decode then
- * reports it. Reference: kfmt.format.inflated_runs.decode_inflated_reference. */
+ * reports it. Reference: kfmt.format.inflated_runs.inflated_blocks_reference. */
 PyObject *py_decode_v2_payloads(PyObject *self, PyObject *args) {
     PyObject *payloads;
     Py_buffer facts;

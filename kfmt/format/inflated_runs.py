@@ -2,7 +2,7 @@
 block.
 
 Each compressed entry must go through its codec plugin (one Python call: the codecs are plugins), but
-nothing else needs Python per entry: `decode_inflated(data, rows, ...)` inflates each entry of a run
+nothing else needs Python per entry: `inflated_blocks(data, rows, ...)` inflates each entry of a run
 (checked first as the format's decode checks it: CRC, codec, declared sizes; kfmt.format.batch_runs
 .inflated_v2 and .inflated_wrapper) and hands the payloads to one compiled call per few MB
 (kfmt/csrc: decode_v2_payloads, decode_legacy_payloads), which decodes them into one column block
@@ -10,13 +10,14 @@ as decode_records and decode_legacy_set decode each, and says how many records e
 entry the kernels are not sure of goes through `segment.decode` on its own, which raises the reader's
 error for a damaged one.
 
-`decode_inflated_reference` defines the result (decode each entry, concatenate its records); the
-kernels give the same (tests/format/test_fast_paths.py), and without them (KFMT_PURE_PYTHON=1) the
+`inflated_blocks_reference` defines the result (each entry decoded, a block of its own); the kernels
+give the same records, counts and base offsets in fewer blocks (tests/format/test_fast_paths.py), and without them (KFMT_PURE_PYTHON=1) the
 reference runs.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -27,16 +28,16 @@ from kfmt.format.batch_runs import inflated_v2, inflated_wrapper
 from kfmt.format.frames import ATTR_CONTROL, FRAME_DTYPE, header_of
 from kfmt.format.kernels import native
 from kfmt.format.message_formats import STRICT, ReadOptions
-from kfmt.format.model import EMPTY_RECORDS, RECORD_SCHEMA
 from kfmt.plugin import registry
 
-# Inflated bytes per kernel call (the payloads of a call are held at once, and decoded into columns of
-# their size; at this size, below glibc's mmap threshold, that memory is reused rather than fresh pages)
+# Inflated bytes per kernel call: the payloads of a call are held at once, and decoded into columns of
+# their size (at this size, below glibc's mmap threshold, that memory is reused rather than fresh pages)
 MAX_CALL_BYTES = 1 << 23
 
 
 @dataclass
-class InflatedRun:
+class InflatedBlock:
+    rows: np.ndarray  # the frames of its entries (consecutive rows of the run)
     records: pa.RecordBatch  # RECORD_SCHEMA: entry i's records are the next counts[i] rows
     counts: np.ndarray  # int64, records per entry
     base_offsets: np.ndarray  # int64, each entry's base offset as decode gives it (a v0/v1 wrapper's:
@@ -44,19 +45,21 @@ class InflatedRun:
 
 
 def compressed_entries(rows: np.ndarray) -> np.ndarray:
-    """Which rows are compressed data entries (what decode_inflated takes): v2 batches other than
+    """Which rows are compressed data entries (what inflated_blocks takes): v2 batches other than
     control ones, and v0/v1 wrappers."""
     return (rows["compression"] != 0) & ((rows["magic"] < 2) | (rows["attributes"] & ATTR_CONTROL == 0))
 
 
-def decode_inflated(data, rows: np.ndarray, file: str, options: ReadOptions = STRICT,
-                    base: int = 0) -> InflatedRun:
+def inflated_blocks(data, rows: np.ndarray, file: str, options: ReadOptions = STRICT,
+                    base: int = 0) -> Iterator[InflatedBlock]:
     """The records of compressed data entries (rows of `data`, the file from position `base` on; all
-    compressed_entries), as segment.decode of each gives them, concatenated."""
+    compressed_entries), as segment.decode of each gives them, in consecutive blocks of entries: one
+    per kernel call (about MAX_CALL_BYTES of inflated records: memory holds one block, however well
+    the entries compress) and one for each entry decoded on its own."""
     rows = _entry_rows(rows)
     if native is None:
-        return decode_inflated_reference(data, rows, file, options, base)
-    pieces, counts = [], np.zeros(len(rows), np.int64)
+        yield from inflated_blocks_reference(data, rows, file, options, base)
+        return
     v2 = (rows["magic"] >= 2).tolist()
     formats = registry.get()
     n, i = len(rows), 0
@@ -75,16 +78,13 @@ def decode_inflated(data, rows: np.ndarray, file: str, options: ReadOptions = ST
             j += 1
         done = 0
         if payloads:
-            done, records, made = _decode_payloads(kind, payloads, facts, options)
-            pieces.append(records)
-            counts[i:i + done] = made
+            done, records, counts = _decode_payloads(kind, payloads, facts, options)
+            if done:
+                yield _block(rows[i:i + done], records, counts)
             i += done
         if done < len(payloads) or not payloads:  # an entry the kernels leave to decode, which reports
-            batch = segment.decode(data, header_of(rows[i].item()), file, options, base)
-            pieces.append(batch.records)
-            counts[i] = len(batch)
+            yield _decoded(data, rows[i:i + 1], file, options, base)
             i += 1
-    return _run(rows, pieces, counts)
 
 
 def _decode_payloads(v2: bool, payloads: list, facts: list, options: ReadOptions):
@@ -99,23 +99,26 @@ def _decode_payloads(v2: bool, payloads: list, facts: list, options: ReadOptions
     return done, records, np.frombuffer(made, np.int64)
 
 
-def decode_inflated_reference(data, rows: np.ndarray, file: str, options: ReadOptions = STRICT,
-                              base: int = 0) -> InflatedRun:
+def inflated_blocks_reference(data, rows: np.ndarray, file: str, options: ReadOptions = STRICT,
+                              base: int = 0) -> Iterator[InflatedBlock]:
     rows = _entry_rows(rows)
-    batches = [segment.decode(data, header_of(row), file, options, base) for row in rows.tolist()]
-    return _run(rows, [b.records for b in batches], np.array([len(b) for b in batches], np.int64))
+    for i in range(len(rows)):
+        yield _decoded(data, rows[i:i + 1], file, options, base)
 
 
-def _run(rows: np.ndarray, pieces: list, counts: np.ndarray) -> InflatedRun:
-    pieces = [p for p in pieces if p.num_rows]
-    records = (EMPTY_RECORDS if not pieces else pieces[0] if len(pieces) == 1 else
-               pa.Table.from_batches(pieces, RECORD_SCHEMA).combine_chunks().to_batches()[0])
+def _decoded(data, rows: np.ndarray, file: str, options: ReadOptions, base: int) -> InflatedBlock:
+    """The block of one entry, decoded on its own (segment.decode: the reader's errors)."""
+    batch = segment.decode(data, header_of(rows[0].item()), file, options, base)
+    return _block(rows, batch.records, np.array([len(batch)], np.int64))
+
+
+def _block(rows: np.ndarray, records: pa.RecordBatch, counts: np.ndarray) -> InflatedBlock:
     # a wrapper's base offset is its first record's (it always has one); a v2 batch's its header's
     starts = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
     firsts = records.column(0).to_numpy()[np.minimum(starts, max(records.num_rows - 1, 0))] \
         if records.num_rows else np.zeros(len(rows), np.int64)
     base_offsets = np.where(rows["magic"] >= 2, rows["base_offset"], firsts).astype(np.int64)
-    return InflatedRun(records, counts, base_offsets)
+    return InflatedBlock(rows, records, np.asarray(counts, np.int64), base_offsets)
 
 
 def _entry_rows(rows: np.ndarray) -> np.ndarray:

@@ -45,7 +45,6 @@ from kfmt.storage.store import StorageSpec
 DEFAULT_SPLIT_BYTES = 128 << 20
 ROWS_PER_CHUNK = 65536  # export rows built at a time (kfmt.rows.part_files gathers row groups)
 BYTES_PER_CHUNK = 64 << 20  # ... or fewer, when the records are big
-COMPRESSED_SLICE_BYTES = 1 << 20  # compressed entries decoded as one block (inflated: several times more)
 
 LEFT_OUT_CONTROL = "control"
 LEFT_OUT_ABORTED = "aborted"
@@ -418,12 +417,9 @@ def _read_batches(data, base: int, rows, rng: SegmentRange, tally: RangeTally,
 def _read_compressed(data, base: int, rows, rng: SegmentRange, tally: RangeTally,
                      chunk: "_Chunk") -> Iterator[pa.RecordBatch]:
     """A run of compressed data entries whose records are all selected (_runs): each inflated by its
-    codec, then decoded and checked as one column block per MB or so of entries (memory: their
-    records inflated)."""
-    for start, stop in legacy_runs.call_slices(rows, COMPRESSED_SLICE_BYTES):
-        piece = rows[start:stop]
-        run = inflated_runs.decode_inflated(data, piece, rng.file, base=base)
-        yield from _block_read(run.records, piece, tally, chunk, run.counts, run.base_offsets)
+    codec, then decoded and checked a block of a few MB of records at a time."""
+    for block in inflated_runs.inflated_blocks(data, rows, rng.file, base=base):
+        yield from _block_read(block.records, block.rows, tally, chunk, block.counts, block.base_offsets)
 
 
 def _block_read(records: pa.RecordBatch, rows, tally: RangeTally, chunk: "_Chunk", counts=None,

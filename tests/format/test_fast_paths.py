@@ -269,7 +269,7 @@ def test_a_batch_the_kernel_is_not_sure_of_is_left_to_the_decode():
 # --- kfmt.format.inflated_runs: compressed entries inflated one by one, decoded as one block ---
 
 def inflated_runs_of(data, base=0, options=STRICT) -> list:
-    """decode_inflated over every run of compressed data entries of a segment, with each entry's
+    """inflated_blocks over every run of compressed data entries of a segment, with each entry's
     record count and base offset; the other entries decoded on their own (a builder may leave a
     batch uncompressed where compression does not pay)."""
     view = memoryview(data)
@@ -278,10 +278,13 @@ def inflated_runs_of(data, base=0, options=STRICT) -> list:
         mask = inflated_runs.compressed_entries(rows)
         bounds = [0, *(np.flatnonzero(np.diff(mask.view(np.int8))) + 1).tolist(), len(rows)]
         for a, b in zip(bounds, bounds[1:]):
-            if mask[a]:
-                run = inflated_runs.decode_inflated(view, rows[a:b], "seg.log", options, base)
-                assert run.records.num_rows == int(run.counts.sum())
-                out.append((as_tuples(run.records), run.counts.tolist(), run.base_offsets.tolist()))
+            if mask[a]:  # the blocks, joined: how the entries are grouped into blocks may differ
+                blocks = list(inflated_runs.inflated_blocks(view, rows[a:b], "seg.log", options, base))
+                assert np.concatenate([blk.rows for blk in blocks]).tolist() == rows[a:b].tolist()
+                assert all(blk.records.num_rows == int(blk.counts.sum()) for blk in blocks)
+                out.append(([r for blk in blocks for r in as_tuples(blk.records)],
+                            [c for blk in blocks for c in blk.counts.tolist()],
+                            [o for blk in blocks for o in blk.base_offsets.tolist()]))
             else:
                 for row in rows[a:b].tolist():
                     batch = segment.decode(view, header_of(row), "seg.log", options, base)
