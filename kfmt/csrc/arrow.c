@@ -119,6 +119,53 @@ int columns_add_header(columns *c, const uint8_t *k, int64_t klen, const uint8_t
     return 0;
 }
 
+columns_mark columns_marked(const columns *c) {
+    columns_mark m = {c->key_data.len, c->value_data.len, c->hkey_offsets.len, c->hvalue_offsets.len,
+                      c->hkey_data.len, c->hvalue_data.len, c->hvalue_valid.len, c->key_nulls, c->value_nulls,
+                      c->headers, c->hvalue_nulls};
+    return m;
+}
+
+void columns_back_to(columns *c, const columns_mark *m) {
+    c->key_data.len = m->key_len;
+    c->value_data.len = m->value_len;
+    c->hkey_offsets.len = m->hkey_offsets_len;
+    c->hvalue_offsets.len = m->hvalue_offsets_len;
+    c->hkey_data.len = m->hkey_len;
+    c->hvalue_data.len = m->hvalue_len;
+    if (c->hvalue_valid.data != NULL) c->hvalue_valid.len = m->hvalid_len;
+    c->key_nulls = m->key_nulls;
+    c->value_nulls = m->value_nulls;
+    c->headers = m->headers;
+    c->hvalue_nulls = m->hvalue_nulls;
+}
+
+int buffer_list_open(buffer_list *l, PyObject *sequence) {
+    memset(l, 0, sizeof *l);
+    if ((l->seq = PySequence_Fast(sequence, "a sequence of buffers")) == NULL) return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(l->seq);
+    if ((l->views = calloc(n ? (size_t)n : 1, sizeof *l->views)) == NULL) {
+        Py_CLEAR(l->seq);
+        PyErr_NoMemory();
+        return -1;
+    }
+    PyObject **items = PySequence_Fast_ITEMS(l->seq);
+    for (; l->n < n; l->n++)
+        if (PyObject_GetBuffer(items[l->n], &l->views[l->n], PyBUF_SIMPLE) != 0) {
+            buffer_list_release(l);
+            return -1;
+        }
+    return 0;
+}
+
+void buffer_list_release(buffer_list *l) {
+    for (Py_ssize_t i = 0; i < l->n; i++) PyBuffer_Release(&l->views[i]);
+    free(l->views);
+    Py_CLEAR(l->seq);
+    l->views = NULL;
+    l->n = 0;
+}
+
 /* ArrowArray nodes: each owns its buffers and its children (the spec lets a consumer move a child
  * out, so each is released on its own). */
 typedef struct {

@@ -153,12 +153,85 @@ typedef struct {
     uint8_t crc_valid;
 } message_info;
 
+/* The most messages a message set of `len` bytes can hold (the smallest v0 entry is 26 bytes). */
+static int64_t set_capacity(int64_t len, int inner) { return inner ? len / (LOG_OVERHEAD + 14) + 1 : 1; }
+
+/* The messages of d[0..end) into rows row0.. of c (their facts into info[0..], when not NULL), as
+ * LegacyFormat decodes them: `inner` 0: d is one uncompressed entry (LegacyFormat.decode); 1: a
+ * compressed wrapper's decompressed message set (LegacyFormat._parse_inner and _absolute_offsets,
+ * docs/format.md §3.4, §3.5), has_lat: the wrapper's time lat when it is a LogAppendTime wrapper.
+ * c must hold set_capacity(end, inner) more rows and end more key and value bytes. Returns 1 (and
+ * *count), 0 for anything the reference refuses (c is then as it was), -1 out of memory. */
+static int legacy_set_into(const uint8_t *d, int64_t end, int inner, int64_t wrapper_offset, int wrapper_magic,
+                           int has_lat, int64_t lat, int check_crc, columns *c, int64_t row0, message_info *info,
+                           int64_t *count) {
+    columns_mark mark = columns_marked(c);
+    int64_t pos = 0, n = 0;
+    int ok = 1;
+    /* the messages: each entry whole, a truncated final inner one dropped as Kafka does */
+    while (end - pos >= LOG_OVERHEAD) {
+        int64_t size = be32(d + pos + 8), row = row0 + n;
+        if (size < 14) { ok = 0; break; }
+        if (pos + LOG_OVERHEAD + size > end) {
+            if (!inner) ok = 0;
+            break;
+        }
+        message m;
+        if (!parse_message(d + pos, LOG_OVERHEAD + size, &m) || (check_crc && !m.crc_valid)) {
+            ok = 0;
+            break;
+        }
+        if (info != NULL) {
+            memset(&info[n], 0, sizeof info[n]);
+            info[n].stored_timestamp = m.timestamp;
+            info[n].crc = (uint32_t)be32(m.entry + 12);
+            info[n].magic = (int8_t)m.magic;
+            info[n].attributes = (int8_t)m.entry[17];
+            info[n].crc_valid = (uint8_t)m.crc_valid;
+        }
+        if (m.klen >= 0) {
+            memcpy(c->key_data.data + c->key_data.len, m.key, (size_t)m.klen);
+            c->key_data.len += (size_t)m.klen;
+        } else if (columns_null_key(c, row)) { ok = -1; break; }
+        if (m.vlen >= 0) {
+            memcpy(c->value_data.data + c->value_data.len, m.value, (size_t)m.vlen);
+            c->value_data.len += (size_t)m.vlen;
+        } else if (columns_null_value(c, row)) { ok = -1; break; }
+        c->key_offsets[row + 1] = (int32_t)c->key_data.len;
+        c->value_offsets[row + 1] = (int32_t)c->value_data.len;
+        c->header_list_offsets[row + 1] = 0;
+        c->offsets[row] = m.offset; /* made absolute below */
+        /* §3.5: v0 messages have no timestamp; a LogAppendTime wrapper's time overrides */
+        c->timestamps[row] = m.magic == 0 ? -1 : has_lat ? lat : m.timestamp;
+        n++;
+        pos += LOG_OVERHEAD + size;
+        if (!inner) break;
+    }
+    if (ok == 1 && (n == 0 || (!inner && pos != end))) ok = 0;
+    if (ok == 1 && inner && wrapper_magic == 1) {
+        /* v0 inner offsets are absolute; v1 ones relative to the wrapper's (§3.4; a wrapper offset
+         * of 0, written by some librdkafka versions, means base 0) */
+        int64_t base = 0;
+        if (wrapper_offset != 0) {
+            if (wrapper_offset < c->offsets[row0 + n - 1]) ok = 0;
+            else base = wrapper_offset - c->offsets[row0 + n - 1];
+        }
+        for (int64_t i = row0; ok == 1 && i < row0 + n; i++) c->offsets[i] = wrap_add(base, c->offsets[i]);
+    }
+    if (ok != 1) {
+        columns_back_to(c, &mark);
+        return ok;
+    }
+    *count = n;
+    return 1;
+}
+
 /* decode_legacy_set(data, wrapper_offset, wrapper_magic, log_append_time, check_crc)
  *   -> (RecordBatch, infos: bytes of message_info rows) or NotImplemented.
  * wrapper_offset None: `data` is one uncompressed entry (LegacyFormat.decode). Otherwise `data` is a
- * compressed wrapper's decompressed message set (LegacyFormat._parse_inner and _absolute_offsets,
- * docs/format.md §3.4, §3.5); log_append_time: the wrapper's time when it is a LogAppendTime wrapper.
- * NotImplemented for anything the reference refuses (it then raises its own error). */
+ * compressed wrapper's decompressed message set (legacy_set_into); log_append_time: the wrapper's time
+ * when it is a LogAppendTime wrapper. NotImplemented for anything the reference refuses (it then
+ * raises its own error). */
 PyObject *py_decode_legacy_set(PyObject *self, PyObject *args) {
     Py_buffer buf;
     PyObject *o_wrapper, *o_lat;
@@ -171,11 +244,10 @@ PyObject *py_decode_legacy_set(PyObject *self, PyObject *args) {
         PyBuffer_Release(&buf);
         return NULL;
     }
-    const uint8_t *d = buf.buf;
-    int64_t end = buf.len, pos = 0, n = 0;
-    /* one pass, straight into the columns: at most one message per 26 bytes (the smallest v0
-     * entry), and keys and values are parts of the input, so nothing needs to grow */
-    int64_t n_max = inner ? end / (LOG_OVERHEAD + 14) + 1 : 1;
+    int64_t end = buf.len, n = 0;
+    /* one pass, straight into the columns: keys and values are parts of the input, so nothing
+     * needs to grow */
+    int64_t n_max = set_capacity(end, inner);
     columns c;
     PyObject *infos = NULL;
     if (end > INT32_MAX_) {
@@ -191,57 +263,9 @@ PyObject *py_decode_legacy_set(PyObject *self, PyObject *args) {
         PyBuffer_Release(&buf);
         return PyErr_NoMemory();
     }
-    message_info *info = (message_info *)PyBytes_AS_STRING(infos);
-    int ok = 1;
-    /* the messages: each entry whole, a truncated final inner one dropped as Kafka does */
-    while (end - pos >= LOG_OVERHEAD) {
-        int64_t size = be32(d + pos + 8);
-        if (size < 14) { ok = 0; break; }
-        if (pos + LOG_OVERHEAD + size > end) {
-            if (!inner) ok = 0;
-            break;
-        }
-        message m;
-        if (!parse_message(d + pos, LOG_OVERHEAD + size, &m) || (check_crc && !m.crc_valid)) {
-            ok = 0;
-            break;
-        }
-        memset(&info[n], 0, sizeof info[n]);
-        info[n].stored_timestamp = m.timestamp;
-        info[n].crc = (uint32_t)be32(m.entry + 12);
-        info[n].magic = (int8_t)m.magic;
-        info[n].attributes = (int8_t)m.entry[17];
-        info[n].crc_valid = (uint8_t)m.crc_valid;
-        if (m.klen >= 0) {
-            memcpy(c.key_data.data + c.key_data.len, m.key, (size_t)m.klen);
-            c.key_data.len += (size_t)m.klen;
-        } else if (columns_null_key(&c, n)) { ok = -1; break; }
-        if (m.vlen >= 0) {
-            memcpy(c.value_data.data + c.value_data.len, m.value, (size_t)m.vlen);
-            c.value_data.len += (size_t)m.vlen;
-        } else if (columns_null_value(&c, n)) { ok = -1; break; }
-        c.key_offsets[n + 1] = (int32_t)c.key_data.len;
-        c.value_offsets[n + 1] = (int32_t)c.value_data.len;
-        c.header_list_offsets[n + 1] = 0;
-        c.offsets[n] = m.offset; /* made absolute below */
-        /* §3.5: v0 messages have no timestamp; a LogAppendTime wrapper's time overrides */
-        c.timestamps[n] = m.magic == 0 ? -1 : has_lat ? lat : m.timestamp;
-        n++;
-        pos += LOG_OVERHEAD + size;
-        if (!inner) break;
-    }
+    int ok = legacy_set_into(buf.buf, end, inner, wrapper_offset, wrapper_magic, has_lat, lat, check_crc, &c, 0,
+                             (message_info *)PyBytes_AS_STRING(infos), &n);
     PyBuffer_Release(&buf);
-    if (ok == 1 && (n == 0 || (!inner && pos != end))) ok = 0;
-    if (ok == 1 && inner && wrapper_magic == 1) {
-        /* v0 inner offsets are absolute; v1 ones relative to the wrapper's (§3.4; a wrapper offset
-         * of 0, written by some librdkafka versions, means base 0) */
-        int64_t base = 0;
-        if (wrapper_offset != 0) {
-            if (wrapper_offset < c.offsets[n - 1]) ok = 0;
-            else base = wrapper_offset - c.offsets[n - 1];
-        }
-        for (int64_t i = 0; i < n; i++) c.offsets[i] = wrap_add(base, c.offsets[i]);
-    }
     if (ok != 1) {
         columns_free(&c);
         Py_DECREF(infos);
@@ -259,6 +283,77 @@ PyObject *py_decode_legacy_set(PyObject *self, PyObject *args) {
         return NULL;
     }
     return Py_BuildValue("NN", batch, infos);
+}
+
+/* decode_legacy_payloads(payloads, facts, check_crc) -> (stopped_at, RecordBatch, counts: bytes of int64)
+ * The records of several compressed v0/v1 wrappers, each already inflated by its codec (the inner
+ * message set, kfmt.format.batch_runs.inflated_wrapper), as one column block: payload i's messages as
+ * decode_legacy_set gives them with facts row i (int64: wrapper offset, wrapper magic, LogAppendTime
+ * 0/1, its time), concatenated; counts: how many records each payload gave. It stops at the first
+ * payload the reference should decide (which the per-wrapper decode then reports). Reference:
+ * kfmt.format.inflated_runs.inflated_blocks_reference. */
+PyObject *py_decode_legacy_payloads(PyObject *self, PyObject *args) {
+    PyObject *payloads;
+    Py_buffer facts;
+    int check_crc;
+    if (!PyArg_ParseTuple(args, "Oy*p", &payloads, &facts, &check_crc)) return NULL;
+    buffer_list l;
+    if (buffer_list_open(&l, payloads)) {
+        PyBuffer_Release(&facts);
+        return NULL;
+    }
+    if (facts.len != (Py_ssize_t)(l.n * 4 * 8)) {
+        buffer_list_release(&l);
+        PyBuffer_Release(&facts);
+        PyErr_SetString(PyExc_ValueError, "decode_legacy_payloads: four int64 facts per payload");
+        return NULL;
+    }
+    const int64_t *fa = facts.buf;
+    int64_t rows = 0, bytes = 0;
+    Py_ssize_t limit = 0;
+    for (; limit < l.n && bytes + l.views[limit].len <= INT32_MAX_; limit++) {
+        rows += set_capacity(l.views[limit].len, 1);
+        bytes += l.views[limit].len;
+    }
+    columns c;
+    PyObject *counts = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(limit * 8));
+    if (counts == NULL || columns_init(&c, rows, (size_t)bytes) || gbuf_reserve(&c.key_data, (size_t)bytes)) {
+        if (counts != NULL) columns_free(&c);
+        Py_XDECREF(counts);
+        buffer_list_release(&l);
+        PyBuffer_Release(&facts);
+        return counts == NULL ? NULL : PyErr_NoMemory();
+    }
+    int64_t *count = (int64_t *)PyBytes_AS_STRING(counts), done = 0;
+    int ok = 1;
+    Py_ssize_t i = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (; i < limit; i++) {
+        const int64_t *f = fa + i * 4;
+        ok = legacy_set_into(l.views[i].buf, l.views[i].len, 1, f[0], (int)f[1], f[2] != 0, f[3], check_crc, &c,
+                             done, NULL, &count[i]);
+        if (ok != 1) break;
+        done += count[i];
+    }
+    Py_END_ALLOW_THREADS
+    buffer_list_release(&l);
+    PyBuffer_Release(&facts);
+    if (ok < 0) {
+        columns_free(&c);
+        Py_DECREF(counts);
+        return PyErr_NoMemory();
+    }
+    c.n = done;
+    if (i < limit && _PyBytes_Resize(&counts, (Py_ssize_t)(i * 8)) != 0) {
+        columns_free(&c);
+        return NULL;
+    }
+    PyObject *batch = columns_to_record_batch(&c);
+    if (batch == NULL) {
+        Py_DECREF(counts);
+        return NULL;
+    }
+    return Py_BuildValue("nNN", i, batch, counts);
 }
 
 /* message_info_layout() -> (itemsize, [(field, offset)]) */

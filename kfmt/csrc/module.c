@@ -87,6 +87,14 @@ static PyMethodDef methods[] = {
     {"digest_v2_batches", py_digest_v2_batches, METH_VARARGS,
      "digest_v2_batches(data, rows, start, stop, base, check_crc) -> (stopped_at, records, digest_high, "
      "digest_low, first_offset): uncompressed v2 data batches checked and digested in place"},
+    {"decode_v2_batches", py_decode_v2_batches, METH_VARARGS,
+     "decode_v2_batches(data, rows, start, stop, base, check_crc) -> (stopped_at, batch): the records of "
+     "uncompressed v2 data batches as one column block"},
+    {"decode_v2_payloads", py_decode_v2_payloads, METH_VARARGS,
+     "decode_v2_payloads(payloads, facts) -> (stopped_at, batch): inflated v2 records sections as one column block"},
+    {"decode_legacy_payloads", py_decode_legacy_payloads, METH_VARARGS,
+     "decode_legacy_payloads(payloads, facts, check_crc) -> (stopped_at, batch, counts): inflated v0/v1 inner "
+     "message sets as one column block"},
     {"digest_v2_records", py_digest_v2_records, METH_VARARGS,
      "digest_v2_records(payload, count, base_offset, base_timestamp, log_append_time) -> (records, "
      "digest_high, digest_low, first_offset): a v2 batch's records digested without columns"},

@@ -168,8 +168,27 @@ int columns_null_key(columns *c, int64_t i); /* 0 ok, -1 no memory */
 int columns_null_value(columns *c, int64_t i);
 /* appends one header of the current record (vlen < 0: null value); 0 ok, -1 no memory */
 int columns_add_header(columns *c, const uint8_t *k, int64_t klen, const uint8_t *v, int64_t vlen);
+/* What one batch's (or message set's) decode added to columns that hold several, to take back when
+ * the decode refuses it: a run kernel then stops there and returns the rows before it. Rows and
+ * headers beyond the mark are never exported, so their validity bits need no repair; the counts and
+ * lengths do. */
+typedef struct {
+    size_t key_len, value_len, hkey_offsets_len, hvalue_offsets_len, hkey_len, hvalue_len, hvalid_len;
+    int64_t key_nulls, value_nulls, headers, hvalue_nulls;
+} columns_mark;
+columns_mark columns_marked(const columns *c);
+void columns_back_to(columns *c, const columns_mark *m);
 /* Hands the columns to pyarrow (RecordBatch._import_from_c with RECORD_SCHEMA); c is emptied. */
 PyObject *columns_to_record_batch(columns *c);
+
+/* Buffers of a sequence of bytes-like objects (decompressed payloads), held while a kernel reads them. */
+typedef struct {
+    PyObject *seq; /* PySequence_Fast of the sequence */
+    Py_buffer *views;
+    Py_ssize_t n;
+} buffer_list;
+int buffer_list_open(buffer_list *l, PyObject *sequence); /* 0 ok, -1 a Python error is set */
+void buffer_list_release(buffer_list *l);
 
 /* Reading a pyarrow RecordBatch with RECORD_SCHEMA's types through the C data interface. */
 typedef struct {
@@ -201,6 +220,9 @@ PyObject *py_decode_v2_records(PyObject *self, PyObject *args);
 PyObject *py_encode_v2_records(PyObject *self, PyObject *args);
 PyObject *py_record_hashes_sum(PyObject *self, PyObject *args);
 PyObject *py_digest_v2_batches(PyObject *self, PyObject *args);
+PyObject *py_decode_v2_batches(PyObject *self, PyObject *args);
+PyObject *py_decode_v2_payloads(PyObject *self, PyObject *args);
+PyObject *py_decode_legacy_payloads(PyObject *self, PyObject *args);
 PyObject *py_digest_v2_records(PyObject *self, PyObject *args);
 PyObject *py_key_md5s(PyObject *self, PyObject *args);
 PyObject *py_offset_map_put(PyObject *self, PyObject *args);

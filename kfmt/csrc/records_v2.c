@@ -3,31 +3,34 @@
  * checks, their order, messages and positions are the same. */
 #include "native.h"
 
+#include "frames.h"
 #include "records_v2.h"
 
 enum { OK = 0, BAD_DATA = -1, NO_MEMORY = -2 };
 
+/* The records d[0..end) of one batch into rows row0.. of c (a run of batches fills one block). */
 static int decode_records(const uint8_t *d, int64_t end, int64_t count, int64_t base_offset,
-                          int64_t base_timestamp, int has_lat, int64_t lat, columns *c, kerr *e) {
+                          int64_t base_timestamp, int has_lat, int64_t lat, columns *c, int64_t row0, kerr *e) {
     int64_t pos = 0;
     for (int64_t i = 0; i < count; i++) {
+        int64_t row = row0 + i;
         v2_record r;
         if (parse_v2_record(d, &pos, end, i, &r, e)) return BAD_DATA;
         /* (the data buffers hold the whole input: no record can need more) */
         if (r.klen >= 0) {
             memcpy(c->key_data.data + c->key_data.len, r.key, (size_t)r.klen);
             c->key_data.len += (size_t)r.klen;
-        } else if (columns_null_key(c, i)) {
+        } else if (columns_null_key(c, row)) {
             return NO_MEMORY;
         }
-        c->key_offsets[i + 1] = (int32_t)c->key_data.len;
+        c->key_offsets[row + 1] = (int32_t)c->key_data.len;
         if (r.vlen >= 0) {
             memcpy(c->value_data.data + c->value_data.len, r.value, (size_t)r.vlen);
             c->value_data.len += (size_t)r.vlen;
-        } else if (columns_null_value(c, i)) {
+        } else if (columns_null_value(c, row)) {
             return NO_MEMORY;
         }
-        c->value_offsets[i + 1] = (int32_t)c->value_data.len;
+        c->value_offsets[row + 1] = (int32_t)c->value_data.len;
         int64_t hpos = r.headers_at;
         for (int64_t h = 0; h < r.hcount; h++) {
             const uint8_t *hkey, *hvalue;
@@ -35,9 +38,9 @@ static int decode_records(const uint8_t *d, int64_t end, int64_t count, int64_t 
             v2_next_header(d, &hpos, &r, &hkey, &hklen, &hvalue, &hvlen);
             if (columns_add_header(c, hkey, hklen, hvalue, hvlen < 0 ? -1 : hvlen)) return NO_MEMORY;
         }
-        c->header_list_offsets[i + 1] = (int32_t)c->headers;
-        c->offsets[i] = wrap_add(base_offset, r.off_delta);
-        c->timestamps[i] = has_lat ? lat : wrap_add(base_timestamp, r.ts_delta);
+        c->header_list_offsets[row + 1] = (int32_t)c->headers;
+        c->offsets[row] = wrap_add(base_offset, r.off_delta);
+        c->timestamps[row] = has_lat ? lat : wrap_add(base_timestamp, r.ts_delta);
     }
     if (pos != end) {
         kerr_set(e, pos, "%lld bytes follow the %lld declared records", (long long)(end - pos), (long long)count);
@@ -90,7 +93,7 @@ PyObject *py_decode_v2_records(PyObject *self, PyObject *args) {
         return PyErr_NoMemory();
     }
     Py_BEGIN_ALLOW_THREADS
-    r = decode_records(d, end, count, base_offset, base_ts, has_lat, lat, &c, &e);
+    r = decode_records(d, end, count, base_offset, base_ts, has_lat, lat, &c, 0, &e);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&buf);
     if (r != OK) {
@@ -98,6 +101,149 @@ PyObject *py_decode_v2_records(PyObject *self, PyObject *args) {
         return r == NO_MEMORY ? PyErr_NoMemory() : raise_kerr(&e);
     }
     return columns_to_record_batch(&c);
+}
+
+/* ---------------------------------------------------------------- runs of batches */
+
+/* decode_v2_batches(data, rows, start, stop, base, check_crc) -> (stopped_at, RecordBatch)
+ * The records of consecutive uncompressed v2 data batches, rows [start, stop) of frames of `data`
+ * (the file from position `base` on), as one column block (RECORD_SCHEMA): what the v2 format's
+ * decode of each gives (plugins/formats/v2.py: its CRC-32C when check_crc, its record count, each
+ * record as decode_records parses it), concatenated; batch i's records are the next records_count
+ * rows. It stops at the first row it leaves to that per-batch decode: anything but an uncompressed
+ * v2 data batch, a row that does not describe its entry, a declared count its bytes cannot hold, or
+ * a batch decode refuses (which the per-batch decode then reports, with its message and position),
+ * and where the run's bytes would pass Arrow's 32-bit offsets. Reference:
+ * kfmt.format.batch_runs.decode_run_reference. */
+PyObject *py_decode_v2_batches(PyObject *self, PyObject *args) {
+    Py_buffer data, rows;
+    Py_ssize_t start, stop;
+    long long base;
+    int check_crc;
+    if (!PyArg_ParseTuple(args, "y*y*nnLp", &data, &rows, &start, &stop, &base, &check_crc)) return NULL;
+    if (frame_run_args("decode_v2_batches", &data, &rows, start, stop)) return NULL;
+    const frame *f = (const frame *)rows.buf;
+    /* sizes first: the rows (records) and bytes the columns need, up to the first row whose header
+     * alone rules it out (a corrupt count must not cost gigabytes) */
+    int64_t records = 0, bytes = 0;
+    Py_ssize_t limit = start;
+    for (; limit < stop; limit++) {
+        const frame *row = &f[limit];
+        int64_t payload = (int64_t)row->size - 61;
+        if (row->magic != 2 || row->compression != 0 || (row->attributes & 0x20) || payload < 0 ||
+            row->records_count < 0 || row->records_count > payload / MIN_RECORD_SIZE || bytes + payload > INT32_MAX)
+            break;
+        records += row->records_count;
+        bytes += payload;
+    }
+    columns c;
+    if (columns_init(&c, records, (size_t)bytes) || gbuf_reserve(&c.key_data, (size_t)bytes)) {
+        PyBuffer_Release(&data);
+        PyBuffer_Release(&rows);
+        return PyErr_NoMemory();
+    }
+    const uint8_t *d = data.buf;
+    int64_t done = 0;
+    int nomem = 0;
+    Py_ssize_t i = start;
+    Py_BEGIN_ALLOW_THREADS
+    for (; i < limit; i++) {
+        const frame *row = &f[i];
+        int64_t at = row->position - base, size = row->size;
+        if (at < 0 || at > (int64_t)data.len - size) break;
+        const uint8_t *p = d + at;
+        if (!v2_row_describes(p, row)) break;
+        if (check_crc && crc32c_update(0, p + 21, (size_t)(size - 21)) != row->crc) break;
+        int64_t count = row->records_count;
+        if (count == 0) continue; /* decode looks no further (docs/format.md §4.7) */
+        kerr e = {0};
+        columns_mark mark = columns_marked(&c);
+        int r = decode_records(p + 61, size - 61, count, row->base_offset, row->base_timestamp,
+                               (row->attributes & 0x08) != 0, row->max_timestamp, &c, done, &e);
+        if (r != OK) {
+            columns_back_to(&c, &mark);
+            nomem = r == NO_MEMORY;
+            break;
+        }
+        done += count;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&rows);
+    if (nomem) {
+        columns_free(&c);
+        return PyErr_NoMemory();
+    }
+    c.n = done; /* the rows decoded; the buffers stay long enough */
+    PyObject *batch = columns_to_record_batch(&c);
+    if (batch == NULL) return NULL;
+    return Py_BuildValue("nN", i, batch);
+}
+
+/* decode_v2_payloads(payloads, facts) -> (stopped_at, RecordBatch)
+ * The records of several compressed v2 data batches, each already inflated by its codec (the records
+ * section, kfmt.format.batch_runs.inflated_v2), as one column block: payload i decoded as the v2
+ * format's decode_records decodes it with facts row i (int64: count, base offset, base timestamp,
+ * LogAppendTime 0/1, its time), concatenated. It stops at the first payload decode refuses (or whose
+ * declared count its bytes cannot hold, or past Arrow's 32-bit offsets); the per-batch decode then
+ * reports it. Reference: kfmt.format.inflated_runs.inflated_blocks_reference. */
+PyObject *py_decode_v2_payloads(PyObject *self, PyObject *args) {
+    PyObject *payloads;
+    Py_buffer facts;
+    if (!PyArg_ParseTuple(args, "Oy*", &payloads, &facts)) return NULL;
+    buffer_list l;
+    if (buffer_list_open(&l, payloads)) {
+        PyBuffer_Release(&facts);
+        return NULL;
+    }
+    if (facts.len != (Py_ssize_t)(l.n * 5 * 8)) {
+        buffer_list_release(&l);
+        PyBuffer_Release(&facts);
+        PyErr_SetString(PyExc_ValueError, "decode_v2_payloads: five int64 facts per payload");
+        return NULL;
+    }
+    const int64_t *fa = facts.buf;
+    int64_t records = 0, bytes = 0;
+    Py_ssize_t limit = 0;
+    for (; limit < l.n; limit++) {
+        int64_t count = fa[limit * 5], len = l.views[limit].len;
+        if (count < 0 || count > len / MIN_RECORD_SIZE || bytes + len > INT32_MAX) break;
+        records += count;
+        bytes += len;
+    }
+    columns c;
+    if (columns_init(&c, records, (size_t)bytes) || gbuf_reserve(&c.key_data, (size_t)bytes)) {
+        buffer_list_release(&l);
+        PyBuffer_Release(&facts);
+        return PyErr_NoMemory();
+    }
+    int64_t done = 0;
+    int nomem = 0;
+    Py_ssize_t i = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (; i < limit; i++) {
+        const int64_t *f = fa + i * 5;
+        kerr e = {0};
+        columns_mark mark = columns_marked(&c);
+        int r = decode_records(l.views[i].buf, l.views[i].len, f[0], f[1], f[2], f[3] != 0, f[4], &c, done, &e);
+        if (r != OK) {
+            columns_back_to(&c, &mark);
+            nomem = r == NO_MEMORY;
+            break;
+        }
+        done += f[0];
+    }
+    Py_END_ALLOW_THREADS
+    buffer_list_release(&l);
+    PyBuffer_Release(&facts);
+    if (nomem) {
+        columns_free(&c);
+        return PyErr_NoMemory();
+    }
+    c.n = done;
+    PyObject *batch = columns_to_record_batch(&c);
+    if (batch == NULL) return NULL;
+    return Py_BuildValue("nN", i, batch);
 }
 
 /* ---------------------------------------------------------------- encoding */

@@ -18,9 +18,14 @@ entries of a chunk of frames (kfmt.format.frames) in order, as
 * decoded `Batch`es (segment.decode) for every other entry: compressed, control, and any batch the
   kernels do not vouch for, which the decode then rejects with the reader's error.
 
-`digest_run_reference` and `digest_messages_reference` define what a run gives (decode each entry,
-digest its columns); the kernels give the same (tests/format/test_fast_paths.py), and without them
-(KFMT_PURE_PYTHON=1) the references run.
+A reader that wants the records as columns (the export rows, kfmt.rows.ranges) takes a run of
+uncompressed v2 data batches with `decode_run`: their records as one column block, in one compiled
+call per few MB (kfmt/csrc/records_v2.c, decode_v2_batches), batch i's records the next
+records_count rows, checked as the v2 format's decode checks each batch.
+
+`digest_run_reference`, `digest_messages_reference` and `decode_run_reference` define what a run
+gives (decode each entry; digest its columns or concatenate them); the kernels give the same
+(tests/format/test_fast_paths.py), and without them (KFMT_PURE_PYTHON=1) the references run.
 """
 from __future__ import annotations
 
@@ -29,14 +34,15 @@ from dataclasses import dataclass
 from typing import Iterator
 
 import numpy as np
+import pyarrow as pa
 
-from kfmt.errors import DataError
+from kfmt.errors import DataError, UsageError
 from kfmt.format import segment
 from kfmt.format.digest import ContentDigest
 from kfmt.format.frames import ATTR_CONTROL, FRAME_DTYPE, header_of
 from kfmt.format.kernels import native
 from kfmt.format.message_formats import STRICT, ReadOptions
-from kfmt.format.model import Batch
+from kfmt.format.model import EMPTY_RECORDS, RECORD_SCHEMA, Batch
 from kfmt.plugin import registry
 
 
@@ -132,6 +138,57 @@ def digest_run_reference(data, rows: np.ndarray, start: int, stop: int, base: in
     return stop, digest, first
 
 
+def plain_batches(rows: np.ndarray) -> np.ndarray:
+    """Which rows are uncompressed v2 data batches (what decode_run takes)."""
+    return ((rows["magic"] == 2) & (rows["compression"] == 0)
+            & (rows["attributes"] & ATTR_CONTROL == 0))
+
+
+def decode_run(data, rows: np.ndarray, file: str, options: ReadOptions = STRICT,
+               base: int = 0) -> pa.RecordBatch:
+    """The records of a run of uncompressed v2 data batches (rows of `data`, the file from position
+    `base` on; all plain_batches), as segment.decode of each gives them, concatenated: batch i's
+    records are the next rows["records_count"][i] rows. A damaged batch raises the reader's error
+    (segment.decode's: file, position, offset). Memory: the run's entries twice over, so callers
+    hand it a few MB at a time (kfmt.format.legacy_runs.call_slices)."""
+    rows = _plain_rows(rows)
+    if native is None:
+        return decode_run_reference(data, rows, file, options, base)
+    pieces, start = [], 0
+    while start < len(rows):
+        at, records = native.decode_v2_batches(data, rows, start, len(rows), base, options.check_crc)
+        if records.num_rows:
+            pieces.append(records)
+        if at < len(rows):  # a batch the kernel leaves to the per-batch decode, which reports damage
+            pieces.append(segment.decode(data, header_of(rows[at].item()), file, options, base).records)
+            at += 1
+        start = at
+    return _concat(pieces)
+
+
+def decode_run_reference(data, rows: np.ndarray, file: str, options: ReadOptions = STRICT,
+                         base: int = 0) -> pa.RecordBatch:
+    rows = _plain_rows(rows)
+    return _concat([segment.decode(data, header_of(row), file, options, base).records
+                    for row in rows.tolist()])
+
+
+def _plain_rows(rows: np.ndarray) -> np.ndarray:
+    rows = _frame_rows(rows)
+    if not plain_batches(rows).all():
+        raise UsageError("a run holds uncompressed v2 data batches only (see plain_batches)")
+    return rows
+
+
+def _concat(pieces: list[pa.RecordBatch]) -> pa.RecordBatch:
+    pieces = [p for p in pieces if p.num_rows]
+    if not pieces:
+        return EMPTY_RECORDS
+    if len(pieces) == 1:
+        return pieces[0]
+    return pa.Table.from_batches(pieces, RECORD_SCHEMA).combine_chunks().to_batches()[0]
+
+
 def digest_messages(data, rows: np.ndarray, start: int, stop: int, base: int = 0,
                     options: ReadOptions = STRICT) -> tuple[int, ContentDigest, int | None]:
     """digest_run for uncompressed v0/v1 messages: up to the first row that is not one or that
@@ -194,11 +251,12 @@ def _digest_wrapper(data, row, base: int, options: ReadOptions) -> tuple[Content
     return ContentDigest(records, high << 64 | low), first
 
 
-def inflated_wrapper(data, row, base: int, options: ReadOptions) -> tuple | None:
+def inflated_wrapper(data, row, base: int, options: ReadOptions, formats=None) -> tuple | None:
     """(inner message set, wrapper offset, magic, LogAppendTime or None) of a compressed v0/v1
     wrapper, checked (CRC, codec) as LegacyFormat's decode checks it, for the kernels that walk an
-    inner set (digest_legacy_set, legacy_set_facts); None wherever that decode should decide."""
-    formats = registry.get()
+    inner set (digest_legacy_set, legacy_set_facts); None wherever that decode should decide.
+    `formats`: the plugin registry, where the caller has it at hand (one lookup per run)."""
+    formats = formats or registry.get()
     magic = int(row["magic"])
     if not type(formats.format_for(magic)).__dict__.get("native_frames", False):
         return None  # another plugin's format: its own decode decides
@@ -239,12 +297,13 @@ def _digest_compressed_v2(data, row, base: int, options: ReadOptions) -> tuple[C
     return ContentDigest(records, high << 64 | low), first
 
 
-def inflated_v2(data, row, base: int, options: ReadOptions) -> tuple | None:
+def inflated_v2(data, row, base: int, options: ReadOptions, formats=None) -> tuple | None:
     """(records section, count, base offset, base timestamp, LogAppendTime or None) of a compressed
     v2 data batch, checked (CRC, codec) as the v2 format's decode checks it, for the kernels that walk
     its records (digest_v2_records, v2_records_facts); the section is b"" for an empty batch; None
-    wherever that decode should decide. The header is read from the entry's own bytes."""
-    formats = registry.get()
+    wherever that decode should decide. The header is read from the entry's own bytes. `formats`: as
+    for inflated_wrapper."""
+    formats = formats or registry.get()
     if not type(formats.format_for(2)).__dict__.get("native_frames", False):
         return None
     at, size = int(row["position"]) - base, int(row["size"])

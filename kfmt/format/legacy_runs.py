@@ -73,7 +73,7 @@ def decode_run(data, rows: np.ndarray, file: str, options: ReadOptions = STRICT,
     if native is None:
         return decode_run_reference(data, rows, file, options, base)
     pieces, valid = [], []
-    for start, stop in _calls(rows):
+    for start, stop in call_slices(rows):
         while start < stop:
             start_at = start
             start, records, ok = native.decode_legacy_messages(data, rows, start, stop, base,
@@ -287,12 +287,12 @@ def _run_rows(rows: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(rows)
 
 
-def _calls(rows: np.ndarray) -> list[tuple[int, int]]:
-    """Slices of rows whose entries hold at most MAX_CALL_BYTES (more when one entry is larger)."""
+def call_slices(rows: np.ndarray, max_bytes: int = MAX_CALL_BYTES) -> list[tuple[int, int]]:
+    """Slices of rows whose entries hold at most `max_bytes` (more when one entry is larger)."""
     ends = np.cumsum(rows["size"], dtype=np.int64)
     out, start = [], 0
     while start < len(rows):
-        stop = _call_stop(ends, start, MAX_CALL_BYTES)
+        stop = _call_stop(ends, start, max_bytes)
         out.append((start, stop))
         start = stop
     return out

@@ -11,7 +11,7 @@ of a record, only for records with a header key that is not valid UTF-8, whose s
 Keys, values and header values are the stored bytes.
 
 `rows_to_records` goes back from rows to kfmt's record columns (kfmt.format.model.RECORD_SCHEMA), so that
-the content digest (kfmt.format.digest) of exported rows read back can be compared with the digest of what
+the content digest (kfmt.format.digest) of the exported rows can be compared with the digest of what
 was read.
 """
 from __future__ import annotations
@@ -21,8 +21,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kfmt.errors import DataError
+from kfmt.format.frames import ATTR_TRANSACTIONAL
 from kfmt.format.javatext import java_string
-from kfmt.format.model import RECORD_SCHEMA, Batch
+from kfmt.format.model import EMPTY_RECORDS, RECORD_SCHEMA, Batch
 from kfmt.plugin import registry
 
 HEADERS_TYPE = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
@@ -72,8 +73,18 @@ _BATCH_COLUMNS = ("magic", "compression", "batch_base_offset", "batch_last_offse
                   "is_control", "segment_base_offset", "file_position", "timestampType")
 
 
-def export_batch(batches: list[tuple[Batch, int]], topic: str, partition: int) -> pa.RecordBatch:
-    """Rows for the records of several (batch, segment base offset) pairs, in order.
+def concat_records(pieces: list[pa.RecordBatch]) -> pa.RecordBatch:
+    """Record columns (RECORD_SCHEMA) of several blocks as one."""
+    if len(pieces) == 1:
+        return pieces[0]
+    table = pa.Table.from_batches(pieces, RECORD_SCHEMA).combine_chunks()
+    return table.to_batches()[0] if table.num_rows else EMPTY_RECORDS
+
+
+def export_batch(batches: list[tuple[Batch, int]], topic: str, partition: int,
+                 records: pa.RecordBatch | None = None) -> pa.RecordBatch:
+    """Rows for the records of several (batch, segment base offset) pairs, in order (`records`:
+    theirs concatenated, when the caller has them already).
 
     Batch-level facts are gathered once per batch and spread over its records with one `take`, so
     the cost per record stays in Arrow, not in Python.
@@ -99,35 +110,54 @@ def export_batch(batches: list[tuple[Batch, int]], topic: str, partition: int) -
         base_sequences.append(h.base_sequence)
     types = {f.name: f.type for f in EXPORT_SCHEMA}
     facts = {name: pa.array(values, types[name]) for name, values in cols.items()}
-    records = pa.Table.from_batches([b.records for b, _ in batches], RECORD_SCHEMA).combine_chunks()
+    if records is None:
+        records = concat_records([b.records for b, _ in batches])
     return _export_rows(records, facts, np.asarray(base_sequences, dtype=np.int64), counts, topic,
                         partition)
 
 
 def export_frames(records: pa.RecordBatch, rows: np.ndarray, segment_base: int, topic: str,
-                  partition: int) -> pa.RecordBatch:
-    """export_batch for a run of uncompressed v0/v1 messages (kfmt.format.legacy_runs.decode_run): one
-    record per message, its batch facts from its row of frames (kfmt.format.frames), no object per
-    message."""
-    codec_name = registry.get().codec_name
+                  partition: int, counts: np.ndarray | None = None,
+                  base_offsets: np.ndarray | None = None) -> pa.RecordBatch:
+    """export_batch for a run of entries decoded as one column block, `counts[i]` records for entry i
+    (by default: uncompressed entries, one record per v0/v1 message, records_count per v2 batch:
+    kfmt.format.legacy_runs.decode_run, kfmt.format.batch_runs.decode_run) with the base offsets
+    decode gives (by default the rows'; a compressed wrapper's is its first inner offset:
+    kfmt.format.inflated_runs). The batch facts come from the rows of frames (kfmt.format.frames),
+    no object per entry."""
     types = {f.name: f.type for f in EXPORT_SCHEMA}
     n = len(rows)
+    v2 = rows["magic"] >= 2
+    if counts is None:
+        counts = np.where(v2, rows["records_count"], 1)
+    if base_offsets is None:
+        base_offsets = rows["base_offset"]
     facts = {
         "magic": pa.array(rows["magic"], types["magic"]),
-        "compression": pa.repeat(pa.scalar(codec_name(0), types["compression"]), n),
-        "batch_base_offset": pa.array(rows["base_offset"], types["batch_base_offset"]),
+        "compression": _codec_names(rows["compression"], n),
+        "batch_base_offset": pa.array(base_offsets, types["batch_base_offset"]),
         "batch_last_offset": pa.array(rows["last_offset"], types["batch_last_offset"]),
         "partition_leader_epoch": pa.array(rows["partition_leader_epoch"], types["partition_leader_epoch"]),
         "producer_id": pa.array(rows["producer_id"], types["producer_id"]),
         "producer_epoch": pa.array(rows["producer_epoch"], types["producer_epoch"]),
-        "is_transactional": pa.array(np.zeros(n, dtype=bool)),
+        "is_transactional": pa.array(v2 & (rows["attributes"] & ATTR_TRANSACTIONAL != 0)),
         "is_control": pa.array(np.zeros(n, dtype=bool)),
         "segment_base_offset": pa.array(np.full(n, segment_base, dtype=np.int64)),
         "file_position": pa.array(rows["position"], types["file_position"]),
         "timestampType": pa.array(rows["timestamp_type"].astype(np.int32), types["timestampType"]),
     }
-    return _export_rows(records, facts, rows["base_sequence"].astype(np.int64), np.ones(n, np.int64),
-                        topic, partition)
+    return _export_rows(records, facts, rows["base_sequence"].astype(np.int64),
+                        np.asarray(counts, np.int64), topic, partition)
+
+
+def _codec_names(codecs: np.ndarray, n: int) -> pa.Array:
+    """The `compression` column for entries with these codec ids (a few distinct values)."""
+    codec_name = registry.get().codec_name
+    kinds = np.unique(codecs)
+    if len(kinds) == 1:
+        return pa.repeat(pa.scalar(codec_name(int(kinds[0])), pa.string()), n)
+    names = pa.array([codec_name(int(k)) for k in kinds], pa.string())
+    return pc.take(names, pa.array(np.searchsorted(kinds, codecs)))
 
 
 def _export_rows(records: pa.Table | pa.RecordBatch, facts: dict, base_sequences: np.ndarray,

@@ -3,8 +3,10 @@
 Built in: `parquet` and `jsonl` (kfmt.default_plugins.exporters.files). `kfmt export` streams the
 rows of each file, a row group at a time (an Arrow RecordBatch with the export schema less the
 partition-by columns, kfmt.rows.part_files), into a writer the exporter opens on a staged output
-stream, then reads the published bytes back through `read_back` and checks that they hold the same
-records (count and content digest) before the run publishes.
+stream. Before the run publishes, the rows handed to the writers must hold the records read (count
+and content digest), and each file the rows handed to it: counted from the file's own metadata
+where the exporter has `rows_in` (Parquet's footer: its encoding is pyarrow's), else read back
+whole through `read_back` and digested (an exporter whose encoding is its own code).
 
 A table format (`kind = "table"`, e.g. `iceberg`, kfmt.default_plugins.exporters.iceberg) is not a
 file per task but a table that a catalog keeps: `open_table` gives a TableSink, which says how far
@@ -35,6 +37,11 @@ class Exporter(Protocol):
 
     def read_back(self, data, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
         """The rows of a written file, with `schema`; a KfmtError when they cannot be read."""
+
+    # Optional:
+    # def rows_in(self, data, schema: pa.Schema) -> int:
+    #     """How many rows a written file holds, from its own metadata, without decoding them (a
+    #     KfmtError when it cannot tell, or the schema differs): an exporter with it is not read back."""
 
 
 class TableSink(Protocol):

@@ -8,9 +8,11 @@ file is at most the target size plus one row group.
 
 Rows are gathered into row groups sized for scans (`ROW_GROUP_ROWS` rows or `ROW_GROUP_BYTES` of
 Arrow data, whichever comes first), however small the segments they come from: a row group per
-segment of a time-rolled topic would give readers thousands of tiny row groups. Memory stays bounded
-by one row group: when the rows gathered for all directories together reach `ROW_GROUP_BYTES`, the
-biggest gathering is written out early.
+segment of a time-rolled topic would give readers thousands of tiny row groups. Every row group of a
+file holds ROW_GROUP_ROWS rows but the last (rows beyond a full row group wait for the next one),
+unless its rows reach ROW_GROUP_BYTES first. Memory stays bounded by one row group: when the rows
+gathered for all directories together reach `ROW_GROUP_BYTES`, the biggest gathering is written out
+early.
 
 File names depend only on the task's first range and the file's number in its directory
 (`part-<segment base offset>-<range>-c<NNN>.<ext>`, Spark's `c000` counter), so a re-run with the
@@ -55,8 +57,11 @@ class PartFiles:
     def __init__(self, exporter, files, schema: pa.Schema, segment_base: int, range_index: int,
                  target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES,
                  row_group_rows: int | None = None, row_group_bytes: int | None = None,
-                 first_offset: int | None = None):
+                 first_offset: int | None = None, observe=None):
         self.exporter, self.files, self.schema = exporter, files, schema
+        # observe(file's relative path, rows): called with every RecordBatch handed to a writer, as
+        # it was handed (the export checks them against what it read: kfmt.transforms.export_job)
+        self.observe = observe
         self.first_offset = first_offset  # where an appending run resumed the partition (names)
         self.segment_base, self.range_index = segment_base, range_index
         self.target_file_bytes = target_file_bytes
@@ -79,7 +84,9 @@ class PartFiles:
         d.rows += rows.num_rows
         d.bytes += rows.nbytes
         self._pending_bytes += rows.nbytes
-        if d.rows >= self.row_group_rows or d.bytes >= self.row_group_bytes:
+        while d.rows >= self.row_group_rows:  # full row groups; the rest waits for more rows
+            self._write_row_group(directory, d, self.row_group_rows)
+        if d.bytes >= self.row_group_bytes:
             self._write_row_group(directory, d)
         while self._pending_bytes >= self.row_group_bytes:
             name, fullest = max(self._directories.items(), key=lambda item: item[1].bytes)
@@ -98,25 +105,32 @@ class PartFiles:
             if writer.stream.record is None:
                 writer.stream.abort()
 
-    def _write_row_group(self, name: str, d: _Directory) -> None:
-        """Write the rows gathered for a directory as one row group (rows beyond ROW_GROUP_ROWS
-        make a next one), in its open file or a new one."""
+    def _write_row_group(self, name: str, d: _Directory, rows: int | None = None) -> None:
+        """Write the first `rows` rows gathered for a directory (all of them: None) as one row group,
+        in its open file or a new one."""
         # one RecordBatch per row group, as the exporter protocol hands them (kfmt.rows.exporters):
         # gathering copies the rows once, at most a row group's worth
-        table = pa.Table.from_batches(d.pending, self.schema).combine_chunks()
+        table = pa.Table.from_batches(d.pending, self.schema)
+        rows = table.num_rows if rows is None else rows
+        rest = table.slice(rows)
+        group = table.slice(0, rows).combine_chunks()
         self._pending_bytes -= d.bytes
-        d.pending, d.rows, d.bytes = [], 0, 0
-        for start in range(0, table.num_rows, self.row_group_rows):
-            if d.writer is None:
-                file_name = part_file_name(self.segment_base, self.range_index, d.files,
-                                           self.exporter.extension, self.first_offset)
-                d.writer = self.exporter.open(self.files.open(f"{name}/{file_name}"), self.schema)
-                self._writers.append(d.writer)
-                d.files += 1
-            (rows,) = table.slice(start, self.row_group_rows).to_batches()
-            d.writer.write(rows)
-            if d.writer.stream.size >= self.target_file_bytes:
-                self._finish(d)
+        d.pending = [b for b in rest.to_batches() if b.num_rows]
+        d.rows = rest.num_rows
+        d.bytes = sum(b.nbytes for b in d.pending)
+        self._pending_bytes += d.bytes
+        if d.writer is None:
+            file_name = part_file_name(self.segment_base, self.range_index, d.files,
+                                       self.exporter.extension, self.first_offset)
+            d.writer = self.exporter.open(self.files.open(f"{name}/{file_name}"), self.schema)
+            self._writers.append(d.writer)
+            d.files += 1
+        (batch,) = group.to_batches()
+        d.writer.write(batch)
+        if self.observe is not None:
+            self.observe(d.writer.stream.rel, batch)
+        if d.writer.stream.size >= self.target_file_bytes:
+            self._finish(d)
 
     @staticmethod
     def _finish(d: _Directory) -> None:

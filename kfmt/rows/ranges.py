@@ -32,16 +32,16 @@ import pyarrow.compute as pc
 
 from kfmt.defaults import DEFAULT_SPLIT_BYTES
 from kfmt.errors import DataError, UsageError
-from kfmt.format import legacy_runs, segment
+from kfmt.format import batch_runs, inflated_runs, legacy_runs, segment
 from kfmt.format.digest import ContentDigest
-from kfmt.format.frames import header_of
+from kfmt.format.frames import ATTR_TRANSACTIONAL, header_of
 from kfmt.partition.indexes import OffsetEntry
 from kfmt.partition.layout import PartitionDir
 from kfmt.partition.live import SegmentGone, maps_files, segment_bytes
 from kfmt.partition.reader import PartitionReader
 from kfmt.partition.transactions import ABORTED, OPEN, TransactionOutcomes
 from kfmt.partition.windows import Wanted, frame_mask
-from kfmt.rows.columns import export_batch, export_frames
+from kfmt.rows.columns import concat_records, export_batch, export_frames
 from kfmt.storage.store import StorageSpec
 
 ROWS_PER_CHUNK = 65536  # export rows built at a time (kfmt.rows.part_files gathers row groups)
@@ -259,16 +259,21 @@ class RangeTally:
 
 def read_range(rng: SegmentRange, selection: Selection, outcomes: TransactionOutcomes | None = None,
                tally: RangeTally | None = None, rows_per_chunk: int = ROWS_PER_CHUNK,
-               bytes_per_chunk: int = BYTES_PER_CHUNK, wanted: Wanted | None = None
-               ) -> Iterator[pa.RecordBatch]:
+               bytes_per_chunk: int = BYTES_PER_CHUNK, wanted: Wanted | None = None,
+               gathered: bool = True) -> Iterator[pa.RecordBatch]:
     """Export rows of the selected records of a range, in offset order, in chunks of at most
     `rows_per_chunk` rows (or about `bytes_per_chunk` bytes of records), each made as soon as its
     batches are read: memory holds one chunk, whatever the size of the range. Every batch of the
     range is decoded and checked (CRCs, record structure): bad data raises DataError naming file,
-    position and offset. Runs of uncompressed v0/v1 messages are decoded a run at a time
-    (kfmt.format.legacy_runs), every other batch on its own. `tally` (if given) is filled in as the range
-    is read. `wanted` (kfmt.partition.windows) leaves out, undecoded and uncounted, the batches that
-    cannot hold a wanted record (the caller filters the rows of the others)."""
+    position and offset. Runs of uncompressed v0/v1 messages (kfmt.format.legacy_runs) and of data
+    entries whose records are all selected (uncompressed v2 batches: kfmt.format.batch_runs
+    .decode_run; compressed ones and v0/v1 wrappers, each inflated by its codec:
+    kfmt.format.inflated_runs) are decoded a run at a time, as one column block; every other batch
+    on its own (_runs). `tally` (if given) is filled in as the range is read. `wanted`
+    (kfmt.partition.windows) leaves out, undecoded and uncounted, the batches that cannot hold a
+    wanted record (the caller filters the rows of the others). With `gathered` False a
+    chunk comes as the pieces its rows were built in (for a caller that gathers rows itself, as
+    kfmt.rows.part_files does into row groups: the rows are then copied once, not twice)."""
     if selection.read_committed and outcomes is None:
         raise UsageError("read_committed needs the partition's transaction outcomes")
     tally = tally if tally is not None else RangeTally()
@@ -279,29 +284,61 @@ def read_range(rng: SegmentRange, selection: Selection, outcomes: TransactionOut
     if base + len(data) < rng.end:
         raise SegmentGone(rng.file, f"it ends at {base + len(data)} bytes, before the planned end of the "
                                     f"range at {rng.end}")
-    chunk = _Chunk(rng, rows_per_chunk, bytes_per_chunk)
+    chunk = _Chunk(rng, rows_per_chunk, bytes_per_chunk, tally, gathered)
     floor = selection.floor(rng)
     scanner = segment.FrameScanner(data, rng.file, rng.start, rng.end, base)
     for rows in _wanted_frames(scanner.chunks(), wanted):
         if floor is not None and len(rows) and rows["last_offset"][0] < floor:
             rows = _deleted_left_out(data, base, rows, floor, rng, tally)
-        done = 0
-        for start, stop in legacy_runs.message_runs(rows) + [(len(rows), len(rows))]:
-            for row in rows[done:start].tolist():
-                batch = segment.decode(data, header_of(row), rng.file, base=base)
-                if floor is not None and len(batch) and batch.records.column(0)[0].as_py() < floor:
-                    batch = _records_from(batch, floor, tally)
-                yield from chunk.add_batch(batch, _selected(batch, selection, outcomes, tally))
-            if stop > start:
+        for kind, start, stop in _runs(rows, selection, outcomes, floor):
+            if kind == _MESSAGES:
                 yield from _read_messages(data, base, rows[start:stop], rng, selection, outcomes,
                                           tally, chunk)
-            done = stop
+            elif kind == _BATCHES:
+                yield from _read_batches(data, base, rows[start:stop], rng, tally, chunk)
+            elif kind == _COMPRESSED:
+                yield from _read_compressed(data, base, rows[start:stop], rng, tally, chunk)
+            else:
+                for row in rows[start:stop].tolist():
+                    batch = segment.decode(data, header_of(row), rng.file, base=base)
+                    if floor is not None and len(batch) and batch.records.column(0)[0].as_py() < floor:
+                        batch = _records_from(batch, floor, tally)
+                    yield from chunk.add_batch(batch, _selected(batch, selection, outcomes, tally))
     if scanner.tail.is_error:
         if not rng.ends_log:
             raise scanner.tail.error(rng.file)
         scanner.tail.recovered(rng.file)
         tally.tails.append(scanner.tail.recovery_message(rng.file))
     yield from chunk.flush()
+
+
+_ONE, _MESSAGES, _BATCHES, _COMPRESSED = 0, 1, 2, 3  # how a run of rows is read (_runs)
+
+
+def _runs(rows, selection: Selection, outcomes, floor: int | None) -> list[tuple[int, int, int]]:
+    """(kind, start, stop) of consecutive rows read the same way, in order: runs of uncompressed
+    legacy messages (_MESSAGES: each its own batch, kfmt.format.legacy_runs), and of data entries
+    whose records are all selected: uncompressed v2 batches (_BATCHES: kfmt.format.batch_runs
+    .decode_run), compressed v2 batches and v0/v1 wrappers (_COMPRESSED: kfmt.format.inflated_runs);
+    every other row on its own (_ONE: decoded, selected as Selection.left_out says). An entry goes on
+    its own where a record of it may be left out: one that may hold the log start offset (a wrapper's
+    first offset is known only inflated: the chunk's first row), and with read_committed a
+    transactional one or one at or beyond the last stable offset."""
+    kinds = np.full(len(rows), _ONE, dtype=np.int8)
+    kinds[(rows["magic"] < 2) & (rows["compression"] == 0)] = _MESSAGES
+    whole = np.ones(len(rows), dtype=bool)
+    if floor is not None:
+        whole &= rows["base_offset"] >= floor
+        whole[:1] &= rows["magic"][:1] >= 2  # rows before this chunk's all end below every later one
+    if selection.read_committed:
+        whole &= (rows["magic"] < 2) | (rows["attributes"] & ATTR_TRANSACTIONAL == 0)
+        if outcomes.last_stable_offset is not None:
+            whole &= rows["last_offset"] < outcomes.last_stable_offset
+    kinds[whole & batch_runs.plain_batches(rows)] = _BATCHES
+    kinds[whole & inflated_runs.compressed_entries(rows)] = _COMPRESSED
+    edges = np.flatnonzero(np.diff(kinds)) + 1
+    bounds = [0, *edges.tolist(), len(rows)]
+    return [(int(kinds[a]), a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
 
 
 def _wanted_frames(chunks, wanted: Wanted | None):
@@ -381,8 +418,7 @@ def _selected(batch, selection: Selection, outcomes, tally: RangeTally) -> bool:
     else:
         if tally.first_offset is None:
             tally.first_offset = batch.records.column(0)[0].as_py()
-        tally.records += n
-        tally.digest.update(batch.records)
+        tally.records += n  # digested with the chunk's other batches (_Chunk._batches_done)
     return True
 
 
@@ -410,12 +446,46 @@ def _read_messages(data, base: int, rows, rng: SegmentRange, selection: Selectio
     yield from chunk.add_run(records, rows[:kept])
 
 
-class _Chunk:
-    """Export rows being gathered: decoded batches, and runs of legacy messages (their records and
-    rows of frames), turned into one RecordBatch when a chunk's worth is there."""
+def _read_batches(data, base: int, rows, rng: SegmentRange, tally: RangeTally,
+                  chunk: "_Chunk") -> Iterator[pa.RecordBatch]:
+    """A run of uncompressed v2 data batches whose records are all selected (_runs): decoded and
+    checked a few MB at a time as one column block each."""
+    for start, stop in legacy_runs.call_slices(rows):
+        piece = rows[start:stop]
+        yield from _block_read(batch_runs.decode_run(data, piece, rng.file, base=base), piece, tally, chunk)
 
-    def __init__(self, rng: SegmentRange, rows: int, size: int):
-        self.rng, self.max_rows, self.max_bytes = rng, rows, size
+
+def _read_compressed(data, base: int, rows, rng: SegmentRange, tally: RangeTally,
+                     chunk: "_Chunk") -> Iterator[pa.RecordBatch]:
+    """A run of compressed data entries whose records are all selected (_runs): each inflated by its
+    codec, then decoded and checked a block of a few MB of records at a time."""
+    for block in inflated_runs.inflated_blocks(data, rows, rng.file, base=base):
+        yield from _block_read(block.records, block.rows, tally, chunk, block.counts, block.base_offsets)
+
+
+def _block_read(records: pa.RecordBatch, rows, tally: RangeTally, chunk: "_Chunk", counts=None,
+                base_offsets=None) -> Iterator[pa.RecordBatch]:
+    """Count and digest the records of entries read as one block, all selected, and add their rows."""
+    tally.batches += len(rows)
+    tally.next_offset = int(rows["last_offset"][-1]) + 1
+    if records.num_rows:
+        if tally.first_offset is None:
+            tally.first_offset = records.column(0)[0].as_py()
+        tally.records += records.num_rows
+        tally.digest.update(records)
+        yield from chunk.add_run(records, rows, counts, base_offsets)
+
+
+class _Chunk:
+    """Export rows being gathered: decoded batches, and runs of batches or messages decoded as one
+    column block (their records and rows of frames), turned into one RecordBatch when a chunk's worth
+    is there. The records of decoded data batches are digested into the tally a chunk at a time
+    (one kernel call, not one per batch)."""
+
+    def __init__(self, rng: SegmentRange, rows: int, size: int, tally: RangeTally,
+                 gathered: bool = True):
+        self.rng, self.max_rows, self.max_bytes, self.tally = rng, rows, size, tally
+        self.gathered = gathered  # a chunk as one RecordBatch (else as its parts)
         self.batches: list = []  # (Batch, segment base) pairs not yet in `parts`
         self.parts: list[pa.RecordBatch] = []
         self.rows = self.bytes = 0
@@ -425,18 +495,21 @@ class _Chunk:
             self.batches.append((batch, self.rng.segment_base))
             yield from self._grown(len(batch), batch.records.nbytes)
 
-    def add_run(self, records: pa.RecordBatch, rows) -> Iterator[pa.RecordBatch]:
+    def add_run(self, records: pa.RecordBatch, rows, counts=None, base_offsets=None
+                ) -> Iterator[pa.RecordBatch]:
         self._batches_done()
         self.parts.append(self._made(lambda: export_frames(records, rows, self.rng.segment_base,
-                                                           self.rng.topic, self.rng.partition)))
+                                                           self.rng.topic, self.rng.partition,
+                                                           counts, base_offsets)))
         yield from self._grown(records.num_rows, records.nbytes)
 
     def flush(self) -> Iterator[pa.RecordBatch]:
         self._batches_done()
         if self.parts:
             parts, self.parts, self.rows, self.bytes = self.parts, [], 0, 0
-            yield parts[0] if len(parts) == 1 else \
-                pa.Table.from_batches(parts).combine_chunks().to_batches()[0]
+            if self.gathered and len(parts) > 1:
+                parts = pa.Table.from_batches(parts).combine_chunks().to_batches()
+            yield from parts
 
     def _grown(self, rows: int, size: int) -> Iterator[pa.RecordBatch]:
         self.rows += rows
@@ -447,8 +520,11 @@ class _Chunk:
     def _batches_done(self) -> None:
         if self.batches:
             batches, self.batches = self.batches, []
+            records = concat_records([b.records for b, _ in batches])
+            data = [b.records for b, _ in batches if not b.header.is_control]
+            self.tally.digest.update(records if len(data) == len(batches) else concat_records(data))
             self.parts.append(self._made(lambda: export_batch(batches, self.rng.topic,
-                                                              self.rng.partition)))
+                                                              self.rng.partition, records)))
 
     def _made(self, make) -> pa.RecordBatch:
         try:

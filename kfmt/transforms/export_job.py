@@ -213,26 +213,28 @@ class ExportTask:
 @dataclass
 class TaskResult:
     read: RangeTally  # what was read and selected
-    written: RangeTally  # what the written files hold, read back
+    written: RangeTally  # what the rows handed to the writers hold (each file checked to hold them)
     files: list[FileRecord] = field(default_factory=list)
 
 
 def export_task(task: ExportTask) -> TaskResult:
-    """Export the ranges of a task one after the other into its part files, read them back, and
-    check that they hold what was read."""
+    """Export the ranges of a task one after the other into its part files, check the files, and
+    check that the rows handed to the exporter hold what was read (docs/export.md, "How an export
+    checks itself")."""
     options = task.options
     fmt = exporters()[options.format]
     schema = options.file_schema
     files = task.target.files()
     first = task.ranges[0]
+    handed = HandedRows()
     out = PartFiles(fmt, files, schema, first.segment_base, first.index, options.target_file_bytes,
-                    first_offset=task.first_offset)
+                    first_offset=task.first_offset, observe=handed.add)
     read = RangeTally()
     try:
         for rng in task.ranges:
             tally = RangeTally()
             try:
-                for rows in read_range(rng, options.selection, task.outcomes, tally):
+                for rows in read_range(rng, options.selection, task.outcomes, tally, gathered=False):
                     for directory, chunk in _by_directory(rows, task.rel, options.by_date):
                         out.write(directory, chunk.select(schema.names))
             except SegmentGone as err:  # raised before any row of the range: the task ends here
@@ -243,11 +245,9 @@ def export_task(task: ExportTask) -> TaskResult:
     except BaseException:
         out.abort()
         raise
-    written = RangeTally()
-    batches = set()
     for record in records:
-        _read_back(fmt, files, record, schema, written, batches)
-    written.batches = len(batches)
+        _check_file(fmt, files, record, schema, handed.files[record.rel])
+    written = handed.total()
     _check_same_content(task.ranges, read, written)
     return TaskResult(read, written, records)
 
@@ -262,29 +262,91 @@ def _by_directory(rows: pa.RecordBatch, rel: str, by_date: bool):
         yield f"{rel}/date={np.datetime64(int(day), 'D')}", rows.filter(pa.array(days == day))
 
 
-def _read_back(fmt, files, record: FileRecord, schema: pa.Schema, tally: RangeTally, batches: set):
-    """Add what a written file holds to `tally`: data records and their digest, control records,
-    and the (segment, position) of every batch they came from."""
+class HandedRows:
+    """What a task handed to the exporter's writers, per file (the rows of every write, as the
+    writer got them): data records and their content digest, control records, and the batches
+    (segment, position) their rows came from."""
+
+    def __init__(self):
+        self.files: dict[str, RangeTally] = {}
+        self._batches: list[np.ndarray] = []  # (segment base, position) where each batch's rows begin
+
+    def add(self, rel: str, rows: pa.RecordBatch) -> None:
+        self._batches.append(tally_rows(rows, self.files.setdefault(rel, RangeTally())))
+
+    def total(self) -> RangeTally:
+        total = RangeTally()
+        for tally in self.files.values():
+            total.merge(tally)
+            if tally.first_offset is not None:  # files of several dates: the least of their firsts
+                total.first_offset = min(total.first_offset, tally.first_offset)
+        total.batches = distinct_batches(self._batches)
+        return total
+
+
+def tally_rows(rows: pa.RecordBatch, tally: RangeTally) -> np.ndarray:
+    """Add export rows to `tally` (data records, their digest and first offset; control records);
+    returns the (segment base, position) of the batches they come from, where each one's rows begin
+    (distinct_batches counts them)."""
+    control = rows.column("is_control")
+    controls = pc.sum(control.cast(pa.int64())).as_py() or 0
+    tally.control_records += controls
+    data_rows = rows.filter(pc.invert(control)) if controls else rows
+    tally.records += data_rows.num_rows
+    tally.digest.update(rows_to_records(data_rows))
+    if data_rows.num_rows:
+        first = pc.min(data_rows.column("offset")).as_py()
+        tally.first_offset = first if tally.first_offset is None else min(first, tally.first_offset)
+    segments = rows.column("segment_base_offset").to_numpy()
+    positions = rows.column("file_position").to_numpy()
+    begins = np.ones(len(positions), dtype=bool)
+    begins[1:] = (segments[1:] != segments[:-1]) | (positions[1:] != positions[:-1])
+    return np.stack([segments[begins], positions[begins]], axis=1)
+
+
+def distinct_batches(keys: list[np.ndarray]) -> int:
+    """How many distinct (segment base, position) pairs `keys` hold (a batch whose rows went to
+    several writes, files or dates, counts once)."""
+    keys = [k for k in keys if len(k)]
+    if not keys:
+        return 0
+    pairs = np.concatenate(keys)
+    segments, positions = np.diff(pairs[:, 0]), np.diff(pairs[:, 1])
+    if ((segments > 0) | ((segments == 0) & (positions >= 0))).all():
+        # in file order (one directory's rows, as they are written): count the changes, no sort
+        return 1 + int(np.count_nonzero((segments != 0) | (positions != 0)))
+    return len(np.unique(pairs, axis=0))
+
+
+def _check_file(fmt, files, record: FileRecord, schema: pa.Schema, handed: RangeTally) -> None:
+    """Check a written file against the rows handed to its writer: its size, and the rows it holds,
+    counted from its own metadata where the exporter provides that (`rows_in`: Parquet's footer;
+    its encoding is pyarrow's), else read back whole and digested (an exporter whose encoding is its
+    own code, JSON Lines)."""
     path = files.path(record.rel)
-    data = files.storage.map(path)  # a local file is mapped: read back without holding it
+    where = files.storage.url_of(path)
+    data = files.storage.map(path)  # a local file is mapped: read without holding it
     if len(data) != record.size:
-        raise KfmtError(f"{files.storage.url_of(path)}: {len(data)} bytes read back, {record.size} "
-                        f"written; nothing was published")
+        raise KfmtError(f"{where}: {len(data)} bytes read back, {record.size} written; nothing was "
+                        f"published")
+    rows_in = getattr(fmt, "rows_in", None)
+    found = RangeTally()
     try:
-        for rows in fmt.read_back(data, schema):
-            control = rows.column("is_control")
-            tally.control_records += pc.sum(control.cast(pa.int64())).as_py() or 0
-            data_rows = rows.filter(pc.invert(control))
-            tally.records += data_rows.num_rows
-            tally.digest.update(rows_to_records(data_rows))
-            if data_rows.num_rows:
-                first = pc.min(data_rows.column("offset")).as_py()
-                tally.first_offset = first if tally.first_offset is None else min(first, tally.first_offset)
-            batches.update(zip(rows.column("segment_base_offset").to_pylist(),
-                               rows.column("file_position").to_pylist()))
+        if rows_in is not None:
+            held = rows_in(data, schema)
+        else:
+            for rows in fmt.read_back(data, schema):
+                tally_rows(rows, found)
+            held = found.rows
     except (KfmtError, ValueError, pa.ArrowException) as err:
-        raise KfmtError(f"{files.storage.url_of(path)}: the written file does not read back: {err}; "
-                        f"nothing was published") from None
+        raise KfmtError(f"{where}: the written file does not read back: {err}; nothing was "
+                        f"published") from None
+    if held != handed.rows or (rows_in is None and found.digest != handed.digest):
+        raise KfmtError(f"{where}: the file holds {held} rows"
+                        + ("" if rows_in else f" (digest {found.digest.hexdigest()})")
+                        + f" but {handed.rows} were written to it"
+                        + ("" if rows_in else f" (digest {handed.digest.hexdigest()})")
+                        + "; nothing was published")
 
 
 def _check_same_content(ranges: tuple[SegmentRange, ...], read: RangeTally, written: RangeTally) -> None:
@@ -293,7 +355,7 @@ def _check_same_content(ranges: tuple[SegmentRange, ...], read: RangeTally, writ
         first, last = ranges[0], ranges[-1]
         where = f"{first.file} [{first.start}, {first.end})" + (
             "" if len(ranges) == 1 else f" to {last.file} [{last.start}, {last.end})")
-        raise KfmtError(f"{where}: the exported files hold "
+        raise KfmtError(f"{where}: the rows written hold "
                         f"{written.records} records ({written.control_records} control, digest "
                         f"{written.digest.hexdigest()}) but {read.records} were read ("
                         f"{read.control_records} control, digest {read.digest.hexdigest()}); nothing "
@@ -420,8 +482,9 @@ def _output_summary(p: ExportPartitionPlan, written: RangeTally, files: list[Fil
 def _notes(plan: ExportPlan, inputs: list[ExportInput]) -> list[str]:
     o = plan.options
     notes = [f"{o.format} files with Spark's Kafka source columns and kfmt's on-disk columns "
-             f"(docs/export.md), {','.join(o.partition_by)} only in the directory names; every file "
-             f"was read back and its content digest checked against the records read",
+             f"(docs/export.md), {','.join(o.partition_by)} only in the directory names; the rows "
+             f"handed to the writer were checked against the records read (count and content "
+             f"digest), and every file's row count against them",
              "outputs: batches = Kafka batches with records in the files; control_records = control "
              "records written"]
     if o.by_date:

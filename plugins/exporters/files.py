@@ -2,7 +2,8 @@
 output, and read back to check what was written.
 
 Parquet: one row group per `write` (kfmt.rows.part_files gathers the rows of one), snappy-compressed
-as Spark writes by default; pyarrow stores the Arrow schema too, so pyarrow reads back the exact types
+as Spark writes by default, offsets, positions and timestamps delta-encoded, no statistics for the
+byte columns (parquet_options); pyarrow stores the Arrow schema too, so pyarrow reads back the exact types
 (int8 magic, int16 producer epoch, UTC timestamps) and Spark maps them to its Kafka source's types.
 The partition-by columns (topic, partition, date) are not in the files: readers take them from the
 Hive-style directory names, as they do for a Spark writer's output.
@@ -66,13 +67,50 @@ class ParquetFormat:
                             f"{file.schema_arrow}")
         yield from file.iter_batches(batch_size=READ_BACK_ROWS)
 
+    def rows_in(self, data, schema: pa.Schema) -> int:
+        """The rows a written file holds, from its footer (the encoding is pyarrow's: the export
+        checks the rows it hands the writer, kfmt.transforms.export_job)."""
+        import pyarrow.parquet as pq
+
+        metadata = pq.read_metadata(pa.BufferReader(data))
+        if not metadata.schema.to_arrow_schema().equals(schema):
+            raise KfmtError(f"the written file's schema differs from the export schema:\n"
+                            f"{metadata.schema.to_arrow_schema()}")
+        held = sum(metadata.row_group(i).num_rows for i in range(metadata.num_row_groups))
+        if held != metadata.num_rows:
+            raise KfmtError(f"the footer says {metadata.num_rows} rows, its row groups {held}")
+        return held
+
+
+# Columns of (nearly) unique, mostly growing integers: offsets, positions, timestamps. pyarrow's default
+# would build a dictionary of every value of a row group (131072 int64 fit its 1 MiB limit) and
+# store them all again as dictionary pages; DELTA_BINARY_PACKED stores the differences in a few bits
+# each (Parquet's standard encoding for such columns; Spark, pyarrow, pandas and DuckDB read it).
+DELTA_COLUMNS = ("offset", "timestamp", "timestamp_ms", "batch_base_offset", "batch_last_offset",
+                 "file_position")
+# ... and no dictionary either for the record sequence numbers (unique too)
+PLAIN_COLUMNS = ("sequence",)
+# Columns without min/max statistics: keys, values and headers are arbitrary bytes, whose min and max
+# prune nothing for any query, and pyarrow would compute them over every byte of every page.
+NO_STATISTICS = ("key", "value", "headers", "header_key_bytes")
+
+
+def parquet_options(schema: pa.Schema) -> dict:
+    """pyarrow.parquet.ParquetWriter's options for the export's files (snappy, as Spark writes by
+    default; the encodings above)."""
+    names = schema.names
+    return {"compression": "snappy",
+            "use_dictionary": [n for n in names if n not in DELTA_COLUMNS + PLAIN_COLUMNS],
+            "column_encoding": {n: "DELTA_BINARY_PACKED" for n in names if n in DELTA_COLUMNS},
+            "write_statistics": [n for n in names if n not in NO_STATISTICS]}
+
 
 class ParquetFileWriter:
     def __init__(self, stream, schema: pa.Schema):
         self.stream = stream
         import pyarrow.parquet as pq  # on first use: every command loads this plugin
 
-        self._writer = pq.ParquetWriter(_Sink(stream), schema)
+        self._writer = pq.ParquetWriter(_Sink(stream), schema, **parquet_options(schema))
 
     def write(self, rows: pa.RecordBatch) -> None:
         self._writer.write_batch(rows, row_group_size=rows.num_rows)

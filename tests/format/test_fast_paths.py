@@ -4,6 +4,12 @@
   compiled digest_v2_batches) against decoding every batch and digesting its columns (the
   reference), on the corpus, on hypothesis-made segments, and on batches whose records are damaged
   under a valid CRC (so that only the record parser can tell);
+* kfmt.format.batch_runs.decode_run: runs of uncompressed v2 data batches decoded as one column block
+  (the compiled decode_v2_batches) against decoding every batch, on the corpus, on hypothesis-made
+  segments, and on batches from kafka-python's encoder (damaged or not; undamaged, the records written);
+* kfmt.format.inflated_runs: compressed v2 batches and v0/v1 wrappers inflated one by one and decoded
+  as one column block (decode_v2_payloads, decode_legacy_payloads) against decoding every entry, on
+  the corpus, on hypothesis-made segments, and on entries from kafka-python's encoders;
 * kfmt.write.writer: frames placed and appended many at a time (SegmentPlanner.place_frames,
   SegmentRunWriter.append_frames) against place/append one by one: same segments, same files;
 * kfmt.format.legacy_runs.RunUpgrader: a run converted in parts (--rebatch groups carried over) against
@@ -38,7 +44,7 @@ from support.kernels import (
 from support.v2_batches import legacy_message, v2_batch
 
 from kfmt.errors import UsageError
-from kfmt.format import batch_runs, legacy_runs, segment
+from kfmt.format import batch_runs, inflated_runs, legacy_runs, segment
 from kfmt.format.digest import ContentDigest
 from kfmt.format.frames import header_of, rows_of
 from kfmt.format.message_formats import LENIENT, STRICT
@@ -51,7 +57,7 @@ from kfmt.storage.store import open_storage
 from kfmt.write.planner import RollPolicy, SegmentPlanner
 from kfmt.write.segment_writer import SegmentRunWriter
 
-NATIVE_ALSO = NATIVE_USERS + ["kfmt.format.batch_runs", "kfmt.write.writer"]
+NATIVE_ALSO = NATIVE_USERS + ["kfmt.format.batch_runs", "kfmt.format.inflated_runs", "kfmt.write.writer"]
 reference_code = functools.partial(kernels.reference_code, NATIVE_ALSO)
 
 
@@ -185,6 +191,128 @@ def test_a_row_that_does_not_describe_its_batch_is_not_vouched_for():
         wrong = rows.copy()
         wrong[field] = value
         assert batch_runs.digest_run(entry, wrong, 0, 1)[0] == 0, field
+
+
+# --- kfmt.format.batch_runs.decode_run: runs of v2 batches as one column block ---
+
+def as_tuples(records) -> list[tuple]:
+    return [(r["offset"], r["timestamp"], r["key"], r["value"],
+             [(h["key"], h["value"]) for h in r["headers"]]) for r in records.to_pylist()]
+
+
+def decoded_runs(data, base=0, options=STRICT) -> list:
+    """decode_run over every run of uncompressed v2 data batches of a segment, a few MB at a time,
+    each with its rows' record counts (what the export spreads batch facts by)."""
+    view = memoryview(data)  # the file from position `base` on
+    out = []
+    for rows in segment.FrameScanner(view, "seg.log", base=base).chunks():
+        plain = batch_runs.plain_batches(rows)
+        edges = np.flatnonzero(np.diff(np.concatenate(([0], plain.view(np.int8), [0]))))
+        for a, b in zip(edges[::2], edges[1::2]):
+            for start, stop in legacy_runs.call_slices(rows[a:b]):
+                piece = rows[a:b][start:stop]
+                records = batch_runs.decode_run(view, piece, "seg.log", options, base)
+                assert records.num_rows == int(piece["records_count"].sum())
+                out.append(as_tuples(records))
+    return out
+
+
+@SETTINGS
+@given(kernels.plain_v2_batches(), st.sampled_from([STRICT, LENIENT]))
+def test_decoded_runs_are_the_records_written(case, options):
+    """Batches from kafka-python's encoder, maybe one damaged: the kernel's records (or error) are the
+    reference's, and undamaged they are exactly the records written."""
+    data, written = case
+    fast = same_both_ways(lambda: decoded_runs(data, options=options))
+    if written is not None:
+        assert fast == ("value", [written])
+    elif fast[0] == "error":
+        assert fast[3] == "seg.log" and fast[4] is not None  # file and position, as the reader says
+
+
+@SETTINGS
+@given(segments())
+def test_decoded_runs_on_made_up_and_damaged_segments(data):
+    same_both_ways(lambda: decoded_runs(data, base=7))
+
+
+@pytest.mark.parametrize("name", REAL_DIRS)
+def test_decoded_runs_on_the_corpus(name):
+    for log in sorted((REALKAFKA / name).glob("*.log")):
+        same_both_ways(lambda: decoded_runs(log.read_bytes()))
+
+
+@pytest.mark.needs("speedups")
+def test_a_batch_the_kernel_is_not_sure_of_is_left_to_the_decode():
+    """The kernel stops at a row that does not describe its batch, or a batch decode refuses; the
+    records before it come back as one block."""
+    from kfmt.format.kernels import native
+
+    first = v2_batch(make_records([5, 6], [1, 2], [b"a", None], [b"x", None]), 5, False)
+    second = v2_batch(make_records([7], [3], [b"c"], [b"z"]), 7, True)
+    data = first + second
+    rows = np.concatenate(list(segment.FrameScanner(data, "seg.log").chunks()))
+    at, records = native.decode_v2_batches(data, rows, 0, 2, 0, True)
+    assert at == 2 and as_tuples(records) == [(5, 1, b"a", b"x", []), (6, 2, None, None, []),
+                                              (7, 1700000000000, b"c", b"z", [])]
+    for field, value in (("base_offset", 8), ("max_timestamp", 1), ("records_count", 2), ("crc", 0)):
+        wrong = rows.copy()
+        wrong[field][1] = value
+        at, records = native.decode_v2_batches(data, wrong, 0, 2, 0, True)
+        assert at == 1 and records.num_rows == 2, field
+    damaged = bytearray(data)
+    damaged[-2] ^= 1  # the second batch's value: its CRC no longer matches
+    assert native.decode_v2_batches(bytes(damaged), rows, 0, 2, 0, True)[0] == 1
+    assert native.decode_v2_batches(bytes(damaged), rows, 0, 2, 0, False)[0] == 2
+
+
+# --- kfmt.format.inflated_runs: compressed entries inflated one by one, decoded as one block ---
+
+def inflated_runs_of(data, base=0, options=STRICT) -> list:
+    """inflated_blocks over every run of compressed data entries of a segment, with each entry's
+    record count and base offset; the other entries decoded on their own (a builder may leave a
+    batch uncompressed where compression does not pay)."""
+    view = memoryview(data)
+    out = []
+    for rows in segment.FrameScanner(view, "seg.log", base=base).chunks():
+        mask = inflated_runs.compressed_entries(rows)
+        bounds = [0, *(np.flatnonzero(np.diff(mask.view(np.int8))) + 1).tolist(), len(rows)]
+        for a, b in zip(bounds, bounds[1:]):
+            if mask[a]:  # the blocks, joined: how the entries are grouped into blocks may differ
+                blocks = list(inflated_runs.inflated_blocks(view, rows[a:b], "seg.log", options, base))
+                assert np.concatenate([blk.rows for blk in blocks]).tolist() == rows[a:b].tolist()
+                assert all(blk.records.num_rows == int(blk.counts.sum()) for blk in blocks)
+                out.append(([r for blk in blocks for r in as_tuples(blk.records)],
+                            [c for blk in blocks for c in blk.counts.tolist()],
+                            [o for blk in blocks for o in blk.base_offsets.tolist()]))
+            else:
+                for row in rows[a:b].tolist():
+                    batch = segment.decode(view, header_of(row), "seg.log", options, base)
+                    out.append((as_tuples(batch.records),))
+    return out
+
+
+@SETTINGS
+@given(kernels.compressed_entries(), st.sampled_from([STRICT, LENIENT]))
+def test_inflated_runs_are_the_records_written(case, options):
+    """v2 batches and v1 wrappers from kafka-python's encoders, maybe one damaged: the kernels' records
+    (or error) are the reference's, and undamaged they are exactly the records written."""
+    data, written = case
+    fast = same_both_ways(lambda: inflated_runs_of(data, options=options))
+    if written is not None:
+        assert fast[0] == "value" and [r for run in fast[1] for r in run[0]] == written
+
+
+@SETTINGS
+@given(segments())
+def test_inflated_runs_on_made_up_and_damaged_segments(data):
+    same_both_ways(lambda: inflated_runs_of(data))
+
+
+@pytest.mark.parametrize("name", REAL_DIRS)
+def test_inflated_runs_on_the_corpus(name):
+    for log in sorted((REALKAFKA / name).glob("*.log")):
+        same_both_ways(lambda: inflated_runs_of(log.read_bytes()))
 
 
 # --- kfmt.write.writer: many at a time ---

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import itertools
+import struct
 
 import numpy as np
 from hypothesis import HealthCheck, settings
@@ -144,3 +145,126 @@ def legacy_runs_of_messages(draw):
         at = pos + (12 if damage == "crc" else rows["size"][i] - 5)
         out[at] ^= draw(st.integers(1, 255))
     return bytes(out), rows
+
+
+@st.composite
+def plain_v2_batches(draw):
+    """(segment bytes, the records written) of uncompressed v2 data batches built with kafka-python's
+    DefaultRecordBatchBuilder (an independent encoder) at the offsets a broker assigns: null keys,
+    values and header values, transactional or not, LogAppendTime or not, empty ones; then maybe one
+    damaged (a byte changed, its CRC left wrong or made right again, or the count changed under a
+    right CRC: then only the record parser can tell). The records are (offset, timestamp as a
+    consumer reads it, key, value, [(header key, value)]), None when damaged."""
+    import crc32c as crc32c_package
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    out, records = bytearray(), []
+    offset = draw(st.integers(0, 2**40))
+    for _ in range(draw(st.integers(1, 8))):
+        transactional = draw(st.booleans())
+        builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=transactional,
+                                            producer_id=draw(st.sampled_from([-1, 7, 2**40])),
+                                            producer_epoch=draw(st.sampled_from([-1, 0, 3])),
+                                            base_sequence=draw(st.sampled_from([-1, 0, 2**31 - 2])),
+                                            batch_size=1 << 20)
+        n = draw(st.integers(0, 6))
+        base_ts = draw(st.integers(0, 2**42))
+        written = []
+        for delta in range(n):
+            ts = base_ts + draw(st.integers(-1000, 1000))
+            key, value = draw(maybe_bytes), draw(maybe_bytes)
+            pairs = st.tuples(st.binary(max_size=6).filter(_utf8), maybe_bytes)
+            hs = [(k.decode(), v) for k, v in draw(st.lists(pairs, max_size=3))]
+            builder.append(delta, ts, key, value, hs)
+            written.append([offset + delta, ts, key, value, [(k.encode(), v) for k, v in hs]])
+        entry = bytearray(builder.build())
+        struct.pack_into(">q", entry, 0, offset)  # the broker's offset (not under the CRC)
+        if n and draw(st.integers(0, 4)) == 0:  # LogAppendTime: every record reads the batch's time
+            lat = draw(st.integers(0, 2**42))
+            struct.pack_into(">h", entry, 21, struct.unpack_from(">h", entry, 21)[0] | 0x08)
+            struct.pack_into(">q", entry, 35, lat)  # maxTimestamp holds the append time
+            struct.pack_into(">I", entry, 17, crc32c_package.crc32c(bytes(entry[21:])))
+            for record in written:
+                record[1] = lat
+        out += entry
+        records += [tuple(r) for r in written]
+        offset += max(n, 1) + draw(st.integers(0, 3))
+    damage = draw(st.sampled_from(["none", "none", "flip", "flip under a crc", "count under a crc"]))
+    if damage != "none":
+        starts, at = [], 0
+        while at < len(out):
+            starts.append(at)
+            at += 12 + struct.unpack_from(">i", out, at + 8)[0]
+        start = draw(st.sampled_from(starts))
+        end = start + 12 + struct.unpack_from(">i", out, start + 8)[0]
+        if damage == "count under a crc":
+            count = struct.unpack_from(">i", out, start + 57)[0]
+            struct.pack_into(">i", out, start + 57, count + draw(st.sampled_from([-1, 1, 2**20])))
+        else:
+            out[draw(st.integers(start + 21, end - 1))] ^= draw(st.integers(1, 255))
+        if damage != "flip":
+            struct.pack_into(">I", out, start + 17, crc32c_package.crc32c(bytes(out[start + 21:end])))
+        records = None
+    return bytes(out), records
+
+
+def _utf8(key: bytes) -> bool:
+    try:
+        key.decode()
+        return True
+    except UnicodeDecodeError:
+        return False
+
+
+@st.composite
+def compressed_entries(draw):
+    """(segment bytes, the records written) of compressed data entries built with kafka-python's
+    builders (independent encoders) at the offsets a broker assigns: v2 batches (gzip, lz4) and v1
+    wrappers (gzip) of 1..6 records with null keys and values, maybe one damaged (a byte changed in
+    its compressed payload, its CRC made right again: then only the codec or the record parser can
+    tell). Records as in plain_v2_batches (v1 records without headers), None when damaged."""
+    import zlib
+
+    import crc32c as crc32c_package
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    out, records, spans = bytearray(), [], []
+    offset = draw(st.integers(0, 2**40))
+    for _ in range(draw(st.integers(1, 6))):
+        n = draw(st.integers(1, 6))
+        kind = draw(st.sampled_from(["v2 gzip", "v2 lz4", "v1 gzip"]))
+        base_ts = draw(st.integers(0, 2**42))
+        written = []
+        if kind.startswith("v2"):
+            builder = DefaultRecordBatchBuilder(magic=2, compression_type=1 if kind == "v2 gzip" else 3,
+                                                is_transactional=False, producer_id=-1, producer_epoch=-1,
+                                                base_sequence=-1, batch_size=1 << 20)
+        else:
+            builder = LegacyRecordBatchBuilder(1, 1, 1 << 20)
+        for delta in range(n):
+            ts = base_ts + draw(st.integers(0, 1000))
+            # values that compress, mostly: a builder leaves a batch uncompressed when it does not pay
+            key, value = draw(maybe_bytes), draw(maybe_bytes | st.integers(8, 200).map(lambda k: b"ab" * k))
+            if kind.startswith("v2"):
+                builder.append(delta, ts, key, value, [])
+            else:
+                builder.append(delta, ts, key, value)
+            written.append((offset + delta, ts, key, value, []))
+        entry = bytearray(builder.build())
+        # the broker's offset (outside the CRC): a v2 batch's base offset, a v1 wrapper's last inner one
+        struct.pack_into(">q", entry, 0, offset if kind.startswith("v2") else offset + n - 1)
+        spans.append((len(out), len(out) + len(entry), kind))
+        out += entry
+        records += written
+        offset += n + draw(st.integers(0, 3))
+    if draw(st.booleans()):
+        start, end, kind = draw(st.sampled_from(spans))
+        payload_at = start + (61 if kind.startswith("v2") else 34)  # v1: the value after its length
+        if payload_at < end:
+            out[draw(st.integers(payload_at, end - 1))] ^= draw(st.integers(1, 255))
+            if kind.startswith("v2"):
+                struct.pack_into(">I", out, start + 17, crc32c_package.crc32c(bytes(out[start + 21:end])))
+            else:
+                struct.pack_into(">I", out, start + 12, zlib.crc32(bytes(out[start + 16:end])))
+            records = None
+    return bytes(out), records

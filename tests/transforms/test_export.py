@@ -484,8 +484,30 @@ def test_bad_data_exits_65_and_publishes_nothing(tmp_path, master, request):
     assert not dst.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["v2-gzip-0"]
 
 
-def test_a_digest_mismatch_fails_the_job(tmp_path, monkeypatch):
-    """A writer that loses a row is caught by reading the files back: exit 1, nothing published."""
+def test_rows_built_wrong_fail_the_job(tmp_path, monkeypatch):
+    """A bug in building the export rows (here: one value changed) is caught by the digest of the rows
+    handed to the writer against the records read: exit 1, one line, nothing published."""
+    from kfmt.rows import columns
+
+    real = columns._export_rows
+
+    def one_value_changed(*args, **kwargs):
+        rows = real(*args, **kwargs)
+        values = rows.column("value").to_pylist()
+        values[-1] = (values[-1] or b"") + b"!"
+        return rows.set_column(1, "value", pa.array(values, pa.binary()))
+
+    monkeypatch.setattr(columns, "_export_rows", one_value_changed)
+    dst = tmp_path / "out"
+    result = export(REALKAFKA / "v2-none-0", dst)
+    assert result.code == 1
+    assert len(result.err.strip().splitlines()) == 1 and "nothing was published" in result.err
+    assert re.search(r"the rows written hold (\d+) records .* but \1 were read", result.err)
+    assert not dst.exists()
+
+
+def test_a_writer_losing_a_row_fails_the_job(tmp_path, monkeypatch):
+    """A Parquet writer that loses a row is caught by the row count of the file's footer."""
     from kfmt.default_plugins.exporters import files as export_files
 
     real_write = export_files.ParquetFileWriter.write
@@ -494,8 +516,30 @@ def test_a_digest_mismatch_fails_the_job(tmp_path, monkeypatch):
     dst = tmp_path / "out"
     result = export(REALKAFKA / "v2-none-0", dst)
     assert result.code == 1
-    assert "nothing was published" in result.err
-    assert re.search(r"the exported files hold \d+ records .* but \d+ were read", result.err)
+    assert len(result.err.strip().splitlines()) == 1 and "nothing was published" in result.err
+    assert re.search(r"\.parquet: the file holds (\d+) rows but (\d+) were written to it", result.err)
+    assert not dst.exists()
+
+
+def test_json_lines_written_wrong_fail_the_job(tmp_path, monkeypatch):
+    """JSON Lines are kfmt's own encoding: every file is read back and digested, so an encoder bug
+    (here: one value changed) fails the job."""
+    from kfmt.default_plugins.exporters import files as export_files
+
+    real = export_files.rows_to_json_objects
+
+    def one_value_changed(rows):
+        objects = real(rows)
+        objects[0]["value"] = base64.b64encode(b"changed").decode()
+        return objects
+
+    monkeypatch.setattr(export_files, "rows_to_json_objects", one_value_changed)
+    dst = tmp_path / "out"
+    result = export(REALKAFKA / "v2-none-0", dst, "--format", "jsonl")
+    assert result.code == 1
+    assert len(result.err.strip().splitlines()) == 1 and "nothing was published" in result.err
+    assert re.search(r"\.jsonl: the file holds (\d+) rows \(digest \S+\) but \1 were written to it",
+                     result.err)
     assert not dst.exists()
 
 
