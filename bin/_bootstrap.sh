@@ -29,3 +29,21 @@ if [ -n "$want" ] && { [ ! -x "$PY" ] || [ "$(cat "$STAMP" 2>/dev/null)" != "$wa
     fi
     echo "$want" > "$STAMP"
 fi
+# The editable install builds the C kernels into the checkout (kfmt/_speedups*.so); a pull or merge
+# that changes kfmt/csrc leaves that build behind, so rebuild it when a source is newer (bash's own
+# test: no process in the usual case). Without a build (no compiler) there is nothing to refresh.
+built=("$KFMT_ROOT"/kfmt/_speedups*.so)
+if [ -e "${built[0]}" ]; then
+    for source in "$KFMT_ROOT"/kfmt/csrc/*; do
+        if [ "$source" -nt "${built[0]}" ]; then
+            echo "kfmt: rebuilding the C kernels (kfmt/csrc changed since they were built)" >&2
+            if ! "$PY" -m pip install --quiet --no-deps --disable-pip-version-check -e "$KFMT_ROOT" 2>&1 \
+                    | { grep -v "is ignored: it is neither a file nor a directory" || true; } >&2; then
+                echo "kfmt: rebuilding the C kernels failed (see above)" >&2
+                exit 1
+            fi
+            touch "${built[0]}"  # an unchanged build is not rewritten: mark it as current
+            break
+        fi
+    done
+fi
