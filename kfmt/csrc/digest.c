@@ -93,7 +93,7 @@ int v2_row_describes(const uint8_t *p, const frame *f) { return row_describes(p,
  * records_v2.h); 0 if decode would refuse them. */
 static int hash_batch_records(const uint8_t *d, int64_t end, int64_t count, int64_t base_offset, int64_t base_ts,
                               int has_lat, int64_t lat, gbuf *scratch, uint64_t *lo, uint64_t *hi,
-                              int64_t *first_offset, int *nomem) {
+                              int64_t *first_offset, int *nomem, facts_acc *a) {
     kerr e = {0};
     int64_t pos = 0;
     if (count > end / MIN_RECORD_SIZE) return 0;
@@ -109,11 +109,12 @@ static int hash_batch_records(const uint8_t *d, int64_t end, int64_t count, int6
             *nomem = 1;
             return 0;
         }
-        int64_t offset = wrap_add(base_offset, r.off_delta);
+        int64_t offset = wrap_add(base_offset, r.off_delta), timestamp = has_lat ? lat : wrap_add(base_ts, r.ts_delta);
         if (i == 0) *first_offset = offset;
+        if (a != NULL) facts_note(a, offset, timestamp);
         uint8_t *q = scratch->data;
         put64(q, offset);
-        put64(q + 8, has_lat ? lat : wrap_add(base_ts, r.ts_delta));
+        put64(q + 8, timestamp);
         q = put_sized(q + 16, r.key, r.klen, r.klen < 0);
         q = put_sized(q, r.value, r.vlen, r.vlen < 0);
         put32(q, (int32_t)r.hcount);
@@ -130,6 +131,27 @@ static int hash_batch_records(const uint8_t *d, int64_t end, int64_t count, int6
         uint64_t before = *lo;
         *lo += hash.lo;
         *hi += hash.hi + (*lo < before); /* mod 2**128 */
+    }
+    return pos == end;
+}
+
+int v2_records_walk(const uint8_t *d, int64_t end, int64_t count, int64_t base_offset, int64_t base_ts, int has_lat,
+                    int64_t lat, int want_digest, gbuf *scratch, facts_acc *a, uint64_t *lo, uint64_t *hi,
+                    int *nomem) {
+    if (count <= 0) return 0;
+    if (want_digest) {
+        int64_t first = 0;
+        return hash_batch_records(d, end, count, base_offset, base_ts, has_lat, lat, scratch, lo, hi, &first, nomem,
+                                  a);
+    }
+    /* the same walk without the hashes (facts.c's v2_facts) */
+    kerr e = {0};
+    int64_t pos = 0;
+    if (count > end / MIN_RECORD_SIZE) return 0;
+    for (int64_t i = 0; i < count; i++) {
+        v2_record r;
+        if (parse_v2_record(d, &pos, end, i, &r, &e)) return 0;
+        facts_note(a, wrap_add(base_offset, r.off_delta), has_lat ? lat : wrap_add(base_ts, r.ts_delta));
     }
     return pos == end;
 }
@@ -156,7 +178,7 @@ PyObject *py_digest_v2_records(PyObject *self, PyObject *args) {
     gbuf scratch = {0};
     Py_BEGIN_ALLOW_THREADS
     ok = count > 0 && hash_batch_records(buf.buf, buf.len, count, base_offset, base_ts, has_lat, lat, &scratch, &lo,
-                                         &hi, &first, &nomem);
+                                         &hi, &first, &nomem, NULL);
     Py_END_ALLOW_THREADS
     gbuf_free(&scratch);
     PyBuffer_Release(&buf);
@@ -203,7 +225,7 @@ PyObject *py_digest_v2_batches(PyObject *self, PyObject *args) {
         int64_t batch_first = 0;
         int has_lat = row->timestamp_type == 1;
         if (!hash_batch_records(p + 61, size - 61, count, row->base_offset, row->base_timestamp, has_lat,
-                                row->max_timestamp, &scratch, &batch_lo, &batch_hi, &batch_first, &nomem))
+                                row->max_timestamp, &scratch, &batch_lo, &batch_hi, &batch_first, &nomem, NULL))
             break;
         uint64_t before = lo;
         lo += batch_lo;

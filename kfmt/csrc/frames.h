@@ -48,4 +48,26 @@ typedef struct {
 } facts_acc;
 void facts_note(facts_acc *a, int64_t offset, int64_t timestamp);
 
+/* A v0/v1 message's framing as LegacyMessage parses it (legacy.c), its value not copied: a compressed
+ * wrapper's value is the inner message set, inflated straight from the entry. 0 where LegacyMessage
+ * refuses the entry. */
+typedef struct {
+    int64_t offset, timestamp, value_at, value_len; /* value_len -1: a null value */
+    uint32_t crc;
+    int magic, attributes, crc_valid;
+} legacy_wrapper_t;
+int legacy_wrapper_parse(const uint8_t *p, int64_t size, legacy_wrapper_t *w);
+
+/* The records of an inflated entry walked once (no columns): facts_note for each, and their record
+ * hashes added to (*lo, *hi) when want_digest; 1, or 0 wherever the decode should decide (or on no
+ * memory: *nomem). legacy_set_walk (legacy.c): a wrapper's inner message set as digest_legacy_set and
+ * legacy_set_facts walk it, strictly (inner CRCs checked); `messages` is its scratch. v2_records_walk
+ * (digest.c): a v2 records section as digest_v2_records and v2_records_facts walk it (count > 0). */
+int legacy_set_walk(const uint8_t *d, int64_t end, int64_t wrapper_offset, int wrapper_magic, int has_lat,
+                    int64_t lat, int want_digest, gbuf *messages, gbuf *scratch, facts_acc *a, uint64_t *lo,
+                    uint64_t *hi, int *nomem);
+int v2_records_walk(const uint8_t *d, int64_t end, int64_t count, int64_t base_offset, int64_t base_ts, int has_lat,
+                    int64_t lat, int want_digest, gbuf *scratch, facts_acc *a, uint64_t *lo, uint64_t *hi,
+                    int *nomem);
+
 #endif

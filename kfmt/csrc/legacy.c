@@ -671,41 +671,46 @@ PyObject *py_encode_legacy_messages(PyObject *self, PyObject *args) {
  * or NotImplemented: the facts of one v0/v1 message as LegacyMessage parses them (value_len -1 for a
  * null value), without copying its value (a compressed wrapper's value is the inner message set,
  * decompressed straight from the entry). NotImplemented for anything LegacyMessage refuses. */
+int legacy_wrapper_parse(const uint8_t *p, int64_t size, legacy_wrapper_t *w) {
+    if (size < 18) return 0;
+    int magic = (int8_t)p[16], attrs = (int8_t)p[17];
+    int64_t pos = magic == 0 ? 18 : 26, n[2] = {0, 0}, at[2] = {0, 0};
+    if (!((magic == 0 || magic == 1) && size - LOG_OVERHEAD >= (magic == 0 ? 14 : 22))) return 0;
+    for (int field = 0; field < 2; field++) {
+        if (pos + 4 > size) return 0;
+        n[field] = be32(p + pos);
+        pos += 4;
+        at[field] = pos;
+        if (n[field] >= 0) {
+            if (pos + n[field] > size) return 0;
+            pos += n[field];
+        }
+    }
+    if (pos != size) return 0;
+    w->offset = be64(p);
+    w->magic = magic;
+    w->attributes = attrs;
+    w->crc = (uint32_t)be32(p + 12);
+    w->crc_valid = crc32_update(0, p + 16, (size_t)(size - 16)) == w->crc;
+    w->timestamp = magic == 1 ? be64(p + 18) : -1;
+    w->value_at = at[1];
+    w->value_len = n[1] < 0 ? -1 : n[1];
+    return 1;
+}
+
 PyObject *py_legacy_wrapper(PyObject *self, PyObject *args) {
     Py_buffer buf;
     if (!PyArg_ParseTuple(args, "y*", &buf)) return NULL;
-    const uint8_t *p = buf.buf;
-    int64_t size = buf.len;
-    PyObject *result = NULL;
-    if (size >= 18) {
-        int magic = (int8_t)p[16], attrs = (int8_t)p[17];
-        int64_t pos = magic == 0 ? 18 : 26, n[2] = {0, 0}, at[2] = {0, 0};
-        int ok = (magic == 0 || magic == 1) && size - LOG_OVERHEAD >= (magic == 0 ? 14 : 22);
-        for (int field = 0; ok && field < 2; field++) {
-            if (pos + 4 > size) { ok = 0; break; }
-            n[field] = be32(p + pos);
-            pos += 4;
-            at[field] = pos;
-            if (n[field] >= 0) {
-                if (pos + n[field] > size) { ok = 0; break; }
-                pos += n[field];
-            }
-        }
-        if (ok && pos == size) {
-            uint32_t crc;
-            Py_BEGIN_ALLOW_THREADS
-            crc = crc32_update(0, p + 16, (size_t)(size - 16));
-            Py_END_ALLOW_THREADS
-            uint32_t stored = (uint32_t)be32(p + 12);
-            result = Py_BuildValue("LiiKOLLL", (long long)be64(p), magic, attrs, (unsigned long long)stored,
-                                   crc == stored ? Py_True : Py_False,
-                                   (long long)(magic == 1 ? be64(p + 18) : -1), (long long)at[1],
-                                   (long long)(n[1] < 0 ? -1 : n[1]));
-        }
-    }
+    legacy_wrapper_t w;
+    int ok;
+    Py_BEGIN_ALLOW_THREADS
+    ok = legacy_wrapper_parse(buf.buf, buf.len, &w);
+    Py_END_ALLOW_THREADS
     PyBuffer_Release(&buf);
-    if (result == NULL && !PyErr_Occurred()) Py_RETURN_NOTIMPLEMENTED;
-    return result;
+    if (!ok) Py_RETURN_NOTIMPLEMENTED;
+    return Py_BuildValue("LiiKOLLL", (long long)w.offset, w.magic, w.attributes, (unsigned long long)w.crc,
+                         w.crc_valid ? Py_True : Py_False, (long long)w.timestamp, (long long)w.value_at,
+                         (long long)w.value_len);
 }
 
 /* ---------------------------------------------------------------- checked and digested in place */
@@ -802,6 +807,25 @@ static int inner_set(const uint8_t *d, int64_t end, long long wrapper_offset, in
     }
     *count = n;
     return ok;
+}
+
+int legacy_set_walk(const uint8_t *d, int64_t end, int64_t wrapper_offset, int wrapper_magic, int has_lat,
+                    int64_t lat, int want_digest, gbuf *messages, gbuf *scratch, facts_acc *a, uint64_t *lo,
+                    uint64_t *hi, int *nomem) {
+    int64_t n = 0;
+    messages->len = 0;
+    if (!inner_set(d, end, wrapper_offset, wrapper_magic, has_lat, lat, 1, messages, &n, nomem)) return 0;
+    const message *ms = (const message *)messages->data;
+    for (int64_t i = 0; i < n; i++) {
+        facts_note(a, ms[i].offset, ms[i].timestamp);
+        a->magics |= 1 << ms[i].magic;
+        if (want_digest) {
+            uint64_t h_hi = 0, h_lo = message_hash_sum(&ms[i], scratch, nomem, &h_hi);
+            if (*nomem) return 0;
+            add128(lo, hi, h_lo, h_hi);
+        }
+    }
+    return 1;
 }
 
 static int lat_arg(PyObject *o_lat, long long *lat) {

@@ -151,6 +151,12 @@ static PyMethodDef methods[] = {
     {"legacy_set_facts", py_legacy_set_facts, METH_VARARGS,
      "legacy_set_facts(data, wrapper_offset, wrapper_magic, log_append_time, check_crc) -> facts (as "
      "entry_facts'): a wrapper's inner set's facts"},
+    {"compressed_spans", py_compressed_spans, METH_VARARGS,
+     "compressed_spans(data, rows, start, stop, base) -> (stopped_at, spans): compressed data entries checked "
+     "before inflating, and where their compressed bytes lie"},
+    {"walk_inflated", py_walk_inflated, METH_VARARGS,
+     "walk_inflated(spans, payloads, want_digest) -> (stopped_at, facts, digest_high, digest_low): inflated "
+     "entries' records walked without columns"},
     {NULL, NULL, 0, NULL},
 };
 

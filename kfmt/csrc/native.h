@@ -246,6 +246,8 @@ PyObject *py_decode_legacy_set(PyObject *self, PyObject *args);
 PyObject *py_legacy_wrapper(PyObject *self, PyObject *args);
 PyObject *py_encode_legacy_messages(PyObject *self, PyObject *args);
 PyObject *py_message_info_layout(PyObject *self, PyObject *args);
+PyObject *py_compressed_spans(PyObject *self, PyObject *args);
+PyObject *py_walk_inflated(PyObject *self, PyObject *args);
 
 /* ---- text output (the dump and JSON-lines writers) ---- */
 

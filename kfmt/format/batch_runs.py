@@ -12,9 +12,9 @@ entries of a chunk of frames (kfmt.format.frames) in order, as
   entry, so a legacy segment holds millions: per-entry Python work is what made reindex of old logs
   slow), each message checked as the legacy format plugin's decode checks it and hashed from its
   bytes (kfmt/csrc/legacy.c, digest_legacy_messages); and, on a strict read, runs of compressed
-  data batches (v0/v1 wrappers and v2), each inflated by its codec and its records checked and
-  hashed without building columns (digest_legacy_set, digest_v2_records). reindex wants these;
-  upgrade converts legacy messages and leaves it off;
+  data batches (v0/v1 wrappers and v2), each inflated by its codec and their records checked and
+  hashed without building columns, a run at a time (kfmt.format.inflated_runs.walk). reindex wants
+  these; upgrade converts legacy messages and leaves it off;
 * decoded `Batch`es (segment.decode) for every other entry: compressed, control, and any batch the
   kernels do not vouch for, which the decode then rejects with the reader's error.
 
@@ -29,7 +29,6 @@ gives (decode each entry; digest its columns or concatenate them); the kernels g
 """
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -37,13 +36,12 @@ import numpy as np
 import pyarrow as pa
 
 from kfmt.errors import DataError, UsageError
-from kfmt.format import segment
+from kfmt.format import inflated_runs, segment
 from kfmt.format.digest import ContentDigest
 from kfmt.format.frames import ATTR_CONTROL, FRAME_DTYPE, header_of
 from kfmt.format.kernels import native
 from kfmt.format.message_formats import STRICT, ReadOptions
 from kfmt.format.model import EMPTY_RECORDS, RECORD_SCHEMA, Batch
-from kfmt.plugin import registry
 
 
 @dataclass
@@ -81,10 +79,10 @@ def checked(data, rows: np.ndarray, file: str, options: ReadOptions = STRICT,
     while start < len(rows):
         if not plain[start]:
             if wrappers is not None and wrappers[start]:
-                stop, digest, first = _digest_wrappers(data, rows, start, wrappers, base, options)
-                if stop > start:
-                    yield CheckedRun(rows[start:stop], digest, first)
-                    start = stop
+                walked = inflated_runs.walk(data, rows, start, len(rows), base, options)
+                if walked.stop > start:
+                    yield CheckedRun(rows[start:walked.stop], walked.digest, walked.first)
+                    start = walked.stop
                     continue
             yield segment.decode(data, header_of(rows[start].item()), file, options, base)
             start += 1
@@ -216,115 +214,6 @@ def digest_messages_reference(data, rows: np.ndarray, start: int, stop: int, bas
             first = batch.records.column(0)[0].as_py()
         digest.update(batch.records)
     return stop, digest, first
-
-
-def _digest_wrappers(data, rows, start: int, wrappers: list[bool], base: int,
-                     options: ReadOptions) -> tuple[int, ContentDigest, int | None]:
-    """digest_run for consecutive compressed v0/v1 wrappers from `start`: each inflated by its codec
-    and its inner messages checked and hashed in one compiled call (digest_legacy_set), the records
-    the legacy format's decode would give, without their columns; up to the first wrapper left to
-    that decode (anything it is not sure of, which the decode then reports)."""
-    digest, first = ContentDigest(), None
-    i = start
-    while i < len(rows) and wrappers[i]:
-        digest_one = _digest_wrapper if rows[i]["magic"] < 2 else _digest_compressed_v2
-        done = digest_one(data, rows[i], base, options)
-        if done is None:
-            break
-        digest.merge(done[0])
-        if first is None:
-            first = done[1]
-        i += 1
-    return i, digest, first
-
-
-def _digest_wrapper(data, row, base: int, options: ReadOptions) -> tuple[ContentDigest, int] | None:
-    """LegacyFormat._decode_wrapper_native's steps for one wrapper, digesting instead of decoding;
-    None wherever that decode should decide. Strict reads only (a lenient one keeps a bad CRC)."""
-    inflated = inflated_wrapper(data, row, base, options)
-    if inflated is None:
-        return None
-    done = native.digest_legacy_set(*inflated, True)
-    if done is NotImplemented:
-        return None
-    records, high, low, first = done
-    return ContentDigest(records, high << 64 | low), first
-
-
-def inflated_wrapper(data, row, base: int, options: ReadOptions, formats=None) -> tuple | None:
-    """(inner message set, wrapper offset, magic, LogAppendTime or None) of a compressed v0/v1
-    wrapper, checked (CRC, codec) as LegacyFormat's decode checks it, for the kernels that walk an
-    inner set (digest_legacy_set, legacy_set_facts); None wherever that decode should decide.
-    `formats`: the plugin registry, where the caller has it at hand (one lookup per run)."""
-    formats = formats or registry.get()
-    magic = int(row["magic"])
-    if not type(formats.format_for(magic)).__dict__.get("native_frames", False):
-        return None  # another plugin's format: its own decode decides
-    at = int(row["position"]) - base
-    entry = data[at:at + int(row["size"])]
-    facts = native.legacy_wrapper(entry)
-    if facts is NotImplemented:
-        return None
-    offset, magic, attributes, _crc, crc_valid, timestamp, value_at, value_len = facts
-    if not attributes & 0x07 or value_len < 0 or not crc_valid or offset != int(row["last_offset"]):
-        return None
-    try:
-        codec = formats.compression_for(attributes & 0x07, magic)
-        payload = codec.decompress(entry[value_at:value_at + value_len], magic=magic,
-                                   max_size=options.max_decompressed)
-    except DataError:
-        return None
-    lat = magic == 1 and attributes & 0x08  # LogAppendTime: every inner record has the wrapper's time
-    return payload, offset, magic, timestamp if lat else None
-
-
-_V2_HEADER = struct.Struct(">qiibIhiqqqhii")  # the v2 batch header (docs/format.md §4.1)
-
-
-def _digest_compressed_v2(data, row, base: int, options: ReadOptions) -> tuple[ContentDigest, int | None] | None:
-    """The v2 format's decode of a compressed data batch (CRC, count, codec, records), digesting
-    its records instead of making columns (digest_v2_records); None wherever that decode should
-    decide."""
-    inflated = inflated_v2(data, row, base, options)
-    if inflated is None:
-        return None
-    if inflated[1] == 0:
-        return ContentDigest(), None  # decode looks no further (docs/format.md §4.7)
-    done = native.digest_v2_records(*inflated)
-    if done is NotImplemented:
-        return None
-    records, high, low, first = done
-    return ContentDigest(records, high << 64 | low), first
-
-
-def inflated_v2(data, row, base: int, options: ReadOptions, formats=None) -> tuple | None:
-    """(records section, count, base offset, base timestamp, LogAppendTime or None) of a compressed
-    v2 data batch, checked (CRC, codec) as the v2 format's decode checks it, for the kernels that walk
-    its records (digest_v2_records, v2_records_facts); the section is b"" for an empty batch; None
-    wherever that decode should decide. The header is read from the entry's own bytes. `formats`: as
-    for inflated_wrapper."""
-    formats = formats or registry.get()
-    if not type(formats.format_for(2)).__dict__.get("native_frames", False):
-        return None
-    at, size = int(row["position"]) - base, int(row["size"])
-    entry = data[at:at + size]
-    if size < 61 or len(entry) != size:
-        return None
-    (base_offset, _length, _epoch, magic, crc, attributes, _last_delta, base_ts, max_ts, _pid, _pepoch,
-     _seq, count) = _V2_HEADER.unpack_from(entry)
-    if magic != 2 or attributes & ATTR_CONTROL or not attributes & 0x07 or count < 0:
-        return None
-    if count == 0:
-        return b"", 0, base_offset, base_ts, None  # decode looks no further (docs/format.md §4.7)
-    if native.crc32c(entry[21:]) != crc & 0xFFFFFFFF:
-        return None
-    try:
-        codec = formats.compression_for(attributes & 0x07, 2)
-        payload = codec.decompress(entry[61:], magic=2, max_size=options.max_decompressed)
-    except DataError:
-        return None
-    lat = max_ts if attributes & 0x08 else None  # LogAppendTime: every record has the batch's time
-    return payload, count, base_offset, base_ts, lat
 
 
 def _frame_rows(rows: np.ndarray) -> np.ndarray:

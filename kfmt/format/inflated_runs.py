@@ -1,30 +1,40 @@
-"""Runs of compressed data batches (v2) and wrappers (v0/v1): inflated one by one, decoded as one column
-block.
+"""Runs of compressed data batches (v2) and wrappers (v0/v1): inflated one by one, their records walked
+or decoded many entries per compiled call.
 
 Each compressed entry must go through its codec plugin (one Python call: the codecs are plugins), but
-nothing else needs Python per entry: `inflated_blocks(data, rows, ...)` inflates each entry of a run
-(checked first as the format's decode checks it: CRC, codec, declared sizes; kfmt.format.batch_runs
-.inflated_v2 and .inflated_wrapper) and hands the payloads to one compiled call per few MB
-(kfmt/csrc: decode_v2_payloads, decode_legacy_payloads), which decodes them into one column block
-as decode_records and decode_legacy_set decode each, and says how many records each entry gave. An
-entry the kernels are not sure of goes through `segment.decode` on its own, which raises the reader's
-error for a damaged one.
+nothing else needs Python per entry. What an entry is before it is inflated is one rule,
+`inflated_v2` / `inflated_wrapper` (checked as the format's decode checks it: CRC, codec, declared
+sizes), which the run kernel `compressed_spans` (kfmt/csrc/compressed.c) applies to a whole run of
+frame rows at once. Then:
 
-`inflated_blocks_reference` defines the result (each entry decoded, a block of its own); the kernels
-give the same records, counts and base offsets in fewer blocks (tests/format/test_fast_paths.py), and without them (KFMT_PURE_PYTHON=1) the
-reference runs.
+* `walk(data, rows, start, stop, ...)`: what the deep checks of reindex, resegment, restore,
+  archive, retain, info and verify need of a run of entries: each inflated by the tightest loop over
+  its codec, a few MB of payloads then walked in one compiled call (`walk_inflated`) as
+  digest_v2_records / v2_records_facts and digest_legacy_set / legacy_set_facts walk each one: per
+  entry its records, first and last offsets and timestamp range, and the run's content digest,
+  without columns. It stops at the first entry those would leave to the decode (which then reports
+  it). `walk_reference` defines the result, entry by entry through the per-entry kernels.
+* `inflated_blocks(data, rows, ...)`: the records of a run as column blocks (export): the payloads
+  handed to one compiled call per few MB (decode_v2_payloads, decode_legacy_payloads), which decodes
+  them as decode_records and decode_legacy_set decode each, and says how many records each entry
+  gave. An entry the kernels are not sure of goes through `segment.decode` on its own, which raises
+  the reader's error for a damaged one. `inflated_blocks_reference` defines the result (each entry
+  decoded, a block of its own); the kernels give the same records, counts and base offsets in fewer
+  blocks (tests/format/test_fast_paths.py), and without them (KFMT_PURE_PYTHON=1) the reference
+  runs.
 """
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
 
-from kfmt.errors import UsageError
+from kfmt.errors import DataError, UsageError
 from kfmt.format import segment
-from kfmt.format.batch_runs import inflated_v2, inflated_wrapper
+from kfmt.format.digest import ContentDigest
 from kfmt.format.frames import ATTR_CONTROL, FRAME_DTYPE, header_of
 from kfmt.format.kernels import native
 from kfmt.format.message_formats import STRICT, ReadOptions
@@ -127,3 +137,204 @@ def _entry_rows(rows: np.ndarray) -> np.ndarray:
     if not compressed_entries(rows).all():
         raise UsageError("a run holds compressed data entries only (see compressed_entries)")
     return np.ascontiguousarray(rows)
+
+
+# ---------------------------------------------------------------- what an entry is, inflated
+
+def inflated_wrapper(data, row, base: int, options: ReadOptions, formats=None) -> tuple | None:
+    """(inner message set, wrapper offset, magic, LogAppendTime or None) of a compressed v0/v1
+    wrapper, checked (CRC, codec) as LegacyFormat's decode checks it, for the kernels that walk an
+    inner set (digest_legacy_set, legacy_set_facts); None wherever that decode should decide.
+    `formats`: the plugin registry, where the caller has it at hand (one lookup per run)."""
+    formats = formats or registry.get()
+    magic = int(row["magic"])
+    if not native_format(formats, magic):
+        return None  # another plugin's format: its own decode decides
+    at = int(row["position"]) - base
+    entry = data[at:at + int(row["size"])]
+    facts = native.legacy_wrapper(entry)
+    if facts is NotImplemented:
+        return None
+    offset, magic, attributes, _crc, crc_valid, timestamp, value_at, value_len = facts
+    if not attributes & 0x07 or value_len < 0 or not crc_valid or offset != int(row["last_offset"]):
+        return None
+    try:
+        codec = formats.compression_for(attributes & 0x07, magic)
+        payload = codec.decompress(entry[value_at:value_at + value_len], magic=magic,
+                                   max_size=options.max_decompressed)
+    except DataError:
+        return None
+    lat = magic == 1 and attributes & 0x08  # LogAppendTime: every inner record has the wrapper's time
+    return payload, offset, magic, timestamp if lat else None
+
+
+_V2_HEADER = struct.Struct(">qiibIhiqqqhii")  # the v2 batch header (docs/format.md §4.1)
+
+
+def inflated_v2(data, row, base: int, options: ReadOptions, formats=None) -> tuple | None:
+    """(records section, count, base offset, base timestamp, LogAppendTime or None) of a compressed
+    v2 data batch, checked (CRC, codec) as the v2 format's decode checks it, for the kernels that walk
+    its records (digest_v2_records, v2_records_facts); the section is b"" for an empty batch; None
+    wherever that decode should decide. The header is read from the entry's own bytes. `formats`: as
+    for inflated_wrapper."""
+    formats = formats or registry.get()
+    if not native_format(formats, 2):
+        return None
+    at, size = int(row["position"]) - base, int(row["size"])
+    entry = data[at:at + size]
+    if size < 61 or len(entry) != size:
+        return None
+    (base_offset, _length, _epoch, magic, crc, attributes, _last_delta, base_ts, max_ts, _pid, _pepoch,
+     _seq, count) = _V2_HEADER.unpack_from(entry)
+    if magic != 2 or attributes & ATTR_CONTROL or not attributes & 0x07 or count < 0:
+        return None
+    if count == 0:
+        return b"", 0, base_offset, base_ts, None  # decode looks no further (docs/format.md §4.7)
+    if native.crc32c(entry[21:]) != crc & 0xFFFFFFFF:
+        return None
+    try:
+        codec = formats.compression_for(attributes & 0x07, 2)
+        payload = codec.decompress(entry[61:], magic=2, max_size=options.max_decompressed)
+    except DataError:
+        return None
+    lat = max_ts if attributes & 0x08 else None  # LogAppendTime: every record has the batch's time
+    return payload, count, base_offset, base_ts, lat
+
+
+def native_format(formats, magic: int) -> bool:
+    """Whether the format plugin reading `magic` is kfmt's own, whose decode the kernels mirror (another
+    plugin's format decides for itself)."""
+    return bool(type(formats.format_for(magic)).__dict__.get("native_frames", False))
+
+
+# ---------------------------------------------------------------- runs walked without columns
+
+# compressed_spans' rows (kfmt/csrc/compressed.c): where an entry's compressed bytes lie in the data
+# (value_len -1: an empty v2 batch, nothing to inflate) and what the walk of its records needs (v2:
+# count, base offset and timestamp; a wrapper: its offset in base_offset)
+SPAN_FIELDS = ("value_at", "value_len", "codec", "magic", "count", "base_offset", "base_timestamp",
+               "has_lat", "lat")
+# walk_inflated's rows, one per entry: flags 1 a timestamp seen (min_ts, max_ts, NO_TIMESTAMP left
+# out), 2 offsets not increasing, bits 8..15 a wrapper's inner magics (bit m: magic m)
+WALK_DTYPE = np.dtype([("records", "<i8"), ("first", "<i8"), ("last", "<i8"), ("min_ts", "<i8"),
+                       ("max_ts", "<i8"), ("flags", "<i8")])
+HAS_TS, DISORDERED = 1, 2
+
+
+@dataclass
+class Walked:
+    """Entries rows[start:stop] of a walk: their facts (WALK_DTYPE, one row each; first, last,
+    min_ts and max_ts mean nothing where records or the HAS_TS flag is 0) and the content digest of
+    their records."""
+
+    start: int
+    stop: int
+    facts: np.ndarray
+    digest: ContentDigest
+
+    @property
+    def first(self) -> int | None:
+        """The first record's offset (None: the entries hold none)."""
+        held = np.flatnonzero(self.facts["records"])
+        return int(self.facts["first"][held[0]]) if len(held) else None
+
+
+def walk(data, rows: np.ndarray, start: int, stop: int, base: int = 0, options: ReadOptions = STRICT,
+         digest: bool = True) -> Walked:
+    """The compressed data entries of rows[start:stop] (frames of `data`, the file from position
+    `base` on) from `start` on, up to the first row that is not one or that the decode should decide
+    on: inflated and walked (see the module doc). Strict reads only (options.check_crc), with the
+    kernels; `digest` False leaves the digest empty (info and verify need only the facts)."""
+    if native is None or not options.check_crc:
+        raise UsageError("inflated_runs.walk: a strict read with the compiled kernels")
+    if rows.dtype != FRAME_DTYPE or not rows.flags.c_contiguous:
+        rows = np.ascontiguousarray(rows.astype(FRAME_DTYPE, copy=False))
+    formats = registry.get()
+    total, pieces, i = ContentDigest(), [], start
+    while i < stop:
+        at, spans = native.compressed_spans(data, rows, i, stop, base)
+        spans = np.frombuffer(spans, np.int64).reshape(-1, len(SPAN_FIELDS))
+        done = _walk_spans(data, spans, formats, options, digest, total, pieces) if len(spans) else 0
+        i += done
+        if done < len(spans) or at < stop:
+            break
+    facts = np.concatenate(pieces) if pieces else np.zeros(0, WALK_DTYPE)
+    return Walked(start, i, facts, total)
+
+
+def _walk_spans(data, spans: np.ndarray, formats, options: ReadOptions, want_digest: bool,
+                total: ContentDigest, pieces: list) -> int:
+    """How many of the entries of `spans` were inflated and walked (their facts appended to `pieces`,
+    their digest added to `total`), from the first, in groups of one codec and magic."""
+    codecs, magics = spans[:, 2], spans[:, 3]
+    edges = (np.flatnonzero((codecs[1:] != codecs[:-1]) | (magics[1:] != magics[:-1])) + 1).tolist()
+    done, max_size = 0, options.max_decompressed
+    for a, b in zip([0, *edges], [*edges, len(spans)]):
+        magic = int(magics[a])
+        if not native_format(formats, magic):
+            return done
+        try:
+            decompress = formats.compression_for(int(codecs[a]), magic).decompress
+        except DataError:
+            return done
+        ats, lens = spans[a:b, 0].tolist(), spans[a:b, 1].tolist()
+        k = 0
+        while k < b - a:  # a few MB of payloads per kernel call
+            payloads, size, first, refused = [], 0, k, False
+            try:
+                while k < b - a and size < MAX_CALL_BYTES:
+                    at, n = ats[k], lens[k]
+                    payload = decompress(data[at:at + n], magic=magic, max_size=max_size) if n >= 0 else b""
+                    payloads.append(payload)
+                    size += len(payload)
+                    k += 1
+            except DataError:
+                refused = True  # this entry is the decode's to report
+            walked, facts, high, low = native.walk_inflated(spans[a + first:a + k], payloads, want_digest)
+            if walked:
+                facts = np.frombuffer(facts, WALK_DTYPE)
+                pieces.append(facts)
+                if want_digest:
+                    total.merge(ContentDigest(int(facts["records"].sum()), high << 64 | low))
+            done += walked
+            if refused or walked < len(payloads):
+                return done
+    return done
+
+
+def walk_reference(data, rows: np.ndarray, start: int, stop: int, base: int = 0,
+                   options: ReadOptions = STRICT, digest: bool = True) -> Walked:
+    """walk's definition, entry by entry: inflated_v2 / inflated_wrapper, then the per-entry kernels
+    (digest_v2_records and v2_records_facts, digest_legacy_set and legacy_set_facts)."""
+    formats = registry.get()
+    total, facts, i = ContentDigest(), [], start
+    for i in range(start, stop):
+        row = rows[i]
+        if not row["compression"] or (row["magic"] >= 2 and row["attributes"] & ATTR_CONTROL):
+            break
+        if row["magic"] < 2:
+            inflated = inflated_wrapper(data, row, base, options, formats)
+            if inflated is None:
+                break
+            done = native.digest_legacy_set(*inflated, True)
+            found = native.legacy_set_facts(*inflated, True)
+        else:
+            inflated = inflated_v2(data, row, base, options, formats)
+            if inflated is None:
+                break
+            if inflated[1] == 0:
+                facts.append((0, 0, 0, 0, 0, 0))
+                continue
+            done = native.digest_v2_records(*inflated)
+            found = native.v2_records_facts(*inflated)
+        if done is NotImplemented or found is NotImplemented:
+            break
+        records, high, low, _first = done
+        if digest:
+            total.merge(ContentDigest(records, high << 64 | low))
+        n, first, last, lo, hi, increasing, magics = found
+        facts.append((n, first or 0, last or 0, lo or 0, hi or 0,
+                      (lo is not None) * HAS_TS | (not increasing) * DISORDERED | magics << 8))
+    else:
+        i = stop
+    return Walked(start, i, np.array(facts, WALK_DTYPE), total)

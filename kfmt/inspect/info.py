@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kfmt.format import batch_runs
+from kfmt.format import inflated_runs
 from kfmt.format.frames import header_of
+from kfmt.format.inflated_runs import HAS_TS
 from kfmt.format.kernels import native
 from kfmt.format.message_formats import STRICT
 from kfmt.format.model import NO_TIMESTAMP
@@ -152,8 +153,11 @@ class _Counter:
                 self._add_run(rows[i:stop], facts)
             if stop == n:
                 break
-            if stop == until or not self._add_compressed(d, rows[stop]):
-                self.add_header(seg, header_of(rows[stop].item()))
+            taken = self._add_compressed(d, rows, stop, until) if stop < until else 0
+            if taken:
+                i = stop + taken
+                continue
+            self.add_header(seg, header_of(rows[stop].item()))
             i = stop + 1
         self.info.log_end_offset = end
 
@@ -166,26 +170,33 @@ class _Counter:
             self._count(magic, 0, len(mine), int(mine["records_count"].sum()), int(mine["size"].sum()))
         self._note(facts)
 
-    def _add_compressed(self, d, row) -> bool:
-        """A compressed data batch or wrapper counted from its inflated records; False where its
-        decode should decide (or the log start offset cuts it)."""
-        if not row["compression"]:
-            return False
-        if row["magic"] < 2:
-            inflated = batch_runs.inflated_wrapper(d.buf, row, d.base, STRICT)
-            facts = None if inflated is None else native.legacy_set_facts(*inflated, True)
-        else:
-            inflated = batch_runs.inflated_v2(d.buf, row, d.base, STRICT)
-            if inflated is None:
-                return False
-            facts = (0, None, None, None, None) if not inflated[1] else native.v2_records_facts(*inflated)
-        if facts is None or facts is NotImplemented:
-            return False
-        if self.floor is not None and facts[1] is not None and facts[1] < self.floor:
-            return False
-        self._count(int(row["magic"]), int(row["compression"]), 1, facts[0], int(row["size"]))
-        self._note(facts)
-        return True
+    def _add_compressed(self, d, rows: np.ndarray, start: int, stop: int) -> int:
+        """How many compressed data batches and wrappers from rows[start] on (before `stop`) were
+        counted from their inflated records, a run at a time (kfmt.format.inflated_runs.walk); the
+        entry after them is for the per-batch path (its decode should decide, or the log start
+        offset cuts it)."""
+        if not rows["compression"][start]:
+            return 0
+        walked = inflated_runs.walk(d.buf, rows, start, stop, d.base, STRICT, digest=False)
+        facts, run = walked.facts, rows[start:walked.stop]
+        if self.floor is not None:  # a wrapper the log start offset cuts: its records from it on
+            cut = np.flatnonzero((facts["records"] > 0) & (facts["first"] < self.floor))
+            if len(cut):
+                facts, run = facts[:cut[0]], run[:cut[0]]
+        if not len(run):
+            return 0
+        kinds = run["magic"].astype(np.int64) * 8 + run["compression"]
+        for kind in np.unique(kinds).tolist():
+            mine = kinds == kind
+            self._count(kind // 8, kind % 8, int(mine.sum()), int(facts["records"][mine].sum()),
+                        int(run["size"][mine].sum()))
+        held = np.flatnonzero(facts["records"])
+        timed = facts[(facts["flags"] & HAS_TS) != 0]
+        if len(held):
+            self._note((int(facts["records"].sum()), int(facts["first"][held[0]]), int(facts["last"][held[-1]]),
+                        int(timed["min_ts"].min()) if len(timed) else None,
+                        int(timed["max_ts"].max()) if len(timed) else None))
+        return len(run)
 
     def _count(self, magic: int, compression: int, batches: int, records: int, size: int) -> None:
         count = self.census.setdefault((magic, self.reg.codec_name(compression)), FormatCount())

@@ -8,8 +8,9 @@ record structure and record offsets and timestamps _check_batch would accept. Fo
 offset checks of LogChecker._check_offsets are made on the whole run with numpy; when none of them
 would report anything, the run is counted and added to the segment's columns at once, and the
 observers (the leader-epoch and transaction checks) see only the rows they ask for (`wants`).
-Compressed data batches and wrappers join a run when `compressed_clean` vouches for them: inflated,
-their records walked without columns (kfmt/csrc/facts.c) and judged by the same rules.
+Compressed data batches and wrappers join a run when `compressed_clean` vouches for them: inflated and
+their records walked without columns a run at a time (kfmt.format.inflated_runs.walk), and judged by
+the same rules.
 Anything else (a run an offset check would complain about, control batches, damaged
 entries) goes through the per-entry checks, which remain the definition of every message.
 """
@@ -20,8 +21,9 @@ from typing import Iterator
 import numpy as np
 import pyarrow as pa
 
-from kfmt.format import batch_runs
+from kfmt.format import inflated_runs
 from kfmt.format.frames import ATTR_TRANSACTIONAL, FRAME_DTYPE
+from kfmt.format.inflated_runs import DISORDERED, HAS_TS
 from kfmt.format.kernels import native
 from kfmt.format.message_formats import STRICT
 from kfmt.format.model import INT32_MAX, NO_PARTITION_LEADER_EPOCH, TimestampType
@@ -58,49 +60,36 @@ def _vouched(buf, rows: np.ndarray, start: int, stop: int) -> tuple[int, int]:
     while start < stop:
         at, n = native.clean_entries(buf, rows, start, stop, 0)
         records += n
-        while at < stop and rows["compression"][at]:
-            clean = compressed_clean(buf, rows[at])
-            if clean is None:
-                break
-            records += clean[0]
-            if rows["magic"][at] < 2:
-                rows["base_offset"][at] = clean[1]
-            at += 1
+        if at < stop and rows["compression"][at]:
+            walked = inflated_runs.walk(buf, rows, at, stop, 0, STRICT, digest=False)
+            clean = compressed_clean(rows[at:walked.stop], walked.facts)
+            records += int(walked.facts["records"][:clean].sum())
+            wrappers = np.flatnonzero(rows["magic"][at:at + clean] < 2)
+            rows["base_offset"][at + wrappers] = walked.facts["first"][wrappers]
+            at += clean
         if at == start:
             break
         start = at
     return start, records
 
 
-def compressed_clean(buf, row) -> tuple[int, int] | None:
-    """(records, first record offset) of a compressed data batch (v2) or wrapper (v0/v1) that
-    LogChecker._check_batch would find nothing wrong with: inflated and its records walked without
-    columns (kfmt/csrc/facts.c), decoded strictly (CRC, inner CRCs, structure) and judged by the
-    rules of _check_records and _check_inner_messages; None where those checks should decide."""
-    magic = int(row["magic"])
-    if magic < 2:
-        inflated = batch_runs.inflated_wrapper(buf, row, 0, STRICT)
-        facts = None if inflated is None else native.legacy_set_facts(*inflated, True)
-    else:
-        inflated = batch_runs.inflated_v2(buf, row, 0, STRICT)
-        if inflated is None:
-            return None
-        if not inflated[1]:
-            return 0, int(row["base_offset"])  # an empty batch: no record to check
-        facts = native.v2_records_facts(*inflated)
-    if facts is None or facts is NotImplemented:
-        return None
-    records, first, last, _lo, hi, increasing, magics = facts
-    if not increasing or last > int(row["last_offset"]):
-        return None
-    if magic < 2 and (last != int(row["last_offset"]) or magics != 1 << magic):
-        return None  # a wrapper carries its last inner offset; inner magics other than its own are noted
-    if magic >= 2 and first < int(row["base_offset"]):
-        return None
-    create_time = magic >= 1 and int(row["timestamp_type"]) == TimestampType.CREATE_TIME.value
-    if create_time and (-1 if hi is None else hi) > int(row["max_timestamp"]):
-        return None
-    return records, first
+def compressed_clean(rows: np.ndarray, facts: np.ndarray) -> int:
+    """How many of the compressed data batches (v2) and wrappers (v0/v1) of `rows`, walked
+    (kfmt.format.inflated_runs.walk: inflated, decoded strictly, their records' facts taken without
+    columns), from the first, LogChecker._check_batch would find nothing wrong with, judged by the
+    rules of _check_records and _check_inner_messages; the entry after them is for those checks."""
+    v2 = rows["magic"] >= 2
+    flags = facts["flags"]
+    hi = np.where(flags & HAS_TS, facts["max_ts"], -1)
+    clean = ((flags & DISORDERED) == 0) & (facts["last"] <= rows["last_offset"])
+    # a wrapper carries its last inner offset; inner magics other than its own are noted
+    clean &= v2 | ((facts["last"] == rows["last_offset"]) & ((flags >> 8) & 0xFF == 1 << rows["magic"]))
+    clean &= ~v2 | (facts["first"] >= rows["base_offset"])
+    create_time = (rows["magic"] >= 1) & (rows["timestamp_type"] == TimestampType.CREATE_TIME.value)
+    clean &= ~create_time | (hi <= rows["max_timestamp"])
+    clean |= v2 & (facts["records"] == 0)  # an empty batch: no record to check
+    refused = np.flatnonzero(~clean)
+    return int(refused[0]) if len(refused) else len(rows)
 
 
 def offsets_clean(rows: np.ndarray, prev_last: int | None, segment_base: int, first: bool) -> bool:

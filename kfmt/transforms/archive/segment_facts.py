@@ -8,9 +8,8 @@ v1 entries, tiny v2 batches) into columns was nearly all of what `kfmt archive` 
 compiled kernels the same facts come from where the bytes lie:
 * uncompressed entries: checked and digested a run at a time (kfmt.format.batch_runs.checked), the
   run's timestamps from one `entry_facts` call (kfmt/csrc/facts.c);
-* compressed data batches and wrappers: inflated once, checked and digested
-  (`digest_v2_records`, `digest_legacy_set`) and their timestamps taken (`v2_records_facts`,
-  `legacy_set_facts`) from the inflated records, without columns;
+* compressed data batches and wrappers: inflated once, checked and digested and their timestamps
+  taken from the inflated records, without columns, a run at a time (kfmt.format.inflated_runs.walk);
 * anything a kernel does not vouch for (control batches, damaged entries, a run holding a negative
   timestamp other than -1, which the kernels do not leave out) is decoded as the reference does,
   so errors are the decoder's own.
@@ -20,12 +19,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from kfmt.format import batch_runs, segment
+from kfmt.format import batch_runs, inflated_runs, segment
 from kfmt.format.batch_runs import CheckedRun
-from kfmt.format.digest import ContentDigest
 from kfmt.format.frames import header_of
+from kfmt.format.inflated_runs import HAS_TS
 from kfmt.format.kernels import native
-from kfmt.format.message_formats import STRICT
 from kfmt.format.model import Batch
 from kfmt.partition.summary import PartitionSummary, PartitionTally
 
@@ -97,49 +95,28 @@ def _add_uncompressed(data, rows: np.ndarray, file: str, tally: PartitionTally, 
 
 
 def _add_compressed(data, rows: np.ndarray, file: str, tally: PartitionTally, times: _Times) -> None:
-    """Compressed data batches and wrappers, each inflated once for its digest and its timestamps,
-    counted as one run up to the first the decoder must decide on."""
-    digest, first, begin = ContentDigest(), None, 0
-    for i, row in enumerate(rows):
-        found = _compressed_facts(data, row)
-        if found is not None:
-            digest.merge(found[0])
-            if first is None:
-                first = found[1]
-            times.note(found[2], found[3])
-            continue
-        if i > begin:
-            tally.add(CheckedRun(rows[begin:i], digest, first))
-        batch = segment.decode(data, header_of(row.item()), file)
-        tally.add(batch)
-        times.add_batch(batch)
-        digest, first, begin = ContentDigest(), None, i + 1
-    if len(rows) > begin:
-        tally.add(CheckedRun(rows[begin:], digest, first))
-
-
-def _compressed_facts(data, row) -> tuple | None:
-    """(digest, first record offset, least, greatest timestamp), or None where decode should decide."""
-    if row["magic"] < 2:
-        inflated = batch_runs.inflated_wrapper(data, row, 0, STRICT)
-        if inflated is None:
-            return None
-        done = native.digest_legacy_set(*inflated, True)
-        facts = native.legacy_set_facts(*inflated, True)
-    else:
-        inflated = batch_runs.inflated_v2(data, row, 0, STRICT)
-        if inflated is None:
-            return None
-        if inflated[1] == 0:
-            return ContentDigest(), None, None, None  # decode looks no further (docs/format.md §4.7)
-        done = native.digest_v2_records(*inflated)
-        facts = native.v2_records_facts(*inflated)
-    if done is NotImplemented or facts is None or facts is NotImplemented:
-        return None
-    if facts[3] is not None and facts[3] < 0:
-        return None  # a negative timestamp other than -1: the decoder's column decides
-    records, high, low, first = done
-    return ContentDigest(records, high << 64 | low), first, facts[3], facts[4]
+    """Compressed data batches and wrappers, each inflated once for its digest and its timestamps, a
+    run at a time (kfmt.format.inflated_runs.walk) up to the first the decoder must decide on."""
+    i = 0
+    while i < len(rows):
+        walked = inflated_runs.walk(data, rows, i, len(rows))
+        facts = walked.facts
+        # a negative timestamp other than -1: the decoder's column decides
+        odd = np.flatnonzero((facts["flags"] & HAS_TS != 0) & (facts["min_ts"] < 0))
+        if len(odd):
+            facts = facts[:odd[0]]
+            walked = inflated_runs.walk(data, rows, i, i + len(facts)) if len(facts) else None
+        if len(facts):
+            tally.add(CheckedRun(rows[i:i + len(facts)], walked.digest, walked.first))
+            timed = facts[facts["flags"] & HAS_TS != 0]
+            if len(timed):
+                times.note(int(timed["min_ts"].min()), int(timed["max_ts"].max()))
+            i += len(facts)
+        if i < len(rows):
+            batch = segment.decode(data, header_of(rows[i].item()), file)
+            tally.add(batch)
+            times.add_batch(batch)
+            i += 1
 
 
 def archived_segment_reference(data, file: str, ends_log: bool = False

@@ -29,9 +29,15 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
 
+import numpy as np
+
 from kfmt.defaults import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_PRODUCER_EXPIRATION_MS
 from kfmt.errors import UsageError
+from kfmt.format import inflated_runs
+from kfmt.format.frames import ATTR_CONTROL, header_of
+from kfmt.format.kernels import native
 from kfmt.format.model import NO_TIMESTAMP
+from kfmt.format.segment import FrameScanner
 from kfmt.partition.companions import CompanionBuilder, CompanionOptions, existing_leader_epochs
 from kfmt.partition.layout import PARTITION_METADATA, Segment, segment_file_name
 from kfmt.partition.reader import PartitionReader
@@ -284,26 +290,71 @@ def retain_partition(job: PartitionJob, files, options: RetentionOptions, dry_ru
 
 def _count_removed(reader: PartitionReader, segments: list[Segment]) -> PartitionSummary:
     """Batches and records of the deleted segments, from their headers (legacy compressed wrappers,
-    whose headers do not say how many messages they hold, are decompressed)."""
+    whose headers do not say how many messages they hold, are inflated: a run at a time and walked
+    without columns where the kernels are, kfmt.format.inflated_runs.walk; else decoded)."""
     part = reader.part
     summary = PartitionSummary(part.storage.url_of(part.path), part.topic, part.partition)
     for seg in segments:
         summary.segments += 1
         summary.log_bytes += seg.size
-        for header in reader.frames(seg):
-            summary.batches += 1
-            count = header.records_count
-            if count is None:
-                count = len(reader.decode(seg, header))
-            if header.is_control:
-                summary.control_records += count
-            else:
-                summary.records += count
-                if summary.first_offset is None and count:
-                    summary.first_offset = header.base_offset if header.base_offset is not None \
-                        else reader.decode(seg, header).header.base_offset
-            summary.next_offset = header.next_offset
+        if native is None or not reader.options.check_crc:
+            for header in reader.frames(seg):
+                _count_header(reader, seg, header, summary)
+            continue
+        d = reader.data(seg)
+        scanner = FrameScanner(d.buf, d.file, None, None, d.base)
+        for rows in scanner.chunks():
+            _count_rows(reader, seg, d, np.ascontiguousarray(rows), summary)
+        if scanner.tail.is_error:  # as PartitionReader.frames: only the last segment's tail is recovered
+            if not (reader.recover_tail and seg is part.segments[-1]):
+                raise scanner.tail.error(d.file)
+            scanner.tail.recovered(d.file)
     return summary
+
+
+def _count_header(reader: PartitionReader, seg: Segment, header, summary: PartitionSummary) -> None:
+    """One entry counted (the definition: a wrapper decoded for its count and first offset)."""
+    summary.batches += 1
+    count = header.records_count
+    if count is None:
+        count = len(reader.decode(seg, header))
+    if header.is_control:
+        summary.control_records += count
+    else:
+        summary.records += count
+        if summary.first_offset is None and count:
+            summary.first_offset = header.base_offset if header.base_offset is not None \
+                else reader.decode(seg, header).header.base_offset
+    summary.next_offset = header.next_offset
+
+
+def _count_rows(reader: PartitionReader, seg: Segment, d, rows: np.ndarray, summary: PartitionSummary) -> None:
+    """_count_header for a chunk of frame rows: counts and first offsets from the rows, but for the
+    wrappers', which come from their inflated records."""
+    if not len(rows):
+        return
+    counts = rows["records_count"].astype(np.int64)
+    firsts = rows["base_offset"].copy()
+    edges = np.flatnonzero(np.diff(np.concatenate(([0], (counts < 0).view(np.int8), [0])))).tolist()
+    for i, stop in zip(edges[::2], edges[1::2]):  # each run of consecutive wrappers
+        while i < stop:
+            walked = inflated_runs.walk(d.buf, rows, i, stop, d.base, reader.options, digest=False)
+            counts[i:walked.stop] = walked.facts["records"]
+            firsts[i:walked.stop] = walked.facts["first"]
+            i = walked.stop
+            if i < stop:  # the decode decides (and reports a damaged wrapper)
+                batch = reader.decode(seg, header_of(rows[i].item()))
+                counts[i], firsts[i] = len(batch), batch.header.base_offset
+                i += 1
+    control = (rows["magic"] >= 2) & (rows["attributes"] & ATTR_CONTROL != 0)
+    summary.batches += len(rows)
+    summary.control_records += int(counts[control].sum())
+    summary.records += int(counts[~control].sum())
+    if summary.first_offset is None:
+        held = np.flatnonzero(~control & (counts > 0))
+        if len(held):
+            summary.first_offset = int(firsts[held[0]])
+    summary.next_offset = int(rows["last_offset"][-1]) + 1
 
 
 def _write_rolled(plan: PartitionPlan, files, decision: RetentionDecision,
