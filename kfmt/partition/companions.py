@@ -43,7 +43,7 @@ from kfmt.defaults import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_PRODUCER_EXPIRAT
 from kfmt.errors import DataError, UsageError
 from kfmt.format.control import ControlType, control_type, end_txn_marker
 from kfmt.format.frames import header_of
-from kfmt.format.model import NO_PRODUCER_ID, Batch, BatchHeader
+from kfmt.format.model import Batch, BatchHeader
 from kfmt.partition.checkpoints import EpochEntry, read_leader_epochs, write_leader_epochs
 from kfmt.partition.layout import LEADER_EPOCH_CHECKPOINT, PartitionDir, segment_file_name
 from kfmt.partition.producer_state import ProducerStateManager, SnapshotFiles
@@ -52,6 +52,7 @@ from kfmt.partition.segment_recovery import (
     SegmentCompanions,
     SegmentIndexer,
     check_no_control,
+    producer_rows,
     rising_epochs,
     v2_rows,
 )
@@ -179,7 +180,7 @@ class _SegmentRecovery:
             latest = self.epochs.entries[-1].epoch if self.epochs.entries else -1
             for epoch, base_offset in rising_epochs(v2, latest):
                 self.epochs.observe_epoch(epoch, base_offset)
-            for row in v2[v2["producer_id"] > NO_PRODUCER_ID].tolist():
+            for row in producer_rows(v2).tolist():
                 header = header_of(row)
                 self.update_producer_state(header, None, -1, header.max_timestamp)
             self.producers.map_end_offset = int(v2["last_offset"][-1]) + 1

@@ -19,7 +19,7 @@ import numpy as np
 from kfmt.defaults import DEFAULT_INDEX_INTERVAL_BYTES
 from kfmt.errors import DataError, UsageError
 from kfmt.format.control import ControlType
-from kfmt.format.frames import ATTR_CONTROL, FRAME_DTYPE, header_of
+from kfmt.format.frames import ATTR_CONTROL, ATTR_TRANSACTIONAL, FRAME_DTYPE, header_of
 from kfmt.format.kernels import native
 from kfmt.format.model import INT32_MAX, NO_PRODUCER_ID, NO_TIMESTAMP, BatchHeader
 from kfmt.partition import indexes, txnindex
@@ -271,7 +271,7 @@ class RecoveredSegmentBuilder:
             return
         self._v2_next_offset = int(v2["last_offset"][-1]) + 1
         self._epochs += rising_epochs(v2, self._epochs[-1][0] if self._epochs else -1)
-        for row in v2[v2["producer_id"] > NO_PRODUCER_ID].tolist():
+        for row in producer_rows(v2).tolist():
             self._add_producer_batch(header_of(row), None, -1, None)
 
     def finish(self) -> tuple[SegmentCompanions, RecoveredSegment]:
@@ -311,6 +311,30 @@ def _entries(kind, data: bytes) -> list:
 def v2_rows(rows: np.ndarray) -> np.ndarray:
     v2 = rows["magic"] >= 2
     return rows if v2.all() else rows[v2]
+
+
+def producer_rows(v2_rows: np.ndarray) -> np.ndarray:
+    """The rows of data batches (no control batch) with a producer id that producer-state replay
+    must see, in log order: per producer, the first, second and last batch of each run of
+    consecutive batches with one transactional flag. A run's batches after its first only overwrite
+    what the one before wrote (RecoveredSegmentBuilder says why), so the state after the last is the
+    same without those in between; keeping the second keeps RecoveredSegmentBuilder's list of kept
+    batches the same too (the second's slot, which the last then takes). Tiny batches from a few
+    idempotent producers: thousands of rows, a handful kept."""
+    rows = v2_rows[v2_rows["producer_id"] > NO_PRODUCER_ID]
+    if len(rows) <= 3:
+        return rows
+    order = np.argsort(rows["producer_id"], kind="stable")  # each producer's rows, in log order
+    pid, txn = rows["producer_id"][order], (rows["attributes"][order] & ATTR_TRANSACTIONAL) != 0
+    first = np.ones(len(rows), bool)
+    first[1:] = (pid[1:] != pid[:-1]) | (txn[1:] != txn[:-1])
+    keep = first.copy()
+    keep[1:] |= first[:-1]  # the second
+    keep[:-1] |= first[1:]  # the last
+    keep[-1] = True
+    kept = np.zeros(len(rows), bool)
+    kept[order[keep]] = True
+    return rows[kept]
 
 
 def rising_epochs(v2_rows: np.ndarray, latest: int) -> list[tuple[int, int]]:
