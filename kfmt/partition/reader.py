@@ -91,6 +91,17 @@ class PartitionReader:
         return segment.scan(d.buf, d.file, start, None, d.base,
                             recover_tail=self.recover_tail and seg is self.part.segments[-1])
 
+    def frame_chunks(self, seg: Segment) -> Iterator[np.ndarray]:
+        """frames() as arrays of frame rows (kfmt.format.frames), a chunk at a time: for whoever wants
+        a column of the headers, without a BatchHeader per entry."""
+        d = self.data(seg)
+        scanner = segment.FrameScanner(d.buf, d.file, None, None, d.base)
+        yield from scanner.chunks()
+        if scanner.tail.is_error:
+            if not (self.recover_tail and seg is self.part.segments[-1]):
+                raise scanner.tail.error(d.file)
+            scanner.tail.recovered(d.file)
+
     def decode(self, seg: Segment, header: BatchHeader) -> Batch:
         d = self.data(seg, header.position)
         return segment.decode(d.buf, header, d.file, self.options, d.base)
@@ -224,7 +235,8 @@ class PartitionReader:
         entries = self.time_index(seg)
         if entries and seg is not self.part.segments[-1]:
             return entries[-1].timestamp
-        return max((h.max_timestamp for h in self.frames(seg)), default=NO_TIMESTAMP)
+        return max((int(rows["max_timestamp"].max()) for rows in self.frame_chunks(seg) if len(rows)),
+                   default=NO_TIMESTAMP)
 
     def _seek_timestamp(self, target: int) -> tuple[int, int, int] | None:
         floor = self.floor if self.floor is not None else -1

@@ -37,7 +37,6 @@ from kfmt.format import inflated_runs
 from kfmt.format.frames import ATTR_CONTROL, header_of
 from kfmt.format.kernels import native
 from kfmt.format.model import NO_TIMESTAMP
-from kfmt.format.segment import FrameScanner
 from kfmt.partition.companions import CompanionBuilder, CompanionOptions, existing_leader_epochs
 from kfmt.partition.layout import PARTITION_METADATA, Segment, segment_file_name
 from kfmt.partition.reader import PartitionReader
@@ -107,8 +106,9 @@ def log_end_offset(reader: PartitionReader) -> int:
     if not segs:
         return 0
     end = segs[-1].base_offset
-    for header in reader.frames(segs[-1]):
-        end = header.next_offset
+    for rows in reader.frame_chunks(segs[-1]):
+        if len(rows):
+            end = int(rows["last_offset"][-1]) + 1  # the last header's next offset
     return end
 
 
@@ -302,13 +302,8 @@ def _count_removed(reader: PartitionReader, segments: list[Segment]) -> Partitio
                 _count_header(reader, seg, header, summary)
             continue
         d = reader.data(seg)
-        scanner = FrameScanner(d.buf, d.file, None, None, d.base)
-        for rows in scanner.chunks():
+        for rows in reader.frame_chunks(seg):
             _count_rows(reader, seg, d, np.ascontiguousarray(rows), summary)
-        if scanner.tail.is_error:  # as PartitionReader.frames: only the last segment's tail is recovered
-            if not (reader.recover_tail and seg is part.segments[-1]):
-                raise scanner.tail.error(d.file)
-            scanner.tail.recovered(d.file)
     return summary
 
 
