@@ -2,7 +2,12 @@
 (kfmt.transforms.resegment)."""
 from __future__ import annotations
 
-from kfmt.cli._transform import add_companion_arguments, add_transform_arguments, run_transform_command
+from kfmt.cli._transform import (
+    add_companion_arguments,
+    add_transform_arguments,
+    run_transform_command,
+    warm_pool,
+)
 from kfmt.defaults import DEFAULT_MAX_INDEX_BYTES, DEFAULT_SEGMENT_MS
 
 NAME = "resegment"
@@ -25,6 +30,7 @@ def add_arguments(p):
 
 
 def run(args) -> int:
+    warm_pool(args, "kfmt.transforms.run", "kfmt.transforms.resegment")
     from kfmt.api.commands import resegment
 
     return run_transform_command(args, resegment, segment_bytes=args.segment_bytes,
