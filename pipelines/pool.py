@@ -15,7 +15,6 @@ gets a new pool.
 """
 from __future__ import annotations
 
-import importlib
 import multiprocessing
 import signal
 import sys
@@ -48,22 +47,6 @@ def executor(workers: int) -> ProcessPoolExecutor:
                                         initializer=_start_worker)
         _workers = workers
     return _executor
-
-
-def prestart(workers: int, modules: tuple[str, ...] = ()) -> None:
-    """Start the pool of `workers` now, each worker importing `modules` (what its tasks will need), so
-    that their start (about half a second each, kfmt.pipelines.engine) overlaps the driver's own
-    imports and planning instead of following them; run_on_pool then finds them ready. For a command
-    sure to run on this pool (kfmt.cli._transform.warm_pool)."""
-    pool = executor(workers)
-    with _main_hidden():  # each submit spawns a worker while none is idle
-        for _ in range(workers):
-            pool.submit(_warm, modules)
-
-
-def _warm(modules: tuple[str, ...]) -> None:
-    for name in modules:
-        importlib.import_module(name)
 
 
 def shutdown(kill: bool = False) -> None:

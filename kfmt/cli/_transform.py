@@ -46,61 +46,6 @@ MASTER_HELP = ("where the tasks run (default: $KFMT_SPARK_MASTER, else 'auto': i
                "'local[N]', 'spark://HOST:PORT', 'yarn', 'k8s://...'")
 
 
-def warm_pool(args, *modules: str, path: str | None = None, per_partition: bool = False) -> None:
-    """Start the worker pool before the command imports its code and plans (kfmt.pipelines.pool
-    .prestart: the workers' start then overlaps both), when the command is sure to run there: its
-    input (`path`, else SRC) is local partitions whose .log files, those --topic and --partition
-    select, add up to a size the engine runs on the pool (kfmt.pipelines.engine.choose_engine with
-    --master; `per_partition`: info and verify, kfmt.inspect.per_partition, one worker per partition
-    up to the cores). `modules`: what the tasks import. Nothing starts for a dry run or an input a
-    directory listing cannot size; the command's own choice, made after planning, still decides
-    where its tasks run."""
-    if getattr(args, "dry_run", False) or getattr(args, "dst", "").startswith("memory://"):
-        return
-    found = _local_logs(path or args.src, args.topic, args.partition)
-    if found is None:
-        return
-    size, partitions = found
-    from kfmt.pipelines.engine import POOL, choose_engine
-
-    engine = choose_engine(None if per_partition else getattr(args, "master", None), size)
-    workers = min(partitions, engine.workers or 0) if per_partition else engine.workers
-    if engine.engine == POOL and workers and workers > (1 if per_partition else 0):
-        from kfmt.pipelines.pool import prestart
-
-        prestart(workers, modules)
-
-
-def _local_logs(path: str, topic: str | None, partition: int | None) -> tuple[int, int] | None:
-    """(bytes of .log files, partitions) at a local partition or log directory, as find_partitions
-    (kfmt.partition.layout) would select them; None where a listing cannot say (a URL, no directory)."""
-    import fnmatch
-    import os
-
-    from kfmt.partition.layout import SEGMENT_NAME, parse_topic_partition
-
-    def logs(directory: str) -> int:
-        return sum(e.stat().st_size for e in os.scandir(directory)
-                   if e.name.endswith(".log") and SEGMENT_NAME.match(e.name) and e.is_file())
-
-    if "://" in path or not os.path.isdir(path):
-        return None
-    try:
-        if any(SEGMENT_NAME.match(e.name) for e in os.scandir(path)):
-            return logs(path), 1
-        size = partitions = 0
-        for e in os.scandir(path):
-            named = parse_topic_partition(e.name)
-            if named is None or not e.is_dir() or (topic is not None and not fnmatch.fnmatchcase(named[0], topic)) \
-                    or (partition is not None and named[1] != partition):
-                continue
-            size += logs(e.path)
-            partitions += 1
-        return size, partitions
-    except OSError:
-        return None
-
-
 def add_master_argument(p) -> None:
     """--master: which engine runs the tasks (kfmt.pipelines.engine; the report says which ran and why)."""
     p.add_argument("--master", metavar="URL", help=MASTER_HELP)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from kfmt.cli._common import dumps
-from kfmt.cli._transform import add_transform_arguments, run_arguments, warm_pool
+from kfmt.cli._transform import add_transform_arguments, run_arguments
 
 NAME = "archive"
 HELP = ("copy partition directories to object storage with a manifest (sizes, checksums, offset and "
@@ -25,7 +25,6 @@ def add_arguments(p):
 
 
 def run(args) -> int:
-    warm_pool(args, "kfmt.transforms.archive.read_task")
     from kfmt.api.commands import archive
     from kfmt.pipelines.engine import engine_note
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from kfmt.cli._common import dumps
-from kfmt.cli._transform import add_companion_arguments, add_transform_arguments, run_arguments, warm_pool
+from kfmt.cli._transform import add_companion_arguments, add_transform_arguments, run_arguments
 from kfmt.defaults import (
     DEFAULT_DELETE_RETENTION_MS,
     DEFAULT_MAX_INDEX_BYTES,
@@ -55,7 +55,6 @@ def add_arguments(p):
 
 
 def run(args) -> int:
-    warm_pool(args, "kfmt.transforms.cleanup.job")
     from kfmt.api.commands import compact
     from kfmt.pipelines.engine import engine_note
 

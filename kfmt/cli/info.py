@@ -4,7 +4,6 @@ from __future__ import annotations
 import datetime
 
 from kfmt.cli._common import add_format_argument, add_include_deleted_argument, add_path_arguments, dumps
-from kfmt.cli._transform import warm_pool
 from kfmt.storage.store import parse_storage_options
 
 NAME = "info"
@@ -18,7 +17,6 @@ def add_arguments(p):
 
 
 def run(args) -> int:
-    warm_pool(args, "kfmt.inspect.info", path=args.path, per_partition=True)
     from kfmt.api.commands import partition_infos
 
     infos = partition_infos(args.path, storage_options=parse_storage_options(args.storage_option),

@@ -8,7 +8,6 @@ from kfmt.cli._transform import (
     companion_arguments,
     print_outcome,
     run_arguments,
-    warm_pool,
 )
 from kfmt.pipelines.engine import engine_note
 
@@ -23,7 +22,6 @@ def add_arguments(p):
 
 
 def run(args) -> int:
-    warm_pool(args, "kfmt.transforms.reindex")
     from kfmt.api.commands import reindex
 
     result = reindex(args.src, args.dst, **companion_arguments(args), **run_arguments(args))

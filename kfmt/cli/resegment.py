@@ -2,12 +2,7 @@
 (kfmt.transforms.resegment)."""
 from __future__ import annotations
 
-from kfmt.cli._transform import (
-    add_companion_arguments,
-    add_transform_arguments,
-    run_transform_command,
-    warm_pool,
-)
+from kfmt.cli._transform import add_companion_arguments, add_transform_arguments, run_transform_command
 from kfmt.defaults import DEFAULT_MAX_INDEX_BYTES, DEFAULT_SEGMENT_MS
 
 NAME = "resegment"
@@ -30,7 +25,6 @@ def add_arguments(p):
 
 
 def run(args) -> int:
-    warm_pool(args, "kfmt.transforms.run", "kfmt.transforms.resegment")
     from kfmt.api.commands import resegment
 
     return run_transform_command(args, resegment, segment_bytes=args.segment_bytes,

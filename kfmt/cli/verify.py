@@ -5,7 +5,7 @@ import json
 import sys
 
 from kfmt.cli._common import add_format_argument, add_path_arguments, add_progress_argument
-from kfmt.cli._transform import show_progress, warm_pool
+from kfmt.cli._transform import show_progress
 from kfmt.errors import EXIT_DATA, EXIT_OK
 from kfmt.storage.store import parse_storage_options
 
@@ -23,7 +23,6 @@ def add_arguments(p):
 
 
 def run(args) -> int:
-    warm_pool(args, "kfmt.inspect.verify.partition", path=args.path, per_partition=True)
     from kfmt.api.commands import verify
 
     outcome = verify(args.path, storage_options=parse_storage_options(args.storage_option), topic=args.topic,
