@@ -74,3 +74,37 @@ def test_the_same_on_damaged_indexes(tmp_path_factory, name, kind, rng: random.R
         data[at:at + size] = bytes(size)
     f.write_bytes(bytes(data))
     same_both_ways(copy)
+
+
+@SETTINGS
+@given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 60)), max_size=5),
+       st.lists(st.tuples(st.integers(-1, 6), st.integers(0, 70), st.sampled_from([1, 2])), min_size=1,
+                max_size=30))
+def test_the_leader_epoch_check_is_shown_every_batch_it_would_report(tmp_path_factory, entries, batches):
+    """LeaderEpochs.wants (which rows of a clean run log_runs shows the check) leaves out only rows
+    whose on_batch reports nothing, whatever the checkpoint (unordered entries too)."""
+    import numpy as np
+
+    from kfmt.format.frames import FRAME_DTYPE
+    from kfmt.inspect.verify.checkpoints import LeaderEpochs
+    from kfmt.inspect.verify.log import BatchFacts
+    from kfmt.inspect.verify.problems import Report
+    from kfmt.partition.layout import load_partition
+
+    directory = tmp_path_factory.mktemp("p") / "t-0"
+    directory.mkdir()
+    (directory / "00000000000000000000.log").write_bytes(b"")
+    (directory / "leader-epoch-checkpoint").write_text(
+        f"0\n{len(entries)}\n" + "".join(f"{e} {o}\n" for e, o in entries))
+    storage, root = open_storage(str(directory))
+    rows = np.zeros(len(batches), FRAME_DTYPE)
+    rows["partition_leader_epoch"] = [e for e, _, _ in batches]
+    rows["base_offset"] = [o for _, o, _ in batches]
+    rows["magic"] = [m for _, _, m in batches]
+    wanted = LeaderEpochs(load_partition(storage, root), Report()).wants(rows)
+    for i, (epoch, offset, magic) in enumerate(batches):
+        alone = LeaderEpochs(load_partition(storage, root), Report())
+        before = len(alone.report.problems)
+        alone.on_batch(BatchFacts(0, 70, offset, offset, -1, magic, partition_leader_epoch=epoch), "f", alone.report)
+        if len(alone.report.problems) > before:
+            assert wanted[i]

@@ -22,6 +22,8 @@ from __future__ import annotations
 from bisect import bisect_right
 from dataclasses import dataclass
 
+import numpy as np
+
 from kfmt.errors import DataError
 from kfmt.partition.checkpoints import (
     EpochEntry,
@@ -79,11 +81,20 @@ class LeaderEpochs:
                              f"epochs and start offsets (the cache drops the entries that do not)",
                              self.file, self.positions[i], entry.start_offset)
 
-    @staticmethod
-    def wants(rows):
+    def wants(self, rows):
         """Which rows of frames (kfmt.format.frames) on_batch looks at: v2 batches with a leader
-        epoch (kfmt.inspect.verify.log_runs skips the rest)."""
-        return (rows["magic"] >= 2) & (rows["partition_leader_epoch"] >= 0)
+        epoch (kfmt.inspect.verify.log_runs skips the rest); against a checkpoint, only those whose
+        epoch is not the one of the entry covering them (on_batch does nothing with the others: most
+        batches of a partition), found for all rows at once."""
+        mask = (rows["magic"] >= 2) & (rows["partition_leader_epoch"] >= 0)
+        if not self.entries or not mask.any():
+            return mask
+        starts = np.array(self._starts, np.int64)
+        if (np.diff(starts) < 0).any():
+            return mask  # bisect_right is a sorted search only over ordered start offsets
+        covering = np.searchsorted(starts, rows["base_offset"], "right") - 1
+        epochs = np.array([e.epoch for e in self.entries], np.int64)[np.maximum(covering, 0)]
+        return mask & (covering >= 0) & (epochs != rows["partition_leader_epoch"])
 
     def on_batch(self, facts: BatchFacts, file: str, report: Report) -> None:
         epoch = facts.partition_leader_epoch
