@@ -89,13 +89,7 @@ def run_on_pool(call, indexed_tasks: list, workers: int, description: str, bar) 
     # the processes serving this job (spawned by submit): their exit codes explain a broken pool
     processes = list((getattr(pool, "_processes", None) or {}).values())
     try:
-        pending = set(futures)
-        while pending:
-            done, pending = wait(pending, timeout=0.5, return_when=FIRST_EXCEPTION)
-            bar.update(len(done))
-            if any(f.exception() is not None for f in done):
-                break
-        return [f.result() for f in futures]
+        return _results(futures, bar)
     except BrokenProcessPool as err:
         shutdown(kill=True)
         raise KfmtError(f"{name}: {_died(processes)}; nothing was published") from err
@@ -121,13 +115,7 @@ def run_on_threads(call, indexed_tasks: list, workers: int, bar) -> list:
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kfmt-task") as threads:
         futures = [threads.submit(call, item) for item in indexed_tasks]
         try:
-            pending = set(futures)
-            while pending:
-                done, pending = wait(pending, timeout=0.5, return_when=FIRST_EXCEPTION)
-                bar.update(len(done))
-                if any(f.exception() is not None for f in done):
-                    break
-            return [f.result() for f in futures]
+            return _results(futures, bar)
         finally:
             for f in futures:  # after a failure (or Ctrl-C) the tasks not started are not started
                 f.cancel()
@@ -152,3 +140,14 @@ def _died(processes) -> str:
         return f"a worker process of the pool {how}{hint}"
     return f"a worker process of the pool exited with status {code}"
 
+
+def _results(futures: list, bar) -> list:
+    """The futures' results in order, the progress bar moved as they finish; the first task that
+    failed raises as soon as it is seen, without waiting for the others."""
+    pending = set(futures)
+    while pending:
+        done, pending = wait(pending, timeout=0.5, return_when=FIRST_EXCEPTION)
+        bar.update(len(done))
+        if any(f.exception() is not None for f in done):
+            break
+    return [f.result() for f in futures]
