@@ -14,8 +14,6 @@
 #include "native.h"
 #include "frames.h"
 
-int lz4_frame_inflate(const uint8_t *src, int64_t n, int magic, int64_t max_size, gbuf *out); /* lz4.c */
-
 #define V2_OVERHEAD 61
 
 /* One span row: int64 fields, in this order (kfmt.format.inflated_runs.SPAN_FIELDS). */
@@ -94,61 +92,45 @@ PyObject *py_compressed_spans(PyObject *self, PyObject *args) {
     return Py_BuildValue("nN", i, out);
 }
 
-/* walk_inflated(data, spans, payloads, want_digest, max_size)
+/* walk_inflated(spans, payloads, want_digest)
  *   -> (stopped_at, facts: bytes of int64 facts rows, digest_high, digest_low)
- * payload i is span row i's entry inflated (b"" for an empty v2 batch), or None for an lz4 entry the
- * kernel inflates itself from `data` (lz4.c: Kafka's LZ4 frame, output at most max_size bytes); the
- * digest is that of the records of the entries walked. */
+ * payload i is span row i's entry inflated (b"" for an empty v2 batch); the digest is that of the
+ * records of the entries walked. */
 PyObject *py_walk_inflated(PyObject *self, PyObject *args) {
-    Py_buffer data, spans_buf;
+    Py_buffer spans_buf;
     PyObject *payloads;
     int want_digest;
-    long long max_size;
-    if (!PyArg_ParseTuple(args, "y*y*OpL", &data, &spans_buf, &payloads, &want_digest, &max_size)) return NULL;
-    PyObject *seq = PySequence_Fast(payloads, "walk_inflated: a sequence of payloads");
-    Py_ssize_t n = spans_buf.len / (S_FIELDS * 8), held = 0;
-    Py_buffer *views = NULL;
-    PyObject *out = NULL;
-    if (seq == NULL) goto done;
-    if (spans_buf.len % (S_FIELDS * 8) || PySequence_Fast_GET_SIZE(seq) > n) {
+    if (!PyArg_ParseTuple(args, "y*Op", &spans_buf, &payloads, &want_digest)) return NULL;
+    buffer_list l;
+    if (buffer_list_open(&l, payloads)) {
+        PyBuffer_Release(&spans_buf);
+        return NULL;
+    }
+    Py_ssize_t n = spans_buf.len / (S_FIELDS * 8);
+    if (spans_buf.len % (S_FIELDS * 8) || l.n > n) {
+        buffer_list_release(&l);
+        PyBuffer_Release(&spans_buf);
         PyErr_SetString(PyExc_ValueError, "walk_inflated: span rows of int64, at most one payload each");
-        goto done;
+        return NULL;
     }
-    n = PySequence_Fast_GET_SIZE(seq);
-    if ((views = calloc(n ? (size_t)n : 1, sizeof *views)) == NULL) {
-        PyErr_NoMemory();
-        goto done;
+    n = l.n;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, n * W_FIELDS * 8);
+    if (out == NULL) {
+        buffer_list_release(&l);
+        PyBuffer_Release(&spans_buf);
+        return NULL;
     }
-    PyObject **items = PySequence_Fast_ITEMS(seq);
-    for (; held < n; held++) {
-        if (items[held] == Py_None) continue; /* views[held].obj stays NULL: inflated here */
-        if (PyObject_GetBuffer(items[held], &views[held], PyBUF_SIMPLE) != 0) goto done;
-    }
-    if ((out = PyBytes_FromStringAndSize(NULL, n * W_FIELDS * 8)) == NULL) goto done;
     const int64_t *spans = spans_buf.buf;
     int64_t *facts = (int64_t *)PyBytes_AS_STRING(out);
     uint64_t lo = 0, hi = 0;
-    gbuf messages = {0}, scratch = {0}, inflated = {0};
+    gbuf messages = {0}, scratch = {0};
     int nomem = 0;
     Py_ssize_t i = 0;
     Py_BEGIN_ALLOW_THREADS
     for (; i < n; i++) {
         const int64_t *s = spans + i * S_FIELDS;
-        const uint8_t *d = views[i].buf;
-        int64_t len = views[i].len;
-        if (views[i].obj == NULL) { /* an lz4 entry, inflated from its bytes in the data */
-            if (s[S_CODEC] != 3 || s[S_VALUE_LEN] < 0 || s[S_VALUE_AT] < 0 ||
-                s[S_VALUE_AT] > (int64_t)data.len - s[S_VALUE_LEN])
-                break;
-            int r = lz4_frame_inflate((const uint8_t *)data.buf + s[S_VALUE_AT], s[S_VALUE_LEN], (int)s[S_MAGIC],
-                                      max_size, &inflated);
-            if (r <= 0) {
-                nomem = r < 0;
-                break;
-            }
-            d = inflated.data;
-            len = (int64_t)inflated.len;
-        }
+        const uint8_t *d = l.views[i].buf;
+        int64_t len = l.views[i].len;
         facts_acc a = {0};
         uint64_t entry_lo = 0, entry_hi = 0;
         int ok;
@@ -176,20 +158,12 @@ PyObject *py_walk_inflated(PyObject *self, PyObject *args) {
     Py_END_ALLOW_THREADS
     gbuf_free(&messages);
     gbuf_free(&scratch);
-    gbuf_free(&inflated);
-    if (nomem) {
-        Py_CLEAR(out);
-        PyErr_NoMemory();
-        goto done;
-    }
-    if (i < n && _PyBytes_Resize(&out, i * W_FIELDS * 8) != 0) goto done;
-    out = Py_BuildValue("nNKK", i, out, (unsigned long long)hi, (unsigned long long)lo);
-done:
-    for (Py_ssize_t k = 0; k < held; k++)
-        if (views[k].obj != NULL) PyBuffer_Release(&views[k]);
-    free(views);
-    Py_XDECREF(seq);
-    PyBuffer_Release(&data);
+    buffer_list_release(&l);
     PyBuffer_Release(&spans_buf);
-    return out;
+    if (nomem) {
+        Py_DECREF(out);
+        return PyErr_NoMemory();
+    }
+    if (i < n && _PyBytes_Resize(&out, i * W_FIELDS * 8) != 0) return NULL;
+    return Py_BuildValue("nNKK", i, out, (unsigned long long)hi, (unsigned long long)lo);
 }

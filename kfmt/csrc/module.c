@@ -155,11 +155,8 @@ static PyMethodDef methods[] = {
      "compressed_spans(data, rows, start, stop, base) -> (stopped_at, spans): compressed data entries checked "
      "before inflating, and where their compressed bytes lie"},
     {"walk_inflated", py_walk_inflated, METH_VARARGS,
-     "walk_inflated(data, spans, payloads, want_digest, max_size) -> (stopped_at, facts, digest_high, "
-     "digest_low): inflated entries' records walked without columns (None payloads: lz4, inflated here)"},
-    {"lz4_frame", py_lz4_frame, METH_VARARGS,
-     "lz4_frame(data, magic, max_size) -> bytes | NotImplemented: Kafka's LZ4 frame inflated (lz4.c)"},
-    {"xxh32", py_xxh32, METH_VARARGS, "xxh32(data) -> int: XXH32, seed 0"},
+     "walk_inflated(spans, payloads, want_digest) -> (stopped_at, facts, digest_high, digest_low): inflated "
+     "entries' records walked without columns"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -274,24 +274,15 @@ def _walk_spans(data, spans: np.ndarray, formats, options: ReadOptions, want_dig
         if not native_format(formats, magic):
             return done
         try:
-            codec = formats.compression_for(int(codecs[a]), magic)
+            decompress = formats.compression_for(int(codecs[a]), magic).decompress
         except DataError:
             return done
-        # kfmt's own lz4 codec: its frames are inflated inside the kernel (kfmt/csrc/lz4.c), no Python
-        # call per batch; an entry the kernel is not sure of goes through the codec plugin alone
-        inline = type(codec).__dict__.get("native_frames", False)
-        decompress = codec.decompress
         ats, lens = spans[a:b, 0].tolist(), spans[a:b, 1].tolist()
         k = 0
-        while k < b - a:
-            if inline:
-                walked = _walked(data, spans[a + k:b], [None] * (b - a - k), want_digest, max_size, total, pieces)
-                done, k = done + walked, k + walked
-                if k == b - a:
-                    break
+        while k < b - a:  # a few MB of payloads per kernel call
             payloads, size, first, refused = [], 0, k, False
-            try:  # a few MB of payloads per kernel call (one, after the kernel's own lz4 stopped)
-                while k < b - a and size < MAX_CALL_BYTES and not (inline and payloads):
+            try:
+                while k < b - a and size < MAX_CALL_BYTES:
                     at, n = ats[k], lens[k]
                     payload = decompress(data[at:at + n], magic=magic, max_size=max_size) if n >= 0 else b""
                     payloads.append(payload)
@@ -299,26 +290,16 @@ def _walk_spans(data, spans: np.ndarray, formats, options: ReadOptions, want_dig
                     k += 1
             except DataError:
                 refused = True  # this entry is the decode's to report
-            walked = _walked(data, spans[a + first:a + k], payloads, want_digest, max_size, total, pieces)
+            walked, facts, high, low = native.walk_inflated(spans[a + first:a + k], payloads, want_digest)
+            if walked:
+                facts = np.frombuffer(facts, WALK_DTYPE)
+                pieces.append(facts)
+                if want_digest:
+                    total.merge(ContentDigest(int(facts["records"].sum()), high << 64 | low))
             done += walked
             if refused or walked < len(payloads):
                 return done
     return done
-
-
-def _walked(data, spans: np.ndarray, payloads: list, want_digest: bool, max_size: int, total: ContentDigest,
-            pieces: list) -> int:
-    """One walk_inflated call: how many entries it walked (their facts appended to `pieces`, their
-    digest added to `total`)."""
-    if not payloads:
-        return 0
-    walked, facts, high, low = native.walk_inflated(data, spans, payloads, want_digest, max_size)
-    if walked:
-        facts = np.frombuffer(facts, WALK_DTYPE)
-        pieces.append(facts)
-        if want_digest:
-            total.merge(ContentDigest(int(facts["records"].sum()), high << 64 | low))
-    return walked
 
 
 def walk_reference(data, rows: np.ndarray, start: int, stop: int, base: int = 0,

@@ -12,7 +12,6 @@ header checksum is verified for magic 1 and 2 and ignored for magic 0 (KAFKA-316
 """
 import struct
 
-import lz4
 import lz4.block
 import xxhash
 
@@ -38,11 +37,6 @@ def header_checksum(descriptor: bytes, magic: int) -> int:
 class Lz4(Compression):
     id = 3
     name = "lz4"
-    # kfmt's run walks inflate this codec's frames inside their kernel (kfmt/csrc/lz4.c, held to
-    # `decompress` below: it gives the same bytes or leaves the frame to it); only for this class,
-    # not for a plugin that replaces or subclasses it, and only over liblz4 1.9.4 or later (earlier
-    # ones refuse a few valid blocks, which the kernel takes)
-    native_frames = lz4.library_version_number() >= 10904
 
     def compress(self, data, *, magic, level=None):
         descriptor = bytes((FLG_WRITTEN, BD_WRITTEN))
