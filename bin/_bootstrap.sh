@@ -17,7 +17,7 @@ else
     [ "$(cat "$STAMP" 2>/dev/null)" != "$want" ] || touch "$STAMP"  # the same files, touched
 fi
 if [ -n "$want" ] && { [ ! -x "$PY" ] || [ "$(cat "$STAMP" 2>/dev/null)" != "$want" ]; }; then
-    echo "kfmt: installing into $VENV (first run only; about two minutes)" >&2
+    echo "kfmt: installing into $VENV (on the first run, and when pyproject.toml or setup.py change; about two minutes)" >&2
     if [ ! -x "$PY" ]; then
         "${KFMT_PYTHON:-$(command -v python3.11 || command -v python3)}" -m venv "$VENV"
     fi
