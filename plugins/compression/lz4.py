@@ -34,15 +34,29 @@ def header_checksum(descriptor: bytes, magic: int) -> int:
     return (xxhash.xxh32_intdigest(hashed) >> 8) & 0xFF
 
 
+# The header kfmt writes, per message format, and the descriptor-and-checksum bytes that mark a frame
+# written the same way: recompress writes one frame per output batch (a million and more for a GB of
+# one-message v1 entries) and reads each back, so neither recomputes a constant each time.
+_WRITTEN_DESCRIPTOR = bytes((FLG_WRITTEN, BD_WRITTEN))
+_HEADERS = {magic: MAGIC + _WRITTEN_DESCRIPTOR + bytes((header_checksum(_WRITTEN_DESCRIPTOR, magic),))
+            for magic in (0, 1, 2)}
+_PACK_SIZE = struct.Struct("<I").pack
+_UNPACK_SIZE = struct.Struct("<I").unpack_from
+
+
 class Lz4(Compression):
     id = 3
     name = "lz4"
 
     def compress(self, data, *, magic, level=None):
-        descriptor = bytes((FLG_WRITTEN, BD_WRITTEN))
-        out = bytearray(MAGIC + descriptor + bytes((header_checksum(descriptor, magic),)))
-        view = memoryview(data)
+        header = _HEADERS[0 if magic == 0 else 2]  # magic 1 and 2 hash the same bytes
         fast = level is None or level == DEFAULT_LEVEL
+        if fast and len(data) <= BLOCK_SIZE_WRITTEN:  # one block: most batches
+            block = lz4.block.compress(data, store_size=False)
+            if len(block) < len(data):
+                return b"".join((header, _PACK_SIZE(len(block)), block, END_MARK))
+        out = bytearray(header)
+        view = memoryview(data)
         for start in range(0, len(view), BLOCK_SIZE_WRITTEN):
             chunk = view[start:start + BLOCK_SIZE_WRITTEN]
             if fast:
@@ -51,16 +65,60 @@ class Lz4(Compression):
                 block = lz4.block.compress(chunk, mode="high_compression", compression=level,
                                            store_size=False)
             if len(block) >= len(chunk):  # Kafka stores a block raw when LZ4 does not shrink it
-                out += struct.pack("<I", len(chunk) | UNCOMPRESSED_BIT)
+                out += _PACK_SIZE(len(chunk) | UNCOMPRESSED_BIT)
                 out += chunk
             else:
-                out += struct.pack("<I", len(block))
+                out += _PACK_SIZE(len(block))
                 out += block
         out += END_MARK
         return bytes(out)
 
     def decompress(self, data, *, magic, max_size=DEFAULT_MAX_DECOMPRESSED):
         data = memoryview(data)
+        n = len(data)
+        if n >= 7 and data[:7] == _HEADERS[0 if magic == 0 else 2]:  # written as kfmt and Kafka write
+            block_max, block_checksums, pos = BLOCK_SIZE_WRITTEN, False, 7
+        else:
+            block_max, block_checksums, pos = self._descriptor(data, magic)
+        # the blocks' output kept apart and joined once (a batch is often a single block, which is
+        # then returned as decompressed, with no copy)
+        pieces, total = [], 0
+        while True:
+            if pos + 4 > n:
+                raise corrupt(self.name, "frame ends without an end mark")
+            (word,) = _UNPACK_SIZE(data, pos)
+            pos += 4
+            if word == 0:  # later frames, if any, are ignored as Kafka does
+                return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+            size = word & ~UNCOMPRESSED_BIT
+            if size > block_max or pos + size > n:
+                raise corrupt(self.name, f"invalid block size {size} at byte {pos - 4}")
+            block = data[pos:pos + size]
+            pos += size
+            if block_checksums:
+                if pos + 4 > n or _UNPACK_SIZE(data, pos)[0] != xxhash.xxh32_intdigest(block):
+                    raise corrupt(self.name, f"block checksum mismatch at byte {pos - size - 4}")
+                pos += 4
+            if total + (size if word & UNCOMPRESSED_BIT else 0) > max_size:
+                raise too_large(self.name, max_size)
+            if word & UNCOMPRESSED_BIT:
+                pieces.append(bytes(block))
+                total += size
+                continue
+            # The output buffer is the frame's declared block maximum (at most 4 MiB), so a block
+            # that decodes to more is corrupt, and the cap is checked once per block.
+            try:
+                piece = lz4.block.decompress(block, uncompressed_size=block_max)
+            except lz4.block.LZ4BlockError as e:
+                raise corrupt(self.name, f"{e} (block at byte {pos - size - 4})") from None
+            pieces.append(piece)
+            total += len(piece)
+            if total > max_size:
+                raise too_large(self.name, max_size)
+
+    def _descriptor(self, data: memoryview, magic: int) -> tuple[int, bool, int]:
+        """(block maximum, whether blocks carry checksums, position of the first block) of a frame
+        whose header is not the one kfmt writes, checked as Kafka's Lz4BlockInputStream checks it."""
         n = len(data)
         if n < 7 or bytes(data[:4]) != MAGIC:
             raise corrupt(self.name, "missing LZ4 frame magic")
@@ -80,42 +138,7 @@ class Lz4(Compression):
             raise corrupt(self.name, "truncated frame descriptor")
         if magic != 0 and data[descriptor_end] != header_checksum(bytes(data[4:descriptor_end]), magic):
             raise corrupt(self.name, "stream frame descriptor corrupted (header checksum)")
-        pos = descriptor_end + 1
-        # the blocks' output kept apart and joined once (a batch is often a single block, which is
-        # then returned as decompressed, with no copy)
-        pieces, total = [], 0
-        while True:
-            if pos + 4 > n:
-                raise corrupt(self.name, "frame ends without an end mark")
-            word = struct.unpack_from("<I", data, pos)[0]
-            pos += 4
-            if word == 0:  # later frames, if any, are ignored as Kafka does
-                return pieces[0] if len(pieces) == 1 else b"".join(pieces)
-            size = word & ~UNCOMPRESSED_BIT
-            if size > block_max or pos + size > n:
-                raise corrupt(self.name, f"invalid block size {size} at byte {pos - 4}")
-            block = data[pos:pos + size]
-            pos += size
-            if block_checksums:
-                if pos + 4 > n or struct.unpack_from("<I", data, pos)[0] != xxhash.xxh32_intdigest(block):
-                    raise corrupt(self.name, f"block checksum mismatch at byte {pos - size - 4}")
-                pos += 4
-            if total + (size if word & UNCOMPRESSED_BIT else 0) > max_size:
-                raise too_large(self.name, max_size)
-            if word & UNCOMPRESSED_BIT:
-                pieces.append(bytes(block))
-                total += size
-                continue
-            # The output buffer is the frame's declared block maximum (at most 4 MiB), so a block
-            # that decodes to more is corrupt, and the cap is checked once per block.
-            try:
-                piece = lz4.block.decompress(block, uncompressed_size=block_max)
-            except lz4.block.LZ4BlockError as e:
-                raise corrupt(self.name, f"{e} (block at byte {pos - size - 4})") from None
-            pieces.append(piece)
-            total += len(piece)
-            if total > max_size:
-                raise too_large(self.name, max_size)
+        return block_max, block_checksums, descriptor_end + 1
 
 
 @hookimpl
