@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from kfmt.format.convert import convert_batch
 from kfmt.format.model import (
@@ -48,12 +47,12 @@ def retained_batch(batch: Batch, retained: np.ndarray, delete_horizon: int | Non
         return Batch(_fresh(header, base_offset=offsets[0].as_py(),
                             last_offset=offsets[len(offsets) - 1].as_py(),
                             records_count=len(records)), records)
-    timestamps = records.column(1)
+    timestamps = records.column(1).to_numpy()  # int64, never null: no copy, and no compute call per batch
     if header.timestamp_type == TimestampType.LOG_APPEND_TIME:
         max_timestamp = header.max_timestamp
     else:
-        max_timestamp = pc.max(timestamps).as_py()
-    base_timestamp = timestamps[0].as_py() if delete_horizon is None else delete_horizon
+        max_timestamp = int(timestamps.max())
+    base_timestamp = int(timestamps[0]) if delete_horizon is None else delete_horizon
     return Batch(_fresh(header, base_timestamp=base_timestamp, max_timestamp=max_timestamp,
                         has_delete_horizon=delete_horizon is not None, records_count=len(records)),
                  records)
