@@ -13,17 +13,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from support.corpus import REAL_DIRS, REALKAFKA
 from support.kernels import SETTINGS
+from support.verify_inputs import verified
 
 from kfmt.inspect.verify import indexes as index_checks
-from kfmt.inspect.verify import verify
 from kfmt.storage.store import open_storage
-
-
-def verified(path) -> tuple:
-    storage, root = open_storage(str(path))
-    report = verify(storage, root)
-    return ([(p.check, p.message, p.file, p.position, p.offset, p.severity) for p in report.problems],
-            vars(report.counts))
 
 
 def same_both_ways(path) -> tuple:

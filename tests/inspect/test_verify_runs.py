@@ -12,20 +12,11 @@ from hypothesis import strategies as st
 from support.corpus import REAL_DIRS, REALKAFKA
 from support.kernels import NATIVE_USERS, SETTINGS, both, record_columns, segments
 from support.v2_batches import v2_batch
-from support.verify_inputs import gzip_wrapper, partition_with
+from support.verify_inputs import gzip_wrapper, partition_with, verified
 
 from kfmt.format.wire import crc32c
-from kfmt.inspect.verify import verify
-from kfmt.storage.store import open_storage
 
 VERIFY_NATIVE = NATIVE_USERS + ["kfmt.inspect.verify.log_runs"]
-
-
-def verified(path) -> tuple:
-    storage, root = open_storage(str(path))
-    report = verify(storage, root)
-    return ([(p.check, p.message, p.file, p.position, p.offset, p.severity) for p in report.problems],
-            vars(report.counts))
 
 
 def same_both_ways(path) -> tuple:

@@ -1,4 +1,5 @@
-"""Partitions built from given segments, and a gzip wrapper message, for the verify/info tests."""
+"""Partitions built from given segments, a gzip wrapper message, and a verify run as comparable
+values, for the verify/info tests."""
 from __future__ import annotations
 
 
@@ -21,3 +22,15 @@ def gzip_wrapper(wrapper_offset: int, timestamps: list[int], inner_offsets: list
     entry = bytearray(builder.build())
     entry[0:8] = wrapper_offset.to_bytes(8, "big", signed=True)  # not under the CRC (§3.1)
     return bytes(entry)
+
+
+def verified(path) -> tuple:
+    """kfmt verify of a directory as values two runs can be compared by: its problems (check,
+    message, file, position, offset, severity) and its counts."""
+    from kfmt.inspect.verify import verify
+    from kfmt.storage.store import open_storage
+
+    storage, root = open_storage(str(path))
+    report = verify(storage, root)
+    return ([(p.check, p.message, p.file, p.position, p.offset, p.severity) for p in report.problems],
+            vars(report.counts))
