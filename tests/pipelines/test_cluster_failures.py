@@ -55,15 +55,17 @@ def attempts(directory: Path) -> list[tuple[int, int]]:
                   for p in directory.glob("attempt-*") if not p.name.endswith(".tmp"))
 
 
-def wait_for_attempt(directory: Path, driver: subprocess.Popen) -> tuple[int, int]:
+def wait_for_attempt(directory: Path, driver: subprocess.Popen, processes: int = 1) -> tuple[int, int]:
+    """The first attempt at the barrier, once attempts from `processes` different processes are there
+    (2: both executors of the cluster are running a task, so the driver has them both)."""
     deadline = time.monotonic() + WAIT_S
     while time.monotonic() < deadline:
         found = attempts(directory)
-        if found:
+        if len({pid for _, pid in found}) >= processes:
             return found[0]
-        assert driver.poll() is None, "the driver ended before any task reached the barrier"
+        assert driver.poll() is None, "the driver ended before its tasks reached the barrier"
         time.sleep(0.05)
-    raise AssertionError(f"no task reached the barrier {directory} within {WAIT_S} s")
+    raise AssertionError(f"no {processes} task process(es) reached the barrier {directory} within {WAIT_S} s")
 
 
 def under_a_worker(pid: int, cluster) -> bool:
@@ -156,7 +158,10 @@ def test_all_workers_lost_fails_in_one_line_and_reruns(spark_cluster, s3_server,
     driver = subprocess.Popen([sys.executable, "-m", "kfmt", *map(str, args)], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        wait_for_attempt(hold / "resegment: segments", driver)
+        # both executors holding a task, and a second for the driver's watcher (it counts executors
+        # every 0.5 s) to have seen them both: otherwise the line may say it lost "its executor"
+        wait_for_attempt(hold / "resegment: segments", driver, processes=2)
+        time.sleep(1.0)
         killer = threading.Thread(target=spark_cluster.kill_workers)
         killer.start()
         killer.join()
