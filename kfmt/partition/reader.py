@@ -227,16 +227,18 @@ class PartitionReader:
                 and entry.position + LOG_OVERHEAD + size <= seg.log.size
                 and seg.base_offset <= offset <= entry.offset)
 
-    def largest_timestamp(self, seg: Segment) -> int:
+    def largest_timestamp(self, seg: Segment, scanned: int | None = None) -> int:
         """The segment's largest timestamp: its last time-index entry (docs/format.md §6.3), or a frame scan of
         the segment when the index cannot say. The last segment is always scanned: while it is
         active its time index lacks the final entry Kafka adds at roll or close, so the copy of a
-        running broker's partition holds records newer than the index's last entry."""
+        running broker's partition holds records newer than the index's last entry. `scanned`: that
+        scan's answer (frames_largest_timestamp), where the caller has just walked the frames."""
         entries = self.time_index(seg)
         if entries and seg is not self.part.segments[-1]:
             return entries[-1].timestamp
-        return max((int(rows["max_timestamp"].max()) for rows in self.frame_chunks(seg) if len(rows)),
-                   default=NO_TIMESTAMP)
+        if scanned is not None:
+            return scanned
+        return frames_largest_timestamp(self.frame_chunks(seg))
 
     def _seek_timestamp(self, target: int) -> tuple[int, int, int] | None:
         floor = self.floor if self.floor is not None else -1
@@ -257,3 +259,8 @@ class PartitionReader:
                         return i, header.position, offset
             # The index promised a timestamp the data does not hold: keep looking in later segments.
         return None
+
+
+def frames_largest_timestamp(chunks) -> int:
+    """The largest max_timestamp of chunks of frame rows (NO_TIMESTAMP when they hold none)."""
+    return max((int(rows["max_timestamp"].max()) for rows in chunks if len(rows)), default=NO_TIMESTAMP)

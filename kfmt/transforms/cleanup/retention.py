@@ -81,15 +81,16 @@ class SegmentAge:
     from_mtime: bool  # whether the largest timestamp is the .log file's modification time
 
 
-def segment_largest_timestamp(reader: PartitionReader, seg: Segment) -> int:
+def segment_largest_timestamp(reader: PartitionReader, seg: Segment, scanned: int | None = None) -> int:
     """Kafka's `LogSegment.largestTimestamp`: the largest record timestamp (the last time-index
-    entry; kfmt.partition.reader scans the frames where the index cannot say), else the `.log` file's
-    modification time, as for v0 data, which has no timestamps."""
-    return _largest_timestamp(reader, seg)[0]
+    entry; kfmt.partition.reader scans the frames where the index cannot say, or takes `scanned`,
+    the caller's own scan of them), else the `.log` file's modification time, as for v0 data, which
+    has no timestamps."""
+    return _largest_timestamp(reader, seg, scanned)[0]
 
 
-def _largest_timestamp(reader: PartitionReader, seg: Segment) -> tuple[int, bool]:
-    largest = reader.largest_timestamp(seg)
+def _largest_timestamp(reader: PartitionReader, seg: Segment, scanned: int | None = None) -> tuple[int, bool]:
+    largest = reader.largest_timestamp(seg, scanned)
     if largest >= 0 or seg.log.mtime_ms is None:
         return largest, False
     return seg.log.mtime_ms, True

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 
 from kfmt.errors import DataError
 from kfmt.format.frames import headers_of
-from kfmt.format.model import NO_PRODUCER_ID
+from kfmt.format.model import NO_PRODUCER_ID, NO_TIMESTAMP
 from kfmt.partition.companions import control_facts
 from kfmt.partition.producer_state import ProducerStateManager
-from kfmt.partition.reader import PartitionReader
+from kfmt.partition.reader import PartitionReader, frames_largest_timestamp
 from kfmt.partition.transactions import AbortedTransaction
 from kfmt.transforms.cleanup.retention import segment_largest_timestamp
 
@@ -64,10 +64,11 @@ def gather_facts(reader: PartitionReader, now_ms: int, producer_expiration_ms: i
     segments: list[SegmentInfo] = []
     log_end_offset = part.segments[0].base_offset if part.segments else 0
     for seg in part.segments:
-        next_offset = seg.base_offset
+        next_offset, largest = seg.base_offset, []  # each chunk's largest timestamp: no second scan below
         for rows in reader.frame_chunks(seg):
             if len(rows):
                 next_offset = int(rows["last_offset"][-1]) + 1
+                largest.append(frames_largest_timestamp([rows]))
             # only v2 batches with a producer id change the producer state: a header for those alone
             # (a GB of producer-shaped log is over a million entries, most of them without one)
             for header in headers_of(rows[(rows["magic"] >= 2) & (rows["producer_id"] > NO_PRODUCER_ID)]):
@@ -77,7 +78,7 @@ def gather_facts(reader: PartitionReader, now_ms: int, producer_expiration_ms: i
             seg.base_offset, seg.log.size, seg.log.mtime_ms or 0,
             seg.index.size if seg.index is not None else 0,
             seg.timeindex.size if seg.timeindex is not None else 0,
-            segment_largest_timestamp(reader, seg)))
+            segment_largest_timestamp(reader, seg, scanned=max(largest, default=NO_TIMESTAMP))))
     active = {pid: LastRecord(state.last_offset if state.last_offset >= 0 else None, state.epoch)
               for pid, state in producers.producers.items() if not producers.is_expired(state, now_ms)}
     first_unstable = min(producers.ongoing, default=None)
