@@ -95,6 +95,8 @@ class Context:
 def floors(ctx: Context) -> dict[str, Floor]:
     copy = 'mkdir -p "$1" && out="$1" && shift && cp -r "$@" "$out"/'
     v1 = ctx.parts("v1-single")
+    legacy = ctx.parts("v1-")
+    gzip = ctx.parts("v1-gzip-opaque")
     f = {
         "copy": Floor(f"cp -r + sync ({mb(tree_bytes([ctx.src]))})", ["shell", copy, ctx.out, *ctx.parts()],
                       writes=True),
@@ -102,23 +104,35 @@ def floors(ctx: Context) -> dict[str, Floor]:
                               ["shell", copy, ctx.out, *(ctx.parts(src=ctx.indexed) if os.path.isdir(ctx.indexed) else [])],
                               writes=True),
         "copy v1-single": Floor(f"cp -r + sync ({mb(tree_bytes(v1))})", ["shell", copy, ctx.out, *v1], writes=True),
+        "copy v1": Floor(f"cp -r + sync ({mb(tree_bytes(legacy))})", ["shell", copy, ctx.out, *legacy], writes=True),
         "lz4 codec": Floor("+ codec: decompress, lz4 every batch", [PY, f"{BASELINES}/codec.py", ctx.src, "--to", "lz4"]),
         "same codec": Floor("+ codec: decompress, recompress", [PY, f"{BASELINES}/codec.py", ctx.src, "--to", "same"]),
+        # what upgrading gzip wrappers cannot avoid: inflate every wrapper, deflate the same bytes again
+        # with the library and level kfmt's gzip plugin writes by default (ISA-L level 1)
+        "gzip codec": Floor("inflate + deflate (ISA-L 1) of the wrappers' bytes",
+                            [PY, f"{BASELINES}/codec.py", ctx.src, "--to", "same", "--gzip", "isal",
+                             "--topic-prefix", "v1-gzip-opaque"]),
         "export script": Floor("aiokafka + pyarrow script", [PY, f"{BASELINES}/export_parquet.py", ctx.src, ctx.out],
                                writes=True),
         "json loop": Floor("aiokafka + json.dumps loop", [PY, f"{BASELINES}/cat_json.py", ctx.src, "--topic-prefix", "v2-"]),
         "import pyarrow": Floor("python -c 'import pyarrow'", [PY, "-c", "import pyarrow"]),
     }
+    if not gzip:
+        del f["gzip codec"]
     return f
 
 
 def benches(ctx: Context) -> list[Bench]:
+    return opaque_benches(ctx) if ctx.facts.get("mix") == "opaque" else project_benches(ctx)
+
+
+def project_benches(ctx: Context) -> list[Bench]:
+    """The rows on the project's input (every producer shape)."""
     f = ctx.facts
     size = mb(f["bytes"])
     v1 = mb(tree_bytes(ctx.parts("v1-single")))
     v2 = mb(tree_bytes(ctx.parts("v2-")))
     segment = ctx.largest_segment("v2-lz4")
-    span = producer_logs.SPAN_MS
     rewrite = 1.5
     # reading commands first, then the rewrites from the quickest: a run cut short keeps the most rows
     return [
@@ -135,17 +149,47 @@ def benches(ctx: Context) -> list[Bench]:
               ["upgrade", SAMPLES, "OUT"], ["import pyarrow"], 4.0, writes=True),
         Bench("export", f"{size}, to Parquet", ["export", ctx.src, "OUT", "--format", "parquet"],
               ["export script"], 0.6, writes=True),
+        *copying_benches(ctx, size),
+        Bench("upgrade", f"{v1} of uncompressed v1", ["upgrade", ctx.src, "OUT", "--topic", "v1-single"],
+              ["copy v1-single"], 3.0, writes=True),
+        Bench("recompress", f"{size}, to lz4", ["recompress", ctx.src, "OUT", "--compression", "lz4"],
+              ["copy", "lz4 codec"], rewrite, writes=True),
+        Bench("compact", size, ["compact", ctx.src, "OUT"], ["copy", "same codec"], rewrite, writes=True),
+    ]
+
+
+def opaque_benches(ctx: Context) -> list[Bench]:
+    """The rows on issue 25's input: old-producer data with incompressible gzip wrappers and v2 lz4,
+    no index files."""
+    size = mb(ctx.facts["bytes"])
+    legacy = mb(tree_bytes(ctx.parts("v1-")))
+    gzip = mb(tree_bytes(ctx.parts("v1-gzip-opaque")))
+    return [
+        Bench("info", size, ["info", ctx.src], ["copy"], 1.0),
+        Bench("verify", f"{mb(tree_bytes([ctx.indexed]))} with indexes", ["verify", ctx.indexed],
+              ["copy indexed"], 2.0),
+        Bench("export", f"{size}, to Parquet", ["export", ctx.src, "OUT", "--format", "parquet"],
+              ["export script"], 0.6, writes=True),
+        *copying_benches(ctx, size),
+        Bench("upgrade", f"{legacy} of v1 (uncompressed and gzip)", ["upgrade", ctx.src, "OUT", "--topic", "v1-*"],
+              ["copy v1"], 3.0, writes=True),
+        # the issue's line: within 1.5x of inflate + deflate of the same bytes measured alone
+        Bench("upgrade gzip", f"{gzip} of v1 gzip wrappers, values incompressible",
+              ["upgrade", ctx.src, "OUT", "--topic", "v1-gzip-opaque"], ["gzip codec"], 1.5, writes=True),
+    ]
+
+
+def copying_benches(ctx: Context, size: str) -> list[Bench]:
+    """The commands that copy batches byte for byte, held to 1.5x the copy (issue 25)."""
+    span = producer_logs.SPAN_MS
+    rewrite = 1.5
+    return [
         Bench("reindex", size, ["reindex", ctx.src, "OUT"], ["copy"], rewrite, writes=True),
         Bench("resegment", f"{size}, to {producer_logs.size_name(2 * ctx.args.segment_bytes)} segments",
               ["resegment", ctx.src, "OUT", "--segment-bytes", str(2 * ctx.args.segment_bytes)], ["copy"],
               rewrite, writes=True),
-        Bench("upgrade", f"{v1} of uncompressed v1", ["upgrade", ctx.src, "OUT", "--topic", "v1-single"],
-              ["copy v1-single"], 3.0, writes=True),
         Bench("restore", f"{size}, from a local directory", ["restore", "PREPARED", "OUT"], ["copy"], rewrite,
               writes=True, prepare=["archive", ctx.src, "PREPARED"]),
-        Bench("recompress", f"{size}, to lz4", ["recompress", ctx.src, "OUT", "--compression", "lz4"],
-              ["copy", "lz4 codec"], rewrite, writes=True),
-        Bench("compact", size, ["compact", ctx.src, "OUT"], ["copy", "same codec"], rewrite, writes=True),
         Bench("retain", f"{size}, retention.ms 40 % of its span",
               ["retain", ctx.src, "OUT", "--retention-ms", str(int(0.4 * span)),
                "--now", str(producer_logs.BASE_TIMESTAMP + span)], ["copy"], rewrite, writes=True),
@@ -245,6 +289,9 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--size", type=producer_logs.parse_size, default=producer_logs.parse_size("2G"),
                    help="input size (2G; 10M..8G)")
+    p.add_argument("--input", choices=("both", *producer_logs.MIXES), default="both",
+                   help="which generated input (bench/producer_logs.py's mixes): project (every producer "
+                        "shape), opaque (issue 25's: incompressible gzip wrappers, v2 lz4) or both (default)")
     p.add_argument("--runs", type=int, default=3, help="runs of each command and floor (median; 3)")
     p.add_argument("--master", help="passed to every command that takes --master (default: kfmt's own)")
     p.add_argument("--floor-runs", type=int, help="runs of each floor (default: --runs); the script floors "
@@ -259,23 +306,49 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     args.floor_runs = args.floor_runs or args.runs
     started = datetime.datetime.now().isoformat(timespec="seconds")
+    path = args.json or os.path.join(HERE, "results", f"commands-{started.replace(':', '')}.json")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    results = {"started": started, "args": vars(args), "inputs": [], "rows": []}
     t0 = time.perf_counter()
-    # generated in a child process, so that this one stays small (see processes.py)
+    mixes = list(producer_logs.MIXES) if args.input == "both" else [args.input]
+    contexts = [(mix, input_context(args, mix)) for mix in mixes]
+    chosen = [(mix, ctx, selected_benches(ctx, args)) for mix, ctx in contexts]
+    if not any(selected for _, _, selected in chosen):
+        raise SystemExit(f"bench: --only {args.only} matches no command")
+    for mix, ctx, selected in chosen:
+        if selected:
+            measure_input(ctx, mix, selected, results, path, t0)
+    print(f"\nload at end {results['load_end'][0]:.2f}; {results['seconds']:.0f} s in all; results: {path}")
+    return 0
+
+
+def input_context(args, mix: str) -> Context:
+    """The generated input of one mix (made on first use, in a child process so that this one stays
+    small: see processes.py)."""
     subprocess.run([PY, "-c", "import sys; sys.path.insert(0, sys.argv[1]); import producer_logs as p; "
-                    "p.cached(sys.argv[2], *map(int, sys.argv[3:]))", HERE, args.root, str(args.size),
-                    str(args.seed), str(args.segment_bytes), str(args.partitions)], check=True)
-    name = producer_logs.dir_name(args.size, args.seed, args.segment_bytes, args.partitions)
+                    "p.cached(sys.argv[2], *map(int, sys.argv[3:7]), mix=sys.argv[7])", HERE, args.root,
+                    str(args.size), str(args.seed), str(args.segment_bytes), str(args.partitions), mix],
+                   check=True)
+    name = producer_logs.dir_name(args.size, args.seed, args.segment_bytes, args.partitions, mix=mix)
     with open(os.path.join(args.root, name + ".json")) as f:
         facts = json.load(f)
-    ctx = Context(args, facts, os.path.join(args.root, name + "-indexed"))
+    facts.setdefault("mix", mix)
+    return Context(args, facts, os.path.join(args.root, name + "-indexed"))
+
+
+def selected_benches(ctx: Context, args) -> list[Bench]:
     every = benches(ctx)
     exact = {b.command for b in every} & set(args.only or ())
     # `--only upgrade` is upgrade alone; `--only cat` is `cat --format json` (no row is called cat)
-    selected = [b for b in every if (not args.only or b.command in args.only
-                or (b.command.split()[0] in args.only and b.command.split()[0] not in exact))
-                and b.command not in args.skip]
-    if not selected:
-        raise SystemExit(f"bench: --only {args.only} matches no command")
+    return [b for b in every if (not args.only or b.command in args.only
+            or (b.command.split()[0] in args.only and b.command.split()[0] not in exact))
+            and b.command not in args.skip]
+
+
+def measure_input(ctx: Context, mix: str, selected: list[Bench], results: dict, path: str, t0: float) -> None:
+    """Every selected row on one input: a table of its own, each row added to `results` (written to
+    `path` after every row, so that an interrupted run keeps what it measured)."""
+    facts, args = ctx.facts, ctx.args
     if any(b.command == "verify" for b in selected):
         ensure_indexed(ctx)
         names = {b.command for b in selected}  # verify's input label needs the indexed copy
@@ -284,26 +357,22 @@ def main(argv=None) -> int:
     compile_bytecode()
     table = floors(ctx)
     load = os.getloadavg()
-    print(f"kfmt whole commands {started}: {mb(facts['bytes'])} input ({facts['records']:,} records, "
-          f"generated in {facts['generate_seconds']:.0f} s), {os.cpu_count()} cores, load {load[0]:.2f}, "
+    print(f"\nkfmt whole commands {results['started']}, input {mix}: {mb(facts['bytes'])} ({facts['records']:,} "
+          f"records, generated in {facts['generate_seconds']:.0f} s), {os.cpu_count()} cores, load {load[0]:.2f}, "
           f"median of {args.runs} (floors {args.floor_runs}), master {args.master or 'kfmt default'}\n")
     print("| command | input | kfmt | floor | ratio | target | met | peak RSS, largest process (tree) | load |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |", flush=True)
-    path = args.json or os.path.join(HERE, "results", f"commands-{started.replace(':', '')}.json")
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    results = {"started": started, "args": vars(args), "input": facts, "load_start": load, "rows": []}
+    results["inputs"].append({"mix": mix, "facts": facts, "load_start": load})
     for bench in selected:
         row = measure_bench(ctx, bench, table)
         print_row(bench, row, table)
-        results["rows"].append({"command": bench.command, "input": bench.input,
+        results["rows"].append({"input_mix": mix, "command": bench.command, "input": bench.input,
                                 "argv": kfmt_argv(ctx, bench.argv), "target": bench.target,
                                 "floors": {k: {"label": table[k].label, "wall": [r.wall for r in table[k].runs]}
                                            for k in bench.floors}, **row})
         results.update(load_end=os.getloadavg(), seconds=time.perf_counter() - t0)
-        with open(path, "w") as f:  # after every row, so that an interrupted run keeps what it measured
+        with open(path, "w") as f:
             json.dump(results, f, indent=1)
-    print(f"\nload at end {results['load_end'][0]:.2f}; {results['seconds']:.0f} s in all; results: {path}")
-    return 0
 
 
 if __name__ == "__main__":

@@ -1,19 +1,27 @@
 """Producer-shaped Kafka log directories for the whole-command benchmarks (bench/commands.py), written
 with an independent library: aiokafka's record builders (`aiokafka.record`), never kfmt's writer.
 
-    python bench/producer_logs.py DST --size 2G [--seed 1] [--segment-bytes 64M] [--partitions 2]
-                                  [--shapes v1-single,v1-gzip,v2-lz4,v2-tiny,v2-large] [--reindex]
+    python bench/producer_logs.py DST --size 2G [--mix project|opaque] [--seed 1] [--segment-bytes 64M]
+                                  [--partitions 2] [--shapes v1-single,v1-gzip,...] [--reindex]
                                   [--span-ms 604800000]
 
-One topic per shape, each with `--partitions` partitions, the bytes split between shapes by SHARE:
+One topic per shape, each with `--partitions` partitions, the bytes split between the shapes of a mix
+(`--mix`, MIXES) by their shares:
 
 | topic | what wrote it |
 | --- | --- |
 | v1-single | an old (0.10-era) producer, message format v1, no compression: every message its own entry |
 | v1-gzip | the same with gzip: one wrapper message per producer batch of 1..100 messages |
+| v1-gzip-opaque | the same, but 90 % of the values are random bytes (encrypted or already compressed payloads), which gzip cannot shrink |
 | v2-lz4 | a current idempotent producer with lz4: batches of 1..400 records |
+| v2-lz4-opaque | the same, 90 % of the values random bytes (about 500 bytes a record on disk) |
 | v2-tiny | an idempotent producer with linger.ms=0 under light load: uncompressed batches of 1..5 records |
 | v2-large | a bulk loader with a big batch.size: uncompressed batches of 500..2500 records (< 1 MB) |
+
+| mix | shares of bytes |
+| --- | --- |
+| project | v1-single 25 %, v1-gzip 15 %, v2-lz4 25 %, v2-tiny 10 %, v2-large 25 % (the project's benchmark input) |
+| opaque | v1-single 40 %, v1-gzip-opaque 10 %, v2-lz4-opaque 50 % (issue 25's input: 1 GB of old-producer data, 1 GB of v2 lz4 with headers per 2 GB) |
 
 Records look like a producer's: values are JSON-ish text of log-normal length (median 300 bytes), keys
 are user ids drawn with a skew (so compaction has superseded records to drop), about 10 % of keys are
@@ -67,17 +75,24 @@ class Shape:
     smallest: int  # records per producer batch
     largest: int
     skew: float  # batch size = smallest + (largest - smallest) * random() ** skew (1: uniform)
-    share: float  # of the directory's bytes
     headers: bool = False
     idempotent: bool = False
+    opaque: float = 0.0  # the share of values that are random bytes (incompressible)
 
 
 SHAPES = {
-    "v1-single": Shape(1, "none", 1, 400, 3.0, 0.25),
-    "v1-gzip": Shape(1, "gzip", 1, 100, 2.0, 0.15),
-    "v2-lz4": Shape(2, "lz4", 1, 400, 3.0, 0.25, headers=True, idempotent=True),
-    "v2-tiny": Shape(2, "none", 1, 5, 1.0, 0.10, headers=True, idempotent=True),
-    "v2-large": Shape(2, "none", 500, 2500, 1.0, 0.25, headers=True),
+    "v1-single": Shape(1, "none", 1, 400, 3.0),
+    "v1-gzip": Shape(1, "gzip", 1, 100, 2.0),
+    "v1-gzip-opaque": Shape(1, "gzip", 1, 100, 2.0, opaque=0.9),
+    "v2-lz4": Shape(2, "lz4", 1, 400, 3.0, headers=True, idempotent=True),
+    "v2-lz4-opaque": Shape(2, "lz4", 1, 400, 3.0, headers=True, idempotent=True, opaque=0.9),
+    "v2-tiny": Shape(2, "none", 1, 5, 1.0, headers=True, idempotent=True),
+    "v2-large": Shape(2, "none", 500, 2500, 1.0, headers=True),
+}
+# the shapes of each mix and their shares of the directory's bytes
+MIXES = {
+    "project": {"v1-single": 0.25, "v1-gzip": 0.15, "v2-lz4": 0.25, "v2-tiny": 0.10, "v2-large": 0.25},
+    "opaque": {"v1-single": 0.40, "v1-gzip-opaque": 0.10, "v2-lz4-opaque": 0.50},
 }
 
 EVENTS = ["page_view", "click", "add_to_cart", "purchase", "search", "login", "logout", "share"]
@@ -141,9 +156,12 @@ class Producer:
             return None
         return self.keys[int(KEY_SPACE * rng.random() ** 2)]  # skewed: a few users are busy
 
-    def value(self) -> bytes:
+    def value(self, opaque: float = 0.0) -> bytes:
+        """A JSON-ish document, or with probability `opaque` as many random bytes."""
         rng = self.rng
         n = min(max(8, int(rng.lognormvariate(math.log(VALUE_MEDIAN), VALUE_SIGMA))), 16384)
+        if opaque and rng.random() < opaque:
+            return rng.randbytes(n)
         start = self.starts[rng.randrange(len(self.starts))]
         if start + n > len(self.corpus):
             start = len(self.corpus) - n
@@ -202,7 +220,7 @@ def write_partition(task: tuple) -> dict:
             builder = DefaultRecordBatchBuilder(2, CODECS[shape.codec], 0, pid, pepoch,
                                                 sequences[who] if who >= 0 else -1, MAX_BATCH_BYTES)
             for j in range(n):
-                builder.append(j, stamps[j], source.key(), source.value(),
+                builder.append(j, stamps[j], source.key(), source.value(shape.opaque),
                                source.headers() if shape.headers else [])
             if who >= 0:
                 sequences[who] += n
@@ -214,12 +232,12 @@ def write_partition(task: tuple) -> dict:
         elif shape.codec == "none":
             builder = LegacyRecordBatchBuilder(1, 0, MAX_BATCH_BYTES)
             for j in range(n):  # one entry per message, at its absolute offset
-                builder.append(offset + j, stamps[j], source.key(), source.value())
+                builder.append(offset + j, stamps[j], source.key(), source.value(shape.opaque))
             data, count = bytes(builder.build()), n
         else:
             builder = LegacyRecordBatchBuilder(1, CODECS[shape.codec], MAX_BATCH_BYTES)
             for j in range(n):  # inner offsets relative (KIP-31), the wrapper's absolute
-                builder.append(j, stamps[j], source.key(), source.value())
+                builder.append(j, stamps[j], source.key(), source.value(shape.opaque))
             data, count = _wrapper_stamped(bytes(builder.build()), offset + n - 1, max(stamps)), 1
         if out is None or (segment_size and segment_size + len(data) > segment_bytes):
             if out is not None:
@@ -238,19 +256,23 @@ def write_partition(task: tuple) -> dict:
 
 def generate(dst: str, size: int, seed: int = 1, segment_bytes: int = 64 << 20, partitions: int = 2,
              shapes: list[str] | None = None, reindex: bool = False, processes: int | None = None,
-             span_ms: int = SPAN_MS) -> dict:
+             span_ms: int = SPAN_MS, mix: str = "project") -> dict:
     """Write the log directory `dst` (which must not exist); returns what was written."""
-    shapes = shapes or list(SHAPES)
-    unknown = [s for s in shapes if s not in SHAPES]
+    if mix not in MIXES:
+        raise SystemExit(f"producer_logs: unknown mix {mix!r} (known: {', '.join(MIXES)})")
+    shares = MIXES[mix]
+    shapes = shapes or list(shares)
+    unknown = [s for s in shapes if s not in shares]
     if unknown:
-        raise SystemExit(f"producer_logs: unknown shape(s) {', '.join(unknown)} (known: {', '.join(SHAPES)})")
+        raise SystemExit(f"producer_logs: shape(s) {', '.join(unknown)} not in the {mix} mix "
+                         f"({', '.join(shares)})")
     if os.path.exists(dst):
         raise SystemExit(f"producer_logs: {dst} exists")
-    total_share = sum(SHAPES[s].share for s in shapes)
+    total_share = sum(shares[s] for s in shapes)
     raw = dst + ".partial"
     shutil.rmtree(raw, ignore_errors=True)
     os.makedirs(raw)
-    tasks = [(raw, topic, p, int(size * SHAPES[topic].share / total_share / partitions), segment_bytes, seed,
+    tasks = [(raw, topic, p, int(size * shares[topic] / total_share / partitions), segment_bytes, seed,
               span_ms)
              for topic in shapes for p in range(partitions)]
     tasks.sort(key=lambda t: -t[3])  # the biggest first, so the pool finishes together
@@ -270,22 +292,23 @@ def generate(dst: str, size: int, seed: int = 1, segment_bytes: int = 64 << 20, 
     else:
         os.rename(raw, dst)
     return {"path": dst, "size": size, "seed": seed, "segment_bytes": segment_bytes, "partitions": facts,
-            "shapes": shapes, "indexed": reindex, "generate_seconds": seconds,
+            "mix": mix, "shapes": shapes, "indexed": reindex, "generate_seconds": seconds,
             "generate_cpu_seconds": usage.ru_utime + usage.ru_stime,
             "reindex_seconds": reindex_seconds, "span_ms": span_ms, "bytes": sum(f["bytes"] for f in facts),
             "records": sum(f["records"] for f in facts)}
 
 
-def dir_name(size: int, seed: int, segment_bytes: int, partitions: int, reindex: bool = False) -> str:
+def dir_name(size: int, seed: int, segment_bytes: int, partitions: int, reindex: bool = False,
+             mix: str = "project") -> str:
     return (f"producer-{size_name(size)}-seed{seed}-seg{size_name(segment_bytes)}-p{partitions}"
-            + ("-indexed" if reindex else ""))
+            + ("" if mix == "project" else f"-{mix}") + ("-indexed" if reindex else ""))
 
 
 def cached(root: str, size: int, seed: int = 1, segment_bytes: int = 64 << 20, partitions: int = 2,
-           reindex: bool = False) -> dict:
+           reindex: bool = False, mix: str = "project") -> dict:
     """The directory for these arguments under `root`, generated on first use and reused after (a
     JSON file beside it, written last, records what it holds; a half-written one is redone)."""
-    dst = os.path.join(root, dir_name(size, seed, segment_bytes, partitions, reindex))
+    dst = os.path.join(root, dir_name(size, seed, segment_bytes, partitions, reindex, mix))
     facts_path = dst + ".json"
     if os.path.exists(facts_path) and os.path.isdir(dst):
         with open(facts_path) as f:
@@ -293,7 +316,7 @@ def cached(root: str, size: int, seed: int = 1, segment_bytes: int = 64 << 20, p
     shutil.rmtree(dst, ignore_errors=True)
     os.makedirs(root, exist_ok=True)
     print(f"bench: generating {dst} ({size_name(size)}) with aiokafka's builders", file=sys.stderr, flush=True)
-    facts = generate(dst, size, seed, segment_bytes, partitions, reindex=reindex)
+    facts = generate(dst, size, seed, segment_bytes, partitions, reindex=reindex, mix=mix)
     print(f"bench: generated {facts['bytes'] / 1e6:.0f} MB, {facts['records']} records in "
           f"{facts['generate_seconds']:.1f} s ({facts['generate_cpu_seconds']:.1f} s of CPU)", file=sys.stderr,
           flush=True)
@@ -309,14 +332,16 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--segment-bytes", type=parse_size, default=64 << 20, help="segment.bytes (64M)")
     p.add_argument("--partitions", type=int, default=2, help="partitions per topic (2)")
-    p.add_argument("--shapes", default=",".join(SHAPES), help="comma-separated topics to write (all)")
+    p.add_argument("--mix", default="project", choices=sorted(MIXES), help="which shapes, in which shares (project)")
+    p.add_argument("--shapes", help="comma-separated topics of the mix to write (all of it)")
     p.add_argument("--reindex", action="store_true", help="add index files with kfmt reindex")
     p.add_argument("--processes", type=int, help="writer processes (one per core)")
     p.add_argument("--span-ms", type=int, default=SPAN_MS,
                    help=f"record time each partition spans, in ms ({SPAN_MS}: a week; 86400000: a day)")
     args = p.parse_args(argv)
     facts = generate(args.dst, args.size, args.seed, args.segment_bytes, args.partitions,
-                     args.shapes.split(","), args.reindex, args.processes, args.span_ms)
+                     args.shapes.split(",") if args.shapes else None, args.reindex, args.processes, args.span_ms,
+                     args.mix)
     for f in facts["partitions"]:
         print(f"{f['partition']:12} {f['bytes'] / 1e6:8.1f} MB {f['records']:10} records "
               f"{f['entries']:10} entries {f['segments']:4} segments")

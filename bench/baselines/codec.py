@@ -4,9 +4,10 @@ batch's records section, a v0/v1 wrapper's value) and compressed again, with the
 (`--to same`) or with one codec (`--to lz4`, where every entry's records, compressed or not, are
 compressed separately as recompress re-encodes each batch); one process per core, over every segment.
 The codecs are the libraries a user would call (zlib, lz4.frame with Kafka's 64 KiB independent
-blocks, zstandard), at their default levels.
+blocks, zstandard), at their default levels; `--gzip isal` inflates and deflates gzip with ISA-L
+(the isal package) at `--gzip-level` (1), as kfmt's gzip plugin does by default.
 
-    python bench/baselines/codec.py SRC [--to same|gzip|lz4|zstd] [--topic-prefix P]
+    python bench/baselines/codec.py SRC [--to same|gzip|lz4|zstd] [--topic-prefix P] [--gzip zlib|isal]
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import zlib
 
 import lz4.frame
 import zstandard
+from isal import isal_zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import logs  # noqa: E402
@@ -26,9 +28,13 @@ import logs  # noqa: E402
 CODECS = {1: "gzip", 3: "lz4", 4: "zstd"}  # snappy does not occur in the generated logs
 
 
+GZIP = {"zlib": (zlib, 6), "isal": (isal_zlib, 1)}  # library, level (--gzip, --gzip-level)
+gzip_library, gzip_level = GZIP["zlib"]
+
+
 def decompress(codec: str, payload: bytes) -> bytes:
     if codec == "gzip":
-        return zlib.decompress(payload, 31)
+        return gzip_library.decompress(payload, 31)
     if codec == "lz4":
         return lz4.frame.decompress(payload)
     return zstandard.ZstdDecompressor().decompressobj().decompress(payload)
@@ -36,7 +42,7 @@ def decompress(codec: str, payload: bytes) -> bytes:
 
 def compress(codec: str, payload: bytes) -> bytes:
     if codec == "gzip":
-        c = zlib.compressobj(6, zlib.DEFLATED, 31)
+        c = gzip_library.compressobj(gzip_level, zlib.DEFLATED, 31)
         return c.compress(payload) + c.flush()
     if codec == "lz4":
         return lz4.frame.compress(payload, block_size=lz4.frame.BLOCKSIZE_MAX64KB, block_linked=False)
@@ -52,7 +58,9 @@ def legacy_value(data: bytes, pos: int, magic: int) -> bytes:
 
 
 def recode_segment(task: tuple) -> int:
-    segment, to = task
+    global gzip_library, gzip_level
+    segment, to, (library, gzip_level) = task
+    gzip_library = GZIP[library][0]
     with open(segment, "rb") as f:
         data = f.read()
     out = 0
@@ -77,8 +85,11 @@ def main(argv=None) -> int:
     p.add_argument("--to", default="same", choices=["same", "gzip", "lz4", "zstd"])
     p.add_argument("--topic-prefix", default="")
     p.add_argument("--processes", type=int, default=os.cpu_count())
+    p.add_argument("--gzip", choices=sorted(GZIP), default="zlib", help="the gzip library (zlib)")
+    p.add_argument("--gzip-level", type=int, help="its level (zlib 6, isal 1)")
     args = p.parse_args(argv)
-    tasks = [(seg, args.to) for _, _, path in logs.partitions(args.src, args.topic_prefix)
+    gzip = (args.gzip, GZIP[args.gzip][1] if args.gzip_level is None else args.gzip_level)
+    tasks = [(seg, args.to, gzip) for _, _, path in logs.partitions(args.src, args.topic_prefix)
              for seg in logs.segments(path)]
     tasks.sort(key=lambda t: -os.path.getsize(t[0]))
     with multiprocessing.get_context("fork").Pool(args.processes) as pool:
