@@ -77,9 +77,11 @@ def upgrade(src: Where, dst: Where, *, rebatch: bool = False, max_batch_bytes: i
             storage_options: dict | None = None, dst_storage_options: dict | None = None,
             topic: str | None = None, partition: int | None = None, master: str | None = None,
             dry_run: bool = False, progress: bool = False,
-            include_deleted: bool = False) -> Report:
+            include_deleted: bool = False, compression_levels: dict | list | None = None) -> Report:
     """Message formats v0/v1 to v2 by Kafka 4.0's rules (`kfmt upgrade`); `rebatch` groups runs of
-    uncompressed legacy messages into batches of at most `max_batch_bytes`."""
+    uncompressed legacy messages into batches of at most `max_batch_bytes`; `compression_levels`:
+    {codec name: level} of the wrappers re-encoded (default: each codec's own)."""
+    from kfmt.format.codecs import compression_levels as levels_of
     from kfmt.transforms.upgrade import DEFAULT_MAX_BATCH_BYTES
     from kfmt.transforms.upgrade import upgrade as run_upgrade
 
@@ -87,6 +89,7 @@ def upgrade(src: Where, dst: Where, *, rebatch: bool = False, max_batch_bytes: i
         raise UsageError("--max-batch-bytes (max_batch_bytes) only applies with --rebatch (rebatch)")
     return _outcome(*run_upgrade(
         *_paths(src, dst), rebatch=rebatch, max_batch_bytes=max_batch_bytes or DEFAULT_MAX_BATCH_BYTES,
+        levels=levels_of(compression_levels),
         companions=_companions(index_interval_bytes, now_ms, producer_expiration_ms),
         include_deleted=include_deleted,
         **_run(storage_options, dst_storage_options, topic, partition, dry_run, master, progress)))
@@ -177,9 +180,12 @@ def compact(src: Where, dst: Where, *, delete_retention_ms: int | None = None, n
             producer_expiration_ms: int = DEFAULT_PRODUCER_EXPIRATION_MS,
             storage_options: dict | None = None, dst_storage_options: dict | None = None,
             topic: str | None = None, partition: int | None = None, master: str | None = None,
-            dry_run: bool = False, progress: bool = False) -> Report:
+            dry_run: bool = False, progress: bool = False,
+            compression_levels: dict | list | None = None) -> Report:
     """Kafka's log cleaner (cleanup.policy=compact) applied to a copy (`kfmt compact`); None: the
-    topic or broker default. A dry run's report says what would be removed."""
+    topic or broker default. A dry run's report says what would be removed. `compression_levels`:
+    {codec name: level} of the batches compressed anew (default: each codec's own)."""
+    from kfmt.format.codecs import compression_levels as levels_of
     from kfmt.transforms.cleanup.compact import compact as run_compact
     from kfmt.transforms.cleanup.compaction import CompactOptions
     from kfmt.defaults import (
@@ -201,7 +207,7 @@ def compact(src: Where, dst: Where, *, delete_retention_ms: int | None = None, n
         index_interval_bytes=index_interval_bytes, offset_map_bytes=given(offset_map_bytes, DEFAULT_OFFSET_MAP_MEMORY),
         offset_map_load_factor=given(offset_map_load_factor, DEFAULT_OFFSET_MAP_LOAD_FACTOR),
         fail_when_map_full=fail_when_map_full, keep_format=keep_format,
-        producer_expiration_ms=producer_expiration_ms)
+        producer_expiration_ms=producer_expiration_ms, compression_levels=levels_of(compression_levels))
     plan, report = run_compact(*_paths(src, dst), options, **_run(
         storage_options, dst_storage_options, topic, partition, dry_run, master, progress))
     return Report(report, plan=plan)

@@ -72,6 +72,20 @@ def show_progress(args) -> bool:
     return not getattr(args, "no_progress", False) and sys.stderr.isatty()
 
 
+COMPRESSION_LEVEL_HELP = (
+    "the level of the batches written with a codec, as CODEC=LEVEL (repeatable), e.g. gzip=6 (Kafka's "
+    "default; zlib), gzip=isal-3, zstd=9; each codec declares its levels and default (`kfmt plugins` "
+    "lists them; gzip's default is isal-1: ISA-L, many times zlib's speed)")
+
+
+def add_compression_level_argument(p, *, bare: bool = False) -> None:
+    """--compression-level: the level per codec of the batches a command compresses anew
+    (kfmt.format.codecs.compression_levels); `bare`: a LEVEL without CODEC= is the command's one codec."""
+    p.add_argument("--compression-level", action="append", metavar="CODEC=LEVEL" if not bare else "[CODEC=]LEVEL",
+                   help=COMPRESSION_LEVEL_HELP if not bare else
+                   COMPRESSION_LEVEL_HELP.replace("as CODEC=LEVEL (repeatable)", "as LEVEL or CODEC=LEVEL"))
+
+
 NOW_HELP = ("the wall clock, in epoch milliseconds, that producer expiry is judged against (default: "
             "now); a broker drops idle producers whenever it reloads a snapshot")
 

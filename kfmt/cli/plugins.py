@@ -11,7 +11,8 @@ HELP = "list the loaded plugins and what each registers"
 
 _REGISTER_HOOKS = {
     "kfmt_register_formats": ("formats", lambda f: f"{f.name} (magic {', '.join(map(str, f.magics))})"),
-    "kfmt_register_compressions": ("compressions", lambda c: f"{c.name} (id {c.id})"),
+    "kfmt_register_compressions": ("compressions", lambda c: f"{c.name} (id {c.id}"
+                                   + (f"; levels {c.levels.describe()}" if getattr(c, "levels", None) else "") + ")"),
     "kfmt_register_storage": ("storage", lambda s: s.name),
     "kfmt_register_exporters": ("exporters", lambda e: e.name),
     "kfmt_register_commands": ("commands", lambda name, *rest: name),

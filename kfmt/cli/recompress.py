@@ -2,7 +2,13 @@
 (kfmt.transforms.recompress)."""
 from __future__ import annotations
 
-from kfmt.cli._transform import add_companion_arguments, add_transform_arguments, run_transform_command
+from kfmt.cli._transform import (
+    add_companion_arguments,
+    add_compression_level_argument,
+    add_transform_arguments,
+    run_transform_command,
+)
+from kfmt.errors import UsageError
 
 NAME = "recompress"
 HELP = ("re-encode every data batch in v2 with another compression codec or level (legacy data "
@@ -13,13 +19,19 @@ def add_arguments(p):
     add_transform_arguments(p, include_deleted=True)
     p.add_argument("--compression", required=True, choices=("none", "gzip", "snappy", "lz4", "zstd"),
                    help="the codec of the output's data batches")
-    p.add_argument("--level", type=int, metavar="L",
-                   help="the codec's compression level (gzip 1-9, lz4 1-17, zstd up to 22; default "
-                        "Kafka's: 6, 9, 3); given, batches already in the codec are re-encoded too")
+    p.add_argument("--level", metavar="L",
+                   help="the codec's compression level (gzip 1-9 or isal-1..isal-3, lz4 1-17, zstd up to 22; "
+                        "default isal-1, 9, 3); given, batches already in the codec are re-encoded too")
+    add_compression_level_argument(p, bare=True)
     add_companion_arguments(p)
 
 
 def run(args) -> int:
     from kfmt.api.commands import recompress
 
-    return run_transform_command(args, recompress, compression=args.compression, level=args.level)
+    levels = [args.level] if args.level is not None else []
+    levels += args.compression_level or []
+    if len(levels) > 1:
+        raise UsageError("give the level once (--level or --compression-level)")
+    return run_transform_command(args, recompress, compression=args.compression,
+                                 level=levels[0] if levels else None)

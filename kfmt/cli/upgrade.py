@@ -2,7 +2,12 @@
 (kfmt.transforms.upgrade)."""
 from __future__ import annotations
 
-from kfmt.cli._transform import add_companion_arguments, add_transform_arguments, run_transform_command
+from kfmt.cli._transform import (
+    add_companion_arguments,
+    add_compression_level_argument,
+    add_transform_arguments,
+    run_transform_command,
+)
 
 NAME = "upgrade"
 HELP = ("convert message formats v0/v1 to v2 by Kafka 4.0's rules (offsets kept, one v2 batch per "
@@ -17,10 +22,12 @@ def add_arguments(p):
     p.add_argument("--max-batch-bytes", type=int, metavar="N",
                    help="with --rebatch: the largest batch to make (default 1048588, Kafka's "
                         "message.max.bytes)")
+    add_compression_level_argument(p)
     add_companion_arguments(p)
 
 
 def run(args) -> int:
     from kfmt.api.commands import upgrade
 
-    return run_transform_command(args, upgrade, rebatch=args.rebatch, max_batch_bytes=args.max_batch_bytes)
+    return run_transform_command(args, upgrade, rebatch=args.rebatch, max_batch_bytes=args.max_batch_bytes,
+                                 compression_levels=args.compression_level)

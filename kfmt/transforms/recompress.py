@@ -23,8 +23,8 @@ from typing import Iterator
 
 import numpy as np
 
-from kfmt.errors import UsageError
 from kfmt.format import compress_runs
+from kfmt.format.codecs import Level, compression_levels
 from kfmt.format.convert import convert_batch
 from kfmt.format.frames import ATTR_CONTROL
 from kfmt.format.legacy_runs import RunUpgrader, UpgradedRun
@@ -35,30 +35,12 @@ from kfmt.transforms.rewrite import Census, Output, Rewriter, RewriteTransform
 from kfmt.transforms.run import RunPlan, run_transform
 from kfmt.transforms.upgrade import encode_v2
 
-# The levels Kafka accepts per codec (KIP-390, compression.<codec>.level; CompressionType): gzip is
-# java.util.zip's 1-9, lz4 lz4-java's 1-17, zstd zstd-jni's minimum to 22. none and snappy have none.
-LEVELS = {"gzip": (1, 9), "lz4": (1, 17), "zstd": (-131072, 22)}
-
-
-def codec_id(name: str) -> int:
-    for codec in registry.get().compressions.values():
-        if codec.name == name:
-            return codec.id
-    names = ", ".join(sorted(c.name for c in registry.get().compressions.values()))
-    raise UsageError(f"unknown compression {name!r} (one of {names})")
-
-
 class RecompressRewriter(Rewriter):
-    def __init__(self, compression: str, level: int | None = None):
-        self.codec = codec_id(compression)
+    def __init__(self, compression: str, level: Level | None = None):
+        self.codec = registry.get().compression_named(compression).id
         self.codec_name = compression
-        if level is not None:
-            if compression not in LEVELS:
-                raise UsageError(f"--level: {compression} has no compression levels")
-            low, high = LEVELS[compression]
-            if not low <= level <= high:
-                raise UsageError(f"--level {level} is outside {compression}'s levels {low}..{high}")
-        self.level = level
+        # checked against the levels the codec plugin declares (Compression.levels)
+        self.level = None if level is None else compression_levels([level], compression)[self.codec]
 
     def keeps(self, header: BatchHeader) -> bool:
         """Whether a v2 batch is copied as it is."""
@@ -117,7 +99,7 @@ class RecompressRewriter(Rewriter):
 class _CompressingUpgrader:
     """A RunUpgrader whose batches come out compressed (the same interface)."""
 
-    def __init__(self, upgrader: RunUpgrader, codec: int, level: int | None):
+    def __init__(self, upgrader: RunUpgrader, codec: int, level: Level | None):
         self.upgrader, self.codec, self.level = upgrader, codec, level
 
     @property
@@ -136,16 +118,16 @@ class _CompressingUpgrader:
             yield UpgradedRun(entries, rows, piece.digest)
 
 
-def recompress(src: str, dst: str, *, compression: str, level: int | None = None,
+def recompress(src: str, dst: str, *, compression: str, level: Level | None = None,
                companions: CompanionOptions = CompanionOptions(), **run) -> tuple[RunPlan, dict | None]:
     """Recompress SRC (a partition or log directory) into DST. `run`: run_transform's arguments."""
     rewriter = RecompressRewriter(compression, level)
     notes = [f"v2 data batches re-encoded with {compression}"
-             + (f" at level {level}" if level is not None else " at Kafka's default level")
+             + (f" at level {rewriter.level}" if level is not None else " at the codec's default level")
              + "; control batches, empty batches"
              + (f" and batches already in {compression}" if level is None else "")
              + " copied byte for byte; legacy entries converted by Kafka 4.0's rules first; "
                "source segments kept"]
     transform = RewriteTransform("recompress", rewriter, companions,
-                                 options={"compression": compression, "level": level}, notes=notes)
+                                 options={"compression": compression, "level": rewriter.level}, notes=notes)
     return run_transform(transform, src, dst, **run)

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from kfmt.errors import UsageError
+from kfmt.format.codecs import Level, named_levels
 from kfmt.format.convert import convert_batch
 from kfmt.format.kernels import native
 from kfmt.format.legacy_runs import DEFAULT_MAX_BATCH_BYTES, V2_BATCH_OVERHEAD, RunUpgrader
@@ -29,7 +30,7 @@ from kfmt.transforms.rewrite import Census, Output, Rewriter, RewriteTransform
 from kfmt.transforms.run import RunPlan, run_transform
 
 
-def encode_v2(header: BatchHeader, records, level: int | None = None) -> bytes:
+def encode_v2(header: BatchHeader, records, level: Level | None = None) -> bytes:
     return registry.get().format_for(2).encode(header, records, level=level)
 
 
@@ -42,11 +43,13 @@ class UpgradeRewriter(Rewriter):
 
     copies_uncompressed_v2 = True
 
-    def __init__(self, rebatch: bool = False, max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES):
+    def __init__(self, rebatch: bool = False, max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+                 levels: dict | None = None):
         if max_batch_bytes < V2_BATCH_OVERHEAD:
             raise UsageError(f"--max-batch-bytes must be at least {V2_BATCH_OVERHEAD}, got {max_batch_bytes}")
         self.rebatch = rebatch
         self.max_batch_bytes = max_batch_bytes
+        self.levels = dict(levels or {})  # codec id -> level of the wrappers re-encoded (None: the codec's)
 
     def run_upgrader(self, data, file: str) -> RunUpgrader:
         return RunUpgrader(data, file, rebatch=self.rebatch, max_batch_bytes=self.max_batch_bytes)
@@ -61,7 +64,7 @@ class UpgradeRewriter(Rewriter):
             yield Output(entry, header, batch)  # already v2: byte for byte
         else:  # a compressed wrapper (runs of messages go through run_upgrader)
             v2_header, records = convert_batch(batch)
-            yield Output(encode_v2(v2_header, records), header)
+            yield Output(encode_v2(v2_header, records, self.levels.get(header.compression)), header)
 
     def describe(self, census: Census) -> list[str]:
         def verb(magic: int, codec: int, control: bool) -> str:
@@ -76,7 +79,7 @@ class UpgradeRewriter(Rewriter):
 
 
 def upgrade(src: str, dst: str, *, rebatch: bool = False,
-            max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+            max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES, levels: dict | None = None,
             companions: CompanionOptions = CompanionOptions(), **run) -> tuple[RunPlan, dict | None]:
     """Upgrade SRC (a partition or log directory) into DST. `run`: run_transform's arguments
     (src_options, dst_options, topic, partition, master, dry_run, progress)."""
@@ -85,7 +88,8 @@ def upgrade(src: str, dst: str, *, rebatch: bool = False,
              + (", except runs of uncompressed messages grouped into larger batches (--rebatch)"
                 if rebatch else "")
              + "; v2 batches copied byte for byte; source segments kept"]
-    options = {"rebatch": rebatch, "max_batch_bytes": max_batch_bytes if rebatch else None}
-    transform = RewriteTransform("upgrade", UpgradeRewriter(rebatch, max_batch_bytes), companions,
+    options = {"rebatch": rebatch, "max_batch_bytes": max_batch_bytes if rebatch else None,
+               "compression_levels": named_levels(levels or {})}
+    transform = RewriteTransform("upgrade", UpgradeRewriter(rebatch, max_batch_bytes, levels), companions,
                                  options=options, notes=notes)
     return run_transform(transform, src, dst, **run)

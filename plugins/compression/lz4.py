@@ -15,7 +15,7 @@ import struct
 import lz4.block
 import xxhash
 
-from kfmt.format.codecs import DEFAULT_MAX_DECOMPRESSED, Compression, corrupt, too_large
+from kfmt.format.codecs import DEFAULT_MAX_DECOMPRESSED, Compression, Levels, corrupt, too_large
 from kfmt.plugin.hookspecs import hookimpl
 
 MAGIC = b"\x04\x22\x4d\x18"
@@ -25,7 +25,9 @@ BLOCK_SIZES = {4: 64 << 10, 5: 256 << 10, 6: 1 << 20, 7: 4 << 20}
 UNCOMPRESSED_BIT = 0x80000000
 END_MARK = b"\x00\x00\x00\x00"
 BLOCK_SIZE_WRITTEN = 64 << 10
-DEFAULT_LEVEL = 9  # lz4-java's fast compressor is used at this level
+# Kafka's default level (KIP-390), at which lz4-java's fast compressor runs (python-lz4's block
+# compressor in its default mode here); any other level is the high-compression one at that level
+DEFAULT_LEVEL = 9
 
 
 def header_checksum(descriptor: bytes, magic: int) -> int:
@@ -47,6 +49,7 @@ _UNPACK_SIZE = struct.Struct("<I").unpack_from
 class Lz4(Compression):
     id = 3
     name = "lz4"
+    levels = Levels(1, 17, DEFAULT_LEVEL)  # lz4-java's, as Kafka takes them (compression.lz4.level)
 
     def compress(self, data, *, magic, level=None):
         header = _HEADERS[0 if magic == 0 else 2]  # magic 1 and 2 hash the same bytes

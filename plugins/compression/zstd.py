@@ -6,7 +6,7 @@ A legacy (v0/v1) message that declares zstd is invalid: the registry refuses it 
 """
 import zstandard
 
-from kfmt.format.codecs import DEFAULT_MAX_DECOMPRESSED, Compression, corrupt, too_large
+from kfmt.format.codecs import DEFAULT_MAX_DECOMPRESSED, Compression, Levels, corrupt, too_large
 from kfmt.plugin.hookspecs import hookimpl
 
 DEFAULT_LEVEL = 3
@@ -21,6 +21,7 @@ class Zstd(Compression):
     id = 4
     name = "zstd"
     magics = frozenset({2})
+    levels = Levels(-131072, 22, DEFAULT_LEVEL)  # zstd-jni's minimum to 22, as Kafka takes them
 
     def compress(self, data, *, magic, level=None):
         compressor = zstandard.ZstdCompressor(level=DEFAULT_LEVEL if level is None else level,

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from kfmt.errors import KfmtWarning
+from kfmt.format.codecs import named_levels
 from kfmt.partition.summary import PartitionSummary
 from kfmt.pipelines.runner import run_tasks
 from kfmt.storage.staging import StagedOutput, StagingTarget
@@ -72,6 +73,8 @@ def run_cleanup(policy: CleanupPolicy, src: str, dst: str, options, *, src_optio
     layout = plan.layout
     options_json = {**{k: getattr(options, k) for k in options.__dataclass_fields__}, "topic": topic,
                     "partition": partition}
+    if "compression_levels" in options_json:  # by codec id inside, by name in the report
+        options_json["compression_levels"] = named_levels(options_json["compression_levels"])
 
     engine = plan_engine(master, sum(s.size for p in layout.partitions for s in p.part.segments),
                          src_storage, dst_storage)

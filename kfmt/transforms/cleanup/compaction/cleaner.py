@@ -27,6 +27,7 @@ from kfmt.partition.companions import control_facts, existing_leader_epochs
 from kfmt.partition.layout import PARTITION_METADATA, Segment, segment_file_name
 from kfmt.partition.reader import PartitionReader
 from kfmt.partition.summary import PartitionSummary, PartitionTally
+from kfmt.plugin import registry
 from kfmt.transforms.cleanup.compaction import message_runs
 from kfmt.transforms.cleanup.compaction.facts import (
     PartitionFacts,
@@ -319,11 +320,20 @@ class _Cleaner:
                                      self.options.now_ms + self.options.delete_retention_ms,
                                      convert_legacy=True)
                 try:
-                    sink.append_batch(out, mtime_ms=mtime)
+                    sink.append_batch(out, level=self._level(out), mtime_ms=mtime)
                 except (DataError, UsageError) as err:
                     raise _located(err, data.file, header)
                 self.output.add_batch(out)
             start = stop + 1
+
+    def _level(self, batch: Batch):
+        """The level a batch compressed anew is written at: --compression-level's, else the level
+        Kafka's cleaner writes (Levels.kafka), so that the output is the broker's byte for byte."""
+        codec = batch.header.compression
+        if codec in self.options.compression_levels:
+            return self.options.compression_levels[codec]
+        levels = getattr(registry.get().compressions.get(codec), "levels", None)
+        return levels.kafka_level if levels is not None else None
 
     def _clean_one(self, seg: Segment, header: BatchHeader, sink, mtime: int) -> None:
         f = self.filter
@@ -349,11 +359,11 @@ class _Cleaner:
                                      convert_legacy=not self.options.keep_format)
                 if header.magic < 2 and out.header.magic >= 2:
                     self.stats.converted_batches += 1
-                sink.append_batch(out, mtime_ms=mtime)
+                sink.append_batch(out, level=self._level(out), mtime_ms=mtime)
                 self._count_output(out)
             elif decision.action == Action.EMPTY:
                 out = empty_batch(header)
-                sink.append_batch(out, mtime_ms=mtime)
+                sink.append_batch(out, level=self._level(out), mtime_ms=mtime)
                 self._count_output(out)
         except (DataError, UsageError) as err:
             raise _located(err, self.part.display(seg.log), header)

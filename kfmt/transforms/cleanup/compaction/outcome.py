@@ -41,6 +41,9 @@ class CompactOptions:
     fail_when_map_full: bool = False
     keep_format: bool = False  # Kafka 3.x: v0/v1 batches stay v0/v1 (else 4.0: they become v2)
     producer_expiration_ms: int = DEFAULT_PRODUCER_EXPIRATION_MS
+    # codec id -> level of the batches compressed anew (kfmt.format.codecs.compression_levels);
+    # a codec not named compresses at its own default
+    compression_levels: dict = field(default_factory=dict)
 
     def __post_init__(self):
         for name in ("delete_retention_ms", "min_compaction_lag_ms", "producer_expiration_ms"):
