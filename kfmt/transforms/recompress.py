@@ -23,9 +23,8 @@ from typing import Iterator
 
 import numpy as np
 
-from kfmt.format import compress_runs
+from kfmt.format import compress_runs, wrapper_runs
 from kfmt.format.codecs import Level, compression_levels
-from kfmt.format.convert import convert_batch
 from kfmt.format.frames import ATTR_CONTROL
 from kfmt.format.legacy_runs import RunUpgrader, UpgradedRun
 from kfmt.format.model import Batch, BatchHeader
@@ -41,6 +40,10 @@ class RecompressRewriter(Rewriter):
         self.codec_name = compression
         # checked against the levels the codec plugin declares (Compression.levels)
         self.level = None if level is None else compression_levels([level], compression)[self.codec]
+        self._levels = {} if self.level is None else {self.codec: self.level}
+
+    def converts_wrappers(self) -> tuple[int | None, dict] | None:
+        return (self.codec, self._levels) if wrapper_runs.available() else None
 
     def keeps(self, header: BatchHeader) -> bool:
         """Whether a v2 batch is copied as it is."""
@@ -73,9 +76,7 @@ class RecompressRewriter(Rewriter):
 
     def outputs(self, header: BatchHeader, entry, batch: Batch) -> Iterator[Output]:
         if header.magic < 2:
-            v2_header, records = convert_batch(batch)
-            v2_header = v2_header.replace(compression=self.codec)
-            yield Output(encode_v2(v2_header, records, self.level), header)
+            yield Output(wrapper_runs.convert_wrapper_reference(batch, self._levels, self.codec), header)
         elif self.keeps(header):
             yield Output(entry, header, batch)
         else:

@@ -10,7 +10,7 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 
 from kfmt.errors import DataError, KfmtError
-from kfmt.format import batch_runs, legacy_runs, segment
+from kfmt.format import batch_runs, legacy_runs, segment, wrapper_runs
 from kfmt.format.batch_runs import CheckedRun
 from kfmt.format.frames import ATTR_CONTROL, header_of
 from kfmt.format.legacy_runs import RunUpgrader, UpgradedRun
@@ -60,6 +60,12 @@ class Rewriter:
         (only uncompressed v2 data batches, where copies_uncompressed_v2 says so): runs of them are
         checked and digested where they lie (kfmt.format.batch_runs, compressed ones too) and written
         many at a time, never decoded into columns."""
+        return None
+
+    def converts_wrappers(self) -> tuple[int | None, dict] | None:
+        """How compressed v0/v1 wrappers become v2 batches a block at a time (kfmt.format.wrapper_runs:
+        the bytes `outputs` would give them): (the codec of the batches made, None for each wrapper's
+        own; codec id -> level), or None: one by one through `outputs`."""
         return None
 
     def run_upgrader(self, data, file: str) -> RunUpgrader | None:
@@ -207,13 +213,35 @@ class _SegmentRewrite:
             done = stop
 
     def _entries(self, rows: np.ndarray) -> None:
-        """Entries other than runs of legacy messages: the batches the rewriter keeps (`kept`) copied
-        as runs, uncompressed v2 data batches it changes through its rewrite_run as runs (where it has
-        one), everything else one by one."""
+        """Entries other than runs of legacy messages: runs of compressed wrappers converted a block at
+        a time where the rewriter says how (converts_wrappers), the rest as _others says."""
+        wrappers = self.rewriter.converts_wrappers()
+        if wrappers is None:
+            return self._others(rows)
+        is_wrapper = (rows["magic"] < 2) & (rows["compression"] != 0)
+        for start, stop in _runs_of(is_wrapper):
+            if is_wrapper[start]:
+                self._wrappers(rows[start:stop], *wrappers)
+            else:
+                self._others(rows[start:stop])
+
+    def _wrappers(self, rows: np.ndarray, codec: int | None, levels: dict) -> None:
+        """Compressed wrappers converted a block at a time (kfmt.format.wrapper_runs); the tallies from
+        the records read and from the batches made, walked again before compression."""
+        for item in wrapper_runs.upgraded_wrappers(self.data, rows, self.src.file, levels, codec):
+            if isinstance(item, Batch):
+                self._one(item)
+                continue
+            self._append_frames(item.rows, item.entries, item.source_rows)
+            self.before.add(CheckedRun(item.source_rows, item.before, item.first_offset))
+            self.after.add(CheckedRun(item.rows, item.after, item.first_offset))
+
+    def _others(self, rows: np.ndarray) -> None:
+        """The batches the rewriter keeps (`kept`) copied as runs, uncompressed v2 data batches it
+        changes through its rewrite_run as runs (where it has one), everything else one by one."""
         kept = self.rewriter.kept(rows)
         if kept is not None:
-            edges = np.flatnonzero(np.diff(kept.view(np.int8))) + 1
-            for start, stop in zip([0, *edges.tolist()], [*edges.tolist(), len(rows)]):
+            for start, stop in _runs_of(kept):
                 if kept[start]:
                     self._items(batch_runs.checked(self.data, rows[start:stop], self.src.file,
                                                    messages=True))
@@ -286,6 +314,14 @@ class _SegmentRewrite:
             row = named[0] if len(named) else at[0]
             raise err.located(file=self.src.file, base_position=int(row["position"]),
                               offset=int(row["last_offset"]))
+
+
+def _runs_of(mask: np.ndarray) -> list[tuple[int, int]]:
+    """(start, stop) of the maximal runs of equal values of a bool array, in order."""
+    if not len(mask):
+        return []
+    edges = (np.flatnonzero(np.diff(mask.view(np.int8))) + 1).tolist()
+    return list(zip([0, *edges], [*edges, len(mask)]))
 
 
 def walked(piece: UpgradedRun) -> list[CheckedRun | Batch]:

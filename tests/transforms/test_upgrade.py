@@ -228,18 +228,38 @@ def test_bad_data_exits_65_naming_file_position_and_offset_and_publishes_nothing
     assert os.listdir(tmp_path) == ["mixed-0"]  # no DST, no staging left behind
 
 
-def test_a_content_digest_mismatch_fails_the_run_and_publishes_nothing(tmp_path, monkeypatch):
-    from kfmt.transforms import upgrade as upgrade_module
+def _lossy(recs):  # a broken conversion: the last record's value is lost
+    values = recs.column(3).to_pylist()
+    return make_records(recs.column(0).to_pylist(), recs.column(1).to_pylist(), recs.column(2).to_pylist(),
+                        values[:-1] + [None])
 
-    real = upgrade_module.convert_batch
 
-    def lossy(batch):  # a broken conversion: the last record's value is lost
-        header, recs = real(batch)
-        values = recs.column(3).to_pylist()
-        return header, make_records(recs.column(0).to_pylist(), recs.column(1).to_pylist(),
-                                    recs.column(2).to_pylist(), values[:-1] + [None])
+@pytest.mark.parametrize("path", ["one by one", "blocks"])
+def test_a_content_digest_mismatch_fails_the_run_and_publishes_nothing(tmp_path, monkeypatch, path):
+    from kfmt.format import wrapper_runs
 
-    monkeypatch.setattr(upgrade_module, "convert_batch", lossy)
+    if path == "one by one":
+        real = wrapper_runs.convert_batch
+
+        def lossy(batch):
+            header, recs = real(batch)
+            return header, _lossy(recs)
+
+        monkeypatch.setattr(wrapper_runs, "available", lambda: False)
+        monkeypatch.setattr(wrapper_runs, "convert_batch", lossy)
+    else:
+        if not wrapper_runs.available():
+            pytest.skip("the block path needs the kernels")
+        kernels = wrapper_runs.native
+
+        class LossyKernels:  # the record encoder of the block path loses a value
+            def __getattr__(self, name):
+                return getattr(kernels, name)
+
+            def encode_v2_records(self, recs, base_offset, base_timestamp):
+                return kernels.encode_v2_records(_lossy(recs), base_offset, base_timestamp)
+
+        monkeypatch.setattr(wrapper_runs, "native", LossyKernels())
     result = run_kfmt("upgrade", write_mixed(tmp_path / "mixed-0"), tmp_path / "out", "--master", "inprocess")
     assert result.code == 1
     assert "differ from the records read" in result.err and "nothing was published" in result.err
@@ -338,10 +358,11 @@ def test_what_a_task_sends_back_does_not_grow_with_its_batches(tmp_path):
 # --- which engine: threads where the upgrade kernels do the work ---
 
 @pytest.mark.parametrize("name", LEGACY_DIRS)
-def test_threads_suffice_for_partitions_of_uncompressed_legacy_messages(name):
+def test_threads_suffice_for_partitions_of_legacy_entries(name):
     """The engine's guess from each partition's first entry (kfmt.transforms.rewrite): uncompressed
-    messages are converted in the upgrade kernels, which release the GIL; compressed wrappers go one
-    by one in Python, where only worker processes run in parallel."""
+    messages are converted in the upgrade kernels, which release the GIL, and so are compressed
+    wrappers, a block at a time around their codec (kfmt.format.wrapper_runs); without the kernels
+    everything is Python, where only worker processes run in parallel."""
     from kfmt.partition.layout import find_partitions
     from kfmt.transforms.rewrite import first_entry_kind
     from kfmt.transforms.run import SourceSegment
@@ -356,5 +377,4 @@ def test_threads_suffice_for_partitions_of_uncompressed_legacy_messages(name):
     assert first_entry_kind(source) == (entry.magic, entry.compression)
     from kfmt.format.kernels import native
 
-    assert UpgradeRewriter().in_kernels(*first_entry_kind(source)) == (entry.compression == 0
-                                                                     and native is not None)
+    assert UpgradeRewriter().in_kernels(*first_entry_kind(source)) == (native is not None)

@@ -1,0 +1,140 @@
+"""Runs of compressed v0/v1 wrappers converted to v2 by Kafka 4.0's rules, a block of wrappers at a time.
+
+Kafka 4.0 makes one v2 batch of each compressed wrapper (docs/format.md §16.3, kfmt.format.convert):
+all its records, the wrapper's codec (or, for kfmt recompress, the target one), producer fields and
+leader epoch -1, v0 CreateTime -1, a LogAppendTime wrapper a LogAppendTime batch. Done one wrapper at
+a time that is a decode, a conversion, an encode and a strict decode of the output: hundreds of
+microseconds of Python around the codec, which made upgrading gzip wrappers of incompressible
+values five times slower than inflating and deflating them (issue 25). Here:
+
+* the wrappers are inflated by their codec and their records decoded into one column block per few
+  MB (kfmt.format.inflated_runs.inflated_blocks: checked as the legacy format's decode checks them);
+* every batch's header comes from the block's columns at once (numpy: first and last offsets, base
+  and greatest timestamps per wrapper), and each batch is encoded by the record kernel, checked from
+  its uncompressed bytes (the records walked and hashed again, `digest_v2_records`: the "after"
+  digest checks the encoder's work), then compressed (one codec call per batch: codecs are plugins)
+  and framed with its CRC-32C.
+
+`convert_wrapper_reference` (the v2 format plugin's encode of kfmt.format.convert's batch) defines
+each batch's bytes; `upgraded_wrappers` gives the same bytes (tests/format/test_wrapper_runs.py).
+Without the kernels (KFMT_PURE_PYTHON=1) callers take the per-entry path instead (`available`).
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+
+from kfmt.format import inflated_runs
+from kfmt.format.convert import convert_batch
+from kfmt.format.digest import ContentDigest
+from kfmt.format.frames import FRAME_DTYPE
+from kfmt.format.kernels import native
+from kfmt.format.message_formats import STRICT, ReadOptions
+from kfmt.format.model import Batch, TimestampType
+from kfmt.format.wire import crc32c
+from kfmt.plugin import registry
+
+# the v2 batch header (docs/format.md §4.1): the part before the CRC, and from the attributes on
+_BEFORE_CRC = struct.Struct(">qiibI")  # baseOffset, batchLength, partitionLeaderEpoch, magic, crc
+_AFTER_CRC = struct.Struct(">hiqqqhii")  # attributes .. recordsCount
+_LENGTH_AFTER = 9  # batchLength counts partitionLeaderEpoch, magic and crc besides what the CRC covers
+_ATTR_LOG_APPEND_TIME = 0x08
+NO_PRODUCER = -1
+
+
+@dataclass
+class ConvertedWrappers:
+    """The v2 batches made of consecutive wrappers: their bytes and frame rows (positioned from 0), the
+    digest of the records read (`before`) and of the records walked again
+    from the batches' uncompressed bytes (`after`), and the first record's offset."""
+
+    source_rows: np.ndarray  # the wrappers' frames
+    entries: bytes
+    rows: np.ndarray
+    before: ContentDigest
+    after: ContentDigest
+    first_offset: int
+
+
+def available() -> bool:
+    """Whether the run path exists here (the kernels are built and not turned off)."""
+    return native is not None
+
+
+def upgraded_wrappers(data, rows: np.ndarray, file: str, levels: dict, codec: int | None = None,
+                      base: int = 0, options: ReadOptions = STRICT) -> Iterator[ConvertedWrappers | Batch]:
+    """The v2 batches Kafka 4.0 makes of compressed v0/v1 wrappers (rows of frames of `data`, the file
+    from position `base` on; all wrappers), in order, as ConvertedWrappers of a block each; a wrapper
+    the block path does not take (one without records, one the kernels leave to the decode) comes as
+    its decoded Batch for the caller's per-entry path. `codec`: the codec of the batches made (None:
+    each wrapper's own); `levels`: codec id -> level (absent: the codec's default)."""
+    formats = registry.get()
+    for block in inflated_runs.inflated_blocks(data, rows, file, options, base):
+        if (block.counts <= 0).any():  # Kafka 4.0 has no batch for an empty wrapper: the caller decides
+            from kfmt.format import segment
+            from kfmt.format.frames import header_of
+
+            for row in block.rows.tolist():
+                yield segment.decode(data, header_of(row), file, options, base)
+            continue
+        yield _convert_block(block, formats, levels, codec)
+
+
+def _convert_block(block, formats, levels: dict, codec: int | None) -> ConvertedWrappers:
+    records, counts, src = block.records, block.counts, block.rows
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
+    offsets = records.column(0).to_numpy()
+    timestamps = records.column(1).to_numpy()
+    first, last = offsets[starts], offsets[starts + counts - 1]
+    base_ts = timestamps[starts]
+    # a LogAppendTime wrapper's batch takes the wrapper's time, which every record reports
+    lat = (src["magic"] == 1) & (src["attributes"] & _ATTR_LOG_APPEND_TIME != 0)
+    max_ts = np.where(lat, src["max_timestamp"], np.maximum.reduceat(timestamps, starts))
+    codecs = src["compression"].astype(np.int64) if codec is None else np.full(len(src), codec, np.int64)
+    attributes = codecs | np.where(lat, _ATTR_LOG_APPEND_TIME, 0)
+    out, sizes, crcs = bytearray(), np.empty(len(src), np.int64), np.empty(len(src), np.uint32)
+    after = ContentDigest()
+    for i, (s, n, f, lo, t0, tmax, c, a, is_lat) in enumerate(zip(
+            starts.tolist(), counts.tolist(), first.tolist(), last.tolist(), base_ts.tolist(),
+            max_ts.tolist(), codecs.tolist(), attributes.tolist(), lat.tolist())):
+        body = native.encode_v2_records(records.slice(s, n), f, t0)
+        walked, high, low, _ = native.digest_v2_records(body, n, f, t0, tmax if is_lat else None)
+        after.merge(ContentDigest(walked, high << 64 | low))
+        if c:
+            body = formats.compression_for(c, 2).compress(body, magic=2, level=levels.get(c))
+        after_crc = _AFTER_CRC.pack(a, lo - f, t0, tmax, NO_PRODUCER, NO_PRODUCER, NO_PRODUCER, n) + body
+        crcs[i] = crc = crc32c(after_crc)
+        out += _BEFORE_CRC.pack(f, len(after_crc) + _LENGTH_AFTER, -1, 2, crc)
+        out += after_crc
+        sizes[i] = _BEFORE_CRC.size + len(after_crc)
+    before = ContentDigest()
+    before.update(records)
+    made = _frames(sizes, first, last, max_ts, base_ts, counts, crcs, attributes, codecs, lat)
+    return ConvertedWrappers(src, bytes(out), made, before, after, int(first[0]))
+
+
+def _frames(sizes, first, last, max_ts, base_ts, counts, crcs, attributes, codecs, lat) -> np.ndarray:
+    """The frame rows (kfmt.format.frames) of the batches made, as a scan of them would give."""
+    rows = np.zeros(len(sizes), FRAME_DTYPE)
+    rows["position"] = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    rows["base_offset"], rows["last_offset"] = first, last
+    rows["max_timestamp"], rows["base_timestamp"] = max_ts, base_ts
+    rows["producer_id"] = rows["partition_leader_epoch"] = rows["base_sequence"] = -1
+    rows["producer_epoch"] = -1
+    rows["size"] = sizes
+    rows["records_count"], rows["crc"], rows["attributes"] = counts, crcs, attributes
+    rows["magic"], rows["compression"] = 2, codecs
+    rows["timestamp_type"] = np.where(lat, TimestampType.LOG_APPEND_TIME, TimestampType.CREATE_TIME)
+    return rows
+
+
+def convert_wrapper_reference(batch: Batch, levels: dict, codec: int | None = None) -> bytes:
+    """What one decoded wrapper becomes: the v2 format plugin's encode of kfmt.format.convert's batch
+    (the per-entry path of kfmt upgrade and recompress)."""
+    header, records = convert_batch(batch)
+    if codec is not None:
+        header = header.replace(compression=codec)
+    return registry.get().format_for(2).encode(header, records, level=levels.get(header.compression))
