@@ -102,9 +102,9 @@ def resegment(src: Where, dst: Where, *, segment_bytes: int, segment_ms: int | N
               storage_options: dict | None = None, dst_storage_options: dict | None = None,
               topic: str | None = None, partition: int | None = None, master: str | None = None,
               dry_run: bool = False, progress: bool = False,
-              include_deleted: bool = False) -> Report:
+              include_deleted: bool = False, deep: bool = False) -> Report:
     """The same batches in segments cut by other segment.bytes / segment.ms / segment.index.bytes
-    (`kfmt resegment`; None: the topic defaults)."""
+    (`kfmt resegment`; None: the topic defaults); `deep`: every record checked, not only every entry."""
     from kfmt.transforms.resegment import resegment as run_resegment
     from kfmt.defaults import DEFAULT_MAX_INDEX_BYTES, DEFAULT_SEGMENT_MS
 
@@ -113,7 +113,7 @@ def resegment(src: Where, dst: Where, *, segment_bytes: int, segment_ms: int | N
         segment_ms=DEFAULT_SEGMENT_MS if segment_ms is None else segment_ms,
         segment_index_bytes=DEFAULT_MAX_INDEX_BYTES if segment_index_bytes is None else segment_index_bytes,
         companions=_companions(index_interval_bytes, now_ms, producer_expiration_ms),
-        include_deleted=include_deleted,
+        include_deleted=include_deleted, deep=deep,
         **_run(storage_options, dst_storage_options, topic, partition, dry_run, master, progress)))
 
 
@@ -219,14 +219,15 @@ def retain(src: Where, dst: Where, *, retention_ms: int = -1, retention_bytes: i
            producer_expiration_ms: int = DEFAULT_PRODUCER_EXPIRATION_MS,
            storage_options: dict | None = None, dst_storage_options: dict | None = None,
            topic: str | None = None, partition: int | None = None, master: str | None = None,
-           dry_run: bool = False, progress: bool = False) -> Report:
+           dry_run: bool = False, progress: bool = False, deep: bool = False) -> Report:
     """Kafka's delete policy (retention.ms, retention.bytes, a DeleteRecords log start offset)
-    applied to a copy (`kfmt retain`); -1 turns a rule off. A dry run's report says what would go."""
+    applied to a copy (`kfmt retain`); -1 turns a rule off. A dry run's report says what would go.
+    `deep`: every record kept checked and every record removed counted (wrappers inflated)."""
     from kfmt.transforms.cleanup.retain import retain as run_retain
     from kfmt.transforms.cleanup.retention import RetentionOptions
 
     options = RetentionOptions(retention_ms, retention_bytes, log_start_offset, now_ms or 0, include_active,
-                               index_interval_bytes, producer_expiration_ms)
+                               index_interval_bytes, producer_expiration_ms, deep)
     plan, report = run_retain(*_paths(src, dst), options, **_run(
         storage_options, dst_storage_options, topic, partition, dry_run, master, progress))
     return Report(report, plan=plan)
@@ -238,15 +239,16 @@ def reindex(src: Where, dst: Where, *, index_interval_bytes: int = DEFAULT_INDEX
             now_ms: int | None = None, producer_expiration_ms: int = DEFAULT_PRODUCER_EXPIRATION_MS,
             storage_options: dict | None = None, dst_storage_options: dict | None = None,
             topic: str | None = None, partition: int | None = None, master: str | None = None,
-            dry_run: bool = False, progress: bool = False) -> Report:
+            dry_run: bool = False, progress: bool = False, deep: bool = False) -> Report:
     """A copy with .index, .timeindex, .txnindex, producer snapshots and leader-epoch-checkpoint
-    regenerated as Kafka's log recovery builds them (`kfmt reindex`)."""
+    regenerated as Kafka's log recovery builds them (`kfmt reindex`); entries checked as that recovery
+    checks them, or with `deep` every record decoded (the report's content digest)."""
     from kfmt.transforms.reindex import reindex as run_reindex
 
     with _bar(progress, unit="B", unit_scale=True, desc="reindex") as bar:
         return _outcome(*run_reindex(
             *_paths(src, dst), options=_companions(index_interval_bytes, now_ms, producer_expiration_ms),
-            on_progress=bar.update,
+            on_progress=bar.update, deep=deep,
             **_run(storage_options, dst_storage_options, topic, partition, dry_run, master, progress)))
 
 
@@ -273,7 +275,7 @@ def salvage(src: Where, dst: Where, *, index_interval_bytes: int = DEFAULT_INDEX
 def archive(src: Where, url: Where, *, include_active: bool = False, prune: bool = False,
             storage_options: dict | None = None, dst_storage_options: dict | None = None,
             topic: str | None = None, partition: int | None = None, master: str | None = None,
-            dry_run: bool = False, progress: bool = False) -> Report:
+            dry_run: bool = False, progress: bool = False, deep: bool = False) -> Report:
     """Add what is new in partition directories to an archive on object storage and publish a new
     generation of it (`kfmt archive`): rolled segments not archived yet, segments the cleaner
     rewrote, the active segment up to its last complete entry with `include_active`; segments
@@ -281,7 +283,7 @@ def archive(src: Where, url: Where, *, include_active: bool = False, prune: bool
     {"state": "unchanged", "generation": <the latest>, ...}."""
     from kfmt.transforms.archive.upload import archive as run_archive
 
-    result = run_archive(*_paths(src, url), include_active=include_active, prune=prune,
+    result = run_archive(*_paths(src, url), include_active=include_active, prune=prune, deep=deep,
                          **_run(storage_options, dst_storage_options, topic, partition, dry_run, master, progress))
     if dry_run:
         return Report(result.plan.to_json(), plan=result.plan, is_plan=True, detail=result)
@@ -306,12 +308,13 @@ def restore(url: Where, dst: Where, *, index_interval_bytes: int = DEFAULT_INDEX
             now_ms: int | None = None, producer_expiration_ms: int = DEFAULT_PRODUCER_EXPIRATION_MS,
             storage_options: dict | None = None, dst_storage_options: dict | None = None,
             topic: str | None = None, partition: int | None = None, master: str | None = None,
-            dry_run: bool = False, progress: bool = False, generation: int | None = None) -> Report:
+            dry_run: bool = False, progress: bool = False, generation: int | None = None,
+            deep: bool = False) -> Report:
     """A generation of an archive (default the latest) back to a broker-ready directory, checksums
-    checked and companion files regenerated (`kfmt restore`)."""
+    checked and companion files regenerated (`kfmt restore`); `deep`: every record decoded."""
     from kfmt.transforms.archive.restore import restore as run_restore
 
-    result = run_restore(*_paths(url, dst), generation=generation,
+    result = run_restore(*_paths(url, dst), generation=generation, deep=deep,
                          options=_companions(index_interval_bytes, now_ms, producer_expiration_ms),
                          **_run(storage_options, dst_storage_options, topic, partition, dry_run, master,
                                 progress))

@@ -72,6 +72,18 @@ def show_progress(args) -> bool:
     return not getattr(args, "no_progress", False) and sys.stderr.isatty()
 
 
+DEEP_HELP = ("check every record, not only every entry: decode (and inflate) every batch and report the "
+             "content digest of the records instead of the entries digest of the bytes copied (as kfmt "
+             "verify does); by default the copy is checked as Kafka's log recovery checks a log: each "
+             "entry whole and its CRC holding, compressed batches not inflated")
+
+
+def add_deep_argument(p) -> None:
+    """--deep: the record-level check of a command that copies batches byte for byte
+    (kfmt.format.copied_runs says what the default checks)."""
+    p.add_argument("--deep", action="store_true", help=DEEP_HELP)
+
+
 COMPRESSION_LEVEL_HELP = (
     "the level of the batches written with a codec, as CODEC=LEVEL (repeatable), e.g. gzip=6 (Kafka's "
     "default; zlib), gzip=isal-3, zstd=9; each codec declares its levels and default (`kfmt plugins` "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from kfmt.cli._common import dumps
-from kfmt.cli._transform import add_transform_arguments, run_arguments
+from kfmt.cli._transform import add_deep_argument, add_transform_arguments, run_arguments
 
 NAME = "archive"
 HELP = ("copy partition directories to object storage with a manifest (sizes, checksums, offset and "
@@ -22,6 +22,7 @@ def add_arguments(p):
     p.add_argument("--prune", action="store_true",
                    help="the new generation follows SRC's log start offset: segments SRC no longer holds "
                         "(retention) leave it (older generations keep them); by default they stay")
+    add_deep_argument(p)
 
 
 def run(args) -> int:
@@ -29,7 +30,7 @@ def run(args) -> int:
     from kfmt.pipelines.engine import engine_note
 
     outcome = archive(args.src, args.dst, include_active=args.include_active, prune=args.prune,
-                      **run_arguments(args))
+                      deep=args.deep, **run_arguments(args))
     result, plan, out = outcome.detail, outcome.plan, sys.stdout
     if args.dry_run:
         out.write(dumps(outcome) + "\n" if args.format == "json" else "\n".join(plan.lines()) + "\n")

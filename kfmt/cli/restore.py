@@ -9,6 +9,7 @@ import time
 from kfmt.cli._common import dumps
 from kfmt.cli._transform import (
     add_companion_arguments,
+    add_deep_argument,
     add_transform_arguments,
     companion_arguments,
     print_outcome,
@@ -31,6 +32,7 @@ def add_arguments(p):
                    help="the generation to restore (default: the latest)")
     p.add_argument("--list-generations", action="store_true",
                    help="list the archive's generations (number, time, offsets per partition); DST not given")
+    add_deep_argument(p)
     add_companion_arguments(p)
 
 
@@ -46,7 +48,7 @@ def run(args) -> int:
         return 0
     if args.dst is None:
         raise UsageError("DST is required (or --list-generations)")
-    outcome = restore(args.src, args.dst, generation=args.generation, **companion_arguments(args),
+    outcome = restore(args.src, args.dst, generation=args.generation, deep=args.deep, **companion_arguments(args),
                       **run_arguments(args))
     result = outcome.plan  # the RestoreResultSet: its plan and the archive restored
     return print_outcome(result, None if outcome.is_plan else outcome, args.format == "json",

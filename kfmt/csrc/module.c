@@ -154,6 +154,9 @@ static PyMethodDef methods[] = {
     {"compressed_spans", py_compressed_spans, METH_VARARGS,
      "compressed_spans(data, rows, start, stop, base) -> (stopped_at, spans): compressed data entries checked "
      "before inflating, and where their compressed bytes lie"},
+    {"entries_digest", py_entries_digest, METH_VARARGS,
+     "entries_digest(data, rows, start, stop, base) -> (stopped_at, digest_high, digest_low): entries checked "
+     "as log recovery checks them (CRC over the stored bytes) and their bytes digested, never inflated"},
     {"walk_inflated", py_walk_inflated, METH_VARARGS,
      "walk_inflated(spans, payloads, want_digest) -> (stopped_at, facts, digest_high, digest_low): inflated "
      "entries' records walked without columns"},

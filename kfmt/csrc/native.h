@@ -248,6 +248,7 @@ PyObject *py_encode_legacy_messages(PyObject *self, PyObject *args);
 PyObject *py_message_info_layout(PyObject *self, PyObject *args);
 PyObject *py_compressed_spans(PyObject *self, PyObject *args);
 PyObject *py_walk_inflated(PyObject *self, PyObject *args);
+PyObject *py_entries_digest(PyObject *self, PyObject *args);
 
 /* ---- text output (the dump and JSON-lines writers) ---- */
 

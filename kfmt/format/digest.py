@@ -90,3 +90,45 @@ class ContentDigest:
 
     def __repr__(self) -> str:
         return f"ContentDigest({self.hexdigest()})"
+
+
+class EntriesDigest:
+    """The entries digest: what proves a byte-for-byte copy of log entries (kfmt.format.copied_runs).
+    Each entry's bytes (from its offset field to its end, as they lie in the segment) hashed with
+    XXH3-128, the hashes summed modulo 2**128, written `<entries>:<32 hex digits>`; like the content
+    digest it adds up over parts, so it does not depend on how entries are split into segments or
+    tasks, but it changes with any byte of them (so it holds only for commands that change none)."""
+
+    def __init__(self, entries: int = 0, total: int = 0):
+        self.entries = entries
+        self.total = total
+
+    @classmethod
+    def of(cls, entry) -> "EntriesDigest":
+        digest = cls()
+        digest.add(entry)
+        return digest
+
+    def add(self, entry) -> None:
+        hash128 = native.xxh3_128 if native is not None else xxhash.xxh3_128_intdigest
+        self.total = (self.total + hash128(bytes(entry))) % _MOD
+        self.entries += 1
+
+    def merge(self, other: "EntriesDigest") -> "EntriesDigest":
+        self.entries += other.entries
+        self.total = (self.total + other.total) % _MOD
+        return self
+
+    def hexdigest(self) -> str:
+        return f"{self.entries}:{self.total:032x}"
+
+    @classmethod
+    def parse(cls, text: str) -> "EntriesDigest":
+        entries, _, total = text.partition(":")
+        return cls(int(entries), int(total, 16))
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, EntriesDigest) and (self.entries, self.total) == (other.entries, other.total)
+
+    def __repr__(self) -> str:
+        return f"EntriesDigest({self.hexdigest()})"

@@ -3,9 +3,11 @@ it (kfmt.partition.companions), the `.log` segments byte for byte with their mod
 
 SRC is a partition directory or a log directory; it is only read. DST gets the same layout (the
 partition itself, or one directory per partition) through kfmt.storage.staging: it is published whole or not
-at all. Every batch is decoded and checked (CRCs, record structure) on the way, so bad data stops the
-run (DataError, exit 65) before anything is published; the report (kfmt.transforms.report) records counts and
-the content digest of every partition.
+at all. Every entry is checked on the way as Kafka's log recovery checks it (framing, offsets, the CRC
+over its stored bytes: kfmt.format.copied_runs), so bad data stops the run (DataError, exit 65) before
+anything is published; the report (kfmt.transforms.report) records counts and the entries digest of
+every partition. With `deep`, every batch is decoded and checked (record structure too, compressed
+ones inflated) and the report holds the content digest of the records instead.
 
 Partitions are reindexed in parallel, one task per partition (a partition's companion files carry
 producer state and leader epochs from one segment to the next), on the engine `--master` chooses
@@ -33,7 +35,7 @@ from typing import Callable
 import numpy as np
 
 from kfmt.errors import DataError, UsageError
-from kfmt.format import batch_runs, segment
+from kfmt.format import batch_runs, copied_runs, segment
 from kfmt.format.batch_runs import CheckedRun
 from kfmt.format.model import Batch
 from kfmt.partition.checkpoints import checkpoint_text, read_offset_checkpoint, write_offset_checkpoint
@@ -188,14 +190,16 @@ def _text(storage: Storage, path: str) -> str:
 
 def reindex_partition(plan: PartitionPlan, out: StagedOutput, options: CompanionOptions,
                       on_progress: Callable[[int], None] | None = None,
-                      notes: list[str] | None = None) -> PartitionSummary:
+                      notes: list[str] | None = None, deep: bool = False) -> PartitionSummary:
     """Copy one partition's segments into `out` and write its regenerated companion files. A bad
     tail of the last segment is left out of the copy, as Kafka's log recovery truncates it, and said
-    in `notes` (a warning when None; kfmt.partition.segment); anywhere else it is an error."""
+    in `notes` (a warning when None; kfmt.partition.segment); anywhere else it is an error. Entries
+    are checked as log recovery checks them, or with `deep` decoded (the module doc)."""
     part, storage = plan.part, plan.part.storage
     builder = CompanionBuilder(**options.builder_options(), log_start_offset=plan.log_start_offset,
                                leader_epochs=existing_leader_epochs(part))
-    tally = PartitionTally(PartitionSummary(storage.url_of(part.path), part.topic, part.partition))
+    summary = PartitionSummary(storage.url_of(part.path), part.topic, part.partition)
+    tally = PartitionTally(summary) if deep else PartitionTally.of_entries(summary)
     if plan.rel:
         out.makedirs(plan.rel)  # an empty partition directory stays one
     for seg in part.segments:
@@ -206,7 +210,7 @@ def reindex_partition(plan: PartitionPlan, out: StagedOutput, options: Companion
         except DataError as err:
             raise err.located(file=file)
         tally.add_segment(len(data))
-        tail = _check_segment(data, file, builder, tally)
+        tail = (_check_segment if deep else _check_copied)(data, file, builder, tally)
         checked = storage.checked_sha256(seg.log.path)  # restore: the archive's object, checked whole
         if tail.is_error:
             checked = None
@@ -255,6 +259,24 @@ def _check_segment(data, file: str, builder: CompanionBuilder, tally: PartitionT
                     raise _located(err, file, item)
             tally.add(item)
         decoded.flush()
+    return scanner.tail
+
+
+def _check_copied(data, file: str, builder: CompanionBuilder, tally: PartitionTally) -> segment.Tail:
+    """_check_segment's job with the check of a copy (kfmt.format.copied_runs): every entry whole, its
+    CRC holding, its offsets in order (the companion builder), digested by its bytes; control batches
+    decoded for their markers."""
+    scanner = segment.FrameScanner(data, file)
+    for rows in scanner.chunks():
+        for run in copied_runs.copied(data, rows, file):
+            try:
+                if run.batch is not None and run.batch.header.is_control:
+                    builder.add_decoded_batch(run.batch)
+                else:
+                    builder.add_frames(run.rows)
+            except DataError as err:
+                raise _located(err, file, CheckedRun(run.rows, None, None))
+            tally.add(run)
     return scanner.tail
 
 
@@ -353,10 +375,11 @@ class ReindexTask:
     plan: PartitionPlan
     target: StagingTarget
     options: CompanionOptions
+    deep: bool = False
 
     def run(self) -> tuple[PartitionSummary, list, list[str]]:
         files, notes = self.target.files(), []
-        summary = reindex_partition(self.plan, files, self.options, notes=notes)
+        summary = reindex_partition(self.plan, files, self.options, notes=notes, deep=self.deep)
         return summary, list(files.records.values()), notes
 
 
@@ -379,9 +402,11 @@ def reindex(src: str, dst: str, *, src_options: dict | None = None, dst_options:
             topic: str | None = None, partition: int | None = None,
             options: CompanionOptions | None = None, master: "str | Engine | None" = None,
             dry_run: bool = False, progress: bool = True,
-            on_progress: Callable[[int], None] | None = None) -> tuple[DirectoryPlan, dict | None]:
+            on_progress: Callable[[int], None] | None = None,
+            deep: bool = False) -> tuple[DirectoryPlan, dict | None]:
     """Reindex SRC into DST. Returns the plan and the report (None for a dry run, which writes
-    nothing). `on_progress(bytes)` is called as segments are done when the work runs in this process."""
+    nothing). `on_progress(bytes)` is called as segments are done when the work runs in this process.
+    `deep`: every batch decoded and the records' content digest reported (the module doc)."""
     options = (options or CompanionOptions()).with_clock()
     src_storage, src_path = open_storage(src, src_options)
     dst_storage, dst_path = open_storage(dst, dst_options if dst_options is not None else src_options)
@@ -396,10 +421,10 @@ def reindex(src: str, dst: str, *, src_options: dict | None = None, dst_options:
     inputs, outputs, tails = [], [], []
     with StagedOutput(dst_storage, dst_path) as out:
         if engine.engine == "inprocess" and on_progress is not None:
-            summaries = [reindex_partition(p, out, options, on_progress, tails) for p in plan.partitions]
+            summaries = [reindex_partition(p, out, options, on_progress, tails, deep) for p in plan.partitions]
         else:
             target = out.target()
-            results = run_tasks(run_reindex_task, [ReindexTask(p, target, options) for p in plan.partitions],
+            results = run_tasks(run_reindex_task, [ReindexTask(p, target, options, deep) for p in plan.partitions],
                                 master=engine, description="reindex", progress=progress)
             summaries = []
             for summary, records, notes in results:
@@ -416,17 +441,23 @@ def reindex(src: str, dst: str, *, src_options: dict | None = None, dst_options:
             "reindex", plan.source, plan.destination,
             {"index_interval_bytes": options.index_interval_bytes, "now_ms": options.now_ms,
              "producer_expiration_ms": options.producer_expiration_ms, "topic": topic,
-             "partition": partition},
-            inputs, outputs, out.files, _notes(plan) + tails)
+             "partition": partition, "deep": deep},
+            inputs, outputs, out.files, _notes(plan, deep) + tails)
         report["engine"] = engine.to_json()
         out.write(REPORT_NAME, report_bytes(report))
     return plan, report
 
 
-def _notes(plan: DirectoryPlan) -> list[str]:
+COPY_CHECK_NOTE = ("every entry checked as Kafka's log recovery checks it (whole, offsets in order, its CRC "
+                   "over the stored bytes; compressed batches not inflated) and the copy proven by the "
+                   "entries digest of the bytes read; --deep decodes every record and reports the content digest")
+DEEP_CHECK_NOTE = "every batch decoded and checked, records included, and the content digest of the records reported"
+
+
+def _notes(plan: DirectoryPlan, deep: bool = False) -> list[str]:
     notes = [".log segments copied byte for byte with their modification times; .index, .timeindex, "
              ".txnindex, producer .snapshot files and leader-epoch-checkpoint regenerated as Kafka "
-             "3.6's log recovery builds them; partition.metadata copied"]
+             "3.6's log recovery builds them; partition.metadata copied", DEEP_CHECK_NOTE if deep else COPY_CHECK_NOTE]
     for p in plan.partitions:
         notes += [f"{p.part.name}: skipped {name}" for name in p.skipped]
     notes += [f"log directory: {f.action} {f.name} ({f.reason})" for f in plan.log_dir_files]

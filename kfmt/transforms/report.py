@@ -30,8 +30,8 @@ def make_report(command: str, source: str, destination: str, options: dict,
             "input_batches": sum(p.batches for p in inputs),
             "output_records": sum(p.records for p in outputs),
             "output_batches": sum(p.batches for p in outputs),
-            "content_unchanged": [p.content_digest for p in inputs]
-                                 == [p.content_digest for p in outputs],
+            # the digest of the check made: the records' content digest, or a copy's entries digest
+            "content_unchanged": [p.digest for p in inputs] == [p.digest for p in outputs],
         },
         "inputs": [p.to_json() for p in inputs],
         "outputs": [p.to_json() for p in outputs],

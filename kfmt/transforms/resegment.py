@@ -11,11 +11,13 @@ Three steps, all in parallel where the work allows:
    copy does not have; a full offset or time index; an offset that does not fit the index's int32.
    It returns each output segment as byte ranges of source segments;
 2. one task per group of output segments copies their ranges byte for byte and writes their
-   `.log`, `.index` and `.timeindex`. On the way every batch is checked (CRCs, record structure) and
-   its records digested once (kfmt.format.batch_runs: uncompressed v2 batches in place, without decoding
-   them into columns; others decoded): that one reading gives both the "before" tally of the
+   `.log`, `.index` and `.timeindex`. On the way every entry is checked as Kafka's log recovery
+   checks it (whole, its CRC holding over the stored bytes; kfmt.format.copied_runs) and digested by
+   its bytes once -- or, with `deep`, every batch checked (CRCs, record structure) and its records
+   digested once (kfmt.format.batch_runs: uncompressed v2 batches in place, without decoding them into
+   columns; others decoded): that one reading gives both the "before" tally of the
    partition (every source batch lies in exactly one range) and the "after" tally of the segments
-   written, from the very bytes handed to the writer. The copy cannot change a record, so the two
+   written, from the very bytes handed to the writer. The copy cannot change a byte, so the two
    digests agree by construction; what the run checks is that every planned batch was written
    (each output segment must receive exactly its planned batches and bytes, kfmt.write.writer) and the
    SHA-256 of each file written is taken from the same bytes (kfmt.storage.staging);
@@ -33,12 +35,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from kfmt.errors import DataError
-from kfmt.format import batch_runs, segment
+from kfmt.format import batch_runs, copied_runs, segment
 from kfmt.format.batch_runs import CheckedRun
+from kfmt.format.copied_runs import CopiedRun
+from kfmt.format.model import Batch
 from kfmt.format.frames import header_of
 from kfmt.partition.companions import CompanionOptions
-from kfmt.partition.summary import PartitionSummary, PartitionTally
+from kfmt.partition.summary import PartitionTally
 from kfmt.storage.staging import StagingTarget
+from kfmt.transforms.reindex import COPY_CHECK_NOTE, DEEP_CHECK_NOTE
 from kfmt.transforms.run import (
     PartitionWork,
     RunPlan,
@@ -176,10 +181,11 @@ class WriteSegmentsTask:
     sources: tuple[SourceSegment, ...]
     target: StagingTarget
     rel: str
+    deep: bool = False
 
     def run(self) -> TaskResult:
         files = self.target.files()
-        result = TaskResult(self.partition, before=new_tally(), after=new_tally())
+        result = TaskResult(self.partition, before=new_tally(not self.deep), after=new_tally(not self.deep))
         views: dict[int, tuple] = {}  # source index -> (its bytes, their file position)
         for output in self.outputs:
             result.segments.append(write_segment(files, self.rel, output.plan,
@@ -198,22 +204,25 @@ class WriteSegmentsTask:
                 data, base = views[index] = src.read_range(start, end)
             scanner = segment.FrameScanner(data, src.file, start, end, base)
             for rows in scanner.chunks():
-                for item in batch_runs.checked(data, rows, src.file, base=base, messages=True):
+                items = (batch_runs.checked(data, rows, src.file, base=base, messages=True) if self.deep
+                         else copied_runs.copied(data, rows, src.file, base))
+                for item in items:
                     result.before.add(item)
                     result.after.add(item)
-                    if isinstance(item, CheckedRun):
-                        first, last = item.span(base)
-                        yield item.rows, data[first:last]
+                    batch = item.batch if isinstance(item, CopiedRun) else item
+                    if isinstance(batch, Batch):
+                        yield batch.header, segment.entry_bytes(data, batch.header, base)
                     else:
-                        yield item.header, segment.entry_bytes(data, item.header, base)
+                        first, last = CheckedRun(item.rows, None, None).span(base)
+                        yield item.rows, data[first:last]
             if scanner.tail.is_error:
                 raise scanner.tail.error(src.file)
 
 
-def source_tally(sources) -> PartitionTally:
+def source_tally(sources, entries: bool = False) -> PartitionTally:
     """The segments and bytes of a partition's source segments (their batches are counted by the
-    write tasks)."""
-    tally = PartitionTally(PartitionSummary("", None, None))
+    write tasks); `entries`: a tally of the entries check (kfmt.partition.summary)."""
+    tally = new_tally(entries)
     for src in sources:
         tally.add_segment(src.size)
     return tally
@@ -223,9 +232,10 @@ class ResegmentTransform(Transform):
     command = "resegment"
     description = "resegment: segments"
 
-    def __init__(self, policy: RollPolicy, companions: CompanionOptions = CompanionOptions()):
+    def __init__(self, policy: RollPolicy, companions: CompanionOptions = CompanionOptions(),
+                 deep: bool = False):
         super().__init__(companions)
-        self._policy = policy
+        self._policy, self.deep = policy, deep
 
     def policy(self) -> RollPolicy:
         return self._policy
@@ -233,7 +243,7 @@ class ResegmentTransform(Transform):
     def options(self) -> dict:
         p = self._policy
         return {**super().options(), "segment_bytes": p.segment_bytes, "segment_ms": p.segment_ms,
-                "segment_index_bytes": p.max_index_bytes}
+                "segment_index_bytes": p.max_index_bytes, "deep": self.deep}
 
     def preparation_tasks(self, work: list[PartitionWork], dry_run: bool) -> list:
         return [PlanPartitionTask(w.index, tuple(w.sources), self._policy, w.floor) for w in work]
@@ -243,10 +253,10 @@ class ResegmentTransform(Transform):
             w = work[r.partition]
             w.detail = r.detail
             w.notes += r.notes
-            w.befores = [source_tally(w.sources)]
+            w.befores = [source_tally(w.sources, not self.deep)]
 
     def write_tasks(self, work: list[PartitionWork], target: StagingTarget) -> list:
-        return [WriteSegmentsTask(w.index, g, tuple(w.sources), target, w.plan.rel)
+        return [WriteSegmentsTask(w.index, g, tuple(w.sources), target, w.plan.rel, self.deep)
                 for w in work for g in task_groups(w.detail or [], lambda o: o.plan.size)]
 
     def describe(self, work: PartitionWork) -> list[str]:
@@ -261,14 +271,15 @@ class ResegmentTransform(Transform):
 
     def notes(self) -> list[str]:
         return ["batches copied byte for byte into segments cut by the broker's roll rules "
-                "(docs/format.md §12.2) with the given configs; segment.ms measured in record time; "
-                "every batch checked (CRCs, record structure) and digested once, from the bytes "
-                "written"]
+                "(docs/format.md §12.2) with the given configs; segment.ms measured in record time",
+                DEEP_CHECK_NOTE if self.deep else COPY_CHECK_NOTE]
 
 
 def resegment(src: str, dst: str, *, segment_bytes: int, segment_ms: int = DEFAULT_SEGMENT_MS,
               segment_index_bytes: int = DEFAULT_MAX_INDEX_BYTES,
-              companions: CompanionOptions = CompanionOptions(), **run) -> tuple[RunPlan, dict | None]:
-    """Resegment SRC (a partition or log directory) into DST. `run`: run_transform's arguments."""
+              companions: CompanionOptions = CompanionOptions(), deep: bool = False,
+              **run) -> tuple[RunPlan, dict | None]:
+    """Resegment SRC (a partition or log directory) into DST. `run`: run_transform's arguments;
+    `deep`: every record checked (the module doc)."""
     policy = RollPolicy(segment_bytes, segment_ms, companions.index_interval_bytes, segment_index_bytes)
-    return run_transform(ResegmentTransform(policy, companions), src, dst, **run)
+    return run_transform(ResegmentTransform(policy, companions, deep), src, dst, **run)

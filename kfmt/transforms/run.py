@@ -33,7 +33,7 @@ from kfmt.format import segment
 from kfmt.partition.companions import CompanionOptions, existing_leader_epochs
 from kfmt.partition.layout import Segment
 from kfmt.partition.log_start import BelowLogStart, below_log_start, kept_segments, transform_floor
-from kfmt.partition.summary import PartitionSummary, PartitionTally, merge_tallies
+from kfmt.partition.summary import ENTRIES_CHECK, PartitionSummary, PartitionTally, merge_tallies
 from kfmt.pipelines.engine import engine_note
 from kfmt.pipelines.runner import run_tasks
 from kfmt.storage.manifest import FileRecord
@@ -129,9 +129,11 @@ def task_groups(items: Sequence, size=lambda item: item.size, budget: int = TASK
     return groups
 
 
-def new_tally() -> PartitionTally:
-    """Counts and content digest of a part of a partition (merged on the driver)."""
-    return PartitionTally(PartitionSummary("", None, None))
+def new_tally(entries: bool = False) -> PartitionTally:
+    """Counts and content digest of a part of a partition (merged on the driver); `entries`: the
+    entries digest of a byte-for-byte copy instead (kfmt.partition.summary)."""
+    summary = PartitionSummary("", None, None)
+    return PartitionTally.of_entries(summary) if entries else PartitionTally(summary)
 
 
 @dataclass
@@ -307,10 +309,10 @@ def _finish_partitions(transform: Transform, work: list[PartitionWork], results:
                               part.partition)
         after.segments = len(segments)
         after.log_bytes = sum(s.log.size for s in segments)
-        if (before.content_digest, before.records) != (after.content_digest, after.records):
-            raise KfmtError(f"{w.label}: the records written differ from the records read (content "
-                            f"digest {before.content_digest} before, {after.content_digest} after); "
-                            f"nothing was published")
+        if (before.check, before.digest, before.records) != (after.check, after.digest, after.records):
+            what = "entries" if before.check == ENTRIES_CHECK else "records"
+            raise KfmtError(f"{w.label}: the {what} written differ from the {what} read ({before.check} "
+                            f"digest {before.digest} before, {after.digest} after); nothing was published")
         inputs.append(before)
         outputs.append(after)
     return inputs, outputs

@@ -48,3 +48,24 @@ def truth_digest(name: str) -> tuple[int, str]:
                                [b64(r["key"]) for r in rows], [b64(r["value"]) for r in rows],
                                [[(h["key"].encode(), b64(h["value"])) for h in r["headers"]] for r in rows]))
     return len(rows), digest.hexdigest()
+
+
+def entries_truth(name: str) -> tuple[int, int, str]:
+    """(records the headers count, compressed v0/v1 wrappers, entries digest) of a corpus partition as
+    kafka-dump-log listed its entries (dump-log.batches.txt): the records of v2 data batches (their
+    count) and of uncompressed v0/v1 messages (one each); the entries digest (kfmt.format.digest.
+    EntriesDigest's definition) over each listed entry's bytes, hashed here with the xxhash package."""
+    import xxhash
+    from support.corpus_truth import kafka_listing
+
+    records = wrappers = total = 0
+    for e in kafka_listing(name):
+        data = (REALKAFKA / name / Path(e.file).name).read_bytes()
+        total += xxhash.xxh3_128_intdigest(data[e.position:e.position + e.size])
+        if e.magic == 2:
+            records += 0 if e.is_control else e.count
+        elif e.codec == "none":
+            records += 1
+        else:
+            wrappers += 1
+    return records, wrappers, f"{len(kafka_listing(name))}:{total % (1 << 128):032x}"

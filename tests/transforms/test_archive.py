@@ -20,7 +20,7 @@ from support.cli import run_kfmt
 from support.consumer_truth import consumer_truth, records_of
 from support.corpus import REAL_DIRS, REALKAFKA
 from support.log_dirs import make_log_dir
-from support.reindex_truth import companions, index_interval, rebuild_now_ms, truth_digest
+from support.reindex_truth import companions, entries_truth, index_interval, rebuild_now_ms, truth_digest
 
 from kfmt.partition.layout import find_partitions
 from kfmt.storage.manifest import MANIFEST, PENDING_DIR, load_manifest
@@ -97,7 +97,7 @@ def truth_facts(name: str) -> dict:
 @pytest.mark.s3
 def test_the_corpus_through_s3_and_back(s3_server, s3_url, corpus_log_dir, corpus_reindexed, tmp_path):
     opts = s3_server.cli_options()
-    result = archive(corpus_log_dir, s3_url, "--format", "json", *opts)
+    result = archive(corpus_log_dir, s3_url, "--format", "json", "--deep", *opts)
     assert result.code == 0, result.err
     report = json.loads(result.out)
     assert report["transfer"]["files"]["uploaded"] == len(report["files"])
@@ -144,6 +144,34 @@ def test_the_corpus_through_s3_and_back(s3_server, s3_url, corpus_log_dir, corpu
     assert sorted(p.name for p in small.iterdir() if p.is_dir()) == ["v0-none-0", "v1-none-0", "v2-none-0"]
     for name in ["v0-none-0", "v1-none-0", "v2-none-0"]:
         assert companions(small / name) == companions(REALKAFKA / f"{name}.truth" / "rebuilt"), name
+
+
+def test_the_corpus_archived_and_restored_with_the_check_of_a_copy(corpus_log_dir, corpus_reindexed, tmp_path):
+    """The default check (kfmt.format.copied_runs): the section holds the entries kafka-dump-log
+    lists, digested by their bytes, the records their headers count and the wrappers apart; a restore
+    checks the same and gives the same directory as one of a --deep archive, and with --deep the
+    records as the Java consumer read them."""
+    url = tmp_path / "archive"
+    result = archive(corpus_log_dir, url)
+    assert result.code == 0, result.err
+    section = {p["dir"]: p for p in load_manifest(*open_storage(str(url))).sections["archive"]["partitions"]}
+    for name in REAL_DIRS:
+        records, wrappers, digest = entries_truth(name)
+        assert (section[name]["records"], section[name]["uncounted_wrappers"], section[name]["entries_digest"],
+                section[name]["content_digest"], section[name]["min_timestamp"]) == (records, wrappers, digest,
+                                                                                      None, None), name
+    dst = tmp_path / "restored"
+    result = restore(url, dst, "--format", "json")
+    assert result.code == 0, result.err
+    assert_restored_equals_source(dst, corpus_log_dir, corpus_reindexed, REAL_DIRS)
+    report = json.loads(result.out)
+    assert report["totals"]["content_unchanged"] is True
+    assert [p["entries_digest"] for p in report["inputs"]] == [entries_truth(p["path"].rsplit("/", 1)[1])[2]
+                                                               for p in report["outputs"]]
+    deep = restore(url, tmp_path / "deep", "--deep", "--format", "json")
+    assert deep.code == 0, deep.err
+    assert [p["content_digest"] for p in json.loads(deep.out)["outputs"]] == \
+        [truth_digest(p["path"].rsplit("/", 1)[1])[1] for p in json.loads(deep.out)["outputs"]]
 
 
 KILL_AFTER_UPLOADS = 60

@@ -14,7 +14,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.cli import run_kfmt
 from support.corpus import REAL_DIRS, REALKAFKA
-from support.reindex_truth import COMPANION, companions, index_interval, rebuild_now_ms, truth_digest
+from support.reindex_truth import (
+    COMPANION,
+    companions,
+    entries_truth,
+    index_interval,
+    rebuild_now_ms,
+    truth_digest,
+)
 
 from kfmt.format import segment
 from kfmt.format.digest import ContentDigest
@@ -49,9 +56,19 @@ def test_reindex_equals_the_brokers_own_rebuild(name, tmp_path):
     assert (dst / "partition.metadata").read_bytes() == (src / "partition.metadata").read_bytes()
     report = json.loads((dst / REPORT_NAME).read_text())
     [summary] = report["inputs"]
-    assert (summary["records"], summary["content_digest"]) == truth_digest(name)
-    assert report["outputs"][0]["content_digest"] == summary["content_digest"]
+    # the copy's check: every entry kafka-dump-log lists, digested by its bytes; records by the headers
+    assert (summary["records"], summary["uncounted_wrappers"], summary["entries_digest"]) == entries_truth(name)
+    assert summary["check"] == "entries" and summary["content_digest"] is None
+    assert report["outputs"][0]["entries_digest"] == summary["entries_digest"]
     assert summary["segments"] == len(list(src.glob("*.log")))
+    # --deep: every record, as the Java consumer read them
+    deep = reindex(src, tmp_path / "deep", "--now", rebuild_now_ms(name), "--index-interval-bytes",
+                   index_interval(name), "--deep")
+    assert deep.code == 0, deep.err
+    assert companions(tmp_path / "deep") == companions(rebuilt)
+    [summary] = json.loads((tmp_path / "deep" / REPORT_NAME).read_text())["inputs"]
+    assert (summary["records"], summary["content_digest"]) == truth_digest(name)
+    assert "entries_digest" not in summary
 
 
 def frames(log: Path):

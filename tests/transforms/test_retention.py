@@ -139,6 +139,45 @@ def test_retention_output_verifies_reads_back_and_reindexes_the_same(case, tmp_p
     assert companions(again / name) == companions(dst / name)
 
 
+def entries_digest_of(logs: list[Path]) -> str:
+    """The entries digest (kfmt.format.digest.EntriesDigest's definition) of segments, computed here
+    from their [offset][size] framing and the xxhash package."""
+    import struct
+
+    import xxhash
+
+    total = entries = 0
+    for log in logs:
+        data, pos = log.read_bytes(), 0
+        while pos + 12 <= len(data):
+            end = pos + 12 + struct.unpack_from(">i", data, pos + 8)[0]
+            total += xxhash.xxh3_128_intdigest(data[pos:end])
+            entries, pos = entries + 1, end
+    return f"{entries}:{total % (1 << 128):032x}"
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_what_is_kept_is_proven_by_its_bytes_and_what_is_removed_counted(case, tmp_path):
+    """The check of a copy (kfmt.format.copied_runs): the entries digest of what is kept is that of
+    the broker's remaining segments, and the records removed are counted from the headers (wrappers
+    apart); --deep counts every record removed, as the Java consumer read them."""
+    t = truth(case)
+    src = case_log_dir(case, tmp_path)
+    name = f"{t['topic']}-{t['partition']}"
+    assert retain(src, tmp_path / "out", *case_arguments(t)).code == 0
+    assert retain(src, tmp_path / "deep", *case_arguments(t), "--deep").code == 0
+    report = json.loads((tmp_path / "out" / "kfmt-report.json").read_text())
+    [kept] = report["outputs"]
+    assert kept["entries_digest"] == entries_digest_of(sorted((RETENTION / case / "remaining").glob("*.log")))
+    removed, deep = report_entry(tmp_path / "out")["removed"], report_entry(tmp_path / "deep")["removed"]
+    first_kept = t["remaining_base_offsets"][0]
+    assert deep["records"] == len([r for r in consumer_records(t["source"]) if r["offset"] < first_kept])
+    if case.startswith(("v0-", "v1-")) and "-none-" not in case:  # compressed wrappers
+        assert removed["records"] == 0 and removed["uncounted_wrappers"] == removed["batches"]
+    else:
+        assert (removed["records"], removed["uncounted_wrappers"]) == (deep["records"], 0)
+
+
 # --- crafted directories: the rules' edges ---
 
 def write_partition(path: Path, segments: list[list[tuple]], *, magic: int = 2,

@@ -25,10 +25,10 @@ from dataclasses import asdict, dataclass, field
 
 from kfmt.errors import DataError
 from kfmt.format import segment
-from kfmt.format.digest import DIGEST_VERSION, ContentDigest
-from kfmt.partition.summary import PartitionSummary, PartitionTally, merge_tallies
+from kfmt.format.digest import DIGEST_VERSION, ContentDigest, EntriesDigest
+from kfmt.partition.summary import ENTRIES_CHECK, RECORDS_CHECK, PartitionSummary, PartitionTally, merge_tallies
 from kfmt.storage.manifest import Manifest
-from kfmt.transforms.archive.segment_facts import segment_facts
+from kfmt.transforms.archive.segment_facts import copied_facts, segment_facts
 
 SECTION = "archive"  # the manifest section of an archive
 SECTION_VERSION = 2  # 2: generations (kfmt.transforms.archive.generations); 1 is read as generation 1
@@ -42,9 +42,13 @@ CHUNK = 8 * 1024 * 1024  # bytes per upload write and per verification read
 
 @dataclass(frozen=True)
 class ArchivedSegment:
-    """One archived segment: offsets, times, counts and the content digest of its data records.
-    Timestamps are the records' as a consumer reports them (kfmt.format.digest), None when no record has
-    one (v0): the `.log` modification time, kept in the manifest, is then the segment's time."""
+    """One archived segment: offsets, times, counts and a digest, as the check that read it gives them
+    (kfmt.partition.summary): the entries check of a copy (the default: `entries_digest`, counts from
+    the headers, compressed v0/v1 wrappers `uncounted_wrappers`, the least timestamp unknown) or the
+    record-level one (--deep, and archives written before the entries check: `content_digest` of the
+    data records, every count and timestamp from the records). Timestamps are the records' as a
+    consumer reports them (kfmt.format.digest), None when no record has one (v0): the `.log`
+    modification time, kept in the manifest, is then the segment's time."""
 
     file: str  # its path inside the archive
     base_offset: int
@@ -56,31 +60,50 @@ class ArchivedSegment:
     next_offset: int | None  # after the last batch
     min_timestamp: int | None
     max_timestamp: int | None
-    content_digest: str
+    content_digest: str | None = None
+    entries_digest: str | None = None
+    uncounted_wrappers: int = 0
+
+    @property
+    def check(self) -> str:
+        return RECORDS_CHECK if self.content_digest is not None else ENTRIES_CHECK
 
     def to_json(self) -> dict:
-        return asdict(self)
+        out = asdict(self)
+        if self.check == RECORDS_CHECK:  # as archives were written before the entries check
+            del out["entries_digest"], out["uncounted_wrappers"]
+        return out
 
     def tally(self) -> PartitionTally:
         """This segment as a part of its partition's summary."""
-        return PartitionTally(PartitionSummary("", None, None, 1, self.batches, self.records,
-                                               self.control_records, self.bytes, self.first_offset,
-                                               self.next_offset), ContentDigest.parse(self.content_digest))
+        summary = PartitionSummary("", None, None, 1, self.batches, self.records, self.control_records,
+                                   self.bytes, self.first_offset, self.next_offset,
+                                   uncounted_wrappers=self.uncounted_wrappers)
+        if self.check == RECORDS_CHECK:
+            return PartitionTally(summary, ContentDigest.parse(self.content_digest))
+        tally = PartitionTally.of_entries(summary)
+        tally.entries = EntriesDigest.parse(self.entries_digest)
+        # a segment holding data: its first offset is final, None where a wrapper came first
+        tally.first_known = bool(self.records or self.uncounted_wrappers)
+        return tally
 
     @classmethod
     def from_json(cls, doc: dict) -> "ArchivedSegment":
-        return cls(**{name: doc[name] for name in cls.__dataclass_fields__})
+        return cls(**{name: doc.get(name, field.default) for name, field in cls.__dataclass_fields__.items()})
 
 
-def archived_segment(data, file: str, rel: str, base_offset: int, ends_log: bool = False) -> ArchivedSegment:
-    """Check every batch of a segment strictly (framing, CRCs, record structure: bad data raises
-    DataError naming `file`) and sum up what the archive records about it. In the partition's last
-    segment (`ends_log`) a crash-cut tail is what log recovery truncates: the facts leave it out, with
-    a warning (the bytes are archived as they are; restore truncates it as a broker would)."""
-    tally, low, high = segment_facts(data, file, ends_log)
+def archived_segment(data, file: str, rel: str, base_offset: int, ends_log: bool = False,
+                     deep: bool = False) -> ArchivedSegment:
+    """Check every entry of a segment as Kafka's log recovery does (whole, its CRC holding: bad data
+    raises DataError naming `file`), or with `deep` every batch strictly (record structure too), and
+    sum up what the archive records about it (ArchivedSegment). In the partition's last segment
+    (`ends_log`) a crash-cut tail is what log recovery truncates: the facts leave it out, with a
+    warning (the bytes are archived as they are; restore truncates it as a broker would)."""
+    tally, low, high = (segment_facts if deep else copied_facts)(data, file, ends_log)
     s = tally.finish()
     return ArchivedSegment(rel, base_offset, len(data), s.batches, s.records, s.control_records,
-                        s.first_offset, s.next_offset, low, high, s.content_digest)
+                           s.first_offset, s.next_offset, low, high, s.content_digest, s.entries_digest,
+                           s.uncounted_wrappers)
 
 
 @dataclass
@@ -93,16 +116,32 @@ class ArchivedPartition:
     log_start_offset: int
     segments: list[ArchivedSegment] = field(default_factory=list)
 
+    @property
+    def check(self) -> str | None:
+        """The check every segment was archived with (None: generations with different checks)."""
+        checks = {seg.check for seg in self.segments}
+        return checks.pop() if len(checks) == 1 else (ENTRIES_CHECK if not checks else None)
+
     def summary(self, path: str) -> PartitionSummary:
-        """The partition's summary (as kfmt.partition.summary counts it), added up from its segments."""
+        """The partition's summary (as kfmt.partition.summary counts it), added up from its segments;
+        of segments archived with different checks, the counts only (no digest)."""
+        if self.check is None:
+            summary = merge_tallies((PartitionTally.of_entries(seg.tally().summary) for seg in self.segments),
+                                    path, self.topic, self.partition)
+            summary.entries_digest = None
+            return summary
         return merge_tallies((seg.tally() for seg in self.segments), path, self.topic, self.partition)
 
     def to_json(self) -> dict:
         summary = self.summary("").to_json()
         del summary["path"]
-        times = [t for seg in self.segments for t in (seg.min_timestamp, seg.max_timestamp) if t is not None]
+        highs = [seg.max_timestamp for seg in self.segments if seg.max_timestamp is not None]
+        lows = [seg.min_timestamp for seg in self.segments if seg.max_timestamp is not None]
+        # the least is known only where every segment holding a timestamp knows its own (not the
+        # entries check's)
+        low = min(lows) if lows and None not in lows else None
         return {"dir": self.dir, **summary, "log_start_offset": self.log_start_offset,
-                "min_timestamp": min(times, default=None), "max_timestamp": max(times, default=None),
+                "min_timestamp": low, "max_timestamp": max(highs, default=None),
                 "segment_files": [seg.to_json() for seg in self.segments]}
 
     @classmethod

@@ -57,7 +57,8 @@ class NextGeneration:
         count, size = aplan.to_read()
         self.engine = plan_engine(master, size, self.src_storage, destination.storage)
         target = destination.target()
-        tasks = [read_task.ArchiveTask(self.src_storage.spec, tuple(files), target) for files in aplan.tasks]
+        deep = bool(self.options.get("deep"))
+        tasks = [read_task.ArchiveTask(self.src_storage.spec, tuple(files), target, deep) for files in aplan.tasks]
         results = [r for rs in run_tasks(read_task.archive_files, tasks, master=self.engine, description="archive",
                                          progress=progress) for r in rs]
         assembled = self.assemble(results)

@@ -20,6 +20,7 @@ class ArchiveTask:
     source: StorageSpec
     files: tuple[SourceFile, ...]
     target: ArchiveTarget
+    deep: bool = False  # segments checked record by record (archive_format.archived_segment)
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ def archive_files(task: ArchiveTask) -> list[FileResult]:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", KfmtWarning)
             facts = None if f.base_offset is None else archived_segment(data, f.display, f.rel,
-                                                                        f.base_offset, f.active)
+                                                                        f.base_offset, f.active, task.deep)
         notes += [str(w.message) for w in caught if issubclass(w.category, KfmtWarning)]
         sha256 = hashlib.sha256(data).hexdigest()
         key, there = object_key(f.rel, sha256, f.versions, f.natural_taken)

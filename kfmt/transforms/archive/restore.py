@@ -4,10 +4,11 @@ directory, in parallel (one task per partition: companion files are built in log
 Each partition goes through kfmt.transforms.reindex's machinery, reading the archive through an ArchiveView:
 every file downloaded is checked against the manifest's size and SHA-256 (a damaged object is bad
 data, exit 65), `.log` segments are written byte for byte with the modification times the manifest
-keeps, every batch is decoded and checked, and `.index`, `.timeindex`, `.txnindex`, producer
-snapshots and `leader-epoch-checkpoint` are regenerated as Kafka's recovery builds them. The
-content digest of each restored partition must equal the one the archive recorded when it read the
-source; any difference fails the run. DST is published whole or not at all (kfmt.storage.staging).
+keeps, every entry is checked as the archive checked it (as Kafka's recovery does, or with `deep`
+and for archives made with --deep, every batch decoded), and `.index`, `.timeindex`, `.txnindex`,
+producer snapshots and `leader-epoch-checkpoint` are regenerated as Kafka's recovery builds them.
+The counts and digest of each restored partition must equal those the archive recorded when it read
+the source; any difference fails the run. DST is published whole or not at all (kfmt.storage.staging).
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from dataclasses import dataclass, replace
 from kfmt.errors import DataError, UsageError
 from kfmt.partition.companions import CompanionOptions
 from kfmt.partition.layout import load_partition
-from kfmt.partition.summary import PartitionSummary
+from kfmt.partition.summary import RECORDS_CHECK, PartitionSummary
 from kfmt.pipelines.runner import run_tasks
 from kfmt.storage.manifest import FileRecord, Manifest
 from kfmt.storage.staging import StagedOutput, StagingTarget
@@ -33,9 +34,10 @@ from kfmt.transforms.reindex import (
 )
 from kfmt.transforms.report import REPORT_NAME, make_report, report_bytes
 
-# what a restored partition must share with the archive's record of its source
-COMPARED = ("segments", "log_bytes", "batches", "records", "control_records", "first_offset",
-            "next_offset", "content_digest")
+# what a restored partition must share with the archive's record of its source; with the same check,
+# also what that check counts (kfmt.partition.summary)
+COMPARED = ("segments", "log_bytes", "batches", "control_records", "next_offset")
+COMPARED_BY_CHECK = ("records", "first_offset", "uncounted_wrappers", "digest")
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,7 @@ class RestoreTask:
     skipped: tuple[str, ...]
     options: CompanionOptions
     target: StagingTarget
+    deep: bool = False
 
 
 @dataclass(frozen=True)
@@ -63,7 +66,7 @@ def restore_partition(task: RestoreTask) -> RestoreResult:
     part = load_partition(view, task.part_path)
     files = task.target.files()
     summary = reindex_partition(PartitionPlan(part, task.rel, task.log_start_offset, list(task.skipped)),
-                                files, task.options)
+                                files, task.options, deep=task.deep)
     return RestoreResult(summary, list(files.records.values()))
 
 
@@ -103,7 +106,7 @@ class RestoreResultSet:
 def restore(url: str, dst: str, *, src_options: dict | None = None, dst_options: dict | None = None,
             topic: str | None = None, partition: int | None = None,
             options: CompanionOptions | None = None, master: str | None = None, dry_run: bool = False,
-            progress: bool = True, generation: int | None = None) -> RestoreResultSet:
+            progress: bool = True, generation: int | None = None, deep: bool = False) -> RestoreResultSet:
     started = time.monotonic()
     options = (options or CompanionOptions()).with_clock()
     storage, path = open_storage(url, src_options)
@@ -126,7 +129,9 @@ def restore(url: str, dst: str, *, src_options: dict | None = None, dst_options:
                              {rel: objects[rel] for rel in part_manifest.files if rel in objects},
                              pp.part.path, pp.rel,
                              archived[pp.rel].log_start_offset if pp.rel in archived else pp.log_start_offset,
-                             tuple(pp.skipped), options, target)
+                             tuple(pp.skipped), options, target,
+                             # as the archive checked it, or every record where asked
+                             deep or (pp.rel in archived and archived[pp.rel].check == RECORDS_CHECK))
                  for pp in plan.partitions]
         engine = plan_engine(master, sum(s.size for pp in plan.partitions for s in pp.part.segments),
                              storage, dst_storage)
@@ -149,7 +154,7 @@ def restore(url: str, dst: str, *, src_options: dict | None = None, dst_options:
             "restore", plan.source, plan.destination,
             {"index_interval_bytes": options.index_interval_bytes, "now_ms": options.now_ms,
              "producer_expiration_ms": options.producer_expiration_ms, "topic": topic,
-             "partition": partition, "master": master},
+             "partition": partition, "master": master, "deep": deep},
             inputs, outputs, out.files, _notes(plan, archive))
         report["archive"] = {"source": archive.section.get("source"), "run": archive.manifest.run,
                              "created_ms": archive.manifest.created_ms,
@@ -171,8 +176,9 @@ def _partition_manifest(manifest: Manifest, rel: str) -> Manifest:
 
 def _check_restored(archived: PartitionSummary, restored: PartitionSummary) -> None:
     """Restore's own check: the restored partition holds what the archive read from the source."""
+    names = COMPARED + (COMPARED_BY_CHECK if archived.check == restored.check and archived.digest else ())
     differ = [f"{name} {getattr(restored, name)} (archived: {getattr(archived, name)})"
-              for name in COMPARED if getattr(restored, name) != getattr(archived, name)]
+              for name in names if getattr(restored, name) != getattr(archived, name)]
     if differ:
         raise DataError(f"the restored partition differs from what the archive recorded of its "
                         f"source: {'; '.join(differ)}; nothing was published", file=archived.path)

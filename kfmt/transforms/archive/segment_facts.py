@@ -14,12 +14,18 @@ compiled kernels the same facts come from where the bytes lie:
   timestamp other than -1, which the kernels do not leave out) is decoded as the reference does,
   so errors are the decoder's own.
 tests/transforms/test_archive_segment_facts.py checks both give the same facts.
+
+That is the record-level check (`kfmt archive --deep`). By default an archive copies segments byte
+for byte and checks them as Kafka's log recovery does (kfmt.format.copied_runs: every entry whole, its
+CRC holding, compressed ones not inflated): `copied_facts` gives the counts the headers hold, the
+entries digest of the bytes, and the greatest timestamp the headers give (the least is known only
+inflated: None).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from kfmt.format import batch_runs, inflated_runs, segment
+from kfmt.format import batch_runs, copied_runs, inflated_runs, segment
 from kfmt.format.batch_runs import CheckedRun
 from kfmt.format.frames import header_of
 from kfmt.format.inflated_runs import HAS_TS
@@ -117,6 +123,27 @@ def _add_compressed(data, rows: np.ndarray, file: str, tally: PartitionTally, ti
             tally.add(batch)
             times.add_batch(batch)
             i += 1
+
+
+def copied_facts(data, file: str, ends_log: bool = False) -> tuple[PartitionTally, None, int | None]:
+    """(tally of the entries check, None, the greatest timestamp of the data entries' headers, >= 0)
+    of a segment (the module doc); a bad tail of the partition's last segment as segment_facts."""
+    tally = PartitionTally.of_entries(PartitionSummary(file, None, None))
+    tally.add_segment(len(data))
+    high = None
+    scanner = segment.FrameScanner(data, file)
+    for rows in scanner.chunks():
+        for run in copied_runs.copied(data, rows, file):
+            tally.add(run)
+            if run.batch is None or not run.batch.header.is_control:
+                stamps = run.rows["max_timestamp"][run.rows["max_timestamp"] >= 0]
+                if len(stamps):
+                    high = max(int(stamps.max()), high if high is not None else -1)
+    if scanner.tail.is_error:
+        if not ends_log:
+            raise scanner.tail.error(file)
+        scanner.tail.recovered(file)
+    return tally, None, high
 
 
 def archived_segment_reference(data, file: str, ends_log: bool = False

@@ -142,7 +142,9 @@ class ArchiveResult:
 def archive(src: str, url: str, *, src_options: dict | None = None, dst_options: dict | None = None,
             topic: str | None = None, partition: int | None = None, master: str | None = None,
             dry_run: bool = False, progress: bool = True, include_active: bool = False,
-            prune: bool = False) -> ArchiveResult:
+            prune: bool = False, deep: bool = False) -> ArchiveResult:
+    """Archive SRC into URL (docs/archive.md); `deep`: every segment read checked record by record and
+    described by the content digest of its records (kfmt.transforms.archive.archive_format)."""
     started = time.monotonic()
     src_storage, src_path = open_storage(src, src_options)
     dst_storage, dst_path = open_storage(url, dst_options if dst_options is not None else src_options)
@@ -152,7 +154,7 @@ def archive(src: str, url: str, *, src_options: dict | None = None, dst_options:
     if dry_run:
         return ArchiveResult(aplan)
     options = {"topic": topic, "partition": partition, "master": master, "include_active": include_active,
-               "prune": prune}
+               "prune": prune, "deep": deep}
     run = NextGeneration(aplan, destination, src_storage, src_path, options, started)
     if not aplan.tasks and run.assemble([]) is None:  # nothing new: nothing is written at all
         return ArchiveResult(aplan, None, aplan.latest.number)

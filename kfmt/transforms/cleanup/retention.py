@@ -34,13 +34,14 @@ import numpy as np
 from kfmt.defaults import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_PRODUCER_EXPIRATION_MS
 from kfmt.errors import UsageError
 from kfmt.format import inflated_runs
+from kfmt.format.copied_runs import header_counts
 from kfmt.format.frames import ATTR_CONTROL, header_of
 from kfmt.format.kernels import native
 from kfmt.format.model import NO_TIMESTAMP
 from kfmt.partition.companions import CompanionBuilder, CompanionOptions, existing_leader_epochs
 from kfmt.partition.layout import PARTITION_METADATA, Segment, segment_file_name
 from kfmt.partition.reader import PartitionReader
-from kfmt.partition.summary import PartitionSummary
+from kfmt.partition.summary import ENTRIES_CHECK, PartitionSummary
 from kfmt.storage.manifest import FileRecord
 from kfmt.transforms.cleanup.plan import LOG_START_OFFSET_CHECKPOINT, PartitionJob
 from kfmt.transforms.reindex import PartitionPlan, reindex_partition
@@ -59,6 +60,9 @@ class RetentionOptions:
     include_active: bool = False
     index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES
     producer_expiration_ms: int = DEFAULT_PRODUCER_EXPIRATION_MS
+    # every record of what is kept checked, not only every entry (kfmt.transforms.reindex), and the
+    # records of what is removed counted by inflating wrappers
+    deep: bool = False
 
     def __post_init__(self):
         if self.retention_ms < -1:
@@ -256,7 +260,9 @@ class RetainResult:
                 "removed": None if self.removed is None else {
                     "segments": self.removed.segments, "batches": self.removed.batches,
                     "records": self.removed.records, "control_records": self.removed.control_records,
-                    "log_bytes": self.removed.log_bytes}}
+                    "log_bytes": self.removed.log_bytes,
+                    **({"uncounted_wrappers": self.removed.uncounted_wrappers}
+                       if self.removed.check == ENTRIES_CHECK else {})}}
 
 
 def retain_partition(job: PartitionJob, files, options: RetentionOptions, dry_run: bool = False,
@@ -278,26 +284,33 @@ def retain_partition(job: PartitionJob, files, options: RetentionOptions, dry_ru
     result = RetainResult(job.label, job.rel, part.topic, part.partition, decision, None, None, [], entry)
     if dry_run:
         return result
-    result.removed = _count_removed(reader, [s for s in part.segments if s not in kept])
+    result.removed = _count_removed(reader, [s for s in part.segments if s not in kept], options.deep)
     plan = PartitionPlan(replace(part, segments=kept), job.rel, decision.log_start_offset)
     before = set(files.records)
     if decision.rolled is None:  # (a partition without segments stays one, as reindex keeps it)
-        result.output = reindex_partition(plan, files, options.companions, on_progress)
+        result.output = reindex_partition(plan, files, options.companions, on_progress, deep=options.deep)
     else:
         result.output = _write_rolled(plan, files, decision, options.companions)
     result.files = [r for rel, r in files.records.items() if rel not in before]
     return result
 
 
-def _count_removed(reader: PartitionReader, segments: list[Segment]) -> PartitionSummary:
-    """Batches and records of the deleted segments, from their headers (legacy compressed wrappers,
-    whose headers do not say how many messages they hold, are inflated: a run at a time and walked
-    without columns where the kernels are, kfmt.format.inflated_runs.walk; else decoded)."""
+def _count_removed(reader: PartitionReader, segments: list[Segment], deep: bool = True) -> PartitionSummary:
+    """Batches and records of the deleted segments, from their headers; with `deep` legacy compressed
+    wrappers, whose headers do not say how many messages they hold, are inflated (a run at a time and
+    walked without columns where the kernels are, kfmt.format.inflated_runs.walk; else decoded),
+    without it they are counted apart (kfmt.format.copied_runs.header_counts)."""
     part = reader.part
     summary = PartitionSummary(part.storage.url_of(part.path), part.topic, part.partition)
+    if not deep:
+        summary.check = ENTRIES_CHECK
     for seg in segments:
         summary.segments += 1
         summary.log_bytes += seg.size
+        if not deep:
+            for rows in reader.frame_chunks(seg):
+                _count_headers(rows, summary)
+            continue
         if native is None or not reader.options.check_crc:
             for header in reader.frames(seg):
                 _count_header(reader, seg, header, summary)
@@ -306,6 +319,21 @@ def _count_removed(reader: PartitionReader, segments: list[Segment]) -> Partitio
         for rows in reader.frame_chunks(seg):
             _count_rows(reader, seg, d, np.ascontiguousarray(rows), summary)
     return summary
+
+
+def _count_headers(rows: np.ndarray, summary: PartitionSummary) -> None:
+    """A chunk of frame rows counted from the headers alone (kfmt.format.copied_runs.header_counts)."""
+    if not len(rows):
+        return
+    control = (rows["magic"] >= 2) & (rows["attributes"] & ATTR_CONTROL != 0)
+    counts = header_counts(rows[~control])
+    if counts.first_known and not summary.records + summary.uncounted_wrappers:  # the first data entry
+        summary.first_offset = counts.first_offset
+    summary.batches += len(rows)
+    summary.control_records += int(rows["records_count"][control].sum())
+    summary.records += counts.records
+    summary.uncounted_wrappers += counts.uncounted
+    summary.next_offset = int(rows["last_offset"][-1]) + 1
 
 
 def _count_header(reader: PartitionReader, seg: Segment, header, summary: PartitionSummary) -> None:
