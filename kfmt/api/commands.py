@@ -348,19 +348,22 @@ def verify(path: Where, *, storage_options: dict | None = None, topic: str | Non
 
 
 def partition_infos(path: Where, *, storage_options: dict | None = None, topic: str | None = None,
-                    partition: int | None = None, include_deleted: bool = False) -> list:
-    """kfmt.inspect.info's PartitionInfo of every partition at `path` (what `kfmt info` shows)."""
+                    partition: int | None = None, include_deleted: bool = False, deep: bool = False) -> list:
+    """kfmt.inspect.info's PartitionInfo of every partition at `path` (what `kfmt info` shows);
+    `deep`: compressed batches inflated and every record counted (else from their headers)."""
     from kfmt.inspect.info import partition_infos as infos
     from kfmt.partition.layout import find_partitions
     from kfmt.storage.store import open_storage
 
     storage, where = open_storage(os.fspath(path), storage_options or {})
-    return infos(find_partitions(storage, where, topic, partition), include_deleted=include_deleted)
+    return infos(find_partitions(storage, where, topic, partition), include_deleted=include_deleted, deep=deep)
 
 
 def info(path: Where, *, storage_options: dict | None = None, topic: str | None = None,
-         partition: int | None = None, include_deleted: bool = False) -> list[dict]:
+         partition: int | None = None, include_deleted: bool = False, deep: bool = False) -> list[dict]:
     """One summary per partition, as the JSON lines of `kfmt info --format json` (segments, offsets,
-    timestamps, bytes, batches, records, and the (magic, compression) census under "formats")."""
+    timestamps, bytes, batches, records, and the (magic, compression) census under "formats");
+    `deep`: every record counted, compressed batches inflated."""
     return [i.to_json() for i in partition_infos(path, storage_options=storage_options, topic=topic,
-                                                 partition=partition, include_deleted=include_deleted)]
+                                                 partition=partition, include_deleted=include_deleted,
+                                                 deep=deep)]

@@ -13,6 +13,10 @@ HELP = "summarise partitions: segments, offsets, times, bytes, batches, records,
 def add_arguments(p):
     add_path_arguments(p)
     add_include_deleted_argument(p)
+    p.add_argument("--deep", action="store_true",
+                   help="inflate every compressed batch and count every record; by default compressed "
+                        "batches are counted from their headers (a v0/v1 wrapper's records are then not "
+                        "counted, and the least timestamp is unknown)")
     add_format_argument(p)
 
 
@@ -21,7 +25,7 @@ def run(args) -> int:
 
     infos = partition_infos(args.path, storage_options=parse_storage_options(args.storage_option),
                             topic=args.topic, partition=args.partition,
-                            include_deleted=args.include_deleted)
+                            include_deleted=args.include_deleted, deep=args.deep)
     if args.format == "json":
         for info in infos:
             print(dumps(info.to_json()))
@@ -49,7 +53,9 @@ def render(info) -> str:
         f"  offsets       log start {info.log_start_offset}, log end {info.log_end_offset}; "
         f"records {info.first_offset}..{info.last_offset}",
         f"  records       {info.records} in {info.batches} batches"
-        + (f" (+{info.control_records} control)" if info.control_records else ""),
+        + (f" (+{info.control_records} control)" if info.control_records else "")
+        + (f" (+ the records of {info.uncounted_wrappers} compressed v0/v1 wrappers, counted with --deep)"
+           if info.uncounted_wrappers else ""),
         f"  timestamps    {_when(info.min_timestamp)} .. {_when(info.max_timestamp)}",
         "  formats       magic  compression    batches    records        bytes",
     ]

@@ -3,7 +3,13 @@
 
 Batches and records are counted as a consumer sees the partition: from its log start offset
 (PartitionDir.log_start_offset) on, unless `include_deleted`; segments and bytes are the files on
-disk, whatever they hold."""
+disk, whatever they hold.
+
+A compressed batch is counted from its header (kfmt.format.copied_runs.header_counts), as reading a
+log's size needs no more: a v2 batch says how many records it holds, its last offset and greatest
+timestamp; a compressed v0/v1 wrapper says only its last offset and timestamp, so wrappers are
+counted apart (`uncounted_wrappers`), and where compressed data is present the least timestamp is
+unknown (None). `deep` inflates every compressed batch and counts every record (`check` "records")."""
 from __future__ import annotations
 
 import dataclasses
@@ -13,7 +19,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kfmt.format import inflated_runs
-from kfmt.format.frames import header_of
+from kfmt.format.copied_runs import header_counts
+from kfmt.format.frames import header_of, rows_of
 from kfmt.format.inflated_runs import HAS_TS
 from kfmt.format.kernels import native
 from kfmt.format.message_formats import STRICT
@@ -23,6 +30,7 @@ from kfmt.inspect.per_partition import map_partitions
 from kfmt.partition.layout import PartitionDir
 from kfmt.partition.live import read_whole
 from kfmt.partition.reader import PartitionReader
+from kfmt.partition.summary import ENTRIES_CHECK, RECORDS_CHECK
 from kfmt.plugin import registry
 
 
@@ -50,6 +58,8 @@ class PartitionInfo:
     min_timestamp: int | None = None  # over records that carry one
     max_timestamp: int | None = None
     census: dict = field(default_factory=dict)  # (magic, codec name) -> FormatCount
+    check: str = ENTRIES_CHECK  # "records": every compressed batch inflated (deep)
+    uncounted_wrappers: int = 0  # compressed v0/v1 wrappers, not in `records` (not deep)
 
     def to_json(self) -> dict:
         out = {k: v for k, v in self.__dict__.items() if k != "census"}
@@ -58,21 +68,24 @@ class PartitionInfo:
         return out
 
 
-def partition_infos(parts: list[PartitionDir], include_deleted: bool = False) -> list[PartitionInfo]:
+def partition_infos(parts: list[PartitionDir], include_deleted: bool = False,
+                    deep: bool = False) -> list[PartitionInfo]:
     """partition_info of each, in parallel where it pays (kfmt.inspect.per_partition)."""
-    return map_partitions(functools.partial(partition_info, include_deleted=include_deleted), parts, "info")
+    return map_partitions(functools.partial(partition_info, include_deleted=include_deleted, deep=deep),
+                          parts, "info")
 
 
-def partition_info(part: PartitionDir, include_deleted: bool = False) -> PartitionInfo:
+def partition_info(part: PartitionDir, include_deleted: bool = False, deep: bool = False) -> PartitionInfo:
     """The partition's summary; a running broker's partition is read again from a new listing
     when a segment goes while it is counted (kfmt.partition.live)."""
-    return read_whole(part, lambda p: _partition_info(p, include_deleted))
+    return read_whole(part, lambda p: _partition_info(p, include_deleted, deep))
 
 
-def _partition_info(part: PartitionDir, include_deleted: bool) -> PartitionInfo:
+def _partition_info(part: PartitionDir, include_deleted: bool, deep: bool = False) -> PartitionInfo:
     reader = PartitionReader(part, recover_tail=True)
     info = PartitionInfo(part.topic, part.partition, part.storage.url_of(part.path),
-                         segments=len(part.segments), log_start_offset=part.log_start_offset)
+                         segments=len(part.segments), log_start_offset=part.log_start_offset,
+                         check=RECORDS_CHECK if deep else ENTRIES_CHECK)
     floor = None if include_deleted or info.log_start_offset is None else info.log_start_offset
     counter = _Counter(info, reader, floor)
     for seg in part.segments:
@@ -90,6 +103,8 @@ def _partition_info(part: PartitionDir, include_deleted: bool) -> PartitionInfo:
                 raise scanner.tail.error(d.file)
             scanner.tail.recovered(d.file)
     info.census = counter.census
+    if counter.min_unknown:
+        info.min_timestamp = None
     return info
 
 
@@ -105,12 +120,19 @@ class _Counter:
         self.info, self.reader, self.floor = info, reader, floor
         self.reg = registry.get()
         self.census: dict = {}
+        self.first_known = False  # info.first_offset is final (None where a wrapper comes first)
+        self.min_unknown = False  # a compressed batch was counted from its header
 
     def add_header(self, seg, header) -> None:
         info, floor = self.info, self.floor
         if floor is not None and header.last_offset < floor:
             info.log_end_offset = header.next_offset
             return  # deleted: a broker no longer serves it
+        if (info.check == ENTRIES_CHECK and header.compression and not header.is_control
+                and (floor is None or header.magic < 2 or header.base_offset >= floor)):
+            self._add_headers(None, rows_of([header]), 0, 1)  # counted from its header
+            info.log_end_offset = header.next_offset
+            return
         batch = self.reader.decode(seg, header)
         if floor is not None and len(batch) and batch.records.column(0)[0].as_py() < floor:
             batch = _from(batch, floor)
@@ -153,7 +175,8 @@ class _Counter:
                 self._add_run(rows[i:stop], facts)
             if stop == n:
                 break
-            taken = self._add_compressed(d, rows, stop, until) if stop < until else 0
+            count = self._add_compressed if self.info.check == RECORDS_CHECK else self._add_headers
+            taken = count(d, rows, stop, until) if stop < until else 0
             if taken:
                 i = stop + taken
                 continue
@@ -198,6 +221,28 @@ class _Counter:
                         int(timed["max_ts"].max()) if len(timed) else None))
         return len(run)
 
+    def _add_headers(self, d, rows: np.ndarray, start: int, stop: int) -> int:
+        """How many compressed data batches and wrappers from rows[start] on (before `stop`) were
+        counted from their headers (kfmt.format.copied_runs.header_counts; see the module doc)."""
+        compressed = inflated_runs.compressed_entries(rows[start:stop])
+        taken = int(np.argmin(compressed)) if not compressed.all() else len(compressed)
+        run = rows[start:start + taken]
+        if not taken:
+            return 0
+        wrapper = run["magic"] < 2
+        kinds = run["magic"].astype(np.int64) * 8 + run["compression"]
+        for kind in np.unique(kinds).tolist():
+            mine = kinds == kind
+            self._count(kind // 8, kind % 8, int(mine.sum()), int(run["records_count"][mine & ~wrapper].sum()),
+                        int(run["size"][mine].sum()))
+        counts = header_counts(run)
+        self.info.uncounted_wrappers += counts.uncounted
+        stamps = run["max_timestamp"][run["max_timestamp"] != NO_TIMESTAMP]
+        self.min_unknown = True
+        self._note((counts.records, counts.first_offset, int(run["last_offset"][-1]), None,
+                    int(stamps.max()) if len(stamps) else None), known=counts.first_known)
+        return taken
+
     def _count(self, magic: int, compression: int, batches: int, records: int, size: int) -> None:
         count = self.census.setdefault((magic, self.reg.codec_name(compression)), FormatCount())
         count.batches += batches
@@ -205,17 +250,19 @@ class _Counter:
         count.bytes += size
         self.info.batches += batches
 
-    def _note(self, facts: tuple) -> None:
-        """Data records: (how many, first offset, last offset, least and greatest timestamp)."""
+    def _note(self, facts: tuple, known: bool | None = None) -> None:
+        """Data records: (how many, first offset, last offset, least and greatest timestamp); `known`:
+        whether they settle the first offset (default: where they give one)."""
         records, first, last, lo, hi = facts[:5]
         info = self.info
         info.records += records
-        if first is not None and info.first_offset is None:
-            info.first_offset = first
+        if not self.first_known and (first is not None if known is None else known):
+            info.first_offset, self.first_known = first, True
         if last is not None:
             info.last_offset = last
         if lo is not None:
             info.min_timestamp = _min(info.min_timestamp, lo)
+        if hi is not None:
             info.max_timestamp = _max(info.max_timestamp, hi)
 
 

@@ -2,7 +2,8 @@
 v2_records_facts and legacy_set_facts) gives exactly what its per-batch path over decoded batches
 gives: the same summary, or the same error, on the corpus (with and without the records below the
 log start offset), on hypothesis-made segments of every magic and codec (damaged tails included),
-and on wrappers whose inner offsets and timestamps are out of order."""
+and on wrappers whose inner offsets and timestamps are out of order -- counting compressed batches
+from their headers (the default) and from their records (`deep`)."""
 from __future__ import annotations
 
 import pytest
@@ -18,16 +19,17 @@ from kfmt.storage.store import open_storage
 INFO_NATIVE = NATIVE_USERS + ["kfmt.inspect.info"]
 
 
-def infos(path, include_deleted: bool) -> list:
+def infos(path, include_deleted: bool, deep: bool) -> list:
     from kfmt.inspect.info import partition_info
 
     storage, root = open_storage(str(path))
-    return [partition_info(p, include_deleted).to_json() for p in find_partitions(storage, root)]
+    return [partition_info(p, include_deleted, deep).to_json() for p in find_partitions(storage, root)]
 
 
 def same_both_ways(path, include_deleted: bool = False) -> list:
-    fast, reference = both(lambda: infos(path, include_deleted), INFO_NATIVE)
-    assert fast == reference
+    for deep in (False, True):
+        fast, reference = both(lambda: infos(path, include_deleted, deep), INFO_NATIVE)
+        assert fast == reference
     return fast
 
 
