@@ -23,6 +23,10 @@ Options (case-insensitive, as all Spark options; Spark's Kafka source names wher
 * `pushFilters`: `false` to read every byte even when Spark pushes filters (default `true`; results
   are the same either way, kfmt/pipelines/pushdown.py).
 * `storage.<key>`: an fsspec storage option, e.g. `storage.endpoint_url`, `storage.key`.
+A schema given with `.schema(...)` names the columns to read, any of the source's, in any order, with
+their types (`spark.read.format("kafka-log").schema("offset long, timestamp timestamp")`): only those
+columns are sent to Spark. Spark's Python data sources cannot prune columns themselves, so this is the
+way to make counts and scans cheap; a column the source does not have, or another type, is refused.
 Spark Kafka source options that have no meaning here (`kafka.bootstrap.servers`, `failOnDataLoss`,
 ...) and unknown options are refused rather than ignored: a query must not silently read something
 else than it asks for.
@@ -80,9 +84,33 @@ class KafkaLogDataSource(DataSource):
 
     def reader(self, schema) -> "KafkaLogReader":
         options = SourceOptions.parse(self.options)
+        columns = chosen_columns(schema)
         if self.filter_pushdown and options.push_filters:
-            return PushdownReader(options, self.parallelism)
-        return KafkaLogReader(options)
+            return PushdownReader(options, self.parallelism, columns)
+        return KafkaLogReader(options, columns=columns)
+
+
+def chosen_columns(schema) -> tuple[str, ...] | None:
+    """The columns a user-given schema asks for (None: the source's whole schema), each checked
+    against the source's own (kfmt.rows.columns.EXPORT_SCHEMA): name and type."""
+    from pyspark.sql.pandas.types import from_arrow_type
+
+    from kfmt.rows.columns import EXPORT_SCHEMA
+
+    if schema is None or isinstance(schema, str):
+        return None
+    names = tuple(schema.fieldNames())
+    if names == tuple(EXPORT_SCHEMA.names):
+        return None
+    for field in schema.fields:
+        if field.name not in EXPORT_SCHEMA.names:
+            raise ValueError(f"{NAME}: the schema names a column the source does not have: {field.name!r} "
+                             f"(its columns: {', '.join(EXPORT_SCHEMA.names)})")
+        expected = from_arrow_type(EXPORT_SCHEMA.field(field.name).type).simpleString()
+        if field.dataType.simpleString() != expected:
+            raise ValueError(f"{NAME}: the schema gives column {field.name!r} the type "
+                             f"{field.dataType.simpleString()}, the source's is {expected}")
+    return names
 
 
 class SourceOptions:
@@ -195,10 +223,12 @@ def _assignment(text: str) -> dict:
 
 
 class KafkaLogReader(DataSourceReader):
-    def __init__(self, options: SourceOptions, parallelism: int | None = None):
+    def __init__(self, options: SourceOptions, parallelism: int | None = None,
+                 columns: tuple[str, ...] | None = None):
         self.options = options
         self.pushed = None  # kfmt.pipelines.pushdown.Pushed, when Spark pushed filters
         self.parallelism = parallelism  # the session's default parallelism, where register() knew it
+        self.columns = columns  # a user-given schema's columns (chosen_columns); None: all
 
     def partitions(self):
         from kfmt.partition.layout import find_partitions
@@ -246,12 +276,13 @@ class KafkaLogReader(DataSourceReader):
         return units or [LogUnit((), selection, None)]
 
     def _wanted(self, bounds):
-        """What the pushed filters want of a partition whose range options gave `bounds`."""
+        """What the pushed filters and the range options (their `bounds`, resolved as ListOffsets
+        resolves them) want of a partition; None: everything."""
         from kfmt.partition.windows import Wanted
 
         if self.pushed is None:
-            return None
-        return Wanted(self.pushed.offset_intervals(*bounds), self.pushed.min_ms)
+            return None if bounds == (None, None) else Wanted((bounds,))
+        return Wanted(self.pushed.offset_intervals(*bounds), self.pushed.min_ms, self.pushed.max_ms)
 
     @staticmethod
     def _ranges(part, split_bytes: int, bounds, reader, wanted) -> list:
@@ -282,7 +313,7 @@ class KafkaLogReader(DataSourceReader):
                 if unit.pushed is not None:
                     batch = unit.pushed.filter_rows(batch)
                 if batch.num_rows:
-                    yield batch
+                    yield batch if self.columns is None else batch.select(self.columns)
 
 
 class PushdownReader(KafkaLogReader):

@@ -16,9 +16,16 @@ What may be skipped (docs/format.md §6):
   has maxTimestamp == t (a stale index from another incarnation of the segment fails that).
 * Nothing bounds the timestamps of later records from below (a producer may send any timestamp, and
   a v2 batch's baseTimestamp is its first record's, not its smallest), so an upper bound on
-  timestamps never cuts bytes: it only filters rows.
+  timestamps never cuts bytes: it only filters rows, and leaves out entries whose frame gives their
+  one record's timestamp exactly (an uncompressed v0/v1 message, a single-record v2 batch).
+* Where the indexes cannot narrow a segment (missing, stale, zeros) and the store maps files, the
+  window is narrowed further by a scan of the frames inside it (headers only,
+  kfmt/csrc/frames.c): from the first frame that may hold a wanted record to the end of the last
+  one -- the same rule as `frame_mask`, applied before planning, so a partition without index files
+  is not read (nor split into tasks) where the window cannot be.
 Inside the bytes read, `frame_mask` leaves out (undecoded) the batches that cannot hold a wanted
-record: offsets outside the intervals, or a maxTimestamp below the lower bound.
+record: offsets outside the intervals, a maxTimestamp below the lower bound, a single record above
+the upper one.
 """
 from __future__ import annotations
 
@@ -31,6 +38,7 @@ from kfmt.format.model import LOG_OVERHEAD
 from kfmt.format.wire import OFFSET_AND_SIZE
 from kfmt.partition import indexes
 from kfmt.partition.layout import Segment
+from kfmt.partition.live import maps_files
 
 # bytes read at a time when looking for the batch that holds an offset (one index interval is 4 KiB
 # by default; a batch is at most about 1 MiB)
@@ -41,11 +49,12 @@ CHECKED_ENTRIES = 4  # index entries tried for an end cut before reading to the 
 @dataclass(frozen=True)
 class Wanted:
     """What a query wants of one partition: offsets in `intervals` (sorted, disjoint, half-open
-    [lo, hi), None for an open side; None: every offset) with a timestamp >= `min_timestamp` (ms;
-    None: any)."""
+    [lo, hi), None for an open side; None: every offset) with a timestamp >= `min_timestamp` and <=
+    `max_timestamp` (ms; None: any)."""
 
     intervals: tuple | None = None
     min_timestamp: int | None = None
+    max_timestamp: int | None = None
 
     @property
     def nothing(self) -> bool:
@@ -59,7 +68,12 @@ class Wanted:
 
     @property
     def is_everything(self) -> bool:
-        return self.min_timestamp is None and self.offset_hull == (None, None)
+        return (self.min_timestamp is None and self.max_timestamp is None
+                and self.offset_hull == (None, None))
+
+    @property
+    def timed(self) -> bool:
+        return self.min_timestamp is not None or self.max_timestamp is not None
 
 
 def frame_mask(rows: np.ndarray, wanted: Wanted) -> np.ndarray | None:
@@ -67,6 +81,12 @@ def frame_mask(rows: np.ndarray, wanted: Wanted) -> np.ndarray | None:
     keep = None
     if wanted.min_timestamp is not None:
         keep = rows["max_timestamp"] >= wanted.min_timestamp
+    if wanted.max_timestamp is not None:
+        # one record whose timestamp the frame gives: a v0/v1 message, a v2 batch of one record
+        single = (((rows["magic"] < 2) & (rows["compression"] == 0))
+                  | ((rows["magic"] >= 2) & (rows["records_count"] == 1)))
+        late = single & (rows["max_timestamp"] > wanted.max_timestamp)
+        keep = ~late if keep is None else keep & ~late
     if wanted.intervals is not None:
         # a legacy wrapper's first inner offset is unknown before decompression: taken as unbounded
         wrapper = (rows["magic"] < 2) & (rows["compression"] != 0)
@@ -101,7 +121,38 @@ def byte_window(reader, seg: Segment, wanted: Wanted) -> tuple[int, int] | None:
             start = max(start, _seek(reader, seg, after + 1))
     if hi is not None:
         end = _end_position(reader, seg, hi)
+    if start < end and maps_files(reader.storage) and _unindexed(reader, seg, wanted):
+        return _scanned(reader, seg, wanted, start, end)
     return (start, end) if start < end else None
+
+
+def _unindexed(reader, seg: Segment, wanted: Wanted) -> bool:
+    """Whether the indexes a window would seek through are missing or unusable (stale, zeros): the
+    window of such a segment is found by a scan of its frames instead."""
+    offsets, times = _indexes(reader, seg)
+    lo, hi = wanted.offset_hull
+    return ((wanted.min_timestamp is not None and (times is None or not len(times)))
+            or ((lo is not None or hi is not None) and not len(offsets)))
+
+
+def _scanned(reader, seg: Segment, wanted: Wanted, start: int, end: int) -> tuple[int, int] | None:
+    """[start, end) narrowed to the frames inside it that may hold a wanted record (frame_mask), by
+    a scan of their headers; as it was where the scan meets bytes it cannot frame (the read reports
+    them)."""
+    data = reader.data(seg)
+    scanner = segment.FrameScanner(data.buf, data.file, start, end, data.base)
+    first = last = None
+    for rows in scanner.chunks():
+        keep = frame_mask(rows, wanted)
+        held = np.flatnonzero(keep) if keep is not None else np.arange(len(rows))
+        if len(held):
+            if first is None:
+                first = int(rows["position"][held[0]])
+            row = rows[held[-1]]
+            last = int(row["position"]) + int(row["size"])
+    if scanner.tail.is_error or scanner.tail.position < end:
+        return start, end
+    return (first, last) if first is not None else None
 
 
 def _indexes(reader, seg: Segment) -> tuple[indexes.OffsetColumns, indexes.TimeColumns | None]:

@@ -297,7 +297,11 @@ def read_range(rng: SegmentRange, selection: Selection, outcomes: TransactionOut
             elif kind == _BATCHES:
                 yield from _read_batches(data, base, rows[start:stop], rng, tally, chunk)
             elif kind == _COMPRESSED:
-                yield from _read_compressed(data, base, rows[start:stop], rng, tally, chunk)
+                run = rows[start:stop]
+                if wanted is not None and wanted.timed:
+                    run = run[_reaching(data, base, run, wanted)]
+                if len(run):
+                    yield from _read_compressed(data, base, run, rng, tally, chunk)
             else:
                 for row in rows[start:stop].tolist():
                     batch = segment.decode(data, header_of(row), rng.file, base=base)
@@ -339,6 +343,29 @@ def _runs(rows, selection: Selection, outcomes, floor: int | None) -> list[tuple
     edges = np.flatnonzero(np.diff(kinds)) + 1
     bounds = [0, *edges.tolist(), len(rows)]
     return [(int(kinds[a]), a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
+
+
+def _reaching(data, base: int, rows, wanted: Wanted) -> np.ndarray:
+    """Which compressed data entries of `rows` hold a record in the wanted time range, as far as
+    inflating them for their records' timestamps alone tells (kfmt.format.inflated_runs.walk: no
+    columns, no rows made): a window's late records are kept, while the many entries after it whose
+    greatest timestamp reaches into it only through their headers cost an inflate, not rows. Entries
+    the walk leaves to the decoder are kept (it decides); with no lower bound at or above 0 (a record
+    may have no timestamp, -1) or without the kernels, all are."""
+    keep = np.ones(len(rows), dtype=bool)
+    lo, hi = wanted.min_timestamp, wanted.max_timestamp
+    if lo is None or lo < 0 or inflated_runs.native is None:
+        return keep
+    i = 0
+    while i < len(rows):
+        walked = inflated_runs.walk(data, rows, i, len(rows), base, digest=False)
+        f = walked.facts
+        hit = (f["flags"] & inflated_runs.HAS_TS != 0) & (f["max_ts"] >= lo)
+        if hi is not None:
+            hit &= f["min_ts"] <= hi
+        keep[i:walked.stop] = hit
+        i = walked.stop + 1  # an entry the walk leaves to the decoder (kept)
+    return keep
 
 
 def _wanted_frames(chunks, wanted: Wanted | None):
