@@ -4,6 +4,7 @@
 #   bench/run.sh [--quick] ...              the kernel and codec benchmarks (bench/run.py)
 #   bench/run.sh commands 2G [--runs N] ... whole commands on a generated 2 GB input (bench/commands.py)
 #   bench/run.sh generate DST --size 2G ... a producer-shaped log directory (bench/producer_logs.py)
+#   bench/run.sh windows [--runs N] ...     a 1 % time window written every way, through Spark (bench/window_forms.py)
 source "$(dirname "${BASH_SOURCE[0]}")/../bin/_bootstrap.sh"
 case "${1:-}" in
     commands)
@@ -14,6 +15,9 @@ case "${1:-}" in
     generate)
         shift
         exec "$VENV/bin/python" "$KFMT_ROOT/bench/producer_logs.py" "$@" ;;
+    windows)
+        shift
+        exec "$VENV/bin/python" "$KFMT_ROOT/bench/window_forms.py" "$@" ;;
     *)
         exec "$VENV/bin/python" "$KFMT_ROOT/bench/run.py" "$@" ;;
 esac
