@@ -16,21 +16,31 @@ COLUMNS = ("GROUP", "TOPIC", "PARTITION", "OFFSET", "LEADER-EPOCH", "COMMIT-TIME
 def consumer_offsets_partitions(storage, path: str, given: str) -> list:
     """PATH itself if it is a __consumer_offsets-N directory, else its __consumer_offsets-N
     children (other partitions of a log directory are not looked at)."""
-    from kfmt.partition.layout import load_partition, parse_topic_partition
+    from kfmt.errors import warned_on_success
+
+    return warned_on_success(_consumer_offsets_partitions, storage, path, given)
+
+
+def _consumer_offsets_partitions(storage, path: str, given: str) -> list:
+    from kfmt.partition.layout import NO_KAFKA_FILE, has_kafka_files, load_partition, parse_topic_partition
 
     if not storage.exists(path) or not storage.isdir(path):
         raise UsageError(f"{given}: no such directory")
     own = parse_topic_partition(storage.basename(path))
     if own is not None and own[0] == TOPIC:
-        return [load_partition(storage, path)]
-    children = []
-    for info in storage.listdir(path):
-        tp = parse_topic_partition(info.name) if info.is_dir else None
-        if tp is not None and tp[0] == TOPIC:
-            children.append((tp[1], info.path))
-    if not children:
-        raise UsageError(f"{given}: no {TOPIC}-N partition directory here")
-    return [load_partition(storage, child) for _n, child in sorted(children)]
+        parts = [load_partition(storage, path)]
+    else:
+        children = []
+        for info in storage.listdir(path):
+            tp = parse_topic_partition(info.name) if info.is_dir else None
+            if tp is not None and tp[0] == TOPIC:
+                children.append((tp[1], info.path))
+        if not children:
+            raise UsageError(f"{given}: no {TOPIC}-N partition directory here")
+        parts = [load_partition(storage, child) for _n, child in sorted(children)]
+    if not any(has_kafka_files(p) for p in parts):  # named like Kafka's, nothing of Kafka's in them
+        raise UsageError(f"{given}: {NO_KAFKA_FILE}")
+    return parts
 
 
 def add_arguments(p):
