@@ -234,9 +234,15 @@ def check_meta_properties(text: str, file: str, report: Report) -> None:
     def fail(message, key=None):
         report.error("meta-properties", message, file, positions.get(key))
 
-    version = java_parse_int(props.get("version", ""))
+    if not props:
+        fail("no properties (an empty file): a broker cannot tell which node and cluster the directory "
+             "belongs to (expected version=1 with node.id and cluster.id, or version=0 with broker.id)")
+        return
+    # a missing version reads as 0 (MetaProperties.Builder; RawMetaProperties before 3.7)
+    given = props.get("version", "0")
+    version = java_parse_int(given.strip())
     if version not in (0, 1):
-        fail(f"version {props.get('version')!r}, expected 0 or 1", "version")
+        fail(f"version {given!r}, expected 0 or 1", "version")
         return
     required = ("broker.id",) if version == 0 else ("node.id", "cluster.id")
     for key in required:
