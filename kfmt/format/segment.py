@@ -83,9 +83,9 @@ class FrameScanner:
     """
 
     def __init__(self, data, file: str, start: int | None = None, end: int | None = None,
-                 base: int = 0, first_rows: int = CHUNK_ROWS):
-        """`first_rows`: how many frames the first compiled call frames, doubling up to CHUNK_ROWS
-        after it (a caller that wants the first entries only, as a lookup does, passes 1: framing
+                 base: int = 0, first_rows: int | None = None):
+        """`first_rows`: how many frames the first compiled call frames (default CHUNK_ROWS), doubling
+        up to CHUNK_ROWS after it (a caller that wants the first entries only, as a lookup does, passes 1: framing
         and converting a whole chunk per lookup made index dumps slow)."""
         self.data = data
         self.file = file
@@ -135,7 +135,7 @@ class FrameScanner:
         formats = registry.get().formats
         magics = _natively_framed(formats)
         previous = None  # last offset of the previous entry of this range
-        limit = self.first_rows
+        limit = self.first_rows or CHUNK_ROWS
         while True:
             if magics:
                 rows, count, pos = native.scan_frames(data, pos, end, self.base, magics, limit)

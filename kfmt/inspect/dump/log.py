@@ -24,7 +24,7 @@ from kfmt.format.model import (
     BatchHeader,
     increment_sequence,
 )
-from kfmt.format.segment import CHUNK_ROWS, MIN_ENTRY_SIZE, FrameScanner
+from kfmt.format.segment import MIN_ENTRY_SIZE, FrameScanner
 from kfmt.inspect.dump import text_blocks
 from kfmt.inspect.dump.common import BatchView, ControlInfo, DumpOptions, DumpRecord, DumpTarget, Sink
 from kfmt.inspect.dump.decoders import DECODERS, jackson
@@ -39,7 +39,8 @@ KRAFT_SNAPSHOT_NAME = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
 BOOTSTRAP_SNAPSHOT_NAME = "bootstrap.checkpoint"
 
 
-def kafka_frames(data, target: DumpTarget, start: int, end: int, first_rows: int = CHUNK_ROWS) -> Iterator[BatchHeader]:
+def kafka_frames(data, target: DumpTarget, start: int, end: int,
+                 first_rows: int | None = None) -> Iterator[BatchHeader]:
     """The entries of data[start:end] as Kafka's file reader sees them; raises where it throws.
     `first_rows`: as FrameScanner's (1 for a lookup that stops after the first entries)."""
     scanner = FrameScanner(data, target.display, start, end, first_rows=first_rows)
