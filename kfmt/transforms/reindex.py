@@ -51,13 +51,8 @@ from kfmt.pipelines.engine import Engine, choose_engine, is_process_local
 from kfmt.pipelines.runner import run_tasks
 from kfmt.storage.staging import StagedOutput, StagingTarget
 from kfmt.storage.store import Storage, open_storage
-from kfmt.transforms.metadata_log import (
-    BOOTSTRAP_CHECKPOINT,
-    BOOTSTRAP_REASON,
-    CARRIED,
-    metadata_log_files,
-    split_metadata_log,
-)
+from kfmt.transforms.metadata_log import BOOTSTRAP_CHECKPOINT, BOOTSTRAP_REASON, CARRIED, metadata_log_files
+from kfmt.transforms.metadata_log import split_metadata_log
 from kfmt.transforms.report import REPORT_NAME, make_report, report_bytes
 
 COPIED_LOG_DIR_FILES = ("meta.properties", BOOTSTRAP_CHECKPOINT)

@@ -221,9 +221,15 @@ def test_a_checkpoint_ahead_of_its_log_is_a_note_saying_what_kafka_does(tmp_path
     [note] = [p for p in found if p["check"] == "offset-checkpoint"]
     assert note["severity"] == "note" and note["offset"] == 620
     assert f"{what} 620 of v2-none-0 is beyond its log end offset 500: {says}" in note["message"]
-    for command in TRANSFORMS[:4]:  # and the transforms take the directory as it is
+    _every_command_takes(logs, tmp_path)
+
+
+def _every_command_takes(logs: Path, tmp_path: Path) -> None:
+    """Every reader and every transform runs on `logs` (exit 0)."""
+    for command in [*READERS, ("dump", *sorted(str(p) for p in logs.glob("*/*.*index"))), *TRANSFORMS]:
         out = tmp_path / f"out-{command[0]}"
-        assert _run(command, logs, out).code == 0, command
+        result = _run(command, logs, out) if command[0] != "dump" else run_kfmt(*command)
+        assert result.code == 0, (command, result.err)
 
 
 def test_a_log_start_offset_ahead_of_its_log_stays_an_error(tmp_path):
@@ -256,6 +262,7 @@ def test_indexes_kafka_rebuilds_on_load_are_notes(tmp_path):
     spoilt = [p for p in found if Path(p["file"]).name in names]
     assert {p["check"] for p in spoilt} == {"time-index-final", "offset-index-format"}
     assert all(p["severity"] == "note" and "Kafka rebuilds it on load" in p["message"] for p in spoilt)
+    _every_command_takes(logs, tmp_path)
 
 
 def test_indexes_kafka_trusts_are_checked_strictly(tmp_path):
@@ -288,3 +295,24 @@ def test_empty_partition_metadata_and_meta_properties_say_what_they_lack(tmp_pat
         ("logs", "meta-properties"): "no properties (an empty file): a broker cannot tell which node and cluster "
                                      "the directory belongs to (expected version=1 with node.id and cluster.id, or "
                                      "version=0 with broker.id)"}
+
+
+# --- stray files and folders in a real log directory ---
+
+def test_stray_files_and_folders_are_left_out_and_named(tmp_path):
+    """What else lands in a log directory (a file system's lost+found, notes, a backup, a broker's
+    .lock): every command reads the partitions; a transform writes none of it and says so."""
+    logs = _broker_dir(tmp_path)
+    (logs / "lost+found").mkdir()
+    (logs / "notes.txt").write_text("moved from node 3\n")
+    (logs / "v2-none-0.tar").write_bytes(b"\0" * 512)
+    (logs / ".lock").write_bytes(b"")
+    (logs / "v2-none-0" / "README").write_text("do not touch\n")
+    result = run_kfmt("info", logs)
+    assert result.code == 0 and result.err.count("kfmt: warning:") == 1 and "lost+found" in result.err
+    _every_command_takes(logs, tmp_path)
+    out = tmp_path / "out-reindex"
+    strays = {"lost+found", "notes.txt", "v2-none-0.tar", ".lock"}
+    assert not strays & {p.name for p in out.iterdir()} and not (out / "v2-none-0" / "README").exists()
+    notes = " ".join(json.loads((out / "kfmt-report.json").read_text())["notes"])
+    assert all(name in notes for name in [*strays - {"lost+found"}, "lost+found/", "README"]), notes
