@@ -264,3 +264,15 @@ class PartitionReader:
 def frames_largest_timestamp(chunks) -> int:
     """The largest max_timestamp of chunks of frame rows (NO_TIMESTAMP when they hold none)."""
     return max((int(rows["max_timestamp"].max()) for rows in chunks if len(rows)), default=NO_TIMESTAMP)
+
+
+def log_end_offset(reader: PartitionReader) -> int:
+    """The offset after the last batch (the last segment's base offset if it holds none)."""
+    segs = reader.part.segments
+    if not segs:
+        return 0
+    end = segs[-1].base_offset
+    for rows in reader.frame_chunks(segs[-1]):
+        if len(rows):
+            end = int(rows["last_offset"][-1]) + 1  # the last header's next offset
+    return end

@@ -39,7 +39,7 @@ from kfmt.format.kernels import native
 from kfmt.format.model import NO_TIMESTAMP
 from kfmt.partition.companions import CompanionBuilder, CompanionOptions, existing_leader_epochs
 from kfmt.partition.layout import PARTITION_METADATA, Segment, segment_file_name
-from kfmt.partition.reader import PartitionReader
+from kfmt.partition.reader import PartitionReader, log_end_offset
 from kfmt.partition.summary import PartitionSummary
 from kfmt.storage.manifest import FileRecord
 from kfmt.transforms.cleanup.plan import LOG_START_OFFSET_CHECKPOINT, PartitionJob
@@ -99,18 +99,6 @@ def _largest_timestamp(reader: PartitionReader, seg: Segment, scanned: int | Non
 def segment_ages(reader: PartitionReader) -> list[SegmentAge]:
     return [SegmentAge(seg.base_offset, seg.size, *_largest_timestamp(reader, seg))
             for seg in reader.part.segments]
-
-
-def log_end_offset(reader: PartitionReader) -> int:
-    """The offset after the last batch (the last segment's base offset if it holds none)."""
-    segs = reader.part.segments
-    if not segs:
-        return 0
-    end = segs[-1].base_offset
-    for rows in reader.frame_chunks(segs[-1]):
-        if len(rows):
-            end = int(rows["last_offset"][-1]) + 1  # the last header's next offset
-    return end
 
 
 @dataclass(frozen=True)
