@@ -112,7 +112,8 @@ class PartitionReader:
         """(segment index, file position, first offset wanted) of a seek; None if nothing qualifies."""
         if from_timestamp is not None:
             return self._seek_timestamp(from_timestamp)
-        if self.floor is not None and self.part.segments and self.floor > self.part.segments[0].base_offset:
+        # also at the first segment's base offset: its first batch may begin below (docs/format.md §12.1)
+        if self.floor is not None and self.part.segments and self.floor >= self.part.segments[0].base_offset:
             from_offset = self.floor if from_offset is None else max(from_offset, self.floor)
         if from_offset is not None:
             return (*self._seek_offset(from_offset), from_offset)
