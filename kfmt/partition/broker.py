@@ -52,7 +52,7 @@ def broker_state(storage: Storage, log_dir: str) -> BrokerState:
     try:
         holder = lock_holder(lock)
     except FileNotFoundError:
-        return BrokerState(False, f"no {LOCK_FILE} in {log_dir}: no broker runs there ({stopped})")
+        return BrokerState(False, f"no {LOCK_FILE} in {log_dir}: no broker runs there, {stopped}")
     except OSError as err:
         if marker:
             return BrokerState(False, f"{lock} unreadable ({err.strerror}), but {CLEAN_SHUTDOWN_FILE} "
@@ -61,7 +61,7 @@ def broker_state(storage: Storage, log_dir: str) -> BrokerState:
                                  f"taken for a running broker")
     if holder is not None:
         return BrokerState(True, f"process {holder} holds the lock on {lock}")
-    return BrokerState(False, f"no process holds the lock on {lock} ({stopped})")
+    return BrokerState(False, f"no process holds the lock on {lock}: {stopped}")
 
 
 def lock_holder(path: str) -> int | None:
