@@ -85,8 +85,8 @@ class FrameScanner:
     def __init__(self, data, file: str, start: int | None = None, end: int | None = None,
                  base: int = 0, first_rows: int | None = None):
         """`first_rows`: how many frames the first compiled call frames (default CHUNK_ROWS), doubling
-        up to CHUNK_ROWS after it (a caller that wants the first entries only, as a lookup does, passes 1: framing
-        and converting a whole chunk per lookup made index dumps slow)."""
+        up to CHUNK_ROWS after it (a caller that wants the first entries only, as a lookup does,
+        passes 1: framing and converting a whole chunk per lookup made index dumps slow)."""
         self.data = data
         self.file = file
         self.base = base

@@ -50,12 +50,13 @@ PARTITION_FILES = (LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA, QUORUM_STATE)
 # Files a broker keeps in the log directory itself (docs/format.md §1.1, §11): each says the directory
 # is a Kafka log directory, whatever its sub-directories are named. `.lock` is left out: any program
 # may create one.
-LOG_DIR_FILES = ("meta.properties", ".kafka_cleanshutdown", "recovery-point-offset-checkpoint",
-                 "log-start-offset-checkpoint", "replication-offset-checkpoint", "cleaner-offset-checkpoint",
-                 "bootstrap.checkpoint")
+CLEAN_SHUTDOWN = ".kafka_cleanshutdown"
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 # In the log directory (the partition directory's parent): the log start offsets DeleteRecords and
 # retention raised (docs/format.md §11.2).
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+LOG_DIR_FILES = ("meta.properties", CLEAN_SHUTDOWN, RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
+                 "replication-offset-checkpoint", "cleaner-offset-checkpoint", "bootstrap.checkpoint")
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
@@ -254,7 +255,8 @@ def find_partitions(storage: Storage, path: str, topic: str | None = None,
     return warned_on_success(_find_partitions, storage, path, topic, partition)
 
 
-def _find_partitions(storage: Storage, path: str, topic: str | None, partition: int | None) -> list[PartitionDir]:
+def _find_partitions(storage: Storage, path: str, topic: str | None,
+                     partition: int | None) -> list[PartitionDir]:
     if not storage.exists(path):
         raise UsageError(f"{storage.url_of(path)}: no such file or directory")
     if not storage.isdir(path):

@@ -19,11 +19,15 @@ from dataclasses import dataclass
 
 from kfmt.errors import DataError
 from kfmt.partition.checkpoints import checkpoint_text, read_offset_checkpoint
-from kfmt.partition.layout import LOG_DIR_FILES, METADATA_LOG_DIR, PartitionDir, Segment
+from kfmt.partition.layout import (
+    CLEAN_SHUTDOWN,
+    LOG_DIR_FILES,
+    METADATA_LOG_DIR,
+    RECOVERY_POINT_CHECKPOINT,
+    PartitionDir,
+    Segment,
+)
 from kfmt.storage.store import Storage
-
-CLEAN_SHUTDOWN = ".kafka_cleanshutdown"
-RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 
 
 @dataclass(frozen=True)
@@ -46,7 +50,8 @@ class LoadRecovery:
 TRUSTED = LoadRecovery(None)
 
 
-def load_recoveries(storage: Storage, log_dir: str | None, parts: list[PartitionDir]) -> dict[str, LoadRecovery]:
+def load_recoveries(storage: Storage, log_dir: str | None,
+                    parts: list[PartitionDir]) -> dict[str, LoadRecovery]:
     """Partition path -> its LoadRecovery. `log_dir`: the log directory the partitions are in, None
     when it is not known."""
     listing = _log_dir_listing(storage, log_dir)
@@ -74,7 +79,7 @@ def _log_dir_listing(storage: Storage, log_dir: str | None) -> set[str] | None:
         return None
     try:
         names = {info.name for info in storage.listdir(log_dir) if not info.is_dir}
-    except (OSError, PermissionError):  # a parent the user may not list (a bucket's root)
+    except OSError:  # a parent the user may not list (a bucket's root)
         return None
     return names if names & set(LOG_DIR_FILES) else None
 

@@ -12,8 +12,9 @@ without it has lost the cluster's metadata.
 
 So every transform of a log directory (reindex, upgrade, resegment, recompress, compact, retain,
 salvage, archive and restore) carries every file of it byte for byte, with its modification time,
-as it carries `meta.properties`, whatever --topic/--partition select; no transform rewrites it. Given as SRC on its own, it is refused
-with the reason: a copy of the directory is what a transform would make of it.
+as it carries `meta.properties`, whatever --topic/--partition select: the bootstrap snapshot and
+the metadata log are the node's, not a topic's. No transform rewrites it; given as SRC on its own,
+it is refused with the reason (a copy of the directory is what a transform would make of it).
 """
 from __future__ import annotations
 

@@ -75,7 +75,8 @@ def test_a_path_with_no_kafka_file_is_one_line_and_exit_2_for_every_command(tmp_
     src, dst = layout(tmp_path), tmp_path / "out"
     result = _run(command, src, dst)
     # offsets looks for __consumer_offsets-N directories only, and says so
-    _one_error_line(result, 2, str(src), "no __consumer_offsets-N" if command[0] == "offsets" else "no Kafka file here")
+    says = "no __consumer_offsets-N" if command[0] == "offsets" else "no Kafka file here"
+    _one_error_line(result, 2, str(src), says)
     assert not dst.exists()
 
 
@@ -289,7 +290,8 @@ def test_empty_partition_metadata_and_meta_properties_say_what_they_lack(tmp_pat
     assert code == 65
     messages = {(Path(p["file"]).parent.name, p["check"]): p["message"] for p in found if p["severity"] == "error"}
     assert messages == {
-        ("v2-none-0", "partition-metadata"): "partition.metadata is empty (0 bytes): expected a line 'version: <value>'",
+        ("v2-none-0", "partition-metadata"): "partition.metadata is empty (0 bytes): expected a line "
+                                             "'version: <value>'",
         ("v1-gzip-0", "partition-metadata"): "partition.metadata ends after its version line: expected a line "
                                              "'topic_id: <value>'",
         ("logs", "meta-properties"): "no properties (an empty file): a broker cannot tell which node and cluster "

@@ -145,7 +145,8 @@ def test_topic_and_partition_narrow_a_log_directory(log_dir, tmp_path):
     result = reindex(log_dir, tmp_path / "v2", "--topic", "v2-*")
     assert result.code == 0, result.err
     # the KRaft metadata log is the node's, not a topic's: carried whatever --topic selects
-    assert sorted(p.name for p in (tmp_path / "v2").iterdir() if p.is_dir()) == ["__cluster_metadata-0", "v2-gzip-0"]
+    dirs = sorted(p.name for p in (tmp_path / "v2").iterdir() if p.is_dir())
+    assert dirs == ["__cluster_metadata-0", "v2-gzip-0"]
     recovery = read_offset_checkpoint((tmp_path / "v2" / "recovery-point-offset-checkpoint").read_text(), "")
     assert recovery == {("v2-gzip", 0): 500}
     result = reindex(log_dir, tmp_path / "none", "--partition", 1)

@@ -161,8 +161,8 @@ def dump_time_index(target: DumpTarget, options: DumpOptions, sink: Sink) -> Non
             return  # the zero-filled tail of a preallocated index
         position = lookup_position(offsets, offset)
         end = _slice_end(position, len(log_data), len(log_data), log)
-        batch = next((h for h in kafka_frames(log_data, log, position, end, first_rows=1) if h.last_offset >= offset),
-                     None)
+        frames = kafka_frames(log_data, log, position, end, first_rows=1)
+        batch = next((h for h in frames if h.last_offset >= offset), None)
         if batch is None:
             sink.offset_not_found(target, offset, -1)
         elif batch.last_offset != offset:

@@ -13,10 +13,11 @@ Partition level:
 Log-directory level (docs/format.md §11): `recovery-point-offset-checkpoint`, `log-start-offset-checkpoint`,
 `replication-offset-checkpoint` (high watermarks) and `cleaner-offset-checkpoint` must parse (a
 malformed one can take the whole log directory offline), and name offsets within the logs: a log start
-offset beyond the log end deletes every segment of the partition on load (docs/format.md §11.2), an error; a
-recovery point or high watermark beyond it is bounded by the log end on load and a cleaner offset
-beyond it is reset by the cleaner, notes: Kafka loads such a directory (a copy of a running broker, or
-one stopped uncleanly, leaves them). `meta.properties` (docs/format.md §11.4) must name its version and broker/node id.
+offset beyond the log end deletes every segment of the partition on load (docs/format.md §11.2), an
+error; a recovery point or high watermark beyond it is bounded by the log end on load and a cleaner
+offset beyond it is reset by the cleaner, notes: Kafka loads such a directory (a copy of a running
+broker, or one stopped uncleanly, leaves them). `meta.properties` (docs/format.md §11.4) must name its
+version and broker/node id.
 """
 from __future__ import annotations
 

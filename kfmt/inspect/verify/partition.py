@@ -32,7 +32,8 @@ def verify_partition(part: PartitionDir, report: Report, on_segment=None,
     recovered = False  # the last segment's tail is truncated by log recovery on load
     for i, seg in enumerate(part.segments):
         active = i == len(part.segments) - 1
-        index_checker.report = RebuiltOnLoad(report, recovery.why) if recovery.rebuilds(part.segments, i) else report
+        rebuilt = recovery.rebuilds(part.segments, i)
+        index_checker.report = RebuiltOnLoad(report, recovery.why) if rebuilt else report
         if active:
             index_checker.preload(seg)
         facts = log.check_segment(seg, active)
