@@ -20,6 +20,8 @@ Log-directory files (docs/format.md §11), for a log-directory SRC:
   byte for byte when none is dropped). Offsets do not change, so their values stay valid; the log
   start offsets must not be lost (a lost one re-exposes deleted records), and they also decide which
   snapshots and leader epochs recovery keeps, so they are given to the companion builder.
+* `bootstrap.checkpoint` and the KRaft metadata log `__cluster_metadata-0/` are copied byte for byte
+  (kfmt.transforms.metadata_log).
 * `.kafka_cleanshutdown` is not copied: without it a broker recovers the directory on first load,
   validating every batch and rebuilding these same files (docs/format.md §17 item 9) instead of trusting them.
   `.lock` and anything else are left out too; the report lists what was skipped.
