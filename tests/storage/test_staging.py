@@ -160,7 +160,8 @@ def test_leftovers_of_a_dead_run_are_removed_by_the_next_run(store):
     [part] = find_partitions(storage, dst)
     assert sorted(part.files) == ["00000000000000000000.log"]
     assert [i.name for i in storage.listdir(root)] == ["t-0"]
-    assert sorted(f.path for f in storage.walk(root)) == sorted([storage.join(dst, "00000000000000000000.log")] + (
+    segment = storage.join(dst, "00000000000000000000.log")
+    assert sorted(f.path for f in storage.walk(root)) == sorted([segment] + (
         [] if storage.atomic_rename else [storage.join(dst, MANIFEST)]))
 
 
