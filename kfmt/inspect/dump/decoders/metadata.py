@@ -20,24 +20,31 @@ from kfmt.inspect.dump.decoders.schemas_metadata import KAFKA_36, TYPES
 FRAME_VERSION = 1
 
 
-def read_record(value: bytes | None, exact: bool = False, known: dict[int, int] | None = None) -> dict:
-    """{"type", "version", "data"} of one metadata record value (MetadataRecordSerde framing);
-    `known` limits the readable types to {api key: highest version} (an older Kafka's table)."""
+def read_frame(value: bytes | None, what: str) -> tuple[int, int, bytes]:
+    """(api key, version, message bytes) of a value framed by Kafka's AbstractApiMessageSerde
+    (MetadataRecordSerde, RemoteLogMetadataSerde): uvarint frame version 1, api key, version."""
     if value is None:
         raise DataError("the record has no value")
-    reader = Reader(value, "metadata record")
+    reader = Reader(value, what)
     frame = reader.uvarint()
     if frame != FRAME_VERSION:
         raise DataError(f"Could not deserialize metadata record due to unknown frame version "
                         f"{frame}(expected {FRAME_VERSION})")
     api_key, version = reader.uvarint(), reader.uvarint()
+    return api_key, version, bytes(value[reader.pos:])
+
+
+def read_record(value: bytes | None, exact: bool = False, known: dict[int, int] | None = None) -> dict:
+    """{"type", "version", "data"} of one metadata record value (MetadataRecordSerde framing);
+    `known` limits the readable types to {api key: highest version} (an older Kafka's table)."""
+    api_key, version, body = read_frame(value, "metadata record")
     entry = TYPES.get(api_key)
     if entry is None or (known is not None and api_key not in known):
         raise DataError(f"Unknown metadata id {api_key}")
     name, schema = entry
     if known is not None and version > known[api_key]:
         raise DataError(f"Can't read version {version} of {schema.name}")
-    fields = read_message(schema, bytes(value[reader.pos:]), version, schema.name, exact=exact)
+    fields = read_message(schema, body, version, schema.name, exact=exact)
     return {"type": name, "version": version, "data": message_json(schema, fields, version)}
 
 

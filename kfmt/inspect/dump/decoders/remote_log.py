@@ -10,27 +10,19 @@ RemoteLogMetadata the record deserializes to (RemoteLogMetadataSerde), e.g.
 from __future__ import annotations
 
 from kfmt.errors import DataError
-from kfmt.inspect.dump.decoders.protocol import Reader, kafka_uuid, message_json, read_message
+from kfmt.inspect.dump.decoders.metadata import read_frame
+from kfmt.inspect.dump.decoders.protocol import kafka_uuid, message_json, read_message
 from kfmt.inspect.dump.decoders.result import Decoded
 from kfmt.inspect.dump.decoders.schemas_remote_log import PARTITION_DELETE_STATES, SEGMENT_STATES, TYPES
-
-FRAME_VERSION = 1
 
 
 def read_record(value: bytes | None) -> tuple[str, int, int, dict]:
     """(class name, api key, version, fields) of one record value (AbstractApiMessageSerde framing)."""
-    if value is None:
-        raise DataError("the record has no value")
-    reader = Reader(value, "remote log metadata record")
-    frame = reader.uvarint()
-    if frame != FRAME_VERSION:
-        raise DataError(f"Could not deserialize metadata record due to unknown frame version {frame}"
-                        f"(only frame version {FRAME_VERSION} is supported)")
-    api_key, version = reader.uvarint(), reader.uvarint()
+    api_key, version, body = read_frame(value, "remote log metadata record")
     if api_key not in TYPES:
         raise DataError(f"Unknown metadata id {api_key}")
     name, schema = TYPES[api_key]
-    fields = read_message(schema, bytes(value[reader.pos:]), version, schema.name, exact=True)
+    fields = read_message(schema, body, version, schema.name, exact=True)
     return name, api_key, version, fields
 
 
