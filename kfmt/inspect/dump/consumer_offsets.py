@@ -31,6 +31,7 @@ from kfmt.partition.reader import PartitionReader
 
 NO_EPOCH = -1
 OFFSET_COMMIT_TYPES = (0, 1)
+SHARE_GROUP_STATE_PARTITION_METADATA = 15  # names the topics of a share group's state
 CLASSIC = "classic"
 
 
@@ -149,9 +150,6 @@ def _replay(state: GroupOffsets, pending: dict, part: PartitionDir, h, offset: i
     elif record_type == SHARE_GROUP_STATE_PARTITION_METADATA and v is not None:
         for topic in v["initializingTopics"] + v["initializedTopics"] + v["deletingTopics"]:
             state.topic_names[topic["topicId"]] = topic["topicName"]
-
-
-SHARE_GROUP_STATE_PARTITION_METADATA = 15
 
 
 def load_group_offsets(parts: list[PartitionDir]) -> GroupOffsets:

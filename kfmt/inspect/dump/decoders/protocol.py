@@ -12,8 +12,9 @@ classes produce, field for field. Wire rules (KIP-482 flexible versions):
 
 Types: int8, int16, uint16, int32, int64, float64, bool, string, bytes, uuid, []<type>, and
 structs (a field with `fields`: `[]Name` an array of them, `Name` one; a nullable one is preceded
-by a marker: an int8, -1 for null, or in the tagged section a uvarint, 0 for null). JSON: uuid as Kafka's Uuid.toString (URL-safe base64, no padding),
-bytes as standard base64, float64 as Java's Double.toString.
+by a marker: an int8, -1 for null, or in the tagged section a uvarint, 0 for null; the generator's
+generateStructReader). JSON: uuid as Kafka's Uuid.toString (URL-safe base64, no padding), bytes as
+standard base64, float64 as Java's Double.toString.
 
 Defaults follow Kafka's generator (FieldSpec.fieldDefault): a field declared without one defaults to
 0, false, "", empty bytes, the zero uuid, an empty array or a struct of defaults; `default=None` is
@@ -58,16 +59,13 @@ class Field:
     nullable: tuple[int, int] = NO_VERSIONS
     tag: int | None = None
     tagged: tuple[int, int] = NO_VERSIONS
-    default: object = None  # what a tagged field absent from the record, or a field absent from the version, holds
+    # what a tagged field absent from the record, or a field absent from the version, holds
+    default: object = None
     fields: tuple["Field", ...] = ()  # the fields of a struct or []struct field
 
     @property
     def element(self) -> str | None:
         return self.type[2:] if self.type.startswith("[]") else None
-
-    @property
-    def is_struct(self) -> bool:
-        return bool(self.fields) and self.element is None
 
     def default_value(self):
         """A fresh copy of the default (lists and structs are filled in by readers)."""
