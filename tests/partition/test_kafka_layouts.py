@@ -151,7 +151,7 @@ def test_real_layouts_with_little_in_them_are_read(tmp_path):
 @pytest.mark.parametrize("base", [0, 500])
 def test_an_empty_partition_ends_at_its_segment_base_offset(tmp_path, base):
     logs = tmp_path / "logs"
-    empty_partition(logs / "__consumer_offsets-7", base)
+    part = empty_partition(logs / "__consumer_offsets-7", base)
     shutil.copy2(REALKAFKA / "_logdir-root" / "meta.properties", logs / "meta.properties")
     (logs / ".kafka_cleanshutdown").write_text("")
     text = _ok("info", logs)
@@ -161,6 +161,7 @@ def test_an_empty_partition_ends_at_its_segment_base_offset(tmp_path, base):
     assert [i["log_end_offset"] for i in kfmt.info(logs)] == [base]
     assert "OK" in _ok("verify", logs)
     assert _ok("cat", logs) == ""
+    assert f"Log starting offset: {base}" in _ok("dump", *sorted(part.glob("*.*")))
     for command in TRANSFORMS:
         out = tmp_path / f"out-{command[0]}"
         _run(command, logs, out)
