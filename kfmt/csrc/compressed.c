@@ -13,6 +13,7 @@
  * Reference: kfmt.format.inflated_runs.walk_reference (the per-entry kernels, entry by entry). */
 #include "native.h"
 #include "frames.h"
+#include "xxh3.h"
 
 #define V2_OVERHEAD 61
 
@@ -144,9 +145,7 @@ PyObject *py_walk_inflated(PyObject *self, PyObject *args) {
                  legacy_set_walk(d, len, s[S_BASE_OFFSET], (int)s[S_MAGIC], (int)s[S_HAS_LAT], s[S_LAT], want_digest,
                                  &messages, &scratch, &a, &entry_lo, &entry_hi, &nomem);
         if (!ok) break;
-        uint64_t before = lo;
-        lo += entry_lo;
-        hi += entry_hi + (lo < before); /* mod 2**128 */
+        kfmt_sum128(&lo, &hi, entry_lo, entry_hi);
         int64_t *w = facts + i * W_FIELDS;
         w[W_RECORDS] = a.records;
         w[W_FIRST] = a.records ? a.first : 0;

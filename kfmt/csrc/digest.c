@@ -62,9 +62,7 @@ PyObject *py_record_hashes_sum(PyObject *self, PyObject *args) {
                           hv_null ? 0 : v.hvalue_offsets[hv + 1] - v.hvalue_offsets[hv], hv_null);
         }
         kfmt_hash128 h = kfmt_xxh3_128(scratch.data, (size_t)(p - scratch.data));
-        uint64_t before = lo;
-        lo += h.lo;
-        hi += h.hi + (lo < before); /* mod 2**128: the carry out of `hi` is dropped */
+        kfmt_sum128(&lo, &hi, h.lo, h.hi);
     }
     Py_END_ALLOW_THREADS
     gbuf_free(&scratch);
@@ -128,9 +126,7 @@ static int hash_batch_records(const uint8_t *d, int64_t end, int64_t count, int6
             q = put_sized(q, hvalue, hvlen, hvlen < 0);
         }
         kfmt_hash128 hash = kfmt_xxh3_128(scratch->data, (size_t)(q - scratch->data));
-        uint64_t before = *lo;
-        *lo += hash.lo;
-        *hi += hash.hi + (*lo < before); /* mod 2**128 */
+        kfmt_sum128(lo, hi, hash.lo, hash.hi);
     }
     return pos == end;
 }
@@ -227,9 +223,7 @@ PyObject *py_digest_v2_batches(PyObject *self, PyObject *args) {
         if (!hash_batch_records(p + 61, size - 61, count, row->base_offset, row->base_timestamp, has_lat,
                                 row->max_timestamp, &scratch, &batch_lo, &batch_hi, &batch_first, &nomem, NULL))
             break;
-        uint64_t before = lo;
-        lo += batch_lo;
-        hi += batch_hi + (lo < before);
+        kfmt_sum128(&lo, &hi, batch_lo, batch_hi);
         records += count;
         if (!has_first) {
             first_offset = batch_first;

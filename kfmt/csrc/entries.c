@@ -51,9 +51,7 @@ PyObject *py_entries_digest(PyObject *self, PyObject *args) {
         const uint8_t *p = d + at;
         if (!entry_valid(p, row)) break;
         kfmt_hash128 h = kfmt_xxh3_128(p, (size_t)size);
-        uint64_t before = lo;
-        lo += h.lo;
-        hi += h.hi + (lo < before); /* mod 2**128: the carry out of `hi` is dropped */
+        kfmt_sum128(&lo, &hi, h.lo, h.hi);
     }
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&data);

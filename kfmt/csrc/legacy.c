@@ -493,17 +493,11 @@ typedef struct {
     uint64_t hash_lo, hash_hi;
 } upgrade_output;
 
-static void add128(uint64_t *lo, uint64_t *hi, uint64_t add_lo, uint64_t add_hi) {
-    uint64_t before = *lo;
-    *lo += add_lo;
-    *hi += add_hi + (*lo < before); /* modulo 2**128: the carry out of `hi` is dropped */
-}
-
 static int close_group(open_group *g, upgrade_output *o) {
     if (g->n == 0) return 0;
     if (write_batch((const message *)g->messages.data, g->n, o->out_position, &o->out, &o->out_rows)) return -1;
     o->records += g->n;
-    add128(&o->hash_lo, &o->hash_hi, g->hash_lo, g->hash_hi);
+    kfmt_sum128(&o->hash_lo, &o->hash_hi, g->hash_lo, g->hash_hi);
     g->n = g->bytes = 0;
     g->hash_lo = g->hash_hi = 0;
     g->messages.len = 0;
@@ -564,7 +558,7 @@ PyObject *py_upgrade_legacy_messages(PyObject *self, PyObject *args) {
         g.bytes += f[i].size;
         g.n++;
         uint64_t h_hi = 0, h_lo = message_hash_sum(&m, &scratch, &nomem, &h_hi);
-        add128(&g.hash_lo, &g.hash_hi, h_lo, h_hi);
+        kfmt_sum128(&g.hash_lo, &g.hash_hi, h_lo, h_hi);
         if (!rebatch && close_group(&g, &o)) { nomem = 1; break; }
     }
     if (!nomem && g.n) {
@@ -761,7 +755,7 @@ PyObject *py_digest_legacy_messages(PyObject *self, PyObject *args) {
             break;
         uint64_t h_hi = 0, h_lo = message_hash_sum(&m, &scratch, &nomem, &h_hi);
         if (nomem) break;
-        add128(&lo, &hi, h_lo, h_hi);
+        kfmt_sum128(&lo, &hi, h_lo, h_hi);
         if (i == start) first_offset = m.offset;
     }
     Py_END_ALLOW_THREADS
@@ -822,7 +816,7 @@ int legacy_set_walk(const uint8_t *d, int64_t end, int64_t wrapper_offset, int w
         if (want_digest) {
             uint64_t h_hi = 0, h_lo = message_hash_sum(&ms[i], scratch, nomem, &h_hi);
             if (*nomem) return 0;
-            add128(lo, hi, h_lo, h_hi);
+            kfmt_sum128(lo, hi, h_lo, h_hi);
         }
     }
     return 1;
@@ -858,7 +852,7 @@ PyObject *py_digest_legacy_set(PyObject *self, PyObject *args) {
     message *ms = (message *)messages.data;
     for (int64_t i = 0; ok && !nomem && i < n; i++) {
         uint64_t h_hi = 0, h_lo = message_hash_sum(&ms[i], &scratch, &nomem, &h_hi);
-        add128(&lo, &hi, h_lo, h_hi);
+        kfmt_sum128(&lo, &hi, h_lo, h_hi);
     }
     if (ok && n) first = ms[0].offset;
     Py_END_ALLOW_THREADS

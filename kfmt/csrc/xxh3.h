@@ -11,6 +11,14 @@ typedef struct {
 } kfmt_hash128;
 
 kfmt_hash128 kfmt_xxh3_128(const void *data, size_t len);
+
+/* (*hi, *lo) += (add_hi, add_lo) modulo 2**128: how the digests sum their hashes (the carry out of the
+ * high word is dropped) */
+static inline void kfmt_sum128(uint64_t *lo, uint64_t *hi, uint64_t add_lo, uint64_t add_hi) {
+    uint64_t before = *lo;
+    *lo += add_lo;
+    *hi += add_hi + (*lo < before);
+}
 void kfmt_xxh3_init(void);                   /* picks the long loop's vector width for this CPU */
 const char *kfmt_xxh3_implementation(void); /* which one it picked */
 /* use the long loop called `name` (scalar, sse2, avx2, avx512f): 0 (nothing changed) when this build

@@ -60,48 +60,59 @@ def record_hashes_sum_reference(records: pa.RecordBatch) -> int:
     return total % _MOD
 
 
-class ContentDigest:
-    """The content digest of data records (see the module docstring); parts add up with `merge`."""
+class _HashSum:
+    """A count of hashed things and the sum of their 128-bit hashes modulo 2**128, written
+    `<count>:<32 hex digits>`: parts (segments, tasks) add up with `merge` however the work was split."""
 
-    def __init__(self, records: int = 0, total: int = 0):
-        self.records = records
+    def __init__(self, count: int = 0, total: int = 0):
+        self.count = count
         self.total = total
 
-    def update(self, records: pa.RecordBatch) -> None:
-        if records.num_rows:
-            self.total = (self.total + record_hashes_sum(records)) % _MOD
-            self.records += records.num_rows
+    def _add(self, count: int, total: int) -> None:
+        self.count += count
+        self.total = (self.total + total) % _MOD
 
-    def merge(self, other: "ContentDigest") -> "ContentDigest":
-        self.records += other.records
-        self.total = (self.total + other.total) % _MOD
+    def merge(self, other):
+        self._add(other.count, other.total)
         return self
 
     def hexdigest(self) -> str:
-        return f"{self.records}:{self.total:032x}"
+        return f"{self.count}:{self.total:032x}"
 
     @classmethod
-    def parse(cls, text: str) -> "ContentDigest":
-        records, _, total = text.partition(":")
-        return cls(int(records), int(total, 16))
+    def parse(cls, text: str):
+        count, _, total = text.partition(":")
+        return cls(int(count), int(total, 16))
 
     def __eq__(self, other) -> bool:
-        return isinstance(other, ContentDigest) and (self.records, self.total) == (other.records, other.total)
+        return type(other) is type(self) and (self.count, self.total) == (other.count, other.total)
 
     def __repr__(self) -> str:
-        return f"ContentDigest({self.hexdigest()})"
+        return f"{type(self).__name__}({self.hexdigest()})"
 
 
-class EntriesDigest:
+class ContentDigest(_HashSum):
+    """The content digest of data records (see the module docstring); parts add up with `merge`."""
+
+    @property
+    def records(self) -> int:
+        return self.count
+
+    def update(self, records: pa.RecordBatch) -> None:
+        if records.num_rows:
+            self._add(records.num_rows, record_hashes_sum(records))
+
+
+class EntriesDigest(_HashSum):
     """The entries digest: what proves a byte-for-byte copy of log entries (kfmt.format.copied_runs).
     Each entry's bytes (from its offset field to its end, as they lie in the segment) hashed with
     XXH3-128, the hashes summed modulo 2**128, written `<entries>:<32 hex digits>`; like the content
     digest it adds up over parts, so it does not depend on how entries are split into segments or
     tasks, but it changes with any byte of them (so it holds only for commands that change none)."""
 
-    def __init__(self, entries: int = 0, total: int = 0):
-        self.entries = entries
-        self.total = total
+    @property
+    def entries(self) -> int:
+        return self.count
 
     @classmethod
     def of(cls, entry) -> "EntriesDigest":
@@ -111,24 +122,4 @@ class EntriesDigest:
 
     def add(self, entry) -> None:
         hash128 = native.xxh3_128 if native is not None else xxhash.xxh3_128_intdigest
-        self.total = (self.total + hash128(bytes(entry))) % _MOD
-        self.entries += 1
-
-    def merge(self, other: "EntriesDigest") -> "EntriesDigest":
-        self.entries += other.entries
-        self.total = (self.total + other.total) % _MOD
-        return self
-
-    def hexdigest(self) -> str:
-        return f"{self.entries}:{self.total:032x}"
-
-    @classmethod
-    def parse(cls, text: str) -> "EntriesDigest":
-        entries, _, total = text.partition(":")
-        return cls(int(entries), int(total, 16))
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, EntriesDigest) and (self.entries, self.total) == (other.entries, other.total)
-
-    def __repr__(self) -> str:
-        return f"EntriesDigest({self.hexdigest()})"
+        self._add(1, hash128(bytes(entry)))

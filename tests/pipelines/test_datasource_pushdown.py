@@ -17,14 +17,13 @@ import pytest
 from pyspark.sql import datasource as ds
 from support.corpus import REALKAFKA
 from support.corpus_truth import consumer_records
-from support.datasource_probes import OUT_OF_ORDER, one_partition, probe_timestamps, topic
+from support.datasource_probes import OUT_OF_ORDER, ByteCount, one_partition, probe_timestamps, topic
 from support.export_truth import as_consumer_records
 from support.spark_session import spark  # noqa: F401  (fixture: one Spark session for the module)
 
 from kfmt.partition.indexes import TIME_ENTRY
 from kfmt.pipelines.datasource import KafkaLogDataSource, KafkaLogReader, PushdownReader
 from kfmt.rows.columns import EXPORT_SCHEMA
-from kfmt.storage.store import Storage
 
 ROOT = Path(__file__).resolve().parents[2]
 UTC = datetime.timezone.utc
@@ -163,22 +162,6 @@ def day_log(tmp_path_factory) -> Path:
                     "--shapes", "v2-lz4", "--partitions", "1", "--span-ms", str(DAY_MS),
                     "--segment-bytes", "8M", "--reindex"], check=True, stdout=subprocess.DEVNULL)
     return dst
-
-
-class ByteCount:
-    """Bytes every Storage hands out in this process (read and map), counted at the store."""
-
-    def __init__(self, monkeypatch):
-        self.total = 0
-        for method in ("read", "map"):
-            original = getattr(Storage, method)
-
-            def counted(storage, *args, _original=original, **kwargs):
-                data = _original(storage, *args, **kwargs)
-                self.total += len(data)
-                return data
-
-            monkeypatch.setattr(Storage, method, counted)
 
 
 def ms_rows(table: pa.Table) -> list:

@@ -26,11 +26,10 @@ import pytest
 from pyspark.sql import functions as F
 from support.corpus import REALKAFKA
 from support.corpus_truth import consumer_records
-from support.datasource_probes import OUT_OF_ORDER
+from support.datasource_probes import OUT_OF_ORDER, ByteCount
 from support.spark_session import spark  # noqa: F401  (fixture: one Spark session for the module)
 
 from kfmt.pipelines import datasource
-from kfmt.storage.store import Storage
 
 ROOT = Path(__file__).resolve().parents[2]
 UTC = datetime.timezone.utc
@@ -119,22 +118,6 @@ def test_every_form_of_a_window_is_pushed_alike_and_keeps_late_records(spark, na
         got = [(r["offset"], r["timestamp_ms"]) for r in query.orderBy("offset").collect()]
         assert got == truth, form
         assert [json.loads(line) for line in log.read_text().splitlines()] == [[lo, hi]], form
-
-
-class ByteCount:
-    """Bytes every Storage hands out in this process (read and map), counted at the store."""
-
-    def __init__(self, monkeypatch):
-        self.total = 0
-        for method in ("read", "map"):
-            original = getattr(Storage, method)
-
-            def counted(storage, *args, _original=original, **kwargs):
-                data = _original(storage, *args, **kwargs)
-                self.total += len(data)
-                return data
-
-            monkeypatch.setattr(Storage, method, counted)
 
 
 @pytest.fixture(scope="module")
