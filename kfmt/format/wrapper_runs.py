@@ -34,7 +34,6 @@ from kfmt.format.frames import FRAME_DTYPE
 from kfmt.format.kernels import native
 from kfmt.format.message_formats import STRICT, ReadOptions
 from kfmt.format.model import Batch, TimestampType
-from kfmt.format.wire import crc32c
 from kfmt.plugin import registry
 
 # the v2 batch header (docs/format.md §4.1): the part before the CRC, and from the attributes on
@@ -95,25 +94,28 @@ def _convert_block(block, formats, levels: dict, codec: int | None) -> Converted
     max_ts = np.where(lat, src["max_timestamp"], np.maximum.reduceat(timestamps, starts))
     codecs = src["compression"].astype(np.int64) if codec is None else np.full(len(src), codec, np.int64)
     attributes = codecs | np.where(lat, _ATTR_LOG_APPEND_TIME, 0)
-    out, sizes, crcs = bytearray(), np.empty(len(src), np.int64), np.empty(len(src), np.uint32)
-    after = ContentDigest()
-    for i, (s, n, f, lo, t0, tmax, c, a, is_lat) in enumerate(zip(
+    # the loop is per batch: plain ints and lists, one codec lookup per codec
+    compress = {c: formats.compression_for(c, 2).compress for c in set(codecs.tolist()) if c}
+    parts, sizes, crcs, walked, total = [], [], [], 0, 0
+    for s, n, f, lo, t0, tmax, c, a, is_lat in zip(
             starts.tolist(), counts.tolist(), first.tolist(), last.tolist(), base_ts.tolist(),
-            max_ts.tolist(), codecs.tolist(), attributes.tolist(), lat.tolist())):
+            max_ts.tolist(), codecs.tolist(), attributes.tolist(), lat.tolist()):
         body = native.encode_v2_records(records.slice(s, n), f, t0)
-        walked, high, low, _ = native.digest_v2_records(body, n, f, t0, tmax if is_lat else None)
-        after.merge(ContentDigest(walked, high << 64 | low))
+        records_walked, high, low, _ = native.digest_v2_records(body, n, f, t0, tmax if is_lat else None)
+        walked, total = walked + records_walked, total + (high << 64 | low)
         if c:
-            body = formats.compression_for(c, 2).compress(body, magic=2, level=levels.get(c))
+            body = compress[c](body, magic=2, level=levels.get(c))
         after_crc = _AFTER_CRC.pack(a, lo - f, t0, tmax, NO_PRODUCER, NO_PRODUCER, NO_PRODUCER, n) + body
-        crcs[i] = crc = crc32c(after_crc)
-        out += _BEFORE_CRC.pack(f, len(after_crc) + _LENGTH_AFTER, -1, 2, crc)
-        out += after_crc
-        sizes[i] = _BEFORE_CRC.size + len(after_crc)
+        crc = native.crc32c(after_crc)
+        parts += (_BEFORE_CRC.pack(f, len(after_crc) + _LENGTH_AFTER, -1, 2, crc), after_crc)
+        sizes.append(_BEFORE_CRC.size + len(after_crc))
+        crcs.append(crc)
     before = ContentDigest()
     before.update(records)
-    made = _frames(sizes, first, last, max_ts, base_ts, counts, crcs, attributes, codecs, lat)
-    return ConvertedWrappers(src, bytes(out), made, before, after, int(first[0]))
+    made = _frames(np.array(sizes, np.int64), first, last, max_ts, base_ts, counts,
+                   np.array(crcs, np.uint32), attributes, codecs, lat)
+    return ConvertedWrappers(src, b"".join(parts), made, before, ContentDigest(walked, total % (1 << 128)),
+                             int(first[0]))
 
 
 def _frames(sizes, first, last, max_ts, base_ts, counts, crcs, attributes, codecs, lat) -> np.ndarray:
