@@ -60,6 +60,7 @@ def indexed(path: str) -> str:
         subprocess.run([kfmt, "reindex", path, partial, "--no-progress"], check=True, stdout=subprocess.DEVNULL)
         os.makedirs(os.path.dirname(dst), exist_ok=True)
         os.rename(partial, dst)
+        os.rmdir(os.path.dirname(partial))
     return dst
 
 

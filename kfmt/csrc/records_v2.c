@@ -348,3 +348,53 @@ PyObject *py_encode_v2_records(PyObject *self, PyObject *args) {
     record_view_release(&v);
     return out;
 }
+
+
+/* encode_v2_bodies(records, table) -> (bodies, sizes) or NotImplemented: the records sections of many
+ * uncompressed v2 batches at once, batch b being the next table[3b] records of `records` encoded
+ * against base offset table[3b+1] and base timestamp table[3b+2] (encode_v2_records' bytes for each,
+ * concatenated; `sizes` bytes of int64, one per batch). NotImplemented where encode_v2_records would
+ * give it for some batch. For kfmt.format.wrapper_runs: one call per block of converted wrappers. */
+PyObject *py_encode_v2_bodies(PyObject *self, PyObject *args) {
+    PyObject *records;
+    Py_buffer table;
+    if (!PyArg_ParseTuple(args, "Oy*", &records, &table)) return NULL;
+    const int64_t *t = table.buf;
+    Py_ssize_t batches = table.len / 24;
+    record_view v;
+    int r = record_view_open(&v, records);
+    if (r != 1) {
+        PyBuffer_Release(&table);
+        if (r < 0) return NULL;
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    PyObject *sizes = PyBytes_FromStringAndSize(NULL, batches * 8);
+    int64_t total = 0, row = 0, ok = sizes != NULL && table.len % 24 == 0;
+    for (Py_ssize_t b = 0; ok && b < batches; b++) {
+        int64_t size = 0;
+        for (int64_t i = 0; ok && i < t[3 * b]; i++) {
+            int64_t one = row + i < v.n ? encode_record(&v, row + i, t[3 * b + 1], t[3 * b + 2], NULL) : -1;
+            ok = one >= 0;
+            size += one;
+        }
+        ((int64_t *)PyBytes_AS_STRING(sizes))[b] = size;
+        total += size;
+        row += t[3 * b];
+    }
+    PyObject *bodies = ok && row == v.n ? PyBytes_FromStringAndSize(NULL, total) : NULL;
+    if (bodies != NULL) {
+        uint8_t *p = (uint8_t *)PyBytes_AS_STRING(bodies);
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t b = 0, i = 0; b < batches; b++)
+            for (int64_t end = i + t[3 * b]; i < end; i++) p += encode_record(&v, i, t[3 * b + 1], t[3 * b + 2], p);
+        Py_END_ALLOW_THREADS
+    }
+    record_view_release(&v);
+    PyBuffer_Release(&table);
+    if (bodies == NULL) {
+        Py_XDECREF(sizes);
+        if (PyErr_Occurred()) return NULL;
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    return Py_BuildValue("NN", bodies, sizes);
+}

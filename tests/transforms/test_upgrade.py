@@ -256,8 +256,8 @@ def test_a_content_digest_mismatch_fails_the_run_and_publishes_nothing(tmp_path,
             def __getattr__(self, name):
                 return getattr(kernels, name)
 
-            def encode_v2_records(self, recs, base_offset, base_timestamp):
-                return kernels.encode_v2_records(_lossy(recs), base_offset, base_timestamp)
+            def encode_v2_bodies(self, recs, table):
+                return kernels.encode_v2_bodies(_lossy(recs), table)
 
         monkeypatch.setattr(wrapper_runs, "native", LossyKernels())
     result = run_kfmt("upgrade", write_mixed(tmp_path / "mixed-0"), tmp_path / "out", "--master", "inprocess")
