@@ -53,6 +53,13 @@ class CopiedRun:
     batch: Batch | None = None
 
 
+def in_kernels() -> bool:
+    """Whether the check runs in the compiled walk, which releases the GIL: then threads of one process
+    check copies in parallel as well as worker processes would (kfmt.pipelines.engine), the rest of a
+    copy's work being writes and SHA-256, which release it too."""
+    return native is not None
+
+
 def copied(data, rows: np.ndarray, file: str, base: int = 0,
            options: ReadOptions = STRICT) -> Iterator[CopiedRun]:
     """The entries of `rows` (frames of `data`, the file from position `base` on), in order (see the

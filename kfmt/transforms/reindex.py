@@ -439,7 +439,7 @@ def reindex(src: str, dst: str, *, src_options: dict | None = None, dst_options:
             raise UsageError(f"{plan.destination}: the destination exists and is not empty")
         return plan, None
     engine = plan_engine(master, sum(s.size for p in plan.partitions for s in p.part.segments),
-                         src_storage, dst_storage)
+                         src_storage, dst_storage, lambda: not deep and copied_runs.in_kernels())
     inputs, outputs, tails = [], [], []
     with StagedOutput(dst_storage, dst_path) as out:
         if engine.engine == "inprocess" and on_progress is not None:

@@ -38,8 +38,8 @@ from kfmt.errors import DataError
 from kfmt.format import batch_runs, copied_runs, segment
 from kfmt.format.batch_runs import CheckedRun
 from kfmt.format.copied_runs import CopiedRun
-from kfmt.format.model import Batch
 from kfmt.format.frames import header_of
+from kfmt.format.model import Batch
 from kfmt.partition.companions import CompanionOptions
 from kfmt.partition.summary import PartitionTally
 from kfmt.storage.staging import StagingTarget
@@ -256,6 +256,9 @@ class ResegmentTransform(Transform):
             w.detail = r.detail
             w.notes += r.notes
             w.befores = [source_tally(w.sources, not self.deep)]
+
+    def threads_suffice(self, work: list[PartitionWork]) -> bool:
+        return not self.deep and copied_runs.in_kernels()
 
     def write_tasks(self, work: list[PartitionWork], target: StagingTarget) -> list:
         return [WriteSegmentsTask(w.index, g, tuple(w.sources), target, w.plan.rel, self.deep)

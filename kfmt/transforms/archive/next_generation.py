@@ -11,6 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from kfmt.errors import KfmtWarning
+from kfmt.format import copied_runs
 from kfmt.pipelines.runner import run_tasks
 from kfmt.storage.manifest import NOT_IN_PLACE, FileRecord
 from kfmt.transforms.archive import read_task
@@ -55,9 +56,10 @@ class NextGeneration:
         equal the latest generation."""
         aplan, destination = self.aplan, self.destination
         count, size = aplan.to_read()
-        self.engine = plan_engine(master, size, self.src_storage, destination.storage)
-        target = destination.target()
         deep = bool(self.options.get("deep"))
+        self.engine = plan_engine(master, size, self.src_storage, destination.storage,
+                                  lambda: not deep and copied_runs.in_kernels())
+        target = destination.target()
         tasks = [read_task.ArchiveTask(self.src_storage.spec, tuple(files), target, deep) for files in aplan.tasks]
         results = [r for rs in run_tasks(read_task.archive_files, tasks, master=self.engine, description="archive",
                                          progress=progress) for r in rs]

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, replace
 
 from kfmt.errors import DataError, UsageError
+from kfmt.format import copied_runs
 from kfmt.partition.companions import CompanionOptions
 from kfmt.partition.layout import load_partition
 from kfmt.partition.summary import RECORDS_CHECK, PartitionSummary
@@ -134,7 +135,7 @@ def restore(url: str, dst: str, *, src_options: dict | None = None, dst_options:
                              deep or (pp.rel in archived and archived[pp.rel].check == RECORDS_CHECK))
                  for pp in plan.partitions]
         engine = plan_engine(master, sum(s.size for pp in plan.partitions for s in pp.part.segments),
-                             storage, dst_storage)
+                             storage, dst_storage, lambda: copied_runs.in_kernels() and not any(t.deep for t in tasks))
         results = run_tasks(restore_partition, tasks, master=engine, description="restore",
                             progress=progress)
         inputs, outputs = [], []

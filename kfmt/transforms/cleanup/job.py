@@ -34,6 +34,8 @@ class CleanupPolicy:
     checkpoint_updates: Callable[[list], dict]  # results -> {checkpoint name: {(topic, partition): offset}}
     notes: Callable[[CleanupPlan, list], list[str]]  # (plan, results) -> the report's notes
     input_summary: Callable[[Any], PartitionSummary]  # a result -> what the source partition held
+    # options -> whether the policy's work releases the GIL, so that threads suffice (run_cleanup)
+    threads_suffice: Callable[[Any], bool] = lambda options: False
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,7 @@ def run_cleanup(policy: CleanupPolicy, src: str, dst: str, options, *, src_optio
         options_json["compression_levels"] = named_levels(options_json["compression_levels"])
 
     engine = plan_engine(master, sum(s.size for p in layout.partitions for s in p.part.segments),
-                         src_storage, dst_storage)
+                         src_storage, dst_storage, lambda: policy.threads_suffice(options))
 
     tail_notes: list[str] = []
 

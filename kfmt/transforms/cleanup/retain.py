@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from kfmt.format import copied_runs
 from kfmt.partition.log_start import segment_start_note
 from kfmt.partition.summary import PartitionSummary
 from kfmt.transforms.cleanup.job import CleanupPolicy, run_cleanup
@@ -59,4 +60,10 @@ def _notes(plan: CleanupPlan, results: list[RetainResult]) -> list[str]:
     return notes
 
 
-RETAIN = CleanupPolicy("retain", retain_partition, checkpoint_updates, _notes, _input_summary)
+def _threads_suffice(options: RetentionOptions) -> bool:
+    """Retention reads headers and copies what it keeps with the check of a copy: code that releases
+    the GIL, unless --deep decodes every record."""
+    return not options.deep and copied_runs.in_kernels()
+
+
+RETAIN = CleanupPolicy("retain", retain_partition, checkpoint_updates, _notes, _input_summary, _threads_suffice)
