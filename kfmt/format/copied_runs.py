@@ -65,23 +65,20 @@ def copied(data, rows: np.ndarray, file: str, base: int = 0,
     """The entries of `rows` (frames of `data`, the file from position `base` on), in order (see the
     module doc)."""
     rows = _frame_rows(rows)
-    control = ((rows["magic"] >= 2) & (rows["attributes"] & ATTR_CONTROL != 0)).tolist()
-    start, n = 0, len(rows)
-    while start < n:
-        if control[start]:
-            yield _decoded(data, rows, start, file, options, base)
-            start += 1
-            continue
-        stop = start + 1
-        while stop < n and not control[stop]:
-            stop += 1
-        at, digest = entries_digest(data, rows, start, stop, base)
-        if at > start:
-            yield CopiedRun(rows[start:at], digest)
-        if at < stop:  # the check refuses it: the decode says why (or reads it after all)
-            yield _decoded(data, rows, at, file, options, base)
-            at += 1
-        start = at
+    controls = np.flatnonzero((rows["magic"] >= 2) & (rows["attributes"] & ATTR_CONTROL != 0)).tolist()
+    start = 0
+    for stop in controls + [len(rows)]:  # the runs between control batches, then each control batch
+        while start < stop:
+            at, digest = entries_digest(data, rows, start, stop, base)
+            if at > start:
+                yield CopiedRun(rows[start:at], digest)
+            if at < stop:  # the check refuses it: the decode says why (or reads it after all)
+                yield _decoded(data, rows, at, file, options, base)
+                at += 1
+            start = at
+        if stop < len(rows):
+            yield _decoded(data, rows, stop, file, options, base)
+            start = stop + 1
 
 
 def _decoded(data, rows: np.ndarray, i: int, file: str, options: ReadOptions, base: int) -> CopiedRun:
