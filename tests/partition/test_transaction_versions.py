@@ -109,3 +109,21 @@ def test_a_fenced_producer_is_aborted_with_the_bumped_epoch(tmp_path):
     log, _ = run_case(tmp_path, [("write", 0, 3), ("plain", 0, 2), ("fence", 0, 1), ("write", 0, 1),
                                  ("commit", 0, 1)], [(2, 4)])
     assert log.aborted == [(1, 0, 5, 6)] and log.final[1] == (6, -1)
+
+
+def test_verify_notes_an_epoch_going_down(tmp_path):
+    """A marker below the epoch its producer id reached is what a leader refuses under either
+    version; replay takes it (docs/format.md §7.1): a note, not an error, and nothing else changes."""
+    from support.transform_runs import kfmt_marker
+
+    from kfmt.format.control import ControlType
+
+    log, producers = build([("write", 0, 2), ("commit", 0, 1)], [2], [5])
+    log.batches.append((3, kfmt_marker(3, 1, 4, ControlType.ABORT)))
+    path = tmp_path / "txn-0"
+    write_partition(log, path, set())
+    kfmt.reindex(path, tmp_path / "out" / "txn-0", now_ms=T_NOW)
+    report = kfmt.verify(tmp_path / "out" / "txn-0").detail
+    notes = [p for p in report.problems if p.check == "txn-epoch"]
+    assert report.ok and len(notes) == 1 and "producer epoch 4, below the epoch 6" in notes[0].text()
+    assert offsets(path, "read_committed") == [0, 1]
