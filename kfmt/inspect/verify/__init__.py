@@ -3,7 +3,7 @@
 One module per file kind: `log` (segments: framing, CRCs, offsets, records, control records),
 `indexes` (.index/.timeindex against the log), `txn` (.txnindex and transactional state),
 `snapshots` (producer snapshots), `checkpoints` (leader-epoch-checkpoint, partition.metadata and the
-log directory's checkpoint files), `partition` (putting them together), `problems` (the findings).
+log directory's checkpoint files), `identity` (topic ids against a KRaft cluster's metadata), `partition` (putting them together), `problems` (the findings).
 
 Problems make verification fail; notes record genuine broker behaviour (a copy taken from a running
 broker, files Kafka would delete at startup) and never do. Genuine broker-written directories verify
@@ -17,6 +17,7 @@ from kfmt.partition.live import read_whole
 from kfmt.storage.store import Storage
 
 from .checkpoints import check_log_dir
+from .identity import check_topic_ids, cluster_of
 from .partition import verify_partition
 from .problems import Problem, Report, Severity
 
@@ -24,9 +25,10 @@ __all__ = ["Problem", "Report", "Severity", "verify", "verify_partition"]
 
 
 def verify(storage: Storage, path: str, topic: str | None = None, partition: int | None = None,
-           progress=None) -> Report:
+           progress=None, cluster_metadata: str | None = None, storage_options: dict | None = None) -> Report:
     """Verify the partition or log directory at `path`; `progress(total_segments)` may return a
-    callable invoked after each segment."""
+    callable invoked after each segment. Topic ids are checked against `cluster_metadata` (a copy of
+    a cluster's metadata log, read with `storage_options`), else a log directory's own."""
     report = Report()
     parts = find_partitions(storage, path, topic, partition)
     tick = progress(sum(len(p.segments) for p in parts)) if progress is not None else None
@@ -38,9 +40,13 @@ def verify(storage: Storage, path: str, topic: str | None = None, partition: int
         ranges.append(checked)
         for _ in part.segments if tick is not None else ():
             tick()
-    if is_log_dir(parts, storage, path):
+    log_dir = is_log_dir(parts, storage, path)
+    if log_dir:
         complete = topic is None and partition is None
         check_log_dir(storage, path, [r for r in ranges if r.topic is not None], report, complete)
+    cluster = cluster_of(storage, path, log_dir, cluster_metadata, storage_options, report)
+    if cluster is not None:
+        check_topic_ids(parts, cluster, report)
     return report
 
 
