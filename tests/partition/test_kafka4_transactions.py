@@ -144,3 +144,17 @@ def test_compaction_keeps_the_bumped_epoch_marker_of_an_active_producer(tmp_path
     committed = kfmt.read(src, isolation="read_committed").read_all()
     after = kfmt.read(tmp_path / "out" / "d4-compact-0", isolation="read_committed").read_all()
     assert set(after.column("offset").to_pylist()) <= set(committed.column("offset").to_pylist())
+
+
+@pytest.mark.parametrize("command", [("upgrade",), ("recompress", "--compression", "zstd")], ids=lambda c: c[0])
+@pytest.mark.parametrize("name", ["d4-txa-0", "d4-txb-0", "d4-txabort-0"])
+def test_rewrites_give_the_brokers_txnindex_and_snapshots(name, command, tmp_path):
+    """A rewrite keeps the segments where they were (docs/transforms.md), so its companion files are
+    the broker's: the same rule, through the rewrite's own path (kfmt.write.segment_writer)."""
+    src = copy_alone(name, tmp_path)
+    result = run_kfmt(*command[:1], src, tmp_path / "out", *command[1:], "--now", BROKER_CLOCK_MS,
+                      "--master", "inprocess", "--no-progress")
+    assert result.code == 0, result.err
+    written = {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()
+               if p.suffix in (".txnindex", ".snapshot")}
+    assert written == broker_files(name)
