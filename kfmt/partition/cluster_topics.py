@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 
 from kfmt.errors import DataError
 from kfmt.format import segment
+from kfmt.partition.layout import METADATA_LOG_DIR
 from kfmt.storage.store import Storage
 
-METADATA_DIR = "__cluster_metadata-0"
 SNAPSHOT_NAME = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
 LOG_NAME = re.compile(r"^(\d{20})\.log$")
 TOPIC_RECORD, PARTITION_RECORD, PARTITION_CHANGE_RECORD, REMOVE_TOPIC_RECORD = 2, 3, 5, 9
@@ -119,12 +119,12 @@ def apply_record(topics: ClusterTopics, value: bytes) -> None:
 
 def metadata_dir(storage: Storage, path: str) -> str:
     """`path` itself when it is a metadata log directory, else its `__cluster_metadata-0` child."""
-    if storage.isdir(path) and storage.url_of(path).rstrip("/").endswith(METADATA_DIR):
+    if storage.isdir(path) and storage.url_of(path).rstrip("/").endswith(METADATA_LOG_DIR):
         return path
-    child = storage.join(path, METADATA_DIR)
+    child = storage.join(path, METADATA_LOG_DIR)
     if storage.isdir(child):
         return child
-    raise DataError(f"{storage.url_of(path)}: neither a {METADATA_DIR} directory nor a log directory "
+    raise DataError(f"{storage.url_of(path)}: neither a {METADATA_LOG_DIR} directory nor a log directory "
                     f"holding one (a copy of the target cluster's KRaft metadata log)")
 
 
