@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from kfmt.errors import DataError
 from kfmt.partition.cluster_topics import ClusterTopics, metadata_dir, read_cluster_topics
-from kfmt.partition.layout import PARTITION_METADATA, PartitionDir
+from kfmt.partition.layout import METADATA_LOG_DIR, PARTITION_METADATA, PartitionDir
 from kfmt.partition.topic_identity import source_topic_id, stray_consequence, stray_reason
 from kfmt.storage.store import Storage
 
@@ -35,6 +35,8 @@ def cluster_of(storage: Storage, path: str, log_dir: bool, cluster_metadata: str
 
 def check_topic_ids(parts: list[PartitionDir], cluster: ClusterTopics, report: Report) -> None:
     for part in parts:
+        if part.name == METADATA_LOG_DIR:
+            continue  # the raft layer's, never in the metadata image it holds (nor LogManager's to load)
         _content, _mtime, topic_id = source_topic_id(part)
         if topic_id is None or part.topic is None:
             continue  # no file, or one that does not parse: the checkpoint checks said so
