@@ -119,8 +119,8 @@ def resegment(src: Where, dst: Where, *, segment_bytes: int, segment_ms: int | N
               topic: str | None = None, partition: int | None = None, master: str | None = None,
               dry_run: bool = False, progress: bool = False,
               include_deleted: bool = False,
-            topic_id: str | Sequence[str] | dict | None = None,
-            cluster_metadata: Where | None = None) -> Report:
+              topic_id: str | Sequence[str] | dict | None = None,
+              cluster_metadata: Where | None = None) -> Report:
     """The same batches in segments cut by other segment.bytes / segment.ms / segment.index.bytes
     (`kfmt resegment`; None: the topic defaults), for the broker `kafka_version` names (default 4.x,
     whose segment.bytes is at least 1 MiB)."""
@@ -131,7 +131,8 @@ def resegment(src: Where, dst: Where, *, segment_bytes: int, segment_ms: int | N
         *_paths(src, dst), segment_bytes=segment_bytes,
         segment_ms=DEFAULT_SEGMENT_MS if segment_ms is None else segment_ms,
         segment_index_bytes=DEFAULT_MAX_INDEX_BYTES if segment_index_bytes is None else segment_index_bytes,
-        kafka_version=kafka_version, companions=_companions(index_interval_bytes, now_ms, producer_expiration_ms),
+        kafka_version=kafka_version,
+        companions=_companions(index_interval_bytes, now_ms, producer_expiration_ms),
         include_deleted=include_deleted,
         target=_target(topic_id, cluster_metadata, storage_options),
         **_run(storage_options, dst_storage_options, topic, partition, dry_run, master, progress)))
@@ -144,8 +145,8 @@ def recompress(src: Where, dst: Where, *, compression: str, level: int | None = 
                topic: str | None = None, partition: int | None = None, master: str | None = None,
                dry_run: bool = False, progress: bool = False,
                include_deleted: bool = False,
-            topic_id: str | Sequence[str] | dict | None = None,
-            cluster_metadata: Where | None = None) -> Report:
+               topic_id: str | Sequence[str] | dict | None = None,
+               cluster_metadata: Where | None = None) -> Report:
     """Every data batch in v2 with another codec (none, gzip, snappy, lz4, zstd) or level
     (`kfmt recompress`)."""
     from kfmt.transforms.recompress import recompress as run_recompress
@@ -198,7 +199,8 @@ def compact(src: Where, dst: Where, *, delete_retention_ms: int | None = None, n
             clean_until: int | None = None, min_compaction_lag_ms: int = 0,
             segment_bytes: int | None = None, segment_index_bytes: int | None = None,
             offset_map_bytes: int | None = None, offset_map_load_factor: float | None = None,
-            fail_when_map_full: bool = False, keep_format: bool = False, cleanup_policy: str = "compact",
+            fail_when_map_full: bool = False, keep_format: bool = False,
+            cleanup_policy: str = "compact",
             index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
             producer_expiration_ms: int = DEFAULT_PRODUCER_EXPIRATION_MS,
             storage_options: dict | None = None, dst_storage_options: dict | None = None,
@@ -244,8 +246,8 @@ def retain(src: Where, dst: Where, *, retention_ms: int = -1, retention_bytes: i
            storage_options: dict | None = None, dst_storage_options: dict | None = None,
            topic: str | None = None, partition: int | None = None, master: str | None = None,
            dry_run: bool = False, progress: bool = False,
-            topic_id: str | Sequence[str] | dict | None = None,
-            cluster_metadata: Where | None = None) -> Report:
+           topic_id: str | Sequence[str] | dict | None = None,
+           cluster_metadata: Where | None = None) -> Report:
     """Kafka's delete policy (retention.ms, retention.bytes, a DeleteRecords log start offset)
     applied to a copy (`kfmt retain`); -1 turns a rule off. A dry run's report says what would go."""
     from kfmt.transforms.cleanup.retain import retain as run_retain

@@ -128,8 +128,8 @@ def print_outcome(plan, report: dict | None, as_json: bool, summary: Callable[[d
 
 def run_transform_command(args, command, **options) -> int:
     """Run a transform's kfmt.api function (upgrade, resegment, recompress) for the arguments
-    add_transform_arguments, add_companion_arguments and add_target_arguments defined; print the plan (--dry-run) or what
-    was written."""
+    add_transform_arguments, add_companion_arguments and add_target_arguments defined; print the plan
+    (--dry-run) or what was written."""
     from kfmt.transforms.run import summary_line
 
     result = command(args.src, args.dst, **companion_arguments(args), **run_arguments(args),

@@ -59,7 +59,8 @@ def add_arguments(p):
                         "them as v2, as Kafka 4.0's cleaner does)")
     p.add_argument("--cleanup-policy", default="compact", metavar="POLICY",
                    help="the topic's cleanup.policy: delete, compact, both (delete,compact), or empty "
-                        "('', Kafka 4.2's infinite retention, KIP-1161); without 'compact' nothing is cleaned (default compact)")
+                        "('', Kafka 4.2's infinite retention, KIP-1161); without 'compact' nothing is "
+                        "cleaned (default compact)")
     add_target_arguments(p)
     add_companion_arguments(p, now=False)
 

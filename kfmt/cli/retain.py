@@ -37,7 +37,8 @@ def add_arguments(p):
                         "empty segment at the log end offset then replaces a log deleted whole)")
     p.add_argument("--cleanup-policy", default="delete", metavar="POLICY",
                    help="the topic's cleanup.policy: delete, compact, both (delete,compact), or empty "
-                        "('', Kafka 4.2's infinite retention, KIP-1161); without 'delete' retention.ms and retention.bytes do not apply, only the log start offset (default delete)")
+                        "('', Kafka 4.2's infinite retention, KIP-1161); without 'delete' retention.ms "
+                        "and retention.bytes do not apply, only the log start offset (default delete)")
     add_target_arguments(p)
     add_companion_arguments(p, now=False)
 

@@ -23,10 +23,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kfmt.errors import DataError, UsageError
-from kfmt.partition.checkpoints import checkpoint_text, parse_topic_id, read_partition_metadata, \
-    write_partition_metadata
+from kfmt.partition.checkpoints import (
+    checkpoint_text,
+    parse_topic_id,
+    read_partition_metadata,
+    write_partition_metadata,
+)
 from kfmt.partition.cluster_topics import ClusterTopics, read_cluster_topics
 from kfmt.partition.layout import PARTITION_METADATA, PartitionDir
+from kfmt.storage.store import open_storage
 
 FIX = ("give the target cluster's topic id with --topic-id TOPIC=ID, or a copy of its metadata log with "
        "--cluster-metadata DIR")
@@ -91,7 +96,8 @@ def source_topic_id(part: PartitionDir) -> tuple[bytes | None, int | None, str |
 
 @dataclass
 class TargetTopics:
-    """The target cluster's topic ids, as the command line gave them (picklable)."""
+    """The target cluster's topic ids, as the command line gave them (read on the driver: the tasks
+    get each partition's TopicIdentity)."""
 
     ids: dict[str | None, str] = field(default_factory=dict)  # topic (None: SRC's only topic) -> id
     cluster: ClusterTopics | None = None
@@ -100,8 +106,6 @@ class TargetTopics:
     def of(cls, topic_ids=(), cluster_metadata: str | None = None, storage_options: dict | None = None):
         """From `--topic-id` values (`ID` or `TOPIC=ID`, or a {topic: id} mapping) and
         `--cluster-metadata` (a path or URL)."""
-        from kfmt.storage.store import open_storage
-
         pairs = topic_ids.items() if isinstance(topic_ids, dict) else (_split(v) for v in topic_ids or ())
         ids = {}
         for topic, value in pairs:
@@ -127,7 +131,8 @@ class TargetTopics:
                              f"{', '.join(sorted(topics))}: give --topic-id TOPIC=ID for each")
         named = {t for t in self.ids if t is not None}
         if named - topics:
-            raise UsageError(f"--topic-id names topic(s) SRC does not hold: {', '.join(sorted(named - topics))}")
+            raise UsageError(f"--topic-id names topic(s) SRC does not hold: "
+                             f"{', '.join(sorted(named - topics))}")
 
     def identity(self, part: PartitionDir) -> TopicIdentity:
         content, mtime, source_id = source_topic_id(part)
@@ -136,7 +141,8 @@ class TargetTopics:
         origin = "stamped with the topic id --topic-id gave"
         if stamped is None and self.cluster is not None:
             stamped = self.cluster.ids.get(topic)
-            origin = f"stamped with topic {topic}'s id in the target cluster's metadata ({self.cluster.source})"
+            origin = (f"stamped with topic {topic}'s id in the target cluster's metadata "
+                      f"({self.cluster.source})")
         if stamped is not None:
             reason = stray_reason(topic, part.partition or 0, stamped, self.cluster,
                                   self.cluster.node_id if self.cluster is not None else None)
@@ -144,7 +150,8 @@ class TargetTopics:
                                  f"{origin} ({stamped})", _warning(name, reason))
         if content is None:
             reason = stray_reason(topic, part.partition or 0, None, None)
-            return TopicIdentity(None, None, None, "not written (the source has none)", _warning(name, reason))
+            return TopicIdentity(None, None, None, "not written (the source has none)",
+                                 _warning(name, reason))
         origin = f"copied from the source (topic id {source_id})"
         if self.cluster is not None:
             reason = f"the target cluster's metadata ({self.cluster.source}) has no topic {topic}"

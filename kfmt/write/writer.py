@@ -188,7 +188,8 @@ class CompanionWriter:
         if identity is None and source is not None:
             identity = TargetTopics().identity(source)
         if identity is not None and identity.content is not None:
-            self.files.write(rel_path(self.rel_dir, PARTITION_METADATA), identity.content, identity.mtime_ms)
+            self.files.write(rel_path(self.rel_dir, PARTITION_METADATA), identity.content,
+                             identity.mtime_ms)
         return result
 
 

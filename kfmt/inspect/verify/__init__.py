@@ -3,7 +3,8 @@
 One module per file kind: `log` (segments: framing, CRCs, offsets, records, control records),
 `indexes` (.index/.timeindex against the log), `txn` (.txnindex and transactional state),
 `snapshots` (producer snapshots), `checkpoints` (leader-epoch-checkpoint, partition.metadata and the
-log directory's checkpoint files), `identity` (topic ids against a KRaft cluster's metadata), `partition` (putting them together), `problems` (the findings).
+log directory's checkpoint files), `identity` (topic ids against a KRaft cluster's metadata),
+`partition` (putting them together), `problems` (the findings).
 
 Problems make verification fail; notes record genuine broker behaviour (a copy taken from a running
 broker, files Kafka would delete at startup) and never do. Genuine broker-written directories verify
@@ -28,7 +29,8 @@ __all__ = ["Problem", "Report", "Severity", "verify", "verify_partition"]
 
 
 def verify(storage: Storage, path: str, topic: str | None = None, partition: int | None = None,
-           progress=None, cluster_metadata: str | None = None, storage_options: dict | None = None) -> Report:
+           progress=None, cluster_metadata: str | None = None,
+           storage_options: dict | None = None) -> Report:
     """Verify the partition or log directory at `path`; `progress(total_segments)` may return a
     callable invoked after each segment. Topic ids are checked against `cluster_metadata` (a copy of
     a cluster's metadata log, read with `storage_options`), else a log directory's own."""

@@ -9,7 +9,7 @@ from kfmt.errors import DataError
 from kfmt.partition.cluster_topics import ClusterTopics, metadata_dir, read_cluster_topics
 from kfmt.partition.layout import METADATA_LOG_DIR, PARTITION_METADATA, PartitionDir
 from kfmt.partition.topic_identity import source_topic_id, stray_consequence, stray_reason
-from kfmt.storage.store import Storage
+from kfmt.storage.store import Storage, open_storage
 
 from .problems import Report
 
@@ -20,8 +20,6 @@ def cluster_of(storage: Storage, path: str, log_dir: bool, cluster_metadata: str
     own metadata log, else None. One that cannot be read is a problem of its own."""
     try:
         if cluster_metadata is not None:
-            from kfmt.storage.store import open_storage
-
             meta_storage, meta_path = open_storage(cluster_metadata, storage_options)
             return read_cluster_topics(meta_storage, meta_path)
         if log_dir:
@@ -42,4 +40,5 @@ def check_topic_ids(parts: list[PartitionDir], cluster: ClusterTopics, report: R
             continue  # no file, or one that does not parse: the checkpoint checks said so
         reason = stray_reason(part.topic, part.partition, topic_id, cluster, cluster.node_id)
         if reason is not None:
-            report.note("stray", f"{reason}: {stray_consequence(part.name)}", part.display(PARTITION_METADATA))
+            report.note("stray", f"{reason}: {stray_consequence(part.name)}",
+                        part.display(PARTITION_METADATA))

@@ -164,8 +164,8 @@ def _observe(observers, rows: np.ndarray, file: str, report, batch_facts) -> Non
     if not len(picked):
         return
     columns = [rows[c][picked].tolist() for c in ("position", "size", "base_offset", "last_offset",
-                                                  "max_timestamp", "magic", "producer_id", "producer_epoch",
-                                                  "partition_leader_epoch", "attributes")]
+                                                  "max_timestamp", "magic", "producer_id",
+                                                  "producer_epoch", "partition_leader_epoch", "attributes")]
     for i, (position, size, base, last, max_ts, magic, pid, pepoch, epoch, attrs) in zip(picked.tolist(),
                                                                                         zip(*columns)):
         facts = batch_facts(position=position, size=size, base_offset=base, last_offset=last,

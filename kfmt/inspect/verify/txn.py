@@ -70,7 +70,7 @@ class TxnChecker:
         self.by_marker: dict[int, list[IndexedTxn]] = {}
         self.open: dict[int, int] = {}  # producer id -> first offset of its open transaction
         self.last_marker: dict[int, int] = {}  # producer id -> offset of its latest ABORT/COMMIT marker
-        self.epochs: dict[int, tuple[int, int]] = {}  # producer id -> (its highest epoch, at which offset)
+        self.epochs: dict[int, tuple[int, int]] = {}  # producer id -> (highest epoch, at which offset)
         self.aborts: list[CompletedAbort] = []
         for seg in part.segments:
             if seg.txnindex is not None:

@@ -282,8 +282,8 @@ def retain_partition(job: PartitionJob, files, options: RetentionOptions, dry_ru
     if dry_run:
         return result
     result.removed = _count_removed(reader, [s for s in part.segments if s not in kept])
-    plan = PartitionPlan(replace(part, segments=kept), job.rel, decision.log_start_offset, segment_start=start,
-                         identity=job.identity)
+    plan = PartitionPlan(replace(part, segments=kept), job.rel, decision.log_start_offset,
+                         segment_start=start, identity=job.identity)
     before = set(files.records)
     if decision.rolled is None:  # (a partition without segments stays one, as reindex keeps it)
         result.output = reindex_partition(plan, files, options.companions, on_progress)
