@@ -76,6 +76,16 @@ class TopicIdentity:
     origin: str  # how the id was chosen, for the report
     warning: str | None = None  # set when a KRaft broker would set the output aside as a stray
 
+    @staticmethod
+    def of(identity: "TopicIdentity | None", part: PartitionDir) -> "TopicIdentity":
+        """`identity`, or (None: no target given) the source's own file."""
+        return identity if identity is not None else TargetTopics().identity(part)
+
+    def write_into(self, out, path: str) -> None:
+        """partition.metadata at `path` of a staged output (nothing when there is none to write)."""
+        if self.content is not None:
+            out.write(path, self.content, self.mtime_ms)
+
     def note(self, name: str) -> str:
         return f"{name}: {PARTITION_METADATA} {self.origin}" + (f"; {self.warning}" if self.warning else "")
 

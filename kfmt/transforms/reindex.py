@@ -85,9 +85,7 @@ class PartitionPlan:
 
     def write_identity(self, out) -> None:
         """partition.metadata into the partition's directory of `out` (staged output or files)."""
-        identity = self.identity or TargetTopics().identity(self.part)
-        if identity.content is not None:
-            out.write(self.rel_path(PARTITION_METADATA), identity.content, identity.mtime_ms)
+        TopicIdentity.of(self.identity, self.part).write_into(out, self.rel_path(PARTITION_METADATA))
 
 
 @dataclass

@@ -31,7 +31,7 @@ from kfmt.format.wire import OFFSET_AND_SIZE
 from kfmt.partition.companions import CompanionBuilder, control_facts
 from kfmt.partition.layout import PARTITION_METADATA, PartitionDir, segment_file_name
 from kfmt.partition.segment_recovery import RecoveredSegment
-from kfmt.partition.topic_identity import TargetTopics, TopicIdentity
+from kfmt.partition.topic_identity import TopicIdentity
 from kfmt.plugin import registry
 from kfmt.storage.manifest import FileRecord
 from kfmt.storage.staging import StagedFiles, StagedOutput
@@ -185,11 +185,9 @@ class CompanionWriter:
         result = self.builder.finish()
         for name, data in result.files().items():
             self.files.write(rel_path(self.rel_dir, name), data)
-        if identity is None and source is not None:
-            identity = TargetTopics().identity(source)
-        if identity is not None and identity.content is not None:
-            self.files.write(rel_path(self.rel_dir, PARTITION_METADATA), identity.content,
-                             identity.mtime_ms)
+        if identity is not None or source is not None:
+            TopicIdentity.of(identity, source).write_into(self.files,
+                                                          rel_path(self.rel_dir, PARTITION_METADATA))
         return result
 
 

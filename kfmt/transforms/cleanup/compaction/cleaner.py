@@ -25,7 +25,7 @@ from kfmt.format.frames import header_of
 from kfmt.format.model import Batch, BatchHeader
 from kfmt.partition.companions import control_facts, existing_leader_epochs
 from kfmt.partition.layout import PARTITION_METADATA, Segment, segment_file_name
-from kfmt.partition.topic_identity import TargetTopics
+from kfmt.partition.topic_identity import TopicIdentity
 from kfmt.partition.reader import PartitionReader
 from kfmt.partition.summary import PartitionSummary, PartitionTally
 from kfmt.transforms.cleanup.compaction import message_runs
@@ -116,9 +116,7 @@ def _without_segments(job: PartitionJob, part, files, dry_run: bool) -> CompactR
         before = set(files.records)
         if job.rel:
             files.makedirs(job.rel)
-        identity = job.identity or TargetTopics().identity(part)
-        if identity.content is not None:
-            files.write(job.rel_path(PARTITION_METADATA), identity.content, identity.mtime_ms)
+        TopicIdentity.of(job.identity, part).write_into(files, job.rel_path(PARTITION_METADATA))
         written = [r for rel, r in files.records.items() if rel not in before]
     details = {"cleanable": False, "first_dirty_offset": None, "first_uncleanable_offset": None,
                "notes": ["the partition has no segments: nothing to clean"]}
