@@ -3,37 +3,35 @@ each topic's id and, per partition, the brokers it is assigned to (docs/format.m
 
 This is the part of the metadata image a broker's stray-replica check looks at (`LogManager`,
 `TopicsImage.isStrayReplica`), and what a transform needs to stamp the target topic's id into
-`partition.metadata`. It is deliberately minimal: four record types, and of each only the leading
-fields, which no version changed. `kfmt dump --cluster-metadata-decoder` decodes everything (in
-kfmt.inspect, above the transforms that need this, hence a reader of its own down here).
+`partition.metadata`. The records are read by the same declared schemas and reader as
+`kfmt dump --cluster-metadata-decoder` (kfmt.format.schemas.metadata): a record version kfmt does not
+know is an error naming it, not a guess.
 
 How the image is rebuilt, as a restarting controller or broker rebuilds it: the newest snapshot
 (`<end offset 20 digits>-<epoch 10 digits>.checkpoint`, every record below its end offset), then the
-log's records from the snapshot's end offset on, in order. A record value is framed by
-MetadataRecordSerde: unsigned varint frame version (1), api key (the record type), record version,
-then the record in the flexible encoding (compact strings and arrays: unsigned varint length + 1;
-tagged fields at the end). The records read:
+log's records from the snapshot's end offset on, in order. The records that change it:
 * TopicRecord (2): name, topicId;
 * PartitionRecord (3): partitionId, topicId, replicas;
-* PartitionChangeRecord (5): partitionId, topicId, and replicas when tagged field 2 holds them;
+* PartitionChangeRecord (5): partitionId, topicId, and replicas when the record changes them (a
+  tagged field, null when unchanged);
 * RemoveTopicRecord (9): topicId (the topic and its partitions are gone).
 """
 from __future__ import annotations
 
-import base64
 import re
-import struct
 from dataclasses import dataclass, field
 
 from kfmt.errors import DataError
 from kfmt.format import segment
+from kfmt.format.schemas.metadata import TYPES
+from kfmt.format.schemas.protocol import kafka_uuid, read_frame, read_message
 from kfmt.partition.layout import METADATA_LOG_DIR
 from kfmt.storage.store import Storage
 
 SNAPSHOT_NAME = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
 LOG_NAME = re.compile(r"^(\d{20})\.log$")
 TOPIC_RECORD, PARTITION_RECORD, PARTITION_CHANGE_RECORD, REMOVE_TOPIC_RECORD = 2, 3, 5, 9
-REPLICAS_TAG = 2  # PartitionChangeRecord's tagged field holding a new replica list
+APPLIED = (TOPIC_RECORD, PARTITION_RECORD, PARTITION_CHANGE_RECORD, REMOVE_TOPIC_RECORD)
 
 
 @dataclass
@@ -49,72 +47,24 @@ class ClusterTopics:
         return next((name for name, tid in self.ids.items() if tid == topic_id), None)
 
 
-class _Reader:
-    """The flexible protocol encoding, as far as these records need it."""
-
-    def __init__(self, data: bytes):
-        self.data, self.pos = data, 0
-
-    def uvarint(self) -> int:
-        shift = value = 0
-        while True:
-            if self.pos >= len(self.data) or shift > 28:
-                raise DataError("a varint runs past the end of the record")
-            byte = self.data[self.pos]
-            self.pos += 1
-            value |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return value
-            shift += 7
-
-    def take(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.data):
-            raise DataError("a field runs past the end of the record")
-        self.pos += n
-        return self.data[self.pos - n:self.pos]
-
-    def int32(self) -> int:
-        return struct.unpack(">i", self.take(4))[0]
-
-    def uuid(self) -> str:
-        return base64.urlsafe_b64encode(self.take(16)).decode("ascii").rstrip("=")
-
-    def compact_string(self) -> str:
-        n = self.uvarint() - 1
-        return self.take(n).decode("utf-8") if n >= 0 else ""
-
-    def compact_int32s(self) -> list[int]:
-        n = self.uvarint() - 1
-        return list(struct.unpack(f">{n}i", self.take(4 * n))) if n > 0 else []
-
-    def tagged(self) -> dict[int, bytes]:
-        return {self.uvarint(): self.take(self.uvarint()) for _ in range(self.uvarint())}
-
-
 def apply_record(topics: ClusterTopics, value: bytes) -> None:
     """One metadata record's effect on the topics (other record types change nothing here)."""
-    r = _Reader(bytes(value))
-    if r.uvarint() != 1:
-        raise DataError("unknown metadata record frame version (expected 1)")
-    api_key, _version = r.uvarint(), r.uvarint()
+    api_key, version, body = read_frame(bytes(value), "metadata record")
+    if api_key not in APPLIED:
+        return
+    schema = TYPES[api_key][1]
+    record = read_message(schema, body, version, schema.name)
+    topic_id = kafka_uuid(record["topicId"])
     if api_key == TOPIC_RECORD:
-        name = r.compact_string()
-        topics.ids[name] = r.uuid()
-        topics.partitions.setdefault(topics.ids[name], {})
-    elif api_key in (PARTITION_RECORD, PARTITION_CHANGE_RECORD):
-        partition, topic_id = r.int32(), r.uuid()
-        if api_key == PARTITION_RECORD:
-            topics.partitions.setdefault(topic_id, {})[partition] = r.compact_int32s()
-        else:
-            replicas = r.tagged().get(REPLICAS_TAG)
-            if replicas is not None:
-                topics.partitions.setdefault(topic_id, {})[partition] = _Reader(replicas).compact_int32s()
+        topics.ids[record["name"]] = topic_id
+        topics.partitions.setdefault(topic_id, {})
     elif api_key == REMOVE_TOPIC_RECORD:
-        topic_id = r.uuid()
         topics.partitions.pop(topic_id, None)
         name = topics.topic_of(topic_id)
         if name is not None:
             del topics.ids[name]
+    elif record["replicas"] is not None:  # a PartitionChangeRecord's is null when they did not change
+        topics.partitions.setdefault(topic_id, {})[record["partitionId"]] = record["replicas"]
 
 
 def metadata_dir(storage: Storage, path: str) -> str:

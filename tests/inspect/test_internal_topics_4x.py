@@ -25,10 +25,10 @@ from support.kafka_messages import peer_encode, values_for
 
 from kfmt.format import segment
 from kfmt.format.message_formats import LENIENT
+from kfmt.format.schemas.protocol import read_message
+from kfmt.format.schemas.share_state import SHARE_STATE_RECORDS
+from kfmt.format.schemas.transactions import TRANSACTION_RECORDS
 from kfmt.inspect.dump.decoders.coordinator import GROUP_RECORDS, parse_offsets, read_record
-from kfmt.inspect.dump.decoders.protocol import read_message
-from kfmt.inspect.dump.decoders.schemas_share_state import SHARE_STATE_RECORDS
-from kfmt.inspect.dump.decoders.schemas_transactions import TRANSACTION_RECORDS
 
 REALKAFKA4 = TESTS / "data" / "realkafka4"
 DECODER_OF = {"__consumer_offsets-0": "--offsets-decoder",
@@ -170,9 +170,9 @@ def test_schemas_account_for_every_byte(part, types):
 # --- record types the corpus does not hold, from a peer's encoding --------------------------------
 
 def _peer_cases():
-    from kfmt.inspect.dump.decoders.schemas_control import LEADER_CHANGE, VOTERS
-    from kfmt.inspect.dump.decoders.schemas_metadata import TYPES as METADATA
-    from kfmt.inspect.dump.decoders.schemas_remote_log import TYPES as REMOTE
+    from kfmt.format.schemas.control import LEADER_CHANGE, VOTERS
+    from kfmt.format.schemas.metadata import TYPES as METADATA
+    from kfmt.format.schemas.remote_log import TYPES as REMOTE
 
     cases = [(f"group type {t}", value) for t, (_key, value) in GROUP_RECORDS.items()]
     cases += [(f"metadata {name}", schema) for name, schema in METADATA.values() if schema.fields]

@@ -4,13 +4,13 @@ coordinator: group-coordinator/src/main/resources/common/message/, KIP-915 flexi
 A record key starts with an int16: in Kafka 3.6's words the key version, in 4.x's the record type
 (CoordinatorRecordType); 0 and 1 are offset commits (LegacyOffsetCommitKey, OffsetCommitKey, the
 same fields), 2 a classic group's metadata (GroupMetadataKey); the types of the new group kinds
-are in schemas_group_kinds.py. The key message itself is read at version 0. Values carry their own
+are in group_kinds.py. The key message itself is read at version 0. Values carry their own
 int16 version. The member subscription and assignment bytes of consumer groups ("protocolType":
 "consumer") are ConsumerProtocol messages, again with an int16 version in front.
 """
 from __future__ import annotations
 
-from kfmt.inspect.dump.decoders.protocol import F, message
+from kfmt.format.schemas.protocol import F, message
 
 
 def key_schema(name: str, *fields) -> object:

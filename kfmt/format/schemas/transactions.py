@@ -4,7 +4,7 @@ read at version 0) and a TransactionLogValue (0, or 1 = flexible, KIP-915, with 
 of transaction version 2, KIP-890)."""
 from __future__ import annotations
 
-from kfmt.inspect.dump.decoders.protocol import F, message
+from kfmt.format.schemas.protocol import F, message
 
 TRANSACTION_LOG_KEY = message(
     "TransactionLogKey", "0", None,

@@ -10,8 +10,8 @@ Kafka's sources of the streams protocol before its 4.1 release, with no corpus t
 """
 from __future__ import annotations
 
-from kfmt.inspect.dump.decoders.protocol import F, message
-from kfmt.inspect.dump.decoders.schemas_groups import key_schema
+from kfmt.format.schemas.groups import key_schema
+from kfmt.format.schemas.protocol import F, message
 
 
 def _value(name: str, *fields):
