@@ -36,6 +36,7 @@ OFFSET_COMMIT_VALUE = message(
     F("metadata", "string"),
     F("commitTimestamp", "int64"),
     F("expireTimestamp", "int64", "1", default=-1),
+    F("topicId", "uuid", "4+", tag=0),  # the committed partition's topic id (Kafka 4.2 trunk; absent before)
 )
 
 GROUP_METADATA_VALUE = message(
@@ -50,7 +51,7 @@ GROUP_METADATA_VALUE = message(
         F("groupInstanceId", "string", "3+", nullable="3+", default=None),
         F("clientId", "string"),
         F("clientHost", "string"),
-        F("rebalanceTimeout", "int32", "1+"),
+        F("rebalanceTimeout", "int32", "1+", default=-1),
         F("sessionTimeout", "int32"),
         F("subscription", "bytes"),
         F("assignment", "bytes"),

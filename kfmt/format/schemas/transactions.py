@@ -17,6 +17,9 @@ TRANSACTION_LOG_VALUE = message(
     F("previousProducerId", "int64", None, tagged="1+", tag=0, default=-1),
     F("nextProducerId", "int64", None, tagged="1+", tag=1, default=-1),
     F("producerEpoch", "int16"),
+    # the epoch that goes with nextProducerId (a version-2 transaction rolling over onto a new producer
+    # id, docs/format.md §7.1); in Kafka's trunk from 4.2 on
+    F("nextProducerEpoch", "int16", None, tagged="1+", tag=3, default=-1),
     F("transactionTimeoutMs", "int32"),
     F("transactionStatus", "int8"),
     F("transactionPartitions", "[]PartitionsSchema", nullable="0+", fields=(
