@@ -26,6 +26,7 @@ from kfmt.format import segment
 from kfmt.format.schemas.metadata import TYPES
 from kfmt.format.schemas.protocol import kafka_uuid, read_frame, read_message
 from kfmt.partition.layout import METADATA_LOG_DIR
+from kfmt.partition.meta_properties import read_node_identity
 from kfmt.storage.store import Storage
 
 SNAPSHOT_NAME = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
@@ -42,6 +43,7 @@ class ClusterTopics:
     ids: dict[str, str] = field(default_factory=dict)
     partitions: dict[str, dict[int, list[int]]] = field(default_factory=dict)
     node_id: int | None = None  # the node whose log directory held the metadata (meta.properties)
+    cluster_id: str | None = None  # that directory's cluster.id: the cluster this metadata is
 
     def topic_of(self, topic_id: str) -> str | None:
         return next((name for name, tid in self.ids.items() if tid == topic_id), None)
@@ -85,7 +87,9 @@ def read_cluster_topics(storage: Storage, path: str) -> ClusterTopics:
     files = {info.name: info for info in storage.listdir(directory) if not info.is_dir}
     snapshots = sorted((int(m[1]), name) for name in files if (m := SNAPSHOT_NAME.match(name)))
     logs = sorted((int(m[1]), name) for name in files if (m := LOG_NAME.match(name)))
-    topics = ClusterTopics(storage.url_of(directory), node_id=_node_id(storage, storage.parent(directory)))
+    node = read_node_identity(storage, storage.parent(directory))
+    topics = ClusterTopics(storage.url_of(directory), node_id=node and node.node_id,
+                           cluster_id=node and node.cluster_id)
     start = 0
     if snapshots:
         start, name = snapshots[-1]
@@ -108,14 +112,3 @@ def _replay(storage: Storage, path: str, topics: ClusterTopics, from_offset: int
                 apply_record(topics, value)
             except DataError as err:
                 raise err.located(file=file, base_position=batch.header.position, offset=offset) from None
-
-
-def _node_id(storage: Storage, log_dir: str) -> int | None:
-    """node.id of the log directory's meta.properties, when there is one (docs/format.md §11.4)."""
-    if not log_dir:
-        return None
-    path = storage.join(log_dir, "meta.properties")
-    if not storage.exists(path):
-        return None
-    m = re.search(r"^\s*node\.id\s*[=:]\s*(-?\d+)\s*$", bytes(storage.read(path)).decode("latin-1"), re.M)
-    return int(m[1]) if m else None

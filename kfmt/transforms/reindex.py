@@ -51,14 +51,23 @@ from kfmt.partition.layout import (
     segment_file_name,
 )
 from kfmt.partition.log_start import first_kept_position, kept_segments, segment_start, segment_start_note
+from kfmt.partition.meta_properties import read_node_identity
 from kfmt.partition.summary import PartitionSummary, PartitionTally
 from kfmt.partition.topic_identity import TargetTopics, TopicIdentity
 from kfmt.pipelines.engine import Engine, choose_engine, is_process_local
 from kfmt.pipelines.runner import run_tasks
 from kfmt.storage.staging import StagedOutput, StagingTarget
 from kfmt.storage.store import Storage, open_storage
-from kfmt.transforms.metadata_log import BOOTSTRAP_CHECKPOINT, BOOTSTRAP_REASON, CARRIED, metadata_log_files
-from kfmt.transforms.metadata_log import split_metadata_log
+from kfmt.transforms.metadata_log import (
+    BOOTSTRAP_CHECKPOINT,
+    BOOTSTRAP_REASON,
+    CARRIED,
+    is_node_file,
+    metadata_log_files,
+    other_cluster_reason,
+    other_cluster_warning,
+    split_metadata_log,
+)
 from kfmt.transforms.report import REPORT_NAME, make_report, report_bytes
 
 COPIED_LOG_DIR_FILES = ("meta.properties", BOOTSTRAP_CHECKPOINT)
@@ -102,13 +111,17 @@ class DirectoryPlan:
     log_dir: bool
     partitions: list[PartitionPlan]
     log_dir_files: list[LogDirFile]
+    other_cluster: str | None = None  # the warning that SRC's node files were left out (metadata_log)
 
     def warn_strays(self) -> None:
         """A warning for each partition written (or planned, in a dry run) that a KRaft broker would
-        set aside as a stray; called once the run succeeded, so that a failure stays one line."""
+        set aside as a stray, and one when SRC's node files were left out; called once the run
+        succeeded, so that a failure stays one line."""
         for p in self.partitions:
             if p.identity is not None and p.identity.warning:
                 warnings.warn(p.identity.warning, KfmtWarning, stacklevel=2)
+        if self.other_cluster:
+            warnings.warn(self.other_cluster, KfmtWarning, stacklevel=2)
 
     def identity_notes(self) -> list[str]:
         """What each partition's partition.metadata is (and a warning's text where it is a stray)."""
@@ -221,7 +234,14 @@ def plan_reindex(src_storage: Storage, src_path: str, dst_storage: Storage, dst_
     plans = [PartitionPlan(p, p.name if log_dir else "", log_starts.get((p.topic, p.partition), 0),
                            _skipped_files(p), segment_start(p, p.log_start_offset, log_dir),
                            target.identity(p)) for p in parts]
-    return DirectoryPlan(source, destination, log_dir, plans, log_dir_files)
+    why = log_dir and target.other_cluster(read_node_identity(src_storage, src_path), [p.identity for p in plans])
+    if not why:
+        return DirectoryPlan(source, destination, log_dir, plans, log_dir_files)
+    for f in log_dir_files:
+        if is_node_file(f.name):
+            f.action, f.reason = "skip", other_cluster_reason(why)
+    return DirectoryPlan(source, destination, log_dir, plans, log_dir_files,
+                         other_cluster_warning(destination, why))
 
 
 def _text(storage: Storage, path: str) -> str:
