@@ -25,7 +25,7 @@ from kfmt.storage.store import open_storage
 METADATA4 = REALKAFKA4 / "__cluster_metadata-0"
 SOURCE_ID = "q4Ft5cS2R8KbU1oQ3v9xZw"  # another cluster's id for the same topic
 COMMANDS = [("upgrade",), ("resegment", "--segment-bytes", "1048576"), ("recompress", "--compression", "zstd"),
-            ("compact",), ("retain",), ("reindex",)]
+            ("compact",), ("retain",), ("reindex",), ("salvage",)]
 
 
 def described(truth_file) -> dict[str, tuple[str, dict[int, list[int]]]]:
@@ -172,7 +172,7 @@ def node_warnings(result) -> list[str]:
     return [line for line in result.err.splitlines() if "meta.properties, bootstrap.checkpoint" in line]
 
 
-@pytest.mark.parametrize("command", [("reindex",), ("upgrade",), ("compact",)], ids=lambda c: c[0])
+@pytest.mark.parametrize("command", [("reindex",), ("upgrade",), ("compact",), ("salvage",)], ids=lambda c: c[0])
 def test_for_another_cluster_the_source_nodes_files_are_left_out_and_said(tmp_path, command):
     """Kafka refuses a log directory whose meta.properties names another cluster
     (MetaPropertiesEnsemble.verify) or a data directory holding __cluster_metadata-0: an output for
@@ -186,7 +186,7 @@ def test_for_another_cluster_the_source_nodes_files_are_left_out_and_said(tmp_pa
     [warning] = node_warnings(result)
     assert "cluster T3RoZXJDbHVzdGVySWQwMA" in warning and "kafka-storage.sh format" in warning
     left_out = [n for n in report["notes"] if "left out: the output is for another cluster" in n]
-    assert {n.split()[3].split("/")[0] for n in left_out} == set(NODE_FILES)
+    assert all(any(name in n for n in left_out) for name in NODE_FILES)
 
 
 def test_for_the_same_cluster_the_node_files_are_carried(tmp_path):
@@ -232,6 +232,18 @@ def test_verify_notes_the_partitions_a_broker_of_the_cluster_would_set_aside(tmp
     other = json.loads(run_kfmt("verify", logs / "d4-txa-0", "--format", "json", "--cluster-metadata",
                                 REALKAFKA / "_internal").out)
     assert [p["check"] for p in other["problems"] if p["check"] == "stray"] == ["stray"]
+
+
+def test_verify_notes_a_log_directory_of_another_cluster(tmp_path):
+    logs = log_directory(tmp_path)
+    for cluster_id, notes in (("T3RoZXJDbHVzdGVySWQwMA", 1), (None, 0)):
+        target = target_metadata(tmp_path / str(notes), cluster_id or
+                                 re.search(r"cluster\.id=(\S+)", (logs / "meta.properties").read_text())[1])
+        found = json.loads(run_kfmt("verify", logs, "--format", "json", "--cluster-metadata", target).out)
+        noted = [p for p in found["problems"] if p["check"] == "cluster-id"]
+        assert len(noted) == notes and found["summary"]["ok"]
+        assert all("T3RoZXJDbHVzdGVySWQwMA" in p["message"] and p["file"].endswith("meta.properties")
+                   for p in noted)
 
 
 # --- Kafka 4.x topic configs -------------------------------------------------------------------
