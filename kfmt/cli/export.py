@@ -2,7 +2,13 @@
 ones, in Hive-style topic=/partition=/ directories (kfmt.transforms.export, docs/export.md)."""
 from __future__ import annotations
 
-from kfmt.cli._common import add_include_deleted_argument, add_progress_argument, add_storage_arguments
+from kfmt.cli._common import (
+    add_include_deleted_argument,
+    add_progress_argument,
+    add_storage_arguments,
+    add_typing_arguments,
+    typing_arguments,
+)
 from kfmt.cli._transform import add_master_argument, print_outcome, run_arguments
 from kfmt.defaults import DEFAULT_SPLIT_BYTES, DEFAULT_TARGET_FILE_BYTES
 from kfmt.errors import UsageError
@@ -46,6 +52,7 @@ def add_arguments(p):
     p.add_argument("--include-control", action="store_true",
                    help="also export control records (transaction markers)")
     add_include_deleted_argument(p)
+    add_typing_arguments(p)
     p.add_argument("--max-bytes-per-task", type=int, default=DEFAULT_SPLIT_BYTES, metavar="N",
                    help="bytes of log per task: bigger segments are cut at batch boundaries, smaller "
                         f"consecutive ones share a task (default {DEFAULT_SPLIT_BYTES})")
@@ -68,7 +75,8 @@ def run(args) -> int:
                     max_bytes_per_task=args.max_bytes_per_task,
                     target_file_size=args.target_file_size, append=args.append,
                     iceberg_catalog=args.iceberg_catalog, iceberg_table=args.iceberg_table,
-                    iceberg_properties=_properties(args.iceberg_property), **run_arguments(args))
+                    iceberg_properties=_properties(args.iceberg_property), **typing_arguments(args),
+                    **run_arguments(args))
     plan = result.plan
 
     def summary(r: dict) -> str:

@@ -44,7 +44,9 @@ class Binding:
     side: str  # "key" or "value"
     schemas: object = None  # kfmt.rows.schemas.Schemas, or None when no schema source is in reach
     options: dict = field(default_factory=dict)
-    sample: pa.Array | None = None  # the first stored values of the topic (formats that infer a type)
+    # () -> pa.Array: the first stored keys or values of the topic (for a format that needs to look
+    # at the data to choose its type), or None
+    sampler: object = None
 
     @property
     def subject(self) -> str:

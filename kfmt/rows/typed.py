@@ -134,10 +134,15 @@ class TopicTyping:
               ) -> tuple[pa.RecordBatch, pa.RecordBatch | None]:
         """(the rows decoded, the dead-letter rows of what did not decode or None)."""
         columns = {name: rows.column(name) for name in rows.schema.names}
+        control = np.asarray(rows.column("is_control").to_numpy(zero_copy_only=False), dtype=bool)
         dead = []
         for side, decoder in self.decoders.items():
             decoded = decoder.decode(rows.column(side))
             columns[side] = decoded.column
+            if control.any() and len(decoded.failed):  # a control record's key is Kafka's, not the topic's
+                keep = ~control[decoded.failed]
+                decoded.reasons = [r for r, k in zip(decoded.reasons, keep) if k]
+                decoded.failed = decoded.failed[keep]
             if len(decoded.failed):
                 if tally is not None:
                     tally.failed[side] = tally.failed.get(side, 0) + len(decoded.failed)
@@ -175,13 +180,20 @@ def _dead_letters(rows: pa.RecordBatch, side: str, fmt: str, decoded) -> pa.Reco
          schema_ids, pa.array(decoded.reasons, pa.string())], schema=DEAD_LETTER_SCHEMA)
 
 
-def bind_typing(options: TypingOptions, topics, src: str | None = None,
+SAMPLE_ROWS = 1000
+
+
+def bind_typing(options: TypingOptions, parts, src: str | None = None,
                 storage_options: dict | None = None) -> dict:
-    """topic -> TopicTyping for the topics some format other than raw decodes (on the driver)."""
+    """topic -> TopicTyping for the topics of `parts` (PartitionDirs) some format other than raw
+    decodes (on the driver)."""
     if not options.active:
         return {}
+    first = {}
+    for part in parts:
+        first.setdefault(part.topic, part)
     wanted = {t: {"key": choose(options.key_formats, t), "value": choose(options.value_formats, t)}
-              for t in sorted(set(topics))}
+              for t in sorted(first)}
     schemas = None
     if any(name != RAW for sides in wanted.values() for name in sides.values()):
         from kfmt.rows.schemas.sources import open_schemas
@@ -195,8 +207,23 @@ def bind_typing(options: TypingOptions, topics, src: str | None = None,
                 continue
             fmt = value_format(name)
             given = dict(options.key_options if side == "key" else options.value_options)
-            binding = Binding(topic, side, schemas, check_options(fmt, given))
+            binding = Binding(topic, side, schemas, check_options(fmt, given),
+                              lambda part=first[topic], side=side: _sample(part, side))
             decoders[side], formats[side] = fmt.bind(binding), name
         if decoders or options.keep_raw:
             out[topic] = TopicTyping(topic, formats, decoders, options.on_decode_error, options.keep_raw)
     return out
+
+
+def _sample(part, side: str) -> pa.Array:
+    """The first SAMPLE_ROWS keys or values of a partition (from its log start offset)."""
+    from kfmt.rows.ranges import Selection, plan_ranges, read_range
+
+    pieces, n = [], 0
+    for rng in plan_ranges(part):
+        for rows in read_range(rng, Selection(), None, rows_per_chunk=SAMPLE_ROWS):
+            pieces.append(rows.column(side))
+            n += len(pieces[-1])
+            if n >= SAMPLE_ROWS:
+                return pa.concat_arrays(pieces).slice(0, SAMPLE_ROWS)
+    return pa.concat_arrays(pieces) if pieces else pa.array([], pa.binary())

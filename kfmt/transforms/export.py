@@ -48,6 +48,7 @@ from kfmt.transforms.export_job import (  # noqa: F401
     ExportOptions,
     ExportPlan,
     _notes,
+    decode_report,
     hive_value,
     plan_export,
     run_export_job,
@@ -92,10 +93,13 @@ def export(src: str, dst: str, *, src_options: dict | None = None, dst_options: 
         job = run_export_job(plan, out.target(), dst_storage, dst_path, master, progress)
         for files in job.files:
             out.adopt(files)
+        decoding, decode_notes = decode_report(plan, job.decode)
         report = make_report("export", plan.source, plan.destination,
                              {**options.to_json(), "topic": topic, "partition": partition,
                               "master": master}, job.inputs, job.outputs, out.files,
-                             _notes(plan, job.inputs) + job.tails)
+                             _notes(plan, job.inputs) + job.tails + decode_notes)
+        if decoding:
+            report["decoding"] = decoding
         report["engine"] = job.engine.to_json()
         report["duration_ms"] = round((time.monotonic() - started) * 1000)
         out.write(REPORT_NAME, report_bytes(report))

@@ -23,12 +23,14 @@ from kfmt.plugin.hookspecs import hookimpl
 AVRO, PROTOBUF, JSON = "AVRO", "PROTOBUF", "JSON"
 SUBJECT_OPTION = FormatOption("subject", "the registry subject whose versions make the table type "
                                          "(default: TOPIC-key / TOPIC-value)")
+MESSAGE_OPTION = FormatOption("message", "Protobuf: the message of the table, when the schema defines "
+                                         "several (default: the one the topic's first records name)")
 
 
 class WriterSchema:
     """One registered schema ready to decode payloads: its Arrow type and a decode function."""
 
-    def __init__(self, schemas, schema):
+    def __init__(self, schemas, schema, message: str | None = None):
         self.id = schema.id
         self.kind = schema.schema_type
         refs = schemas.references_of(schema)
@@ -44,7 +46,7 @@ class WriterSchema:
         elif self.kind == PROTOBUF:
             from kfmt.default_plugins.values.protobuf_values import ProtoSchema
 
-            self.proto = ProtoSchema(schema, refs)
+            self.proto = ProtoSchema(schema, refs, message)
             self.arrow = self.proto.arrow
         else:
             raise ValueError(f"unknown schema type {self.kind}")
@@ -64,9 +66,11 @@ class WriterSchema:
 class RegistryDecoder:
     """Decodes Confluent-framed values (or single-object Avro, `fingerprints` given) by schema id."""
 
-    def __init__(self, schemas, arrow_type: pa.DataType, kinds: tuple, fingerprints: dict | None = None):
+    def __init__(self, schemas, arrow_type: pa.DataType, kinds: tuple, fingerprints: dict | None = None,
+                 message: str | None = None):
         self.schemas, self.arrow_type, self.kinds = schemas, arrow_type, kinds
         self.fingerprints = fingerprints  # fingerprint -> schema id (avro-single)
+        self.message = message  # the Protobuf message of the table (full name)
         self._writers: dict = {}
 
     def __getstate__(self):
@@ -75,7 +79,7 @@ class RegistryDecoder:
     def writer(self, schema_id: int) -> WriterSchema | str:
         """The writer schema of an id, or why there is none."""
         if schema_id not in self._writers:
-            self._writers[schema_id] = _writer_or_reason(self.schemas, schema_id, self.kinds)
+            self._writers[schema_id] = _writer_or_reason(self.schemas, schema_id, self.kinds, self.message)
         return self._writers[schema_id]
 
     def decode(self, data: pa.Array) -> Decoded:
@@ -124,14 +128,15 @@ class RegistryDecoder:
         return ids, framing.SINGLE_OBJECT_HEADER, reasons
 
 
-def _writer_or_reason(schemas, schema_id: int, kinds: tuple) -> WriterSchema | str:
+def _writer_or_reason(schemas, schema_id: int, kinds: tuple, message: str | None = None
+                      ) -> WriterSchema | str:
     schema = schemas.get(schema_id)
     if schema is None:
         return f"schema id {schema_id} is not in {schemas.where}"
     if schema.schema_type not in kinds:
         return f"schema id {schema_id} is a {schema.schema_type} schema, not {' or '.join(kinds)}"
     try:
-        return WriterSchema(schemas, schema)
+        return WriterSchema(schemas, schema, message)
     except (ValueError, KeyError, TypeError, UsageError) as err:
         return f"schema id {schema_id} cannot be used: {err}"
 
@@ -150,9 +155,9 @@ def _assemble(n: int, arrow: pa.DataType, pieces: list, failed: dict, ids: np.nd
     return Decoded(whole, np.asarray(order, np.int64), [failed[r] for r in order], ids)
 
 
-def table_type(binding, kinds: tuple) -> tuple[pa.DataType, object]:
+def table_type(binding, kinds: tuple) -> tuple[pa.DataType, object, str | None]:
     """The table type of the binding's subject: every version's type merged, oldest first. Returns
-    (type, schemas)."""
+    (type, schemas, the Protobuf message of the table or None)."""
     from kfmt.default_plugins.values.evolution import Incompatible, merge
 
     schemas = _schemas_of(binding)
@@ -160,9 +165,10 @@ def table_type(binding, kinds: tuple) -> tuple[pa.DataType, object]:
     if not ids:
         raise UsageError(f"{binding.topic}: no subject {binding.subject!r} in {schemas.where} (name the "
                          f"subject with --{binding.side}-format-option subject=NAME)")
+    message = binding.options.get("message") or _sampled_message(binding, schemas, ids, kinds)
     merged, first = None, None
     for schema_id in ids:
-        writer = _writer_or_reason(schemas, schema_id, kinds)
+        writer = _writer_or_reason(schemas, schema_id, kinds, message)
         if isinstance(writer, str):
             raise UsageError(f"{binding.topic}: subject {binding.subject!r}: {writer}")
         try:
@@ -171,7 +177,33 @@ def table_type(binding, kinds: tuple) -> tuple[pa.DataType, object]:
             raise UsageError(f"{binding.topic}: schema ids {first} and {schema_id} of subject "
                              f"{binding.subject!r} cannot share one table ({err})") from None
         first = schema_id if first is None else first
-    return merged, schemas
+    return merged, schemas, message
+
+
+def _sampled_message(binding, schemas, ids: list, kinds: tuple) -> str | None:
+    """The Protobuf message a topic's records are written with, when its schema defines several: the
+    one the first framed records of the topic name (their message indexes)."""
+    from kfmt.default_plugins.values import framing
+
+    if PROTOBUF not in kinds or binding.sampler is None:
+        return None
+    sample = binding.sampler()
+    col = framing.Column(sample)
+    found, _ = framing.confluent_ids(col)
+    for row in range(col.n):
+        if found[row] not in ids:
+            continue
+        writer = _writer_or_reason(schemas, int(found[row]), kinds)
+        if isinstance(writer, str) or writer.kind != PROTOBUF or len(writer.proto.messages) == 1:
+            return None
+        from kfmt.default_plugins.values.protobuf_values import _message_indexes
+
+        try:
+            indexes, _ = _message_indexes(col.payloads(np.array([row]), framing.CONFLUENT_HEADER)[0])
+            return writer.proto.with_indexes(indexes).full_name
+        except (ValueError, IndexError):
+            continue
+    return None
 
 
 def _schemas_of(binding):
@@ -184,11 +216,11 @@ def _schemas_of(binding):
 
 class _Framed:
     kinds: tuple = ()
-    options = (SUBJECT_OPTION,)
+    options = (SUBJECT_OPTION, MESSAGE_OPTION)
 
     def bind(self, binding):
-        arrow, schemas = table_type(binding, self.kinds)
-        return RegistryDecoder(schemas, arrow, self.kinds)
+        arrow, schemas, message = table_type(binding, self.kinds)
+        return RegistryDecoder(schemas, arrow, self.kinds, message=message)
 
 
 class Avro(_Framed):
@@ -221,7 +253,7 @@ class AvroSingle:
     description = "Avro single-object encoding (C3 01 and the schema's CRC-64-AVRO fingerprint)"
 
     def bind(self, binding):
-        arrow, schemas = table_type(binding, (AVRO,))
+        arrow, schemas, _ = table_type(binding, (AVRO,))
         return RegistryDecoder(schemas, arrow, (AVRO,), avro_fingerprints(schemas, binding.subject))
 
 
