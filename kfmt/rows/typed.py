@@ -227,3 +227,34 @@ def _sample(part, side: str) -> pa.Array:
             if n >= SAMPLE_ROWS:
                 return pa.concat_arrays(pieces).slice(0, SAMPLE_ROWS)
     return pa.concat_arrays(pieces) if pieces else pa.array([], pa.binary())
+
+
+def plain_values(column: pa.Array) -> list:
+    """A decoded column as JSON values, rendered as the registry's deserializers render them
+    (docs/typed-export.md): decimals as strings with their scale, dates and times ISO-8601 (UTC
+    timestamps with 6 fractional digits and Z), bytes base64, maps as objects."""
+    return [_plain(v) for v in column.to_pylist(maps_as_pydicts="strict")]
+
+
+def _plain(value):
+    import base64
+    import datetime
+    import decimal
+
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is not None:
+            return value.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        return value.isoformat()
+    if isinstance(value, (datetime.date, datetime.time)):
+        return value.isoformat()
+    if isinstance(value, datetime.timedelta):
+        return value.total_seconds()
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    return value

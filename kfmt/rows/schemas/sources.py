@@ -8,6 +8,7 @@
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 from kfmt.errors import UsageError
@@ -33,6 +34,10 @@ def open_schemas(source: str | None, src: str | None = None, storage_options: di
     if where is None:
         return None
     found = _from_storage(where, storage_options, explicit=source is not None)
+    if found is None and source is None:  # a partition directory: its log directory may hold _schemas
+        parent = where.rstrip("/").rpartition("/")[0]
+        if parent:
+            found = _from_storage(parent, storage_options, explicit=False)
     if found is None and source is not None:
         raise UsageError(f"{source}: neither a schema registry URL, a schema directory (schemas.json) "
                          f"nor a {_topic()} partition or a log directory holding one")
@@ -59,7 +64,9 @@ def _from_storage(where: str, storage_options: dict | None, explicit: bool) -> S
     if storage.exists(storage.join(path, MAPPING)):
         return schemas_from_directory(storage, path)
     try:
-        parts = [p for p in find_partitions(storage, path, SCHEMAS_TOPIC) if p.topic == SCHEMAS_TOPIC]
+        with warnings.catch_warnings():  # about the other directories: the command says them itself
+            warnings.simplefilter("ignore")
+            parts = [p for p in find_partitions(storage, path, SCHEMAS_TOPIC) if p.topic == SCHEMAS_TOPIC]
     except UsageError:
         parts = []
     if not parts:
