@@ -32,6 +32,7 @@ from kfmt.partition.layout import PartitionDir, find_partitions
 from kfmt.partition.reader import PartitionReader
 from kfmt.rows.columns import EXPORT_SCHEMA
 from kfmt.rows.ranges import ROWS_PER_CHUNK, Selection, plan_ranges, read_range
+from kfmt.rows.schemas.sources import RegistryAuth
 from kfmt.rows.typed import TypingOptions, bind_typing
 from kfmt.storage.store import open_storage
 
@@ -79,13 +80,15 @@ class Log:
              include_deleted: bool = False, batch_rows: int = ROWS_PER_CHUNK,
              key_format=None, value_format=None, key_format_options: dict | None = None,
              value_format_options: dict | None = None, schemas: str | None = None,
+             schema_registry_auth: str | None = None, schema_registry_token: str | None = None,
              on_decode_error: str = "skip", keep_raw: bool = False) -> pa.RecordBatchReader:
         """The selected records of every partition, partition after partition in (topic, partition)
         order, each in offset order (see the module's description of the selection).
 
         `key_format` / `value_format`: a value format name or a list of `TOPIC_GLOB:NAME`
         (kfmt.rows.typed, docs/typed-export.md) to get keys and values decoded; `schemas` where their
-        schemas are (default: the log directory's `_schemas` partition); a value that does not decode
+        schemas are (default: the log directory's `_schemas` partition; a registry URL takes
+        `schema_registry_auth="user:password"` or a bearer `schema_registry_token`); a value that does not decode
         is null (`on_decode_error="fail"` raises instead). Topics with different types need separate
         reads: the stream has one schema."""
         if isolation not in ISOLATION_LEVELS:
@@ -98,6 +101,7 @@ class Log:
                    for rows in self._partition_rows(part, bounds, selection, batch_rows))
         typing = TypingOptions.of(key_format, value_format, key_options=key_format_options,
                                   value_options=value_format_options, schemas=schemas,
+                                  registry_auth=RegistryAuth(schema_registry_auth, schema_registry_token),
                                   on_decode_error=on_decode_error, keep_raw=keep_raw)
         if not typing.active:
             return pa.RecordBatchReader.from_batches(EXPORT_SCHEMA, batches)

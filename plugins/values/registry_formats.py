@@ -271,7 +271,8 @@ def avro_fingerprints(schemas, subject: str) -> dict:
         for _, ref in schemas.references_of(schema):
             parse_schema(json.loads(ref.text), named_schemas=named)
         canonical = to_parsing_canonical_form(parse_schema(json.loads(schema.text), named_schemas=named))
-        value = int.from_bytes(bytes.fromhex(fingerprint(canonical, "CRC-64-AVRO")), "big")
+        # fastavro gives the fingerprint's bytes as the encoding writes them: little-endian
+        value = int.from_bytes(bytes.fromhex(fingerprint(canonical, "CRC-64-AVRO")), "little")
         out[value] = schema_id
     return out
 
