@@ -23,12 +23,16 @@ from kfmt.rows.exporters import exporters
 from kfmt.rows.ranges import RangeTally, read_range
 from kfmt.storage.store import Storage
 from kfmt.transforms.export_append import lost_warning, make_resume
+from kfmt.rows.typed import DecodeTally
 from kfmt.transforms.export_job import (
+    DEAD_LETTER_DIR,
     ExportOptions,
     ExportPlan,
     _high_water_mark,
     _input_summary,
     _transaction_outcomes,
+    decode_report,
+    hive_value,
     plan_export,
 )
 from kfmt.transforms.export_state import SHAPING_OPTIONS
@@ -63,8 +67,10 @@ def table_export(src_storage: Storage, src_path: str, dst_storage: Storage, dst_
         return plan, None
     outcomes = _transaction_outcomes(plan, "inprocess", progress)
     tallies = [RangeTally() for _ in plan.partitions]
-    chunks = _chunks(plan, outcomes, tallies)
-    written = sink.write(chunks, EXPORT_SCHEMA)
+    schema = table_schema(plan)
+    dead = TableDeadLetters(plan, dst_storage, dst_path) if plan.typing else None
+    chunks = _chunks(plan, outcomes, tallies, schema, dead)
+    written = sink.write(chunks, schema)
     new_marks = dict(marks)
     for p, tally, outcome in zip(plan.partitions, tallies, outcomes):
         mark = _high_water_mark(p, tally, outcome)
@@ -89,11 +95,62 @@ def table_export(src_storage: Storage, src_path: str, dst_storage: Storage, dst_
     report["table"] = committed
     report["high_water_marks"] = [{"topic": t, "partition": n, "next_offset": m}
                                   for (t, n), m in sorted(new_marks.items())]
+    if dead is not None:
+        decoding, notes = decode_report(plan, dead.decode)
+        report["decoding"] = decoding
+        report["notes"] = report.get("notes", []) + notes + dead.notes()
     report["duration_ms"] = round((time.monotonic() - started) * 1000)
     return plan, report
 
 
-def _chunks(plan: ExportPlan, outcomes, tallies):
+def table_schema(plan: ExportPlan) -> pa.Schema:
+    """The table's rows: the export schema, with keys and values decoded where the run decodes them
+    (one table: every topic of the run must decode to the same types)."""
+    schemas = {plan.typing[p.part.topic].schema(EXPORT_SCHEMA) if p.part.topic in plan.typing
+               else EXPORT_SCHEMA for p in plan.partitions}
+    if len(schemas) > 1:
+        raise UsageError("the topics exported decode to different types, and a table has one schema: "
+                         "export them into one table each (--topic, --iceberg-table)")
+    return schemas.pop() if schemas else EXPORT_SCHEMA
+
+
+class TableDeadLetters:
+    """Dead letters of a table export: Parquet files under DST/_errors/, written before the table's
+    commit (a run that fails leaves them without a table commit naming them)."""
+
+    def __init__(self, plan: ExportPlan, storage: Storage, root: str):
+        self.plan, self.storage, self.root = plan, storage, root
+        self.decode: dict = {}
+        self.files: list[str] = []
+
+    def split(self, part, rows: pa.RecordBatch) -> pa.RecordBatch:
+        typing = self.plan.typing.get(part.topic)
+        if typing is None:
+            return rows
+        tally = self.decode.setdefault((part.topic, part.partition), DecodeTally())
+        typed, dead = typing.apply(rows, tally)
+        if dead is not None:
+            tally.dead_letters += dead.num_rows
+            self._write(part, rows.column("offset")[0].as_py(), dead)
+        return typed
+
+    def _write(self, part, first_offset: int, dead: pa.RecordBatch) -> None:
+        import pyarrow.parquet as pq
+
+        rel = f"{DEAD_LETTER_DIR}/topic={hive_value(part.topic)}/partition={part.partition}"
+        directory = self.storage.join(self.root, *rel.split("/"))
+        self.storage.makedirs(directory)
+        path = self.storage.join(directory, f"part-o{first_offset:020d}.parquet")
+        sink = pa.BufferOutputStream()
+        pq.write_table(pa.Table.from_batches([dead]), sink)
+        self.storage.write(path, sink.getvalue().to_pybytes())
+        self.files.append(self.storage.url_of(path))
+
+    def notes(self) -> list[str]:
+        return [f"dead letters written to {f}" for f in self.files]
+
+
+def _chunks(plan: ExportPlan, outcomes, tallies, schema: pa.Schema = EXPORT_SCHEMA, dead=None):
     """pa.Tables of export rows, about --target-file-size bytes of Arrow data each, one partition at
     a time (so that each data file holds one partition's rows)."""
     limit = plan.options.target_file_bytes
@@ -103,11 +160,13 @@ def _chunks(plan: ExportPlan, outcomes, tallies):
         for rng in p.ranges:
             part_tally = RangeTally()
             for rows in read_range(rng, selection, outcome, part_tally):
+                if dead is not None:
+                    rows = dead.split(p.part, rows)
                 gathered.append(rows)
                 size += rows.nbytes
                 if size >= limit:
-                    yield pa.Table.from_batches(gathered, EXPORT_SCHEMA)
+                    yield pa.Table.from_batches(gathered, schema)
                     gathered, size = [], 0
             tally.merge(part_tally)
         if gathered:
-            yield pa.Table.from_batches(gathered, EXPORT_SCHEMA)
+            yield pa.Table.from_batches(gathered, schema)

@@ -125,13 +125,18 @@ class IcebergSink:
                 spec.add_field("timestamp", DayTransform(), "timestamp_day")
         else:
             self._tx = self.table.transaction()
+            if not schema_to_pyarrow(self.table.schema()).equals(schema, check_metadata=False):
+                # typed rows of newer schema versions (docs/typed-export.md): the table's schema
+                # evolves in the same commit, by Iceberg's rules (added optional fields, promotions)
+                with self._tx.update_schema() as update:
+                    update.union_by_name(schema)
         tx = self._tx
         arrow_schema = schema_to_pyarrow(tx.table_metadata.schema())
         counter, write_uuid = itertools.count(0), uuid.uuid4()
         self._data_files = []
         for chunk in chunks:
             # pyiceberg's data file writer, as Transaction.append uses it (split by partition value)
-            self._data_files += _dataframe_to_data_files(tx.table_metadata, chunk.cast(arrow_schema),
+            self._data_files += _dataframe_to_data_files(tx.table_metadata, _as_table(chunk, arrow_schema),
                                                          tx._table.io, write_uuid, counter)
         return {"data_files": len(self._data_files),
                 "records": sum(f.record_count for f in self._data_files)}
@@ -152,6 +157,25 @@ class IcebergSink:
         return {"table": self.identifier, "snapshot_id": snapshot.snapshot_id,
                 "data_files": len(self._data_files),
                 "records": sum(f.record_count for f in self._data_files)}
+
+
+def _as_table(chunk, arrow_schema):
+    """A chunk with the table's schema: a plain cast, or for typed rows whose fields the table holds in
+    another order or not at all (an evolved table), field by field by name."""
+    import pyarrow as pa
+
+    try:
+        return chunk.cast(arrow_schema)
+    except (ValueError, pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        from kfmt.default_plugins.values.evolution import conform
+
+        columns = []
+        for field in arrow_schema:
+            if field.name in chunk.column_names:
+                columns.append(conform(chunk.column(field.name).combine_chunks(), field.type))
+            else:
+                columns.append(pa.nulls(chunk.num_rows, field.type))
+        return pa.Table.from_arrays(columns, schema=arrow_schema)
 
 
 @hookimpl

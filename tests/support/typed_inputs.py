@@ -6,16 +6,17 @@ import json
 from pathlib import Path
 
 
-def write_partition(directory: Path, records: list[tuple[bytes | None, bytes | None]]) -> Path:
-    """A partition directory with one segment of one v2 batch per 50 records (kafka-python's
-    DefaultRecordBatchBuilder: not kfmt's encoder), offsets from 0."""
+def write_partition(directory: Path, records: list[tuple[bytes | None, bytes | None]],
+                    batch_records: int = 50) -> Path:
+    """A partition directory with one segment of one v2 batch per `batch_records` records
+    (kafka-python's DefaultRecordBatchBuilder: not kfmt's encoder), offsets from 0."""
     from kafka.record.default_records import DefaultRecordBatchBuilder
 
     directory.mkdir(parents=True, exist_ok=True)
     out = bytearray()
-    for start in range(0, len(records), 50):
+    for start in range(0, len(records), batch_records):
         builder = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 1 << 24)
-        for i, (key, value) in enumerate(records[start:start + 50]):
+        for i, (key, value) in enumerate(records[start:start + batch_records]):
             builder.append(i, 1_700_000_000_000 + start + i, key, value, [])
         batch = bytearray(builder.build())
         batch[0:8] = start.to_bytes(8, "big")  # the base offset a broker assigns
