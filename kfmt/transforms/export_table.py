@@ -21,9 +21,9 @@ from kfmt.errors import KfmtError, KfmtWarning, UsageError
 from kfmt.rows.columns import EXPORT_SCHEMA
 from kfmt.rows.exporters import exporters
 from kfmt.rows.ranges import RangeTally, read_range
-from kfmt.storage.store import Storage
-from kfmt.transforms.export_append import lost_warning, make_resume
 from kfmt.rows.typed import DecodeTally
+from kfmt.storage.store import Storage
+from kfmt.transforms.export_append import found_lost, lost_warning, make_resume
 from kfmt.transforms.export_job import (
     DEAD_LETTER_DIR,
     ExportOptions,
@@ -93,6 +93,7 @@ def table_export(src_storage: Storage, src_path: str, dst_storage: Storage, dst_
                           f"they were exported" for p in plan.partitions if p.lost is not None])
     report["totals"]["output_records"] = committed["records"]
     report["table"] = committed
+    report["lost"] = [loss.to_json() for loss in found_lost(plan)]
     report["high_water_marks"] = [{"topic": t, "partition": n, "next_offset": m}
                                   for (t, n), m in sorted(new_marks.items())]
     if dead is not None:

@@ -20,6 +20,8 @@ Log-directory files (docs/format.md §11), for a log-directory SRC:
   byte for byte when none is dropped). Offsets do not change, so their values stay valid; the log
   start offsets must not be lost (a lost one re-exposes deleted records), and they also decide which
   snapshots and leader epochs recovery keeps, so they are given to the companion builder.
+* `bootstrap.checkpoint` and the KRaft metadata log `__cluster_metadata-0/` are copied byte for byte
+  (kfmt.transforms.metadata_log).
 * `.kafka_cleanshutdown` is not copied: without it a broker recovers the directory on first load,
   validating every batch and rebuilding these same files (docs/format.md §17 item 9) instead of trusting them.
   `.lock` and anything else are left out too; the report lists what was skipped.
@@ -45,15 +47,19 @@ from kfmt.partition.layout import (
     PartitionDir,
     find_partitions,
     is_log_dir,
+    segment_file_name,
 )
+from kfmt.partition.log_start import first_kept_position, kept_segments, segment_start, segment_start_note
 from kfmt.partition.summary import PartitionSummary, PartitionTally
 from kfmt.pipelines.engine import Engine, choose_engine, is_process_local
 from kfmt.pipelines.runner import run_tasks
 from kfmt.storage.staging import StagedOutput, StagingTarget
 from kfmt.storage.store import Storage, open_storage
+from kfmt.transforms.metadata_log import BOOTSTRAP_CHECKPOINT, BOOTSTRAP_REASON, CARRIED, metadata_log_files
+from kfmt.transforms.metadata_log import split_metadata_log
 from kfmt.transforms.report import REPORT_NAME, make_report, report_bytes
 
-COPIED_LOG_DIR_FILES = ("meta.properties",)
+COPIED_LOG_DIR_FILES = ("meta.properties", BOOTSTRAP_CHECKPOINT)
 OFFSET_CHECKPOINTS = ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
                       "replication-offset-checkpoint", "cleaner-offset-checkpoint")
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
@@ -66,6 +72,9 @@ class PartitionPlan:
     rel: str  # its directory inside DST ('' when SRC is the partition directory itself)
     log_start_offset: int  # from SRC's log-start-offset-checkpoint; 0 when it has no entry
     skipped: list[str] = field(default_factory=list)  # files neither copied nor regenerated
+    # a partition-directory DST: the first segment begins here, named after the log start offset
+    # (kfmt.partition.log_start.segment_start); None: the segments as they are
+    segment_start: int | None = None
 
     def rel_path(self, name: str) -> str:
         return f"{self.rel}/{name}" if self.rel else name
@@ -127,13 +136,20 @@ def _skipped_files(part: PartitionDir) -> list[str]:
     return out
 
 
-def _log_dir_files(storage: Storage, path: str, parts: list[PartitionDir]) -> list[LogDirFile]:
+def _log_dir_files(storage: Storage, path: str, parts: list[PartitionDir],
+                   metadata: PartitionDir | None = None) -> list[LogDirFile]:
+    """What becomes of each entry of SRC's log directory besides the partitions transformed (the
+    KRaft metadata log `metadata`, when selected, is carried file by file: kfmt.transforms.metadata_log)."""
     names = {p.name for p in parts}
     out = []
     for info in storage.listdir(path):
         if info.is_dir:
-            if info.name not in names:
+            if metadata is not None and info.name == metadata.name:
+                out += [LogDirFile(rel, "copy", CARRIED) for rel in metadata_log_files(metadata)]
+            elif info.name not in names:
                 out.append(LogDirFile(info.name + "/", "skip", "not a selected partition directory"))
+        elif info.name == BOOTSTRAP_CHECKPOINT:
+            out.append(LogDirFile(info.name, "copy", BOOTSTRAP_REASON))
         elif info.name in COPIED_LOG_DIR_FILES:
             out.append(LogDirFile(info.name, "copy", "the broker and cluster identity of the log directory"))
         elif info.name in OFFSET_CHECKPOINTS:
@@ -169,16 +185,17 @@ def plan_reindex(src_storage: Storage, src_path: str, dst_storage: Storage, dst_
                  topic: str | None = None, partition: int | None = None) -> DirectoryPlan:
     parts, source, destination, log_dir = source_partitions(src_storage, src_path, dst_storage, dst_path,
                                                             topic, partition)
+    parts, metadata = split_metadata_log(parts, log_dir, src_storage, src_path)
     log_starts: dict = {}
     log_dir_files: list[LogDirFile] = []
     if log_dir:
-        log_dir_files = _log_dir_files(src_storage, src_path, parts)
+        log_dir_files = _log_dir_files(src_storage, src_path, parts, metadata)
         checkpoint = src_storage.join(src_path, LOG_START_OFFSET_CHECKPOINT)
         if src_storage.exists(checkpoint):
             log_starts = read_offset_checkpoint(_text(src_storage, checkpoint),
                                                 src_storage.url_of(checkpoint))
     plans = [PartitionPlan(p, p.name if log_dir else "", log_starts.get((p.topic, p.partition), 0),
-                           _skipped_files(p)) for p in parts]
+                           _skipped_files(p), segment_start(p, p.log_start_offset, log_dir)) for p in parts]
     return DirectoryPlan(source, destination, log_dir, plans, log_dir_files)
 
 
@@ -198,19 +215,24 @@ def reindex_partition(plan: PartitionPlan, out: StagedOutput, options: Companion
     tally = PartitionTally(PartitionSummary(storage.url_of(part.path), part.topic, part.partition))
     if plan.rel:
         out.makedirs(plan.rel)  # an empty partition directory stays one
-    for seg in part.segments:
+    segments = kept_segments(part, plan.segment_start)
+    for seg in segments:
         file = part.display(seg.log)
-        data = storage.map(seg.log.path)
+        data, base, name = storage.map(seg.log.path), seg.base_offset, seg.log.name
+        checked = storage.checked_sha256(seg.log.path)  # restore: the archive's object, checked whole
+        if seg is segments[0] and plan.segment_start is not None and plan.segment_start > base:
+            # the log start offset travels in the first segment's name: from the batch holding it
+            data = data[first_kept_position(data, file, plan.segment_start):]
+            base, name, checked = plan.segment_start, segment_file_name(plan.segment_start, "log"), None
         try:
-            builder.begin_segment(seg.base_offset)
+            builder.begin_segment(base)
         except DataError as err:
             raise err.located(file=file)
         tally.add_segment(len(data))
         tail = _check_segment(data, file, builder, tally)
-        checked = storage.checked_sha256(seg.log.path)  # restore: the archive's object, checked whole
         if tail.is_error:
             checked = None
-            if seg is not part.segments[-1]:
+            if seg is not segments[-1]:
                 raise tail.error(file)
             data = data[:tail.position]
             if notes is None:
@@ -218,7 +240,7 @@ def reindex_partition(plan: PartitionPlan, out: StagedOutput, options: Companion
             else:
                 notes.append(tail.recovery_message(file))
         companions = builder.end_segment()
-        out.write(plan.rel_path(seg.log.name), data, seg.log.mtime_ms, checked)
+        out.write(plan.rel_path(name), data, seg.log.mtime_ms, checked)
         for name, content in companions.files().items():
             out.write(plan.rel_path(name), content)
         if on_progress is not None:
@@ -429,5 +451,7 @@ def _notes(plan: DirectoryPlan) -> list[str]:
              "3.6's log recovery builds them; partition.metadata copied"]
     for p in plan.partitions:
         notes += [f"{p.part.name}: skipped {name}" for name in p.skipped]
+        if p.segment_start is not None:
+            notes.append(segment_start_note(p.part.name, p.segment_start))
     notes += [f"log directory: {f.action} {f.name} ({f.reason})" for f in plan.log_dir_files]
     return notes
