@@ -60,6 +60,10 @@ def add_arguments(p):
                    help="also export control records (transaction markers)")
     add_include_deleted_argument(p)
     add_typing_arguments(p)
+    p.add_argument("--mode", choices=("records", "upsert"), default="records",
+                   help="records: every record (default); upsert: a changelog as the table it describes, "
+                        "one row per key with its last value, tombstones removing keys (Parquet written "
+                        "whole; an Iceberg table replaced in one commit by --append)")
     p.add_argument("--max-bytes-per-task", type=int, default=DEFAULT_SPLIT_BYTES, metavar="N",
                    help="bytes of log per task: bigger segments are cut at batch boundaries, smaller "
                         f"consecutive ones share a task (default {DEFAULT_SPLIT_BYTES})")
@@ -83,7 +87,7 @@ def run(args) -> int:
                     max_bytes_per_task=args.max_bytes_per_task,
                     target_file_size=args.target_file_size, append=args.append,
                     iceberg_catalog=args.iceberg_catalog, iceberg_table=args.iceberg_table,
-                    iceberg_properties=_properties(args.iceberg_property), **typing_arguments(args),
+                    iceberg_properties=_properties(args.iceberg_property), mode=args.mode, **typing_arguments(args),
                     **run_arguments(args))
     plan = result.plan
 
@@ -96,7 +100,8 @@ def run(args) -> int:
         if r.get("written") is False:
             return (f"nothing new to export from {plan.source} since the last run: {r['destination']} "
                     f"left as it was ({r['duration_ms'] / 1000:.1f} s)")
-        files = sum(p["files"] for p in r["outputs"])
+        files = sum(p["files"] for p in r["outputs"]) if r["outputs"] else sum(
+            1 for name in r.get("files", {}) if not name.startswith("_"))  # --mode upsert
         return (f"exported {r['totals']['output_records']} records of {r['totals']['partitions']} "
                 f"partition(s) into {files} {args.format} file(s) in {plan.destination} "
                 f"({r['duration_ms'] / 1000:.1f} s{engine_note(r)}){summary_suffix(r.get('lost', []))}")

@@ -59,6 +59,7 @@ class ExportOptions:
     target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES  # a part file is closed once this big
     include_deleted: bool = False  # also the records below each partition's log start offset
     typing: TypingOptions = TypingOptions()  # how keys and values are decoded (kfmt.rows.typed)
+    mode: str = "records"  # or "upsert": one row per key (kfmt.transforms.export_upsert)
 
     def __post_init__(self):
         known = exporters()
@@ -73,6 +74,8 @@ class ExportOptions:
             raise UsageError(f"the split size must be positive, not {self.split_bytes}")
         if self.target_file_bytes <= 0:
             raise UsageError(f"the target file size must be positive, not {self.target_file_bytes}")
+        if self.mode not in ("records", "upsert"):
+            raise UsageError(f"unknown export mode {self.mode!r} (records or upsert)")
         if self.typing.active and self.format == "jsonl":
             raise UsageError("--key-format/--value-format write typed columns: export them to parquet "
                              "or iceberg (jsonl keeps the stored bytes only)")
@@ -96,7 +99,8 @@ class ExportOptions:
                 "include_control": self.include_control, "isolation": self.isolation,
                 "split_bytes": self.split_bytes, "target_file_bytes": self.target_file_bytes,
                 "include_deleted": self.include_deleted,
-                **({"typing": self.typing.to_json()} if self.typing.active else {})}
+                **({"typing": self.typing.to_json()} if self.typing.active else {}),
+                **({"mode": self.mode} if self.mode != "records" else {})}
 
 
 # --- the plan -------------------------------------------------------------------------------------

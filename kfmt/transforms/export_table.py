@@ -24,6 +24,7 @@ from kfmt.rows.ranges import RangeTally, read_range
 from kfmt.rows.typed import DecodeTally
 from kfmt.storage.store import Storage
 from kfmt.transforms.export_append import found_lost, lost_warning, make_resume
+from kfmt.transforms.export_upsert import latest_rows
 from kfmt.transforms.export_job import (
     DEAD_LETTER_DIR,
     ExportOptions,
@@ -58,7 +59,7 @@ def table_export(src_storage: Storage, src_path: str, dst_storage: Storage, dst_
             if stored.get(key) != mine[key]:
                 raise UsageError(f"{sink.description}: the table was exported with "
                                  f"{key.replace('_', '-')} {stored.get(key)}; --append must use the same")
-        resume = make_resume(marks)
+        resume = make_resume(marks) if options.mode != "upsert" else None  # upsert: the whole topic again
     plan = plan_export(src_storage, src_path, dst_storage, dst_path, options, topic, partition, resume)
     for p in plan.partitions:
         if p.lost is not None:
@@ -69,7 +70,12 @@ def table_export(src_storage: Storage, src_path: str, dst_storage: Storage, dst_
     tallies = [RangeTally() for _ in plan.partitions]
     schema = table_schema(plan)
     dead = TableDeadLetters(plan, dst_storage, dst_path) if plan.typing else None
-    chunks = _chunks(plan, outcomes, tallies, schema, dead)
+    if options.mode == "upsert":  # the table replaced by the topic's live rows, in the same commit
+        live, tallies, upsert_decode = latest_rows(plan, progress)
+        chunks = [t.cast(schema) if t.num_rows else t for t in live.values()]
+        sink.replace = True
+    else:
+        chunks = _chunks(plan, outcomes, tallies, schema, dead)
     written = sink.write(chunks, schema)
     new_marks = dict(marks)
     for p, tally, outcome in zip(plan.partitions, tallies, outcomes):
@@ -77,7 +83,8 @@ def table_export(src_storage: Storage, src_path: str, dst_storage: Storage, dst_
         if mark is not None:
             new_marks[(p.part.topic, p.part.partition)] = mark
     inputs = [_input_summary(p, t) for p, t in zip(plan.partitions, tallies)]
-    read_rows = sum(t.rows for t in tallies)
+    read_rows = sum(t.rows for t in tallies) if options.mode != "upsert" else sum(
+        t.num_rows for t in live.values())
     if written["records"] != read_rows:
         raise KfmtError(f"{sink.description}: {written['records']} rows were written into data files "
                         f"but {read_rows} read; nothing was committed")
@@ -96,7 +103,11 @@ def table_export(src_storage: Storage, src_path: str, dst_storage: Storage, dst_
     report["lost"] = [loss.to_json() for loss in found_lost(plan)]
     report["high_water_marks"] = [{"topic": t, "partition": n, "next_offset": m}
                                   for (t, n), m in sorted(new_marks.items())]
-    if dead is not None:
+    if options.mode == "upsert":
+        decoding, notes = decode_report(plan, {k: v for k, v in upsert_decode.items() if isinstance(k, tuple)})
+        report["decoding"] = decoding
+        report["notes"] = report.get("notes", []) + notes
+    elif dead is not None:
         decoding, notes = decode_report(plan, dead.decode)
         report["decoding"] = decoding
         report["notes"] = report.get("notes", []) + notes + dead.notes()

@@ -131,6 +131,10 @@ class IcebergSink:
                 with self._tx.update_schema() as update:
                     update.union_by_name(schema)
         tx = self._tx
+        if getattr(self, "replace", False) and self.table is not None:
+            from pyiceberg.expressions import AlwaysTrue
+
+            tx.delete(AlwaysTrue())  # a changelog's table replaced whole (kfmt export --mode upsert)
         arrow_schema = schema_to_pyarrow(tx.table_metadata.schema())
         counter, write_uuid = itertools.count(0), uuid.uuid4()
         self._data_files = []

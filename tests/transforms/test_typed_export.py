@@ -147,3 +147,24 @@ def test_a_format_without_schemas_is_refused(tmp_path):
 def test_unknown_format_is_a_usage_error(tmp_path):
     with pytest.raises(UsageError, match="unknown value format 'avroo'"):
         export(SCHEMAS_DEV, tmp_path / "out", value_format="avroo", master="inprocess")
+
+
+def test_upsert_is_the_latest_value_per_key(tmp_path):
+    """The compacted changelog topic as its table: exactly the truth's latest-per-key records."""
+    from support.schema_truth import latest_per_key
+
+    report = export(SCHEMAS_DEV, tmp_path / "out", topic="changelog-avro", mode="upsert", key_format="avro",
+                    value_format="avro", isolation="read_committed", master="inprocess")
+    rows = topic_rows(tmp_path / "out", "changelog-avro")
+    truth = sorted(latest_per_key("changelog-avro"), key=lambda t: t["offset"])
+    assert [(r["key"], r["offset"]) for r in rows] == [(t["key"], t["offset"]) for t in truth]
+    for row, want in zip(rows, truth):
+        assert same_json(rendered(row["value"]), want["value"])
+    assert report["totals"]["output_records"] == len(truth) == 57
+    assert report["totals"]["input_records"] == len(truth_records("changelog-avro"))
+
+
+def test_upsert_into_files_refuses_append(tmp_path):
+    with pytest.raises(UsageError, match="writes the whole table"):
+        export(SCHEMAS_DEV, tmp_path / "out", topic="changelog-avro", mode="upsert", append=True,
+               master="inprocess")

@@ -75,3 +75,27 @@ def test_append_evolves_the_table_schema(tmp_path):
     values = sorted(zip(table.column("offset").to_pylist(), table.column("value").to_pylist()))
     assert [v for _, v in values] == [{"n": i, "tag": None} for i in range(10)] + \
         [{"n": 2**40 + i, "tag": f"t{i}"} for i in range(5)]
+
+
+def test_upsert_replaces_the_table_with_the_topics_state(tmp_path):
+    from support.schema_truth import latest_per_key
+
+    from kfmt.errors import UsageError
+
+    logs, dst = tmp_path / "logs", tmp_path / "t"
+    schemas = schema_directory(tmp_path / "s", [{"id": 1, "subject": "c-value", "version": 1, "schema": V1}])
+    first = [(b"a", framed(1, V1, {"n": 1})), (b"b", framed(1, V1, {"n": 2})), (b"a", framed(1, V1, {"n": 3}))]
+    write_partition(logs / "c-0", first, batch_records=3)
+    export(logs, dst, format="iceberg", mode="upsert", value_format="avro", schemas=str(schemas))
+    assert sorted((r["key"], r["value"]["n"]) for r in scan(dst).to_pylist()) == [(b"a", 3), (b"b", 2)]
+    later = [(b"b", None), (b"c", framed(1, V1, {"n": 4}))]  # a tombstone removes b
+    write_partition(logs / "c-0", first + later, batch_records=3)
+    with pytest.raises(UsageError, match="--append"):
+        export(logs, dst, format="iceberg", mode="upsert", value_format="avro", schemas=str(schemas))
+    export(logs, dst, format="iceberg", mode="upsert", value_format="avro", schemas=str(schemas), append=True)
+    assert sorted((r["key"], r["value"]["n"]) for r in scan(dst).to_pylist()) == [(b"a", 3), (b"c", 4)]
+    # and the corpus's compacted changelog equals its latest-per-key truth
+    export(SCHEMAS_DEV, tmp_path / "cl", format="iceberg", mode="upsert", topic="changelog-avro",
+           key_format="avro", value_format="avro", isolation="read_committed")
+    got = sorted((r["key"], r["offset"]) for r in scan(tmp_path / "cl").to_pylist())
+    assert got == sorted((t["key"], t["offset"]) for t in latest_per_key("changelog-avro"))
