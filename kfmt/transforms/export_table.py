@@ -24,6 +24,7 @@ from kfmt.rows.ranges import RangeTally, read_range
 from kfmt.rows.typed import DecodeTally
 from kfmt.storage.store import Storage
 from kfmt.transforms.export_append import found_lost, lost_warning, make_resume
+from kfmt.transforms.export_backfill import Backfill
 from kfmt.transforms.export_upsert import latest_rows
 from kfmt.transforms.export_job import (
     DEAD_LETTER_DIR,
@@ -52,6 +53,12 @@ def table_export(src_storage: Storage, src_path: str, dst_storage: Storage, dst_
     mine = {k: (list(v) if isinstance(v, tuple) else v) for k, v in options.to_json().items()
             if k in TABLE_OPTIONS}
     resume = None
+    backfill = Backfill.of(sink, stored)  # below a live feed's rows (kfmt.transforms.export_backfill)
+    if stored is not None and stored.get("foreign"):
+        if not append:
+            raise UsageError(f"{sink.description}: the table exists and was not written by kfmt: "
+                             f"--append backfills it below the offsets it holds")
+        stored, marks = None, {}
     if stored is not None:
         if not append:
             raise UsageError(f"{sink.description}: the table exists; --append adds to it")
@@ -75,16 +82,20 @@ def table_export(src_storage: Storage, src_path: str, dst_storage: Storage, dst_
         chunks = [t.cast(schema) if t.num_rows else t for t in live.values()]
         sink.replace = True
     else:
-        chunks = _chunks(plan, outcomes, tallies, schema, dead)
+        chunks = _chunks(plan, outcomes, tallies, schema, dead, backfill)
     written = sink.write(chunks, schema)
     new_marks = dict(marks)
     for p, tally, outcome in zip(plan.partitions, tallies, outcomes):
         mark = _high_water_mark(p, tally, outcome)
+        if backfill is not None:
+            mark = backfill.mark(p.part, mark)
         if mark is not None:
             new_marks[(p.part.topic, p.part.partition)] = mark
     inputs = [_input_summary(p, t) for p, t in zip(plan.partitions, tallies)]
     read_rows = sum(t.rows for t in tallies) if options.mode != "upsert" else sum(
         t.num_rows for t in live.values())
+    if backfill is not None:
+        read_rows = backfill.kept
     if written["records"] != read_rows:
         raise KfmtError(f"{sink.description}: {written['records']} rows were written into data files "
                         f"but {read_rows} read; nothing was committed")
@@ -92,7 +103,8 @@ def table_export(src_storage: Storage, src_path: str, dst_storage: Storage, dst_
         return plan, {"command": "export", "destination": sink.description, "written": False,
                       "totals": {"partitions": len(plan.partitions), "output_records": 0},
                       "duration_ms": round((time.monotonic() - started) * 1000)}
-    committed = sink.commit(new_marks, {**mine, "format": options.format})
+    committed = sink.commit(new_marks, {**mine, "format": options.format,
+                                        **(backfill.stored() if backfill is not None else {})})
     report = make_report("export", plan.source, sink.description,
                          {**options.to_json(), "append": append, "topic": topic,
                           "partition": partition, "table": settings}, inputs, [], {},
@@ -162,7 +174,8 @@ class TableDeadLetters:
         return [f"dead letters written to {f}" for f in self.files]
 
 
-def _chunks(plan: ExportPlan, outcomes, tallies, schema: pa.Schema = EXPORT_SCHEMA, dead=None):
+def _chunks(plan: ExportPlan, outcomes, tallies, schema: pa.Schema = EXPORT_SCHEMA, dead=None,
+            backfill=None):
     """pa.Tables of export rows, about --target-file-size bytes of Arrow data each, one partition at
     a time (so that each data file holds one partition's rows)."""
     limit = plan.options.target_file_bytes
@@ -172,6 +185,8 @@ def _chunks(plan: ExportPlan, outcomes, tallies, schema: pa.Schema = EXPORT_SCHE
         for rng in p.ranges:
             part_tally = RangeTally()
             for rows in read_range(rng, selection, outcome, part_tally):
+                if backfill is not None:
+                    rows = backfill.rows(p, rows)
                 if dead is not None:
                     rows = dead.split(p.part, rows)
                 gathered.append(rows)

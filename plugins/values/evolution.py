@@ -73,8 +73,8 @@ def conform(column: pa.Array, target: pa.DataType) -> pa.Array:
                                         mask=column.is_null())
     if pa.types.is_map(target):
         offsets, (keys, items) = _entries(column, column.keys, column.items)
-        return pa.MapArray.from_arrays(offsets, keys, conform(items, target.item_type), type=target,
-                                       mask=column.is_null())
+        return pa.MapArray.from_arrays(offsets, conform(keys, target.key_type), conform(items, target.item_type),
+                                       type=target, mask=column.is_null())
     return pc.cast(column, target)
 
 

@@ -99,3 +99,62 @@ def test_upsert_replaces_the_table_with_the_topics_state(tmp_path):
            key_format="avro", value_format="avro", isolation="read_committed")
     got = sorted((r["key"], r["offset"]) for r in scan(tmp_path / "cl").to_pylist())
     assert got == sorted((t["key"], t["offset"]) for t in latest_per_key("changelog-avro"))
+
+
+def live_table(dst, schema: pa.Schema, spec_field: str = "partition"):
+    """A table as another system creates it (its own schema and partition spec), with a SQLite catalog
+    where kfmt's default catalog looks."""
+    from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.transforms import IdentityTransform
+
+    dst.mkdir(parents=True)
+    catalog = SqlCatalog("kfmt", uri=f"sqlite:///{dst}/_catalog.db", warehouse=f"file://{dst}/warehouse")
+    catalog.create_namespace("kafka")
+    table = catalog.create_table("kafka.records", schema=schema)
+    with table.update_spec() as spec:
+        spec.add_identity(spec_field)
+    return catalog.load_table("kafka.records")
+
+
+def test_backfill_below_a_live_feed_exactly_once(tmp_path):
+    """A broker's Iceberg feature wrote offsets 100 on of each orders-avro partition into its own
+    table (its schema: some Kafka columns, the decoded value, a column of its own); kfmt backfills
+    everything below, once."""
+    import kfmt
+
+    rows = kfmt.read(SCHEMAS_DEV, topics="orders-avro", value_format="avro").read_all()
+    value_type = rows.schema.field("value").type
+    schema = pa.schema([pa.field("topic", pa.string(), nullable=False),
+                        pa.field("partition", pa.int32(), nullable=False),
+                        pa.field("offset", pa.int64(), nullable=False),
+                        pa.field("timestamp", pa.timestamp("us", tz="UTC")),
+                        pa.field("value", value_type), pa.field("ingested_by", pa.string())])
+    table = live_table(tmp_path / "t", schema)
+    live = rows.filter(pa.compute.greater_equal(rows.column("offset"), 100))
+    feed = pa.table({**{n: live.column(n) for n in ("topic", "partition", "offset", "timestamp", "value")},
+                     "ingested_by": pa.array(["broker"] * live.num_rows)}, schema=schema)
+    table.append(feed)
+    with pytest.raises(Exception, match="--append backfills it"):
+        export(SCHEMAS_DEV, tmp_path / "t", format="iceberg", topic="orders-avro", value_format="avro")
+    report = export(SCHEMAS_DEV, tmp_path / "t", format="iceberg", topic="orders-avro", value_format="avro",
+                    append=True)
+    assert report["totals"]["output_records"] == rows.num_rows - live.num_rows
+    got = scan(tmp_path / "t")
+    assert sorted(zip(got.column("partition").to_pylist(), got.column("offset").to_pylist())) == \
+        sorted(zip(rows.column("partition").to_pylist(), rows.column("offset").to_pylist()))
+    assert got.column("value").to_pylist().count(None) == rows.column("value").to_pylist().count(None)
+    again = export(SCHEMAS_DEV, tmp_path / "t", format="iceberg", topic="orders-avro", value_format="avro",
+                   append=True)
+    assert again.get("written") is False and scan(tmp_path / "t").num_rows == rows.num_rows
+
+
+def test_backfill_refuses_a_required_column_it_cannot_fill(tmp_path):
+    from kfmt.errors import UsageError
+
+    schema = pa.schema([pa.field("topic", pa.string(), nullable=False), pa.field("partition", pa.int32()),
+                        pa.field("offset", pa.int64()), pa.field("tenant", pa.string(), nullable=False)])
+    live_table(tmp_path / "t", schema)
+    with pytest.raises(UsageError, match="the table requires column 'tenant', which kfmt export has no value for"):
+        export(SCHEMAS_DEV, tmp_path / "t", format="iceberg", topic="orders-avro", value_format="avro",
+               append=True)
