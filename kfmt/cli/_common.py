@@ -90,18 +90,22 @@ def add_typing_arguments(p: argparse.ArgumentParser, on_error_default: str = "de
                    help="also keep the stored bytes as key_bytes and value_bytes")
 
 
-def typing_arguments(args) -> dict:
-    """The typing options of the command line as keyword arguments of kfmt.api.commands."""
+def key_value_pairs(given: list[str] | None, flag: str) -> dict:
+    """Repeated KEY=VALUE arguments as a dict (a UsageError naming the flag for one without `=`)."""
     from kfmt.errors import UsageError
 
-    def pairs(given, flag):
-        out = {}
-        for pair in given or []:
-            key, sep, value = pair.partition("=")
-            if not sep or not key:
-                raise UsageError(f"{flag} {pair!r}: give it as KEY=VALUE")
-            out[key] = value
-        return out
+    out = {}
+    for pair in given or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"{flag} {pair!r}: give it as KEY=VALUE")
+        out[key] = value
+    return out
+
+
+def typing_arguments(args) -> dict:
+    """The typing options of the command line as keyword arguments of kfmt.api.commands."""
+    pairs = key_value_pairs
     return {"key_format": args.key_format, "value_format": args.value_format,
             "key_format_options": pairs(args.key_format_option, "--key-format-option"),
             "value_format_options": pairs(args.value_format_option, "--value-format-option"),

@@ -7,6 +7,7 @@ from kfmt.cli._common import (
     add_progress_argument,
     add_storage_arguments,
     add_typing_arguments,
+    key_value_pairs,
     typing_arguments,
 )
 from kfmt.cli._transform import (
@@ -17,7 +18,6 @@ from kfmt.cli._transform import (
     run_arguments,
 )
 from kfmt.defaults import DEFAULT_SPLIT_BYTES, DEFAULT_TARGET_FILE_BYTES
-from kfmt.errors import UsageError
 
 NAME = "export"
 HELP = ("export records to Parquet or JSON Lines (Spark's Kafka source columns plus on-disk columns) in "
@@ -110,10 +110,4 @@ def run(args) -> int:
 
 
 def _properties(pairs: list[str] | None) -> dict:
-    out = {}
-    for pair in pairs or []:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise UsageError(f"--iceberg-property {pair!r}: give it as KEY=VALUE")
-        out[key] = value
-    return out
+    return key_value_pairs(pairs, "--iceberg-property")

@@ -112,8 +112,6 @@ class IcebergSink:
 
     def offsets_held(self) -> dict:
         """(topic, partition) -> the least offset the table holds (a backfill exports what lies below)."""
-        import pyarrow.compute as pc
-
         names = {f.name for f in self.table.schema().fields}
         if not {"topic", "partition", "offset"} <= names:
             raise UsageError(f"{self.description}: the table has no topic, partition and offset columns "

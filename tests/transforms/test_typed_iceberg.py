@@ -105,8 +105,6 @@ def live_table(dst, schema: pa.Schema, spec_field: str = "partition"):
     """A table as another system creates it (its own schema and partition spec), with a SQLite catalog
     where kfmt's default catalog looks."""
     from pyiceberg.catalog.sql import SqlCatalog
-    from pyiceberg.partitioning import PartitionField, PartitionSpec
-    from pyiceberg.transforms import IdentityTransform
 
     dst.mkdir(parents=True)
     catalog = SqlCatalog("kfmt", uri=f"sqlite:///{dst}/_catalog.db", warehouse=f"file://{dst}/warehouse")
