@@ -38,6 +38,7 @@ from kfmt.rows.ranges import (
 from kfmt.storage.manifest import FileRecord
 from kfmt.storage.staging import StagingTarget
 from kfmt.storage.store import Storage, StorageSpec
+from kfmt.transforms.export_decode import DEAD_LETTER_DIR, decode_report, merge_decode  # noqa: F401
 from kfmt.transforms.reindex import plan_engine
 
 PARTITION_BY = {"topic,partition": ("topic", "partition"),
@@ -279,7 +280,6 @@ def export_task(task: ExportTask) -> TaskResult:
     return TaskResult(read, written, records, dead.tally if dead is not None else DecodeTally())
 
 
-DEAD_LETTER_DIR = "_errors"  # beside the table: Spark's, Arrow's and Hadoop's listings skip names with `_`
 
 
 class DeadLetters:
@@ -506,30 +506,6 @@ def run_export_job(plan: ExportPlan, target: StagingTarget, dst_storage: Storage
         if mark is not None:  # a partition without segments has none: a later run starts at its log start
             job.next_offsets[partition_identity(p.part)] = mark
     return job
-
-
-def merge_decode(total: DecodeTally | None, more: DecodeTally) -> DecodeTally:
-    total = total or DecodeTally()
-    for side, n in more.failed.items():
-        total.failed[side] = total.failed.get(side, 0) + n
-    total.dead_letters += more.dead_letters
-    return total
-
-
-def decode_report(plan: ExportPlan, decode: dict) -> tuple[list, list[str]]:
-    """(the report's `decoding` entries, one note per partition with records that did not decode)."""
-    entries, notes = [], []
-    for (topic, partition), tally in sorted(decode.items()):
-        typing = plan.typing[topic]
-        entries.append({"topic": topic, "partition": partition, "formats": typing.formats,
-                        "not_decoded": dict(sorted(tally.failed.items())),
-                        "dead_letters": tally.dead_letters})
-        if tally.failed:
-            where = {"dead-letter": f"sent to {DEAD_LETTER_DIR}/", "skip": "skipped (null in the table)",
-                     "fail": ""}[typing.on_decode_error]
-            counts = ", ".join(f"{n} {side}s" for side, n in sorted(tally.failed.items()))
-            notes.append(f"{topic}-{partition}: {counts} did not decode: null in the table, {where}")
-    return entries, notes
 
 
 def _discard(target: StagingTarget, records: list[FileRecord]) -> None:
