@@ -167,10 +167,13 @@ def export(src: Where, dst: Where, *, format: str = "parquet",
            iceberg_table: str | None = None, iceberg_properties: dict | None = None,
            storage_options: dict | None = None, dst_storage_options: dict | None = None,
            topic: str | None = None, partition: int | None = None, master: str | None = None,
-           dry_run: bool = False, progress: bool = False) -> Report:
+           dry_run: bool = False, progress: bool = False, mode: str = "records", **typing) -> Report:
     """Records to Parquet or JSON Lines files in Hive-style directories, or to an Iceberg table
     (`kfmt export`); `partition_by` "topic,partition" or "topic,partition,date" (a string or a
-    sequence); `append` adds what is new since the export's last run (docs/export.md)."""
+    sequence); `append` adds what is new since the export's last run (docs/export.md). `typing`:
+    key_format, value_format, key_format_options, value_format_options, schemas,
+    schema_registry_auth, schema_registry_token, on_decode_error, keep_raw (typing_options;
+    docs/typed-export.md). `mode="upsert"`: one row per key, its last value (a changelog's table)."""
     from kfmt.defaults import DEFAULT_SPLIT_BYTES, DEFAULT_TARGET_FILE_BYTES
     from kfmt.transforms.export import ExportOptions
     from kfmt.transforms.export import export as run_export
@@ -186,11 +189,28 @@ def export(src: Where, dst: Where, *, format: str = "parquet",
     if target_file_size <= 0:
         raise UsageError("--target-file-size (target_file_size) must be positive")
     options = ExportOptions(format, tuple(c.strip() for c in partition_by), include_control, isolation,
-                            max_bytes_per_task, target_file_size, include_deleted)
+                            max_bytes_per_task, target_file_size, include_deleted, typing_options(**typing), mode)
     table = {"catalog": iceberg_catalog, "table": iceberg_table, "properties": dict(iceberg_properties or {})}
     return _outcome(*run_export(*_paths(src, dst), options=options, append=append, table_settings=table,
                                 **_run(storage_options, dst_storage_options, topic, partition, dry_run,
                                        master, progress)))
+
+
+def typing_options(key_format=None, value_format=None, key_format_options: dict | None = None,
+                   value_format_options: dict | None = None, schemas: str | None = None,
+                   schema_registry_auth: str | None = None, schema_registry_token: str | None = None,
+                   schema_registry_headers: dict | None = None, on_decode_error: str = "dead-letter",
+                   keep_raw: bool = False):
+    """kfmt.rows.typed.TypingOptions from keyword arguments (formats as a name or a list of
+    `[TOPIC_GLOB:]NAME`)."""
+    from kfmt.rows.schemas.sources import RegistryAuth
+    from kfmt.rows.typed import TypingOptions
+
+    auth = RegistryAuth(schema_registry_auth, schema_registry_token,
+                        tuple(sorted((schema_registry_headers or {}).items())))
+    return TypingOptions.of(key_format, value_format, key_options=key_format_options,
+                            value_options=value_format_options, schemas=schemas, registry_auth=auth,
+                            on_decode_error=on_decode_error, keep_raw=keep_raw)
 
 
 # --- cleanup policies (kfmt.transforms.cleanup) ---

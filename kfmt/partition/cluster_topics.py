@@ -4,7 +4,7 @@ each topic's id and, per partition, the brokers it is assigned to (docs/format.m
 This is the part of the metadata image a broker's stray-replica check looks at (`LogManager`,
 `TopicsImage.isStrayReplica`), and what a transform needs to stamp the target topic's id into
 `partition.metadata`. The records are read by the same declared schemas and reader as
-`kfmt dump --cluster-metadata-decoder` (kfmt.format.schemas.metadata): a record version kfmt does not
+`kfmt dump --cluster-metadata-decoder` (kfmt.format.internal_topics.metadata): a record version kfmt does not
 know is an error naming it, not a guess.
 
 How the image is rebuilt, as a restarting controller or broker rebuilds it: the newest snapshot
@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 
 from kfmt.errors import DataError
 from kfmt.format import segment
-from kfmt.format.schemas.metadata import TYPES
-from kfmt.format.schemas.protocol import kafka_uuid, read_frame, read_message
+from kfmt.format.internal_topics.metadata import TYPES
+from kfmt.format.internal_topics.protocol import kafka_uuid, read_frame, read_message
 from kfmt.partition.layout import METADATA_LOG_DIR
 from kfmt.partition.meta_properties import read_node_identity
 from kfmt.storage.store import Storage

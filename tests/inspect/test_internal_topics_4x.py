@@ -24,10 +24,10 @@ from support.corpus import TESTS
 from support.kafka_messages import peer_encode, values_for
 
 from kfmt.format import segment
+from kfmt.format.internal_topics.protocol import read_message
+from kfmt.format.internal_topics.share_state import SHARE_STATE_RECORDS
+from kfmt.format.internal_topics.transactions import TRANSACTION_RECORDS
 from kfmt.format.message_formats import LENIENT
-from kfmt.format.schemas.protocol import read_message
-from kfmt.format.schemas.share_state import SHARE_STATE_RECORDS
-from kfmt.format.schemas.transactions import TRANSACTION_RECORDS
 from kfmt.inspect.dump.decoders.coordinator import GROUP_RECORDS, parse_offsets, parse_transaction_log, read_record
 
 REALKAFKA4 = TESTS / "data" / "realkafka4"
@@ -170,9 +170,9 @@ def test_schemas_account_for_every_byte(part, types):
 # --- record types the corpus does not hold, from a peer's encoding --------------------------------
 
 def _peer_cases():
-    from kfmt.format.schemas.control import LEADER_CHANGE, VOTERS
-    from kfmt.format.schemas.metadata import TYPES as METADATA
-    from kfmt.format.schemas.remote_log import TYPES as REMOTE
+    from kfmt.format.internal_topics.control import LEADER_CHANGE, VOTERS
+    from kfmt.format.internal_topics.metadata import TYPES as METADATA
+    from kfmt.format.internal_topics.remote_log import TYPES as REMOTE
 
     cases = [(f"group type {t}", value) for t, (_key, value) in GROUP_RECORDS.items()]
     cases += [(f"metadata {name}", schema) for name, schema in METADATA.values() if schema.fields]

@@ -14,7 +14,7 @@ import pytest
 from support.kafka_messages import peer_encode
 
 from kfmt.errors import DataError
-from kfmt.format.schemas.metadata import TYPES
+from kfmt.format.internal_topics.metadata import TYPES
 from kfmt.partition.cluster_topics import ClusterTopics, apply_record
 
 TOPIC_ID = uuid.UUID("6b9b3d4e-0c1a-4b7e-9a55-1f2e3d4c5b6a").bytes

@@ -9,7 +9,7 @@ reproduce (`kfmt dump --kafka-version`, kfmt.defaults.DUMP_KAFKA_VERSIONS):
 
 Each is `parse(key, value, offset) -> Decoded`: the key and payload text Kafka's tool prints, and
 the same content structured for `--format json`. The record schemas are declarative tables read by
-one generic reader of Kafka's message protocol, both in kfmt.format.schemas (the layers below read
+one generic reader of Kafka's message protocol, both in kfmt.format.internal_topics (the layers below read
 them too: the topic ids of a metadata log); what is printed of a record is decided here
 (converter.py: Kafka's generated JsonConverter; jackson.py: its JSON text).
 """

@@ -1,4 +1,4 @@
-"""A message read by kfmt.format.schemas.protocol, as Kafka's generated XxxJsonConverter.write
+"""A message read by kfmt.format.internal_topics.protocol, as Kafka's generated XxxJsonConverter.write
 renders it (the JSON kafka-dump-log 4.x prints): uuid as Uuid.toString, bytes as standard base64,
 float64 written as Java writes a double (kfmt.inspect.dump.decoders.jackson), a tagged field only
 when it differs from its default, fields of the version only, in schema order."""
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import base64
 
-from kfmt.format.schemas.protocol import Field, Message, kafka_uuid, within
+from kfmt.format.internal_topics.protocol import Field, Message, kafka_uuid, within
 
 
 def to_json(fields: tuple[Field, ...], values: dict, version: int, flexible: bool) -> dict:

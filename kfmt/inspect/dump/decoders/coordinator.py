@@ -19,19 +19,19 @@ not decode.
 from __future__ import annotations
 
 from kfmt.errors import DataError
-from kfmt.format.schemas.group_kinds import (
+from kfmt.format.internal_topics.group_kinds import (
     CONSUMER_GROUP_RECORDS,
     SHARE_GROUP_RECORDS,
     STREAMS_GROUP_RECORDS,
 )
-from kfmt.format.schemas.groups import (
+from kfmt.format.internal_topics.groups import (
     CLASSIC_RECORDS,
     CONSUMER_PROTOCOL_ASSIGNMENT,
     CONSUMER_PROTOCOL_SUBSCRIPTION,
 )
-from kfmt.format.schemas.protocol import Message, read_message
-from kfmt.format.schemas.share_state import SHARE_STATE_RECORDS
-from kfmt.format.schemas.transactions import TRANSACTION_RECORDS
+from kfmt.format.internal_topics.protocol import Message, read_message
+from kfmt.format.internal_topics.share_state import SHARE_STATE_RECORDS
+from kfmt.format.internal_topics.transactions import TRANSACTION_RECORDS
 from kfmt.inspect.dump.decoders import jackson
 from kfmt.inspect.dump.decoders.converter import message_json
 from kfmt.inspect.dump.decoders.result import Decoded

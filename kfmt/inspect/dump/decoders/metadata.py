@@ -12,7 +12,7 @@ SnapshotHeader/Footer) are not passed to the decoder: log.py prints them.
 from __future__ import annotations
 
 from kfmt.errors import DataError
-from kfmt.format.schemas.metadata import read_metadata_record
+from kfmt.format.internal_topics.metadata import read_metadata_record
 from kfmt.inspect.dump.decoders import jackson
 from kfmt.inspect.dump.decoders.converter import message_json
 from kfmt.inspect.dump.decoders.result import Decoded

@@ -18,7 +18,7 @@ from __future__ import annotations
 import struct
 
 from kfmt.errors import DataError
-from kfmt.format.schemas.groups import (
+from kfmt.format.internal_topics.groups import (
     CONSUMER_PROTOCOL_ASSIGNMENT,
     CONSUMER_PROTOCOL_SUBSCRIPTION,
     GROUP_METADATA_KEY,
@@ -26,7 +26,7 @@ from kfmt.format.schemas.groups import (
     OFFSET_COMMIT_KEY,
     OFFSET_COMMIT_VALUE,
 )
-from kfmt.format.schemas.protocol import read_message
+from kfmt.format.internal_topics.protocol import read_message
 from kfmt.inspect.dump.decoders import jackson
 from kfmt.inspect.dump.decoders.converter import message_json
 from kfmt.inspect.dump.decoders.result import Decoded

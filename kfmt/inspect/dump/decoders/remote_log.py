@@ -10,8 +10,8 @@ RemoteLogMetadata the record deserializes to (RemoteLogMetadataSerde), e.g.
 from __future__ import annotations
 
 from kfmt.errors import DataError
-from kfmt.format.schemas.protocol import kafka_uuid, read_frame, read_message
-from kfmt.format.schemas.remote_log import PARTITION_DELETE_STATES, SEGMENT_STATES, TYPES
+from kfmt.format.internal_topics.protocol import kafka_uuid, read_frame, read_message
+from kfmt.format.internal_topics.remote_log import PARTITION_DELETE_STATES, SEGMENT_STATES, TYPES
 from kfmt.inspect.dump.decoders.converter import message_json
 from kfmt.inspect.dump.decoders.result import Decoded
 

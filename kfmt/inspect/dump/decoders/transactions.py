@@ -11,8 +11,8 @@ transaction, else in the iteration order of its Scala HashSet. A tombstone print
 from __future__ import annotations
 
 from kfmt.errors import DataError
-from kfmt.format.schemas.protocol import read_message
-from kfmt.format.schemas.transactions import (
+from kfmt.format.internal_topics.protocol import read_message
+from kfmt.format.internal_topics.transactions import (
     TRANSACTION_LOG_KEY,
     TRANSACTION_LOG_VALUE,
     TRANSACTION_STATES,
