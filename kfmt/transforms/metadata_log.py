@@ -29,9 +29,12 @@ partition directories move into a target broker's log directory.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from kfmt.errors import UsageError
 from kfmt.partition.layout import METADATA_LOG_DIR, PartitionDir, metadata_log
-from kfmt.partition.meta_properties import META_PROPERTIES
+from kfmt.partition.meta_properties import META_PROPERTIES, read_node_identity
+from kfmt.partition.topic_identity import TargetTopics, TopicIdentity
 from kfmt.storage.store import Storage
 
 CARRIED = ("the KRaft metadata log, which the raft layer loads and recovers itself (KafkaMetadataLog): "
@@ -68,14 +71,25 @@ def is_node_file(name: str) -> bool:
     return name in (META_PROPERTIES, BOOTSTRAP_CHECKPOINT) or name.startswith(METADATA_LOG_DIR + "/")
 
 
-def other_cluster_reason(why: str) -> str:
-    return f"left out: the output is for another cluster ({why})"
+@dataclass(frozen=True)
+class LeftOut:
+    """SRC's node files left out of an output for another cluster: why, per file, and the run's warning."""
+
+    reason: str
+    warning: str
 
 
-def other_cluster_warning(destination: str, why: str) -> str:
-    """The one line a run for another cluster ends with."""
-    return (f"{destination}: SRC's {META_PROPERTIES}, {BOOTSTRAP_CHECKPOINT} and {METADATA_LOG_DIR} left out: the "
-            f"output is for another cluster ({why}), and a Kafka node refuses a log directory whose "
-            f"{META_PROPERTIES} names another cluster or node (and a data directory holding {METADATA_LOG_DIR}); "
-            f"move its partition directories into a log directory of a target broker, or format it for the "
-            f"target (kafka-storage.sh format --cluster-id ID --config server.properties --ignore-formatted)")
+def node_files_left_out(target: TargetTopics, storage: Storage, path: str, identities: list[TopicIdentity],
+                        destination: str) -> LeftOut | None:
+    """Whether the output of the log directory SRC at `path` is for another cluster than SRC's node
+    (TargetTopics.other_cluster), and what to say about leaving its node files out; None: carry them."""
+    why = target.other_cluster(read_node_identity(storage, path), identities)
+    if not why:
+        return None
+    return LeftOut(f"left out: the output is for another cluster ({why})",
+                   f"{destination}: SRC's {META_PROPERTIES}, {BOOTSTRAP_CHECKPOINT} and {METADATA_LOG_DIR} left "
+                   f"out: the output is for another cluster ({why}), and a Kafka node refuses a log directory "
+                   f"whose {META_PROPERTIES} names another cluster or node (and a data directory holding "
+                   f"{METADATA_LOG_DIR}); move its partition directories into a log directory of a target "
+                   f"broker, or format it for the target (kafka-storage.sh format --cluster-id ID --config "
+                   f"server.properties --ignore-formatted)")

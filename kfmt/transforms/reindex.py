@@ -51,7 +51,6 @@ from kfmt.partition.layout import (
     segment_file_name,
 )
 from kfmt.partition.log_start import first_kept_position, kept_segments, segment_start, segment_start_note
-from kfmt.partition.meta_properties import read_node_identity
 from kfmt.partition.summary import PartitionSummary, PartitionTally
 from kfmt.partition.topic_identity import TargetTopics, TopicIdentity
 from kfmt.pipelines.engine import Engine, choose_engine, is_process_local
@@ -64,8 +63,7 @@ from kfmt.transforms.metadata_log import (
     CARRIED,
     is_node_file,
     metadata_log_files,
-    other_cluster_reason,
-    other_cluster_warning,
+    node_files_left_out,
     split_metadata_log,
 )
 from kfmt.transforms.report import REPORT_NAME, make_report, report_bytes
@@ -234,14 +232,14 @@ def plan_reindex(src_storage: Storage, src_path: str, dst_storage: Storage, dst_
     plans = [PartitionPlan(p, p.name if log_dir else "", log_starts.get((p.topic, p.partition), 0),
                            _skipped_files(p), segment_start(p, p.log_start_offset, log_dir),
                            target.identity(p)) for p in parts]
-    why = log_dir and target.other_cluster(read_node_identity(src_storage, src_path), [p.identity for p in plans])
-    if not why:
+    left_out = log_dir and node_files_left_out(target, src_storage, src_path, [p.identity for p in plans],
+                                               destination)
+    if not left_out:
         return DirectoryPlan(source, destination, log_dir, plans, log_dir_files)
     for f in log_dir_files:
         if is_node_file(f.name):
-            f.action, f.reason = "skip", other_cluster_reason(why)
-    return DirectoryPlan(source, destination, log_dir, plans, log_dir_files,
-                         other_cluster_warning(destination, why))
+            f.action, f.reason = "skip", left_out.reason
+    return DirectoryPlan(source, destination, log_dir, plans, log_dir_files, left_out.warning)
 
 
 def _text(storage: Storage, path: str) -> str:

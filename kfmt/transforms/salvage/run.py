@@ -10,7 +10,6 @@ from typing import Callable
 from kfmt.errors import DataError, KfmtWarning, UsageError
 from kfmt.partition.checkpoints import checkpoint_text, read_offset_checkpoint, write_offset_checkpoint
 from kfmt.partition.layout import PartitionDir
-from kfmt.partition.meta_properties import read_node_identity
 from kfmt.partition.topic_identity import TargetTopics, TopicIdentity
 from kfmt.pipelines.engine import Engine
 from kfmt.pipelines.runner import run_tasks
@@ -27,8 +26,7 @@ from kfmt.transforms.metadata_log import (
     CARRIED,
     is_node_file,
     metadata_log_files,
-    other_cluster_reason,
-    other_cluster_warning,
+    node_files_left_out,
     split_metadata_log,
 )
 from kfmt.transforms.report import REPORT_NAME, make_report, report_bytes
@@ -86,13 +84,13 @@ def _plan_target(plan: SalvagePlan, target: TargetTopics, parts: list[PartitionD
     target.check_topics({p.topic for p in parts if p.topic is not None})
     plan.identities = {p.name: target.identity(p) for p in parts}
     plan.notes += [identity.note(name) for name, identity in plan.identities.items()]
-    why = plan.log_dir and target.other_cluster(read_node_identity(storage, path), list(plan.identities.values()))
-    if why:
-        left_out = [name for name in plan.log_dir_files if is_node_file(name)]
-        plan.log_dir_files = [name for name in plan.log_dir_files if not is_node_file(name)]
+    left_out = plan.log_dir and node_files_left_out(target, storage, path, list(plan.identities.values()),
+                                                    plan.destination)
+    if left_out:
         plan.notes = [n for n in plan.notes if not n.endswith(CARRIED)]
-        plan.notes += [f"{name}: {other_cluster_reason(why)}" for name in left_out]
-        plan.other_cluster = other_cluster_warning(plan.destination, why)
+        plan.notes += [f"{name}: {left_out.reason}" for name in plan.log_dir_files if is_node_file(name)]
+        plan.log_dir_files = [name for name in plan.log_dir_files if not is_node_file(name)]
+        plan.other_cluster = left_out.warning
 
 
 def _tolerant_checkpoint(storage: Storage, directory: str, name: str, notes: list[str]) -> dict:
