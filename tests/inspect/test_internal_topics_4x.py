@@ -225,7 +225,7 @@ def test_tagged_fields_kafka_added_after_4_1_print_in_schema_order():
     nextProducerEpoch (tag 3) prints after producerEpoch, where Kafka's JsonConverter puts it, and
     KIP-1263's assignmentTimestamp (4.3, tag 0) after a consumer group's assignment epoch."""
     txn = (b"\x00\x01" + (5).to_bytes(8, "big")
-           + b"\x00\x00" + (60000).to_bytes(4, "big") + b"\x04" + b"\x01"  # epoch 0, timeout, CompleteCommit, no partitions
+           + b"\x00\x00" + (60000).to_bytes(4, "big") + b"\x04" + b"\x01"  # epoch 0, timeout, CompleteCommit, []
            + (1).to_bytes(8, "big") + (2).to_bytes(8, "big")
            + b"\x02" + b"\x02\x02\x00\x02" + b"\x03\x02\x00\x01")  # tags 2 (version 2) and 3 (epoch 1)
     decoded = parse_transaction_log(b"\x00\x00\x00\x03tx1", txn, 0)
