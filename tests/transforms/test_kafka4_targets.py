@@ -86,7 +86,8 @@ def test_stamped_from_topic_id(tmp_path, given):
     assert result.err == ""
 
 
-@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c[0])
+# salvage copies what it finds when no target is given (it judges nothing then): not here
+@pytest.mark.parametrize("command", [c for c in COMMANDS if c[0] != "salvage"], ids=lambda c: c[0])
 def test_no_topic_id_is_a_stray_and_warned_about(tmp_path, command):
     src = source_partition(tmp_path, None)
     result, report = run(command, src, tmp_path / "out")

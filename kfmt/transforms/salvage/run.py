@@ -42,8 +42,8 @@ class SalvagePlan:
     partitions: list[tuple[PartitionDir, str, int]]  # (partition, its directory in DST, log start)
     log_dir_files: list[str]  # names of log-directory files carried over
     notes: list[str] = field(default_factory=list)
-    # partition name -> its partition.metadata for the target cluster (kfmt.partition.topic_identity):
-    # the target's id when one is given, else the source's file, copied when it parses
+    # partition name -> its partition.metadata for the target cluster, when one is given
+    # (kfmt.partition.topic_identity); otherwise salvage copies the source's when it parses
     identities: dict[str, TopicIdentity] = field(default_factory=dict)
     other_cluster: str | None = None  # the warning that SRC's node files were left out
 
@@ -73,7 +73,8 @@ def plan_salvage(src_storage: Storage, src_path: str, dst_storage: Storage, dst_
             log_starts = _tolerant_checkpoint(src_storage, src_path, LOG_START_OFFSET_CHECKPOINT, notes)
     plans = [(p, p.name if log_dir else "", log_starts.get((p.topic, p.partition), 0)) for p in parts]
     plan = SalvagePlan(source, destination, log_dir, plans, files, notes)
-    _plan_target(plan, target or TargetTopics(), parts, src_storage, src_path)
+    if target is not None and target.given:
+        _plan_target(plan, target, parts, src_storage, src_path)
     return plan
 
 
@@ -82,7 +83,11 @@ def _plan_target(plan: SalvagePlan, target: TargetTopics, parts: list[PartitionD
     """The partition.metadata each partition gets for the target cluster, and SRC's node files left
     out when that cluster is another (kfmt.transforms.metadata_log), as the other writers do."""
     target.check_topics({p.topic for p in parts if p.topic is not None})
-    plan.identities = {p.name: target.identity(p) for p in parts}
+    for part in parts:
+        try:
+            plan.identities[part.name] = target.identity(part)
+        except OSError:
+            continue  # an unreadable partition.metadata: salvage's own copy says so (partition.py)
     plan.notes += [identity.note(name) for name, identity in plan.identities.items()]
     left_out = plan.log_dir and node_files_left_out(target, storage, path, list(plan.identities.values()),
                                                     plan.destination)
