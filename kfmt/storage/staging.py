@@ -259,9 +259,12 @@ class StagedOutput:
         if self._closed:
             return
         self._closed = True
-        for stream in list(self.staged._open):
-            stream.abort()
-        self.storage.remove_tree(self.root)
+
+        def remove_staging():
+            for stream in list(self.staged._open):
+                stream.abort()
+            self.storage.remove_tree(self.root)
+        tidy_after_failure(remove_staging, self.url, "what this run staged could not be removed")
 
     def __enter__(self) -> "StagedOutput":
         return self
@@ -391,6 +394,17 @@ class StagedOutput:
             return owner if isinstance(owner, dict) else None
         except (FileNotFoundError, ValueError):
             return None
+
+
+def tidy_after_failure(cleanup, url: str, what: str) -> None:
+    """cleanup() for a run that is failing anyway. When storage fails that too (the outage that
+    failed the run goes on), one warning says so and the run's own error goes through, not this
+    one: what is left is no output a reader takes (no manifest; a local staging directory named for
+    deletion), and the next run into the destination removes it once this process is gone."""
+    try:
+        cleanup()
+    except (KfmtError, OSError) as err:
+        warnings.warn(f"{url}: {what} ({err}); the next run into it removes it", KfmtWarning, stacklevel=3)
 
 
 def owner_alive(owner: dict) -> bool:

@@ -260,7 +260,7 @@ class FaultProxy:
             self._record(method, target, status, fault)
             conn.shutdown(socket.SHUT_RDWR)
             return False
-        if fault is not None and fault.action == "stall":  # after_bytes of the body first
+        if fault is not None and fault.action == "stall" and fault.after_bytes is not None:
             conn.sendall(reply_head + reply_body[:fault.after_bytes])
             time.sleep(fault.seconds)
             conn.sendall(reply_body[fault.after_bytes:])
