@@ -21,6 +21,7 @@ from kfmt import __version__
 from kfmt.errors import EXIT_DATA, EXIT_FAILURE, EXIT_USAGE, DataError, KfmtError, KfmtWarning, UsageError
 from kfmt.memory import keep_freed_memory
 from kfmt.plugin import registry
+from kfmt.storage.retries import retry_log
 
 
 def _builtin_commands(only: str | None = None):
@@ -93,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
             shown.add(line)
             print(line, file=sys.stderr)
 
+    retry_log.take()  # a report lists this run's retries, not those of an earlier run in this process
     with warnings.catch_warnings():
         warnings.simplefilter("always", KfmtWarning)
         warnings.showwarning = show
