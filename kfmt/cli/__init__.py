@@ -95,10 +95,14 @@ def main(argv: list[str] | None = None) -> int:
             print(line, file=sys.stderr)
 
     retry_log.take()  # a report lists this run's retries, not those of an earlier run in this process
-    with warnings.catch_warnings():
-        warnings.simplefilter("always", KfmtWarning)
-        warnings.showwarning = show
-        return _main(argv)
+    said_before, retry_log.say = retry_log.say, lambda line: show(line, KfmtWarning)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", KfmtWarning)
+            warnings.showwarning = show
+            return _main(argv)
+    finally:
+        retry_log.say = said_before
 
 
 def _main(argv: list[str] | None) -> int:

@@ -35,6 +35,7 @@ from kfmt.storage.staging import (
     another_run,
     new_run_id,
     owner_alive,
+    run_ended,
     tidy_after_failure,
 )
 from kfmt.storage.store import Storage
@@ -119,6 +120,7 @@ class AppendStaging:
         if self._closed:
             return
         self._closed = True
+        run_ended(self.run)
 
         def remove_staging():
             self.storage.remove_tree(self.root)

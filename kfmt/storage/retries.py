@@ -11,7 +11,7 @@ ATTEMPTS attempts, in one layer each (docs/reliability.md, "Faults under load"):
 * the body of an object being read arrives after botocore has returned the reply, so botocore cannot
   retry a body cut short or stalled: kfmt's read does (`retried`), within the same bound.
 
-Each retry is one line: a `kfmt: warning:` on stderr (a KfmtWarning) and an entry of this process's
+Each retry is one line: a `kfmt: warning:` on stderr (a KfmtWarning in the Python API) and an entry of this process's
 retry log, which the next report takes (`take`, kfmt.transforms.report). A worker process (the pool,
 Spark) logs quietly; the task runner brings its entries back to the driver (`since`, `adopt`), which
 says them there.
@@ -50,14 +50,17 @@ class _RetryLog:
         self._known: set[tuple[int, int]] = set()
         self._numbers = itertools.count(1)
         self._taken = 0
-        self.echo = True  # said as a warning where it happens (off in worker processes)
+        self.echo = True  # said where it happens (off in worker processes)
+        #: how a retry is said: a KfmtWarning, unless the command line says it directly (a warning
+        #: raised inside a block that records warnings, as some tasks do, would be lost with it)
+        self.say: Callable[[str], None] = _warn
 
     def add(self, line: str) -> None:
         with self._lock:
             entry = Retry(os.getpid(), next(self._numbers), line)
             self._append(entry)
         if self.echo:
-            warnings.warn(line, KfmtWarning, stacklevel=2)
+            self.say(line)
 
     def _append(self, entry: Retry) -> bool:
         key = (entry.process, entry.number)
@@ -81,7 +84,7 @@ class _RetryLog:
             new = [e for e in entries if self._append(e)]
         if self.echo:
             for entry in new:
-                warnings.warn(entry.line, KfmtWarning, stacklevel=2)
+                self.say(entry.line)
 
     def take(self) -> list[str]:
         """The lines logged since the last take (a report lists its run's retries)."""
@@ -89,6 +92,10 @@ class _RetryLog:
             lines = [e.line for e in self._entries[self._taken:]]
             self._taken = len(self._entries)
             return lines
+
+
+def _warn(line: str) -> None:
+    warnings.warn(line, KfmtWarning, stacklevel=3)
 
 
 retry_log = _RetryLog()

@@ -259,6 +259,7 @@ class StagedOutput:
         if self._closed:
             return
         self._closed = True
+        run_ended(self.run)
 
         def remove_staging():
             for stream in list(self.staged._open):
@@ -407,9 +408,20 @@ def tidy_after_failure(cleanup, url: str, what: str) -> None:
         warnings.warn(f"{url}: {what} ({err}); the next run into it removes it", KfmtWarning, stacklevel=3)
 
 
+#: runs of this process that have ended (failed): their claims count as dead even though the process
+#: lives on (the Python API), also when storage would not let them be removed or marked
+_ended_runs: set[str] = set()
+
+
+def run_ended(run: str) -> None:
+    _ended_runs.add(run)
+
+
 def owner_alive(owner: dict) -> bool:
     """Whether the run that wrote `owner` may still be running. A run on another machine cannot be
     checked, so it counts as alive (the user removes its leftovers)."""
+    if owner.get("run") in _ended_runs:
+        return False
     if owner.get("host") != socket.gethostname():
         return True
     pid = owner.get("pid")

@@ -165,6 +165,11 @@ class FaultProxy:
             self.faults.append(fault)
         return fault
 
+    def heal(self) -> None:
+        """No more faults (the service is back); the log stays."""
+        with self._lock:
+            self.faults.clear()
+
     def clear(self) -> None:
         with self._lock:
             self.faults.clear()

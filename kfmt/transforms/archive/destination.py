@@ -18,6 +18,7 @@ from kfmt.storage.staging import (
     another_run,
     new_run_id,
     owner_alive,
+    run_ended,
     tidy_after_failure,
 )
 from kfmt.storage.store import Storage, StorageSpec
@@ -221,6 +222,7 @@ class ArchiveDestination:
     def stop(self) -> None:
         """After a failure: mark the claim stopped, so that a re-run (even in this process) is not
         refused; what was uploaded stays for it. The published generations are untouched."""
+        run_ended(self.run)
         owner = dict(self._owner, pid=None, stopped_ms=time.time_ns() // 1_000_000)
         # if that fails too, the claim stays as it was: its process ends, and then it counts as dead
         tidy_after_failure(lambda: self.storage.write(self._claim, json.dumps(owner).encode()), self.url,
