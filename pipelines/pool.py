@@ -108,9 +108,9 @@ def run_on_pool(call, indexed_tasks: list, workers: int, description: str, bar, 
 
 
 def run_on_threads(call, indexed_tasks: list, workers: int, bar, failed=None) -> list:
-    """call((index, task)) for every item on `workers` threads of this process; what each call returned
-    ((index, result, retries)), in task order. No process to start, nothing to pickle: the engine for work that releases the GIL
-    (kfmt.pipelines.engine). The first exception (Ctrl-C too) is raised once the running tasks are
+    """call((index, task)) for every item on `workers` threads of this process; what each call
+    returned ((index, result, retries)), in task order, stopping as run_on_pool does. No process to
+    start, nothing to pickle: the engine for work that releases the GIL (kfmt.pipelines.engine). The first exception (Ctrl-C too) is raised once the running tasks are
     done: a thread cannot be stopped, but the tasks not started yet are not started."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -146,8 +146,8 @@ def _died(processes) -> str:
 def _results(futures: list, bar, failed=None) -> list:
     """The futures' results in order, the progress bar moved as they finish; the first task that
     raised raises as soon as it is seen, without waiting for the others. A result `failed` names
-    (a task that failed cleanly) stops the tasks not started yet: nothing would be published, and
-    through a storage outage each would spend its whole retry bound first."""
+    (a runtime failure a task reported) stops the tasks not started yet: nothing will be published,
+    and through a storage outage each would spend its whole retry bound first."""
     pending = set(futures)
     while pending:
         done, pending = wait(pending, timeout=0.5, return_when=FIRST_EXCEPTION)

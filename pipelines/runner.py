@@ -112,8 +112,11 @@ def run_tasks(fn: Callable, tasks: Sequence, *, master: "str | Engine | None" = 
 
 
 def _failed(outcome) -> bool:
-    """Whether a task's (index, result, retries) is a clean failure: the tasks after it need not run."""
-    return isinstance(outcome[1], TaskFailure)
+    """Whether a task's (index, result, retries) is a runtime failure (storage gone, full, refusing):
+    the tasks after it would meet it too, each after its own retries, so they are not started. Bad
+    data in one task says nothing about the others: they run on (an archive keeps their uploads for
+    the next run)."""
+    return isinstance(outcome[1], TaskFailure) and outcome[1].kind == "failure"
 
 
 def _run_in_process(call, tasks, description: str, progress: bool) -> list:

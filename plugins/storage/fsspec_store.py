@@ -157,15 +157,15 @@ class FsspecStorage(Storage):
     def _read(self, path, start, end):
         if end is not None and end <= start:
             return b""
-        # botocore retries a request that fails; a body that fails after the reply came is read again here
-        read = (lambda: self.fs.cat_file(path)) if start == 0 and end is None else (
-            lambda: self.fs.cat_file(path, start=start, end=end))  # no Range for a whole object:
-        #                                                            S3 refuses any range of an empty one
+        # A whole object is read without a Range header: S3 refuses any range of an empty object.
+        ranged = {} if start == 0 and end is None else {"start": start, "end": end}
         try:
-            return retried(read, body_failure, self.url_of(path), f"reading from {self.remote or self.protocol}")
+            # botocore retries a request that fails; a body failing after the reply came is read again here
+            return retried(lambda: self.fs.cat_file(path, **ranged), body_failure, self.url_of(path),
+                           f"reading from {self.remote or self.protocol}")
         except OSError as err:
             # 416 "range not satisfiable" (s3fs raises EINVAL): a range starting at or past the end
-            if err.errno == errno.EINVAL and (start or end is not None) and start >= self.info(path).size:
+            if err.errno == errno.EINVAL and ranged and start >= self.info(path).size:
                 return b""
             raise
 
@@ -220,7 +220,7 @@ def log_s3_retries(fs, remote: str) -> None:
     botocore decides on a retry in `needs-retry` and sends the next attempt through `request-created`;
     the first handler notes what the failed attempt met, the second logs the attempt it starts."""
     if getattr(fs, "_kfmt_retries_logged", False) or fs.session is not None:
-        return
+        return  # done already, or a session someone else made (its retries are bounded, not logged)
     from aiobotocore.session import AioSession
 
     fs.session = AioSession(**fs.kwargs)
@@ -257,7 +257,7 @@ def _log_retry(request, operation_name: str, remote: str) -> None:
         return
     retries = getattr(context.get("client_config"), "retries", None) or {}
     attempts = retries.get("total_max_attempts") or (retries.get("max_attempts", ATTEMPTS - 1) + 1)
-    cause = context.get("kfmt_failure") or "failed"
+    cause = context.get("kfmt_failure") or "no reason given"
     retry_log.add(retry_line(context.get("kfmt_where", remote), f"{operation_name} at {remote}", cause,
                              attempt, attempts))
 

@@ -190,6 +190,24 @@ def test_transient_s3_faults_are_retried_logged_and_leave_the_output_of_a_fault_
     assert retries and retries == said[:len(retries)], (retries, said)
 
 
+@pytest.mark.s3
+def test_retries_in_worker_processes_are_said_by_the_driver(s3_server, proxy, log_dir, s3_references, s3_url):
+    """On the pool the retries happen in worker processes: each is said once, on the driver's stderr
+    and in the report, and the output is the fault-free one."""
+    faults = [proxy.add(Fault("status", method="PUT", key=r"\.log$", nth=n, status=503, code="SlowDown"))
+              for n in (1, 3)]
+    args = [a for a in args_for("upgrade", log_dir, s3_url, through(s3_server, proxy)) if a != "inprocess"]
+    args[args.index("--master") + 1:args.index("--master") + 1] = ["local-pool[2]"]
+    result = run_kfmt(*args)
+    assert result.code == 0, result.err
+    assert all(f.fired for f in faults)
+    said = retries_said(result.err)
+    assert len(said) == 2 and all("PutObject" in line and "HTTP 503 SlowDown" in line for line in said), said
+    storage, dst = open_storage(s3_url, s3_server.storage_options)
+    assert sorted(report_of(storage, dst, "upgrade")["retries"]) == sorted(said)
+    assert content(storage, dst) == s3_references["upgrade"]
+
+
 def outage(command: str) -> Fault:
     """An S3 service that stops answering part-way: every request of a kind from some point on."""
     if command == "restore":
