@@ -181,6 +181,10 @@ class FaultProxy:
 
     def stop(self) -> None:
         self._stopped.set()
+        try:
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the accept() (close() alone would not)
+        except OSError:
+            pass
         self._listener.close()
         with self._lock:
             connections = list(self._connections)
