@@ -1,4 +1,5 @@
-"""Errors kfmt raises, and the exit codes the CLI maps them to (CLI.md: 1 runtime, 2 usage, 65 bad data).
+"""Errors kfmt raises, and the exit codes the CLI maps them to (CLI.md: 1 runtime, 2 usage, 3 offsets lost with
+--fail-on-loss, 65 bad data).
 
 A DataError names the file, the byte position and the offset involved, so that a one-line message on
 stderr is enough to find the problem. Low-level decoders raise with what they know (often a position
@@ -10,6 +11,8 @@ EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_DATA = 65  # sysexits EX_DATAERR
+# published what it had, but offsets were deleted before any run read them (--fail-on-loss)
+EXIT_LOSS = 3
 
 
 class KfmtError(Exception):
@@ -87,6 +90,20 @@ class EngineError(KfmtError):
 
 class KfmtWarning(UserWarning):
     """Something kfmt skipped and says so (the command line prints it as one `kfmt: warning:` line)."""
+
+
+def warned_on_success(fn, *args, **kwargs):
+    """fn(...), the warnings it gives held back until it returns: a refusal (an exception) is one
+    line, not the warnings of what was looked at before it (the links of a directory that turns out
+    not to be a log directory)."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = fn(*args, **kwargs)
+    for w in caught:
+        warnings.warn(w.message, w.category, stacklevel=3)
+    return result
 
 
 class CompressionError(DataError):

@@ -20,6 +20,8 @@ Log-directory files (docs/format.md §11), for a log-directory SRC:
   byte for byte when none is dropped). Offsets do not change, so their values stay valid; the log
   start offsets must not be lost (a lost one re-exposes deleted records), and they also decide which
   snapshots and leader epochs recovery keeps, so they are given to the companion builder.
+* `bootstrap.checkpoint` and the KRaft metadata log `__cluster_metadata-0/` are copied byte for byte
+  (kfmt.transforms.metadata_log).
 * `.kafka_cleanshutdown` is not copied: without it a broker recovers the directory on first load,
   validating every batch and rebuilding these same files (docs/format.md §17 item 9) instead of trusting them.
   `.lock` and anything else are left out too; the report lists what was skipped.
@@ -27,12 +29,13 @@ Log-directory files (docs/format.md §11), for a log-directory SRC:
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import numpy as np
 
-from kfmt.errors import DataError, UsageError
+from kfmt.errors import DataError, KfmtWarning, UsageError
 from kfmt.format import batch_runs, segment
 from kfmt.format.batch_runs import CheckedRun
 from kfmt.format.model import Batch
@@ -45,15 +48,20 @@ from kfmt.partition.layout import (
     PartitionDir,
     find_partitions,
     is_log_dir,
+    segment_file_name,
 )
+from kfmt.partition.log_start import first_kept_position, kept_segments, segment_start, segment_start_note
 from kfmt.partition.summary import PartitionSummary, PartitionTally
+from kfmt.partition.topic_identity import TargetTopics, TopicIdentity
 from kfmt.pipelines.engine import Engine, choose_engine, is_process_local
 from kfmt.pipelines.runner import run_tasks
 from kfmt.storage.staging import StagedOutput, StagingTarget
 from kfmt.storage.store import Storage, open_storage
+from kfmt.transforms.metadata_log import BOOTSTRAP_CHECKPOINT, BOOTSTRAP_REASON, CARRIED, metadata_log_files
+from kfmt.transforms.metadata_log import split_metadata_log
 from kfmt.transforms.report import REPORT_NAME, make_report, report_bytes
 
-COPIED_LOG_DIR_FILES = ("meta.properties",)
+COPIED_LOG_DIR_FILES = ("meta.properties", BOOTSTRAP_CHECKPOINT)
 OFFSET_CHECKPOINTS = ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
                       "replication-offset-checkpoint", "cleaner-offset-checkpoint")
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
@@ -66,9 +74,18 @@ class PartitionPlan:
     rel: str  # its directory inside DST ('' when SRC is the partition directory itself)
     log_start_offset: int  # from SRC's log-start-offset-checkpoint; 0 when it has no entry
     skipped: list[str] = field(default_factory=list)  # files neither copied nor regenerated
+    # a partition-directory DST: the first segment begins here, named after the log start offset
+    # (kfmt.partition.log_start.segment_start); None: the segments as they are
+    segment_start: int | None = None
+    # the partition.metadata written (kfmt.partition.topic_identity); None: the source's, as it is
+    identity: TopicIdentity | None = None
 
     def rel_path(self, name: str) -> str:
         return f"{self.rel}/{name}" if self.rel else name
+
+    def write_identity(self, out) -> None:
+        """partition.metadata into the partition's directory of `out` (staged output or files)."""
+        TopicIdentity.of(self.identity, self.part).write_into(out, self.rel_path(PARTITION_METADATA))
 
 
 @dataclass
@@ -86,6 +103,17 @@ class DirectoryPlan:
     partitions: list[PartitionPlan]
     log_dir_files: list[LogDirFile]
 
+    def warn_strays(self) -> None:
+        """A warning for each partition written (or planned, in a dry run) that a KRaft broker would
+        set aside as a stray; called once the run succeeded, so that a failure stays one line."""
+        for p in self.partitions:
+            if p.identity is not None and p.identity.warning:
+                warnings.warn(p.identity.warning, KfmtWarning, stacklevel=2)
+
+    def identity_notes(self) -> list[str]:
+        """What each partition's partition.metadata is (and a warning's text where it is a stray)."""
+        return [p.identity.note(p.part.name) for p in self.partitions if p.identity is not None]
+
     def lines(self) -> list[str]:
         """The plan as text (--dry-run)."""
         out = [f"reindex {self.source} -> {self.destination} "
@@ -97,7 +125,7 @@ class DirectoryPlan:
             out.append(f"  {p.part.name} -> {target}/: {len(p.part.segments)} segment(s), "
                        f"{log_bytes} bytes of .log copied byte for byte; .index, .timeindex, "
                        f".txnindex, .snapshot and {LEADER_EPOCH_CHECKPOINT} regenerated"
-                       + (f"; {PARTITION_METADATA} copied" if p.part.file(PARTITION_METADATA) else ""))
+                       + (f"; {PARTITION_METADATA} {p.identity.origin}" if p.identity else ""))
             if p.log_start_offset:
                 out.append(f"    log start offset {p.log_start_offset} (log-start-offset-checkpoint)")
             for name in p.skipped:
@@ -127,13 +155,20 @@ def _skipped_files(part: PartitionDir) -> list[str]:
     return out
 
 
-def _log_dir_files(storage: Storage, path: str, parts: list[PartitionDir]) -> list[LogDirFile]:
+def _log_dir_files(storage: Storage, path: str, parts: list[PartitionDir],
+                   metadata: PartitionDir | None = None) -> list[LogDirFile]:
+    """What becomes of each entry of SRC's log directory besides the partitions transformed (the
+    KRaft metadata log `metadata`, when selected, is carried file by file: kfmt.transforms.metadata_log)."""
     names = {p.name for p in parts}
     out = []
     for info in storage.listdir(path):
         if info.is_dir:
-            if info.name not in names:
+            if metadata is not None and info.name == metadata.name:
+                out += [LogDirFile(rel, "copy", CARRIED) for rel in metadata_log_files(metadata)]
+            elif info.name not in names:
                 out.append(LogDirFile(info.name + "/", "skip", "not a selected partition directory"))
+        elif info.name == BOOTSTRAP_CHECKPOINT:
+            out.append(LogDirFile(info.name, "copy", BOOTSTRAP_REASON))
         elif info.name in COPIED_LOG_DIR_FILES:
             out.append(LogDirFile(info.name, "copy", "the broker and cluster identity of the log directory"))
         elif info.name in OFFSET_CHECKPOINTS:
@@ -166,19 +201,26 @@ def source_partitions(src_storage: Storage, src_path: str, dst_storage: Storage,
 
 
 def plan_reindex(src_storage: Storage, src_path: str, dst_storage: Storage, dst_path: str,
-                 topic: str | None = None, partition: int | None = None) -> DirectoryPlan:
+                 topic: str | None = None, partition: int | None = None,
+                 target: TargetTopics | None = None) -> DirectoryPlan:
+    """What a transform reads and writes. `target`: the topic ids the output is for
+    (kfmt.partition.topic_identity; None: every partition keeps its own partition.metadata)."""
     parts, source, destination, log_dir = source_partitions(src_storage, src_path, dst_storage, dst_path,
                                                             topic, partition)
+    parts, metadata = split_metadata_log(parts, log_dir, src_storage, src_path)
     log_starts: dict = {}
     log_dir_files: list[LogDirFile] = []
     if log_dir:
-        log_dir_files = _log_dir_files(src_storage, src_path, parts)
+        log_dir_files = _log_dir_files(src_storage, src_path, parts, metadata)
         checkpoint = src_storage.join(src_path, LOG_START_OFFSET_CHECKPOINT)
         if src_storage.exists(checkpoint):
             log_starts = read_offset_checkpoint(_text(src_storage, checkpoint),
                                                 src_storage.url_of(checkpoint))
+    target = target or TargetTopics()
+    target.check_topics({p.topic for p in parts if p.topic is not None})
     plans = [PartitionPlan(p, p.name if log_dir else "", log_starts.get((p.topic, p.partition), 0),
-                           _skipped_files(p)) for p in parts]
+                           _skipped_files(p), segment_start(p, p.log_start_offset, log_dir),
+                           target.identity(p)) for p in parts]
     return DirectoryPlan(source, destination, log_dir, plans, log_dir_files)
 
 
@@ -198,19 +240,24 @@ def reindex_partition(plan: PartitionPlan, out: StagedOutput, options: Companion
     tally = PartitionTally(PartitionSummary(storage.url_of(part.path), part.topic, part.partition))
     if plan.rel:
         out.makedirs(plan.rel)  # an empty partition directory stays one
-    for seg in part.segments:
+    segments = kept_segments(part, plan.segment_start)
+    for seg in segments:
         file = part.display(seg.log)
-        data = storage.map(seg.log.path)
+        data, base, name = storage.map(seg.log.path), seg.base_offset, seg.log.name
+        checked = storage.checked_sha256(seg.log.path)  # restore: the archive's object, checked whole
+        if seg is segments[0] and plan.segment_start is not None and plan.segment_start > base:
+            # the log start offset travels in the first segment's name: from the batch holding it
+            data = data[first_kept_position(data, file, plan.segment_start):]
+            base, name, checked = plan.segment_start, segment_file_name(plan.segment_start, "log"), None
         try:
-            builder.begin_segment(seg.base_offset)
+            builder.begin_segment(base)
         except DataError as err:
             raise err.located(file=file)
         tally.add_segment(len(data))
         tail = _check_segment(data, file, builder, tally)
-        checked = storage.checked_sha256(seg.log.path)  # restore: the archive's object, checked whole
         if tail.is_error:
             checked = None
-            if seg is not part.segments[-1]:
+            if seg is not segments[-1]:
                 raise tail.error(file)
             data = data[:tail.position]
             if notes is None:
@@ -218,17 +265,14 @@ def reindex_partition(plan: PartitionPlan, out: StagedOutput, options: Companion
             else:
                 notes.append(tail.recovery_message(file))
         companions = builder.end_segment()
-        out.write(plan.rel_path(seg.log.name), data, seg.log.mtime_ms, checked)
+        out.write(plan.rel_path(name), data, seg.log.mtime_ms, checked)
         for name, content in companions.files().items():
             out.write(plan.rel_path(name), content)
         if on_progress is not None:
             on_progress(len(data))
     for name, content in builder.finish().files().items():
         out.write(plan.rel_path(name), content)
-    metadata = part.file(PARTITION_METADATA)
-    if metadata is not None:
-        out.write(plan.rel_path(PARTITION_METADATA), bytes(storage.read(metadata.path)),
-                  metadata.mtime_ms)
+    plan.write_identity(out)
     return tally.finish()
 
 
@@ -379,17 +423,19 @@ def reindex(src: str, dst: str, *, src_options: dict | None = None, dst_options:
             topic: str | None = None, partition: int | None = None,
             options: CompanionOptions | None = None, master: "str | Engine | None" = None,
             dry_run: bool = False, progress: bool = True,
-            on_progress: Callable[[int], None] | None = None) -> tuple[DirectoryPlan, dict | None]:
+            on_progress: Callable[[int], None] | None = None,
+            target: TargetTopics | None = None) -> tuple[DirectoryPlan, dict | None]:
     """Reindex SRC into DST. Returns the plan and the report (None for a dry run, which writes
     nothing). `on_progress(bytes)` is called as segments are done when the work runs in this process."""
     options = (options or CompanionOptions()).with_clock()
     src_storage, src_path = open_storage(src, src_options)
     dst_storage, dst_path = open_storage(dst, dst_options if dst_options is not None else src_options)
-    plan = plan_reindex(src_storage, src_path, dst_storage, dst_path, topic, partition)
+    plan = plan_reindex(src_storage, src_path, dst_storage, dst_path, topic, partition, target)
     if dry_run:
         if dst_storage.exists(dst_path) and (not dst_storage.isdir(dst_path)
                                              or dst_storage.listdir(dst_path)):
             raise UsageError(f"{plan.destination}: the destination exists and is not empty")
+        plan.warn_strays()
         return plan, None
     engine = plan_engine(master, sum(s.size for p in plan.partitions for s in p.part.segments),
                          src_storage, dst_storage)
@@ -420,14 +466,18 @@ def reindex(src: str, dst: str, *, src_options: dict | None = None, dst_options:
             inputs, outputs, out.files, _notes(plan) + tails)
         report["engine"] = engine.to_json()
         out.write(REPORT_NAME, report_bytes(report))
+    plan.warn_strays()
     return plan, report
 
 
 def _notes(plan: DirectoryPlan) -> list[str]:
     notes = [".log segments copied byte for byte with their modification times; .index, .timeindex, "
              ".txnindex, producer .snapshot files and leader-epoch-checkpoint regenerated as Kafka "
-             "3.6's log recovery builds them; partition.metadata copied"]
+             "3.6's log recovery builds them"]
+    notes += plan.identity_notes()
     for p in plan.partitions:
         notes += [f"{p.part.name}: skipped {name}" for name in p.skipped]
+        if p.segment_start is not None:
+            notes.append(segment_start_note(p.part.name, p.segment_start))
     notes += [f"log directory: {f.action} {f.name} ({f.reason})" for f in plan.log_dir_files]
     return notes

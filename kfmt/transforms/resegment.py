@@ -56,6 +56,8 @@ from kfmt.write.planner import (
     RollPolicy,
     SegmentPlan,
     SegmentPlanner,
+    check_segment_bytes_for,
+    kafka_version as parse_kafka_version,
 )
 from kfmt.write.segment_writer import write_segment
 
@@ -75,10 +77,11 @@ class PlanPartitionTask:
     sources: tuple[SourceSegment, ...]
     policy: RollPolicy
     floor: int | None = None  # batches ending below it (below the log start offset) are left out
+    start: int | None = None  # the first segment's base offset, when it carries the log start offset
 
     def run(self) -> TaskResult:
         result = TaskResult(self.partition)
-        result.detail = plan_partition(self.sources, self.policy, self.floor, result.notes)
+        result.detail = plan_partition(self.sources, self.policy, self.floor, result.notes, self.start)
         return result
 
 
@@ -147,14 +150,15 @@ class _Plan:
 
 
 def plan_partition(sources, policy: RollPolicy, floor: int | None = None,
-                   notes: list[str] | None = None) -> list[OutputSegment]:
+                   notes: list[str] | None = None, start: int | None = None) -> list[OutputSegment]:
     """The output segments of a partition whose source segments are `sources`, in order, holding
-    the batches that end at or after `floor` (the log start offset; None: all). `notes` gets a
-    line for a last segment's tail left out."""
+    the batches that end at or after `floor` (the log start offset; None: all), the first at
+    `start` (default: the first source segment's base offset). `notes` gets a line for a last
+    segment's tail left out."""
     notes = [] if notes is None else notes
     if not sources:
         return []
-    plan = _Plan(policy, sources[0].base_offset)
+    plan = _Plan(policy, sources[0].base_offset if start is None else start)
     for index, src in enumerate(sources):
         scanner = segment.FrameScanner(src.read(), src.file)
         for rows in scanner.chunks():
@@ -236,7 +240,7 @@ class ResegmentTransform(Transform):
                 "segment_index_bytes": p.max_index_bytes}
 
     def preparation_tasks(self, work: list[PartitionWork], dry_run: bool) -> list:
-        return [PlanPartitionTask(w.index, tuple(w.sources), self._policy, w.floor) for w in work]
+        return [PlanPartitionTask(w.index, tuple(w.sources), self._policy, w.floor, w.start) for w in work]
 
     def prepared(self, work: list[PartitionWork], results: list[TaskResult]) -> None:
         for r in results:
@@ -268,7 +272,10 @@ class ResegmentTransform(Transform):
 
 def resegment(src: str, dst: str, *, segment_bytes: int, segment_ms: int = DEFAULT_SEGMENT_MS,
               segment_index_bytes: int = DEFAULT_MAX_INDEX_BYTES,
-              companions: CompanionOptions = CompanionOptions(), **run) -> tuple[RunPlan, dict | None]:
-    """Resegment SRC (a partition or log directory) into DST. `run`: run_transform's arguments."""
+              companions: CompanionOptions = CompanionOptions(), kafka_version: str | None = None,
+              **run) -> tuple[RunPlan, dict | None]:
+    """Resegment SRC (a partition or log directory) into DST. `kafka_version`: the broker the output
+    is for ('3.9', '4.1'; None: 4.x), which bounds segment.bytes. `run`: run_transform's arguments."""
     policy = RollPolicy(segment_bytes, segment_ms, companions.index_interval_bytes, segment_index_bytes)
+    check_segment_bytes_for(segment_bytes, parse_kafka_version(kafka_version or "4"))
     return run_transform(ResegmentTransform(policy, companions), src, dst, **run)

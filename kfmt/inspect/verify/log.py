@@ -56,6 +56,7 @@ class BatchFacts:
     max_timestamp: int
     magic: int
     producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = -1
     is_transactional: bool = False
     is_control: bool = False
     partition_leader_epoch: int = -1
@@ -200,7 +201,8 @@ class LogChecker:
             position=header.position, size=header.size,
             base_offset=h.base_offset if h.base_offset is not None else h.last_offset,
             last_offset=h.last_offset, max_timestamp=h.max_timestamp, magic=h.magic,
-            producer_id=h.producer_id, is_transactional=h.is_transactional, is_control=h.is_control,
+            producer_id=h.producer_id, producer_epoch=h.producer_epoch,
+            is_transactional=h.is_transactional, is_control=h.is_control,
             partition_leader_epoch=h.partition_leader_epoch)
         self._check_offsets(facts, seg, file, first)
         if batch is not None:
@@ -224,10 +226,16 @@ class LogChecker:
             report.error("offset-order", f"batch offsets {facts.base_offset}..{facts.last_offset} do not "
                          f"follow the previous batch{previous}, which ends at {self.prev_last} "
                          f"(expected a first offset > {self.prev_last})", *where)
-        if first and facts.base_offset < seg.base_offset:
+        if first and facts.last_offset < seg.base_offset:
             report.error("segment-base", f"first offset {facts.base_offset} is below the segment's base "
                          f"offset {seg.base_offset} (its file name): expected base offset <= first "
                          f"offset (docs/format.md §12.1)", *where)
+        elif first and facts.base_offset < seg.base_offset:
+            # what loading checks is the last offset (LogSegment.recover): the segment loads and is
+            # served from its base offset on, the log start offset a partition directory carries
+            report.note("segment-base", f"the first batch {facts.base_offset}..{facts.last_offset} begins "
+                        f"below the segment's base offset {seg.base_offset}: a broker serves it from "
+                        f"{seg.base_offset} on (docs/format.md §12.1)", *where)
         if facts.magic >= 2 and facts.partition_leader_epoch < NO_PARTITION_LEADER_EPOCH:
             # Not covered by the CRC (docs/format.md §4.1); Kafka writes -1 (none) or the leader's epoch (>= 0).
             report.error("leader-epoch", f"partition leader epoch {facts.partition_leader_epoch} "
