@@ -110,8 +110,9 @@ def run_on_pool(call, indexed_tasks: list, workers: int, description: str, bar, 
 def run_on_threads(call, indexed_tasks: list, workers: int, bar, failed=None) -> list:
     """call((index, task)) for every item on `workers` threads of this process; what each call
     returned ((index, result, retries)), in task order, stopping as run_on_pool does. No process to
-    start, nothing to pickle: the engine for work that releases the GIL (kfmt.pipelines.engine). The first exception (Ctrl-C too) is raised once the running tasks are
-    done: a thread cannot be stopped, but the tasks not started yet are not started."""
+    start, nothing to pickle: the engine for work that releases the GIL (kfmt.pipelines.engine). The
+    first exception (Ctrl-C too) is raised once the running tasks are done: a thread cannot be
+    stopped, but the tasks not started yet are not started."""
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kfmt-task") as threads:

@@ -11,10 +11,10 @@ ATTEMPTS attempts, in one layer each (docs/reliability.md, "Faults under load"):
 * the body of an object being read arrives after botocore has returned the reply, so botocore cannot
   retry a body cut short or stalled: kfmt's read does (`retried`), within the same bound.
 
-Each retry is one line: a `kfmt: warning:` on stderr (a KfmtWarning in the Python API) and an entry of this process's
-retry log, which the next report takes (`take`, kfmt.transforms.report). A worker process (the pool,
-Spark) logs quietly; the task runner brings its entries back to the driver (`since`, `adopt`), which
-says them there.
+Each retry is one line: a `kfmt: warning:` on stderr (a KfmtWarning in the Python API) and an
+entry of this process's retry log, which the next report takes (`take`, kfmt.transforms.report; the
+command line starts each run with an empty one). A worker process (the pool, Spark) logs quietly;
+the task runner brings its entries back to the driver (`since`, `adopt`), which says them there.
 """
 from __future__ import annotations
 

@@ -44,7 +44,8 @@ class Fault:
     times: int = 1  # how many matching requests in a row get it; 0: all from the nth on
     status: int = 503  # for "status"
     code: str = "SlowDown"  # for "status": the S3 error code in the reply's body
-    after_bytes: int | None = None  # reset: request body bytes read first; truncate/stall: reply body bytes sent first
+    # reset: request body bytes read first; truncate and stall: reply body bytes sent first
+    after_bytes: int | None = None
     seconds: float = 0.0  # for "stall"
     upstream: bool = False  # for "reset": forward the request first, lose the reply
     matched: int = field(default=0, init=False)  # matching requests seen so far
@@ -137,7 +138,8 @@ def _reset(sock: socket.socket) -> None:
 def _error_reply(status: int, code: str, method: str) -> bytes:
     body = (f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code>'
             f"<Message>injected by the test proxy</Message><RequestId>kfmt-fault</RequestId></Error>").encode()
-    reason = {500: "Internal Server Error", 503: "Service Unavailable", 502: "Bad Gateway"}.get(status, "Error")
+    reasons = {500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable"}
+    reason = reasons.get(status, "Error")
     head = _head_bytes(f"HTTP/1.1 {status} {reason}",
                        [("Content-Type", "application/xml"), ("Content-Length", str(len(body))),
                         ("x-amz-request-id", "kfmt-fault")])
