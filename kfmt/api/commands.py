@@ -305,16 +305,20 @@ def salvage(src: Where, dst: Where, *, index_interval_bytes: int = DEFAULT_INDEX
             now_ms: int | None = None, producer_expiration_ms: int = DEFAULT_PRODUCER_EXPIRATION_MS,
             storage_options: dict | None = None, dst_storage_options: dict | None = None,
             topic: str | None = None, partition: int | None = None, master: str | None = None,
-            dry_run: bool = False, progress: bool = False) -> Report:
+            dry_run: bool = False, progress: bool = False,
+            topic_id: str | Sequence[str] | dict | None = None,
+            cluster_metadata: Where | None = None) -> Report:
     """Every intact batch of a damaged partition or log directory into a broker-ready copy, with
-    every byte range dropped in the report (`kfmt salvage`)."""
+    every byte range dropped in the report (`kfmt salvage`); `topic_id`, `cluster_metadata`: the
+    cluster the copy is for, as for reindex."""
     from kfmt.transforms.salvage import SalvageOptions
     from kfmt.transforms.salvage import salvage as run_salvage
 
     options = SalvageOptions(**_companions(index_interval_bytes, now_ms,
                                            producer_expiration_ms).builder_options())
     with _bar(progress, unit="B", unit_scale=True, desc="salvage") as bar:
-        plan, report = run_salvage(*_paths(src, dst), options=options, on_progress=bar.update, **_run(
+        plan, report = run_salvage(*_paths(src, dst), options=options, on_progress=bar.update,
+                                   target=_target(topic_id, cluster_metadata, storage_options), **_run(
             storage_options, dst_storage_options, topic, partition, dry_run, master, progress))
     return Report(report, plan=plan)
 

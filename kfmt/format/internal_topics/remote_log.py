@@ -3,7 +3,7 @@ storage/src/main/resources/message/, the records TopicBasedRemoteLogMetadataMana
 is framed as a metadata record is (uvarint frame version 1, api key, version); there is no key."""
 from __future__ import annotations
 
-from kfmt.inspect.dump.decoders.protocol import F, message
+from kfmt.format.internal_topics.protocol import F, message
 
 _TOPIC_ID_PARTITION = (F("name", "string"), F("id", "uuid"), F("partition", "int32"))
 _SEGMENT_ID = F("remoteLogSegmentId", "RemoteLogSegmentIdEntry", fields=(

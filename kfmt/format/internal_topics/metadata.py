@@ -1,16 +1,20 @@
 """KRaft `__cluster_metadata` record schemas, as Kafka's metadata/src/main/resources/common/metadata/
 declares them (record versions up to Kafka 4.x's; the security and configuration records are in
-schemas_metadata_security.py).
+metadata_security.py).
 
 Each record value is framed by MetadataRecordSerde: uvarint frame version (1), uvarint api key
 (the record type), uvarint record version, then the record, flexible in every version. TYPES maps
-an api key to (MetadataRecordType name, schema). KAFKA_36 says which types and versions Kafka 3.6's
-tool could read: `--kafka-version 3.6` prints the others as it printed a record it could not read.
+an api key to (MetadataRecordType name, schema); read_metadata_record reads one value. Both
+`kfmt dump --cluster-metadata-decoder` and the topic ids of `--cluster-metadata`
+(kfmt.partition.cluster_topics) read the log through them.
 """
 from __future__ import annotations
 
-from kfmt.inspect.dump.decoders.protocol import F, message
-from kfmt.inspect.dump.decoders.schemas_metadata_security import SECURITY_TYPES
+from dataclasses import dataclass
+
+from kfmt.errors import DataError
+from kfmt.format.internal_topics.metadata_security import SECURITY_TYPES
+from kfmt.format.internal_topics.protocol import F, message, read_frame, read_message
 
 
 def _record(name: str, valid: str, *fields):
@@ -110,7 +114,27 @@ CLUSTER_TYPES = {
 
 TYPES = {**CLUSTER_TYPES, **SECURITY_TYPES}
 
-# api key -> the highest record version Kafka 3.6's MetadataRecordSerde read (metadata.version up
-# to 3.6-IV2); the types it did not know are absent
-KAFKA_36 = {0: 2, 1: 0, 2: 0, 3: 0, 4: 0, 5: 0, 7: 0, 8: 0, 9: 0, 10: 0, 11: 0, 12: 0, 14: 0, 15: 0,
-            17: 1, 18: 0, 19: 0, 20: 0, 21: 0, 22: 0, 23: 0, 24: 0, 25: 0, 26: 0}
+
+@dataclass(frozen=True)
+class MetadataRecord:
+    api_key: int
+    name: str  # MetadataRecordType's (TOPIC_RECORD)
+    version: int
+    fields: dict  # {field name: value}, as kfmt.format.internal_topics.protocol.read_message gives them
+    schema: object
+
+
+def read_metadata_record(value: bytes | None, exact: bool = False,
+                         known: dict[int, int] | None = None) -> MetadataRecord:
+    """One metadata record value (MetadataRecordSerde framing). `known` limits the readable types to
+    {api key: highest version} (an older Kafka's table); a DataError for anything else, worded as
+    Kafka's serde words it."""
+    api_key, version, body = read_frame(value, "metadata record")
+    entry = TYPES.get(api_key)
+    if entry is None or (known is not None and api_key not in known):
+        raise DataError(f"Unknown metadata id {api_key}")
+    name, schema = entry
+    if known is not None and version > known[api_key]:
+        raise DataError(f"Can't read version {version} of {schema.name}")
+    return MetadataRecord(api_key, name, version, read_message(schema, body, version, schema.name, exact=exact),
+                          schema)

@@ -4,8 +4,8 @@ state of a share-partition), 1 a ShareUpdate (a change to it); both keyed by gro
 partition, with the same key fields."""
 from __future__ import annotations
 
-from kfmt.inspect.dump.decoders.protocol import F, message
-from kfmt.inspect.dump.decoders.schemas_groups import key_schema
+from kfmt.format.internal_topics.groups import key_schema
+from kfmt.format.internal_topics.protocol import F, message
 
 _KEY = ("groupId", F("topicId", "uuid"), F("partition", "int32"))
 _STATE_BATCH = (

@@ -5,13 +5,17 @@ and streams groups (KIP-1071, 17-24). Every key is a version-0 message of string
 value is flexible from version 0.
 
 The consumer and share group schemas are those a Kafka 4.1 broker writes (the realkafka4 corpus
-holds every one but 4, 9 and 16 and is decoded to its last byte); the streams group schemas follow
-Kafka's sources of the streams protocol before its 4.1 release, with no corpus to check them.
+holds every one but 4, 9 and 16 and is decoded to its last byte), with the tagged fields added since
+(each commented). Every schema was compared field by field with Kafka's trunk of October 2025 (4.2 in
+development) and agrees with it; the 4.3 additions (KIP-1263's assignmentTimestamp) come from Kafka's
+4.3 sources. The streams group schemas are that trunk's, with no broker's records to check them
+against; 9, 18 and 24 are no longer in that trunk (a newer broker does not write them) and are kept
+for the logs of the brokers that did. docs/dump.md says which schema is confirmed by what.
 """
 from __future__ import annotations
 
-from kfmt.inspect.dump.decoders.protocol import F, message
-from kfmt.inspect.dump.decoders.schemas_groups import key_schema
+from kfmt.format.internal_topics.groups import key_schema
+from kfmt.format.internal_topics.protocol import F, message
 
 
 def _value(name: str, *fields):
@@ -59,7 +63,9 @@ CONSUMER_GROUP_RECORDS = {
             F("supportedProtocols", "[]ClassicProtocol", fields=(
                 F("name", "string"), F("metadata", "bytes"))))))),
     6: (_group("ConsumerGroupTargetAssignmentMetadata"), _value(
-        "ConsumerGroupTargetAssignmentMetadataValue", F("assignmentEpoch", "int32"))),
+        "ConsumerGroupTargetAssignmentMetadataValue",
+        F("assignmentEpoch", "int32"),
+        F("assignmentTimestamp", "int64", tag=0))),  # KIP-1263 (4.3): when the assignment was computed
     7: (_member("ConsumerGroupTargetAssignmentMember"), _value(
         "ConsumerGroupTargetAssignmentMemberValue",
         F("topicPartitions", "[]TopicPartition", fields=_TOPIC_PARTITIONS))),
@@ -125,7 +131,14 @@ def _tasks(*names: str) -> tuple:
 
 STREAMS_GROUP_RECORDS = {
     17: (_group("StreamsGroupMetadata"), _value(
-        "StreamsGroupMetadataValue", F("epoch", "int32"))),
+        "StreamsGroupMetadataValue",
+        F("epoch", "int32"),
+        F("metadataHash", "int64"),  # KIP-1101; not tagged: the streams protocol was early access
+        F("validatedTopologyEpoch", "int32", tag=0, default=-1),
+        # the assignment configuration of the last group epoch bump (num.standby.replicas); declared
+        # `"default": null` (JSON null: no default, so an empty list), as classicMemberMetadata above
+        F("lastAssignmentConfigs", "[]LastAssignmentConfig", nullable="0+", tag=1,
+          fields=(F("key", "string"), F("value", "string"))))),
     18: (_group("StreamsGroupPartitionMetadata"), _value(
         "StreamsGroupPartitionMetadataValue", _PARTITION_METADATA)),
     19: (_member("StreamsGroupMemberMetadata"), _value(
@@ -141,7 +154,9 @@ STREAMS_GROUP_RECORDS = {
           fields=(F("host", "string"), F("port", "uint16"))),
         F("clientTags", "[]KeyValue", fields=(F("key", "string"), F("value", "string"))))),
     20: (_group("StreamsGroupTargetAssignmentMetadata"), _value(
-        "StreamsGroupTargetAssignmentMetadataValue", F("assignmentEpoch", "int32"))),
+        "StreamsGroupTargetAssignmentMetadataValue",
+        F("assignmentEpoch", "int32"),
+        F("assignmentTimestamp", "int64", tag=0))),  # KIP-1263 (4.3), as for consumer groups
     21: (_member("StreamsGroupTargetAssignmentMember"), _value(
         "StreamsGroupTargetAssignmentMemberValue",
         *_tasks("activeTasks", "standbyTasks", "warmupTasks"))),

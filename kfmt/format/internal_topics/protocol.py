@@ -2,8 +2,9 @@
 
 A schema is a Message: its fields in wire order, each with a type, the versions it exists in,
 the versions it may be null in, and for tagged fields the tag. One reader (read_message) decodes
-any schema at any version; one writer (to_json) produces what Kafka's generated JsonConverter
-classes produce, field for field. Wire rules (KIP-482 flexible versions):
+any schema at any version into {field name: value}; what a tool prints of it is the caller's
+(kfmt dump writes what Kafka's generated JsonConverter classes write: kfmt.inspect.dump.decoders.
+converter). Wire rules (KIP-482 flexible versions):
 
 * flexible: strings, bytes and arrays carry an unsigned varint length + 1 (0 = null); every
   struct, the message included, ends with a tagged-field section (uvarint count, then per field
@@ -13,8 +14,8 @@ classes produce, field for field. Wire rules (KIP-482 flexible versions):
 Types: int8, int16, uint16, int32, int64, float64, bool, string, bytes, uuid, []<type>, and
 structs (a field with `fields`: `[]Name` an array of them, `Name` one; a nullable one is preceded
 by a marker: an int8, -1 for null, or in the tagged section a uvarint, 0 for null; the generator's
-generateStructReader). JSON: uuid as Kafka's Uuid.toString (URL-safe base64, no padding), bytes as
-standard base64, float64 as Java's Double.toString.
+generateStructReader). Values: uuid as its 16 bytes (kafka_uuid gives Kafka's Uuid.toString),
+bytes as bytes, float64 as a float, strings as Java decodes them (kfmt.format.javatext).
 
 Defaults follow Kafka's generator (FieldSpec.fieldDefault): a field declared without one defaults to
 0, false, "", empty bytes, the zero uuid, an empty array or a struct of defaults; `default=None` is
@@ -29,7 +30,6 @@ from dataclasses import dataclass, field
 
 from kfmt.errors import DataError
 from kfmt.format.javatext import java_string
-from kfmt.inspect.dump.decoders.jackson import JavaDouble
 
 NO_VERSIONS = (1, 0)  # an empty range
 
@@ -44,7 +44,7 @@ def versions(spec: str | None) -> tuple[int, int]:
     return int(low), int(high or low)
 
 
-def _in(version: int, span: tuple[int, int]) -> bool:
+def within(version: int, span: tuple[int, int]) -> bool:
     return span[0] <= version <= span[1]
 
 
@@ -66,6 +66,15 @@ class Field:
     @property
     def element(self) -> str | None:
         return self.type[2:] if self.type.startswith("[]") else None
+
+    def is_default(self, value) -> bool:
+        """Whether `value` is this field's default (FieldSpec.generateNonDefaultValueCheck: null is a
+        default only where the default is null); a tagged field at its default is not written."""
+        if self.default is None or value is None:
+            return value is None and self.default is None
+        if self.default is _EMPTY:
+            return value == self.default_value()
+        return value == self.default
 
     def default_value(self):
         """A fresh copy of the default (lists and structs are filled in by readers)."""
@@ -103,7 +112,7 @@ class Message:
     fields: tuple[Field, ...] = field(default=())
 
     def is_flexible(self, version: int) -> bool:
-        return _in(version, self.flexible)
+        return within(version, self.flexible)
 
 
 def message(name: str, valid: str, flexible: str | None, *fields: Field) -> Message:
@@ -152,7 +161,7 @@ def read_message(schema: Message, data: bytes, version: int, what: str | None = 
     """Decode data as schema at version: {json name: value}. Kafka's readers ignore bytes after
     the message; exact=True refuses them (the tests check the schemas with it)."""
     what = what or schema.name
-    if not _in(version, schema.valid):
+    if not within(version, schema.valid):
         raise DataError(f"{what}: version {version} is not a version of {schema.name}")
     reader = Reader(data, what)
     value = read_struct(reader, schema.fields, version, schema.is_flexible(version))
@@ -164,12 +173,12 @@ def read_message(schema: Message, data: bytes, version: int, what: str | None = 
 def read_struct(reader: Reader, fields: tuple[Field, ...], version: int, flexible: bool) -> dict:
     values = {}
     for f in fields:
-        if not _in(version, f.versions) or (flexible and _in(version, f.tagged)):
+        if not within(version, f.versions) or (flexible and within(version, f.tagged)):
             values[f.name] = f.default_value()
         else:
             values[f.name] = _read_value(reader, f, f.type, version, flexible)
     if flexible:
-        by_tag = {f.tag: f for f in fields if _in(version, f.tagged)}
+        by_tag = {f.tag: f for f in fields if within(version, f.tagged)}
         for _ in range(reader.uvarint()):
             tag, size = reader.uvarint(), reader.uvarint()
             body = reader.take(size)
@@ -183,8 +192,7 @@ def read_struct(reader: Reader, fields: tuple[Field, ...], version: int, flexibl
 
 def _read_value(reader: Reader, f: Field, type_: str, version: int, flexible: bool, tagged: bool = False):
     if type_ in _FIXED:
-        value = reader.fixed(_FIXED[type_])
-        return JavaDouble(value) if type_ == "float64" else value
+        return reader.fixed(_FIXED[type_])
     if type_ == "bool":
         return reader.take(1)[0] != 0
     if type_ == "uuid":
@@ -209,14 +217,14 @@ def _read_value(reader: Reader, f: Field, type_: str, version: int, flexible: bo
             return [read_struct(reader, f.fields, version, flexible) for _ in range(count)]
         return [_read_value(reader, f, element, version, flexible) for _ in range(count)]
     if f.fields:  # one struct; a nullable one says first whether it is there
-        if _in(version, f.nullable) and (reader.uvarint() <= 0 if tagged else reader.fixed(">b") < 0):
+        if within(version, f.nullable) and (reader.uvarint() <= 0 if tagged else reader.fixed(">b") < 0):
             return None
         return read_struct(reader, f.fields, version, flexible)
     raise DataError(f"{reader.what}: no reader for type {type_}")
 
 
 def _null(reader: Reader, f: Field, version: int):
-    if not _in(version, f.nullable):
+    if not within(version, f.nullable):
         raise DataError(f"{reader.what}: non-nullable field {f.name} is null")
     return None
 
@@ -226,44 +234,18 @@ def kafka_uuid(raw: bytes) -> str:
     return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
 
 
-def to_json(fields: tuple[Field, ...], values: dict, version: int, flexible: bool) -> dict:
-    """What Kafka's generated XxxJsonConverter.write puts in its ObjectNode, in the same order:
-    fields of this version; a tagged field only when it differs from its default."""
-    out = {}
-    for f in fields:
-        if not _in(version, f.versions):
-            continue
-        value = values[f.name]
-        if flexible and _in(version, f.tagged) and _is_default(f, value):
-            continue
-        out[f.name] = _json_value(f, f.type, value, version, flexible)
-    return out
+FRAME_VERSION = 1
 
 
-def _is_default(f: Field, value) -> bool:
-    """FieldSpec.generateNonDefaultValueCheck: null is a default only where the default is null."""
-    if f.default is None or value is None:
-        return value is None and f.default is None
-    if f.default is _EMPTY:
-        return value == f.default_value()
-    return value == f.default
-
-
-def _json_value(f: Field, type_: str, value, version: int, flexible: bool):
+def read_frame(value: bytes | None, what: str) -> tuple[int, int, bytes]:
+    """(api key, version, message bytes) of a value framed by Kafka's AbstractApiMessageSerde
+    (MetadataRecordSerde, RemoteLogMetadataSerde): uvarint frame version 1, api key, version."""
     if value is None:
-        return None
-    if type_ == "uuid":
-        return kafka_uuid(value)
-    if type_ == "bytes":
-        return base64.b64encode(value).decode("ascii")
-    if type_.startswith("[]"):
-        if f.fields:
-            return [to_json(f.fields, v, version, flexible) for v in value]
-        return [_json_value(f, type_[2:], v, version, flexible) for v in value]
-    if f.fields:
-        return to_json(f.fields, value, version, flexible)
-    return value
-
-
-def message_json(schema: Message, values: dict, version: int) -> dict:
-    return to_json(schema.fields, values, version, schema.is_flexible(version))
+        raise DataError("the record has no value")
+    reader = Reader(value, what)
+    frame = reader.uvarint()
+    if frame != FRAME_VERSION:
+        raise DataError(f"Could not deserialize metadata record due to unknown frame version "
+                        f"{frame}(expected {FRAME_VERSION})")
+    api_key, version = reader.uvarint(), reader.uvarint()
+    return api_key, version, bytes(value[reader.pos:])

@@ -4,7 +4,7 @@ read at version 0) and a TransactionLogValue (0, or 1 = flexible, KIP-915, with 
 of transaction version 2, KIP-890)."""
 from __future__ import annotations
 
-from kfmt.inspect.dump.decoders.protocol import F, message
+from kfmt.format.internal_topics.protocol import F, message
 
 TRANSACTION_LOG_KEY = message(
     "TransactionLogKey", "0", None,
@@ -17,6 +17,9 @@ TRANSACTION_LOG_VALUE = message(
     F("previousProducerId", "int64", None, tagged="1+", tag=0, default=-1),
     F("nextProducerId", "int64", None, tagged="1+", tag=1, default=-1),
     F("producerEpoch", "int16"),
+    # the epoch that goes with nextProducerId (a version-2 transaction rolling over onto a new producer
+    # id, docs/format.md §7.1); in Kafka's trunk from 4.2 on
+    F("nextProducerEpoch", "int16", None, tagged="1+", tag=3, default=-1),
     F("transactionTimeoutMs", "int32"),
     F("transactionStatus", "int8"),
     F("transactionPartitions", "[]PartitionsSchema", nullable="0+", fields=(

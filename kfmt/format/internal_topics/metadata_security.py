@@ -1,9 +1,9 @@
 """KRaft `__cluster_metadata` records of configuration and security: configs, client quotas, ACLs,
 SCRAM credentials and delegation tokens (Kafka's metadata/src/main/resources/common/metadata/;
-the framing and the other records are in schemas_metadata.py)."""
+the framing and the other records are in metadata.py)."""
 from __future__ import annotations
 
-from kfmt.inspect.dump.decoders.protocol import F, message
+from kfmt.format.internal_topics.protocol import F, message
 
 
 def _record(name: str, valid: str, *fields):

@@ -4,7 +4,7 @@ printed at). Kafka 3.6's dump prints SnapshotHeader and SnapshotFooter as JSON a
 others; Kafka 4.x's prints LeaderChange, KRaftVersion and KRaftVoters as JSON too."""
 from __future__ import annotations
 
-from kfmt.inspect.dump.decoders.protocol import F, message
+from kfmt.format.internal_topics.protocol import F, message
 
 LEADER_CHANGE = message(
     "LeaderChangeMessage", "0-1", "0+",

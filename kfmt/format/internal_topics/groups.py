@@ -4,13 +4,13 @@ coordinator: group-coordinator/src/main/resources/common/message/, KIP-915 flexi
 A record key starts with an int16: in Kafka 3.6's words the key version, in 4.x's the record type
 (CoordinatorRecordType); 0 and 1 are offset commits (LegacyOffsetCommitKey, OffsetCommitKey, the
 same fields), 2 a classic group's metadata (GroupMetadataKey); the types of the new group kinds
-are in schemas_group_kinds.py. The key message itself is read at version 0. Values carry their own
+are in group_kinds.py. The key message itself is read at version 0. Values carry their own
 int16 version. The member subscription and assignment bytes of consumer groups ("protocolType":
 "consumer") are ConsumerProtocol messages, again with an int16 version in front.
 """
 from __future__ import annotations
 
-from kfmt.inspect.dump.decoders.protocol import F, message
+from kfmt.format.internal_topics.protocol import F, message
 
 
 def key_schema(name: str, *fields) -> object:
@@ -36,6 +36,7 @@ OFFSET_COMMIT_VALUE = message(
     F("metadata", "string"),
     F("commitTimestamp", "int64"),
     F("expireTimestamp", "int64", "1", default=-1),
+    F("topicId", "uuid", "4+", tag=0),  # the committed partition's topic id (Kafka 4.2 trunk; absent before)
 )
 
 GROUP_METADATA_VALUE = message(
@@ -50,7 +51,7 @@ GROUP_METADATA_VALUE = message(
         F("groupInstanceId", "string", "3+", nullable="3+", default=None),
         F("clientId", "string"),
         F("clientHost", "string"),
-        F("rebalanceTimeout", "int32", "1+"),
+        F("rebalanceTimeout", "int32", "1+", default=-1),
         F("sessionTimeout", "int32"),
         F("subscription", "bytes"),
         F("assignment", "bytes"),
