@@ -86,13 +86,18 @@ def run_on_pool(call, indexed_tasks: list, workers: int, description: str, bar, 
     `call` and the tasks must pickle by reference/value (top-level functions, dataclasses)."""
     pool = executor(workers)
     name = description or "kfmt"
-    with _main_hidden():  # workers spawn as tasks are submitted
-        futures = [pool.submit(call, item) for item in indexed_tasks]
-    # the processes serving this job (spawned by submit): their exit codes explain a broken pool
-    processes = list((getattr(pool, "_processes", None) or {}).values())
+    # the processes serving this job, kept from a warm pool and spawned by submit: their exit codes
+    # explain a broken pool
+    processes = _processes(pool, [])
     try:
+        with _main_hidden():  # workers spawn as tasks are submitted
+            futures = []
+            for item in indexed_tasks:  # on a warm pool a worker can die before the last submit
+                futures.append(pool.submit(call, item))
+                processes = _processes(pool, processes)
         return _results(futures, bar, failed)
     except BrokenProcessPool as err:
+        processes = _processes(pool, processes)
         shutdown(kill=True)
         raise KfmtError(f"{name}: {_died(processes)}; nothing was published") from err
     except KeyboardInterrupt:
@@ -125,9 +130,15 @@ def run_on_threads(call, indexed_tasks: list, workers: int, bar, failed=None) ->
             bar.close()
 
 
+def _processes(pool, known: list) -> list:
+    """The worker processes `known` plus those the pool holds now (a dead one is never dropped)."""
+    current = list((getattr(pool, "_processes", None) or {}).values())
+    return known + [p for p in current if all(p is not k for k in known)]
+
+
 def _died(processes) -> str:
-    for p in processes:
-        p.join(timeout=1)
+    for p in processes:  # the pool's own thread is terminating the others: let their codes settle
+        p.join(timeout=5)
     codes = [p.exitcode for p in processes if p.exitcode not in (None, 0)]
     if not codes:
         return "a worker process of the pool ended abruptly"
