@@ -5,6 +5,7 @@ from __future__ import annotations
 from kfmt.cli._transform import (
     add_companion_arguments,
     add_compression_level_argument,
+    add_target_arguments,
     add_transform_arguments,
     run_transform_command,
 )
@@ -23,6 +24,7 @@ def add_arguments(p):
                    help="the codec's compression level (gzip 1-9 or isal-1..isal-3, lz4 1-17, zstd up to 22; "
                         "default isal-1, 9, 3); given, batches already in the codec are re-encoded too")
     add_compression_level_argument(p, bare=True)
+    add_target_arguments(p)
     add_companion_arguments(p)
 
 

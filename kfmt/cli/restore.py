@@ -10,10 +10,12 @@ from kfmt.cli._common import dumps
 from kfmt.cli._transform import (
     add_companion_arguments,
     add_deep_argument,
+    add_target_arguments,
     add_transform_arguments,
     companion_arguments,
     print_outcome,
     run_arguments,
+    target_arguments,
 )
 from kfmt.errors import UsageError
 from kfmt.storage.store import parse_storage_options
@@ -33,6 +35,7 @@ def add_arguments(p):
     p.add_argument("--list-generations", action="store_true",
                    help="list the archive's generations (number, time, offsets per partition); DST not given")
     add_deep_argument(p)
+    add_target_arguments(p)
     add_companion_arguments(p)
 
 
@@ -49,7 +52,7 @@ def run(args) -> int:
     if args.dst is None:
         raise UsageError("DST is required (or --list-generations)")
     outcome = restore(args.src, args.dst, generation=args.generation, deep=args.deep, **companion_arguments(args),
-                      **run_arguments(args))
+                      **run_arguments(args), **target_arguments(args))
     result = outcome.plan  # the RestoreResultSet: its plan and the archive restored
     return print_outcome(result, None if outcome.is_plan else outcome, args.format == "json",
                          lambda r: f"restored generation {r['archive']['generation']}: "

@@ -5,6 +5,7 @@ from __future__ import annotations
 from kfmt.cli._transform import (
     add_companion_arguments,
     add_compression_level_argument,
+    add_target_arguments,
     add_transform_arguments,
     run_transform_command,
 )
@@ -23,6 +24,7 @@ def add_arguments(p):
                    help="with --rebatch: the largest batch to make (default 1048588, Kafka's "
                         "message.max.bytes)")
     add_compression_level_argument(p)
+    add_target_arguments(p)
     add_companion_arguments(p)
 
 

@@ -31,12 +31,13 @@ Log-directory files (docs/format.md §11), for a log-directory SRC:
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import numpy as np
 
-from kfmt.errors import DataError, UsageError
+from kfmt.errors import DataError, KfmtWarning, UsageError
 from kfmt.format import batch_runs, copied_runs, segment
 from kfmt.format.batch_runs import CheckedRun
 from kfmt.format.model import Batch
@@ -53,12 +54,20 @@ from kfmt.partition.layout import (
 )
 from kfmt.partition.log_start import first_kept_position, kept_segments, segment_start, segment_start_note
 from kfmt.partition.summary import PartitionSummary, PartitionTally
+from kfmt.partition.topic_identity import TargetTopics, TopicIdentity
 from kfmt.pipelines.engine import Engine, choose_engine, is_process_local
 from kfmt.pipelines.runner import run_tasks
 from kfmt.storage.staging import StagedOutput, StagingTarget
 from kfmt.storage.store import Storage, open_storage
-from kfmt.transforms.metadata_log import BOOTSTRAP_CHECKPOINT, BOOTSTRAP_REASON, CARRIED, metadata_log_files
-from kfmt.transforms.metadata_log import split_metadata_log
+from kfmt.transforms.metadata_log import (
+    BOOTSTRAP_CHECKPOINT,
+    BOOTSTRAP_REASON,
+    CARRIED,
+    is_node_file,
+    metadata_log_files,
+    node_files_left_out,
+    split_metadata_log,
+)
 from kfmt.transforms.report import REPORT_NAME, make_report, report_bytes
 
 COPIED_LOG_DIR_FILES = ("meta.properties", BOOTSTRAP_CHECKPOINT)
@@ -77,9 +86,15 @@ class PartitionPlan:
     # a partition-directory DST: the first segment begins here, named after the log start offset
     # (kfmt.partition.log_start.segment_start); None: the segments as they are
     segment_start: int | None = None
+    # the partition.metadata written (kfmt.partition.topic_identity); None: the source's, as it is
+    identity: TopicIdentity | None = None
 
     def rel_path(self, name: str) -> str:
         return f"{self.rel}/{name}" if self.rel else name
+
+    def write_identity(self, out) -> None:
+        """partition.metadata into the partition's directory of `out` (staged output or files)."""
+        TopicIdentity.of(self.identity, self.part).write_into(out, self.rel_path(PARTITION_METADATA))
 
 
 @dataclass
@@ -96,6 +111,21 @@ class DirectoryPlan:
     log_dir: bool
     partitions: list[PartitionPlan]
     log_dir_files: list[LogDirFile]
+    other_cluster: str | None = None  # the warning that SRC's node files were left out (metadata_log)
+
+    def warn_strays(self) -> None:
+        """A warning for each partition written (or planned, in a dry run) that a KRaft broker would
+        set aside as a stray, and one when SRC's node files were left out; called once the run
+        succeeded, so that a failure stays one line."""
+        for p in self.partitions:
+            if p.identity is not None and p.identity.warning:
+                warnings.warn(p.identity.warning, KfmtWarning, stacklevel=2)
+        if self.other_cluster:
+            warnings.warn(self.other_cluster, KfmtWarning, stacklevel=2)
+
+    def identity_notes(self) -> list[str]:
+        """What each partition's partition.metadata is (and a warning's text where it is a stray)."""
+        return [p.identity.note(p.part.name) for p in self.partitions if p.identity is not None]
 
     def lines(self) -> list[str]:
         """The plan as text (--dry-run)."""
@@ -108,7 +138,7 @@ class DirectoryPlan:
             out.append(f"  {p.part.name} -> {target}/: {len(p.part.segments)} segment(s), "
                        f"{log_bytes} bytes of .log copied byte for byte; .index, .timeindex, "
                        f".txnindex, .snapshot and {LEADER_EPOCH_CHECKPOINT} regenerated"
-                       + (f"; {PARTITION_METADATA} copied" if p.part.file(PARTITION_METADATA) else ""))
+                       + (f"; {PARTITION_METADATA} {p.identity.origin}" if p.identity else ""))
             if p.log_start_offset:
                 out.append(f"    log start offset {p.log_start_offset} (log-start-offset-checkpoint)")
             for name in p.skipped:
@@ -184,7 +214,10 @@ def source_partitions(src_storage: Storage, src_path: str, dst_storage: Storage,
 
 
 def plan_reindex(src_storage: Storage, src_path: str, dst_storage: Storage, dst_path: str,
-                 topic: str | None = None, partition: int | None = None) -> DirectoryPlan:
+                 topic: str | None = None, partition: int | None = None,
+                 target: TargetTopics | None = None) -> DirectoryPlan:
+    """What a transform reads and writes. `target`: the topic ids the output is for
+    (kfmt.partition.topic_identity; None: every partition keeps its own partition.metadata)."""
     parts, source, destination, log_dir = source_partitions(src_storage, src_path, dst_storage, dst_path,
                                                             topic, partition)
     parts, metadata = split_metadata_log(parts, log_dir, src_storage, src_path)
@@ -196,9 +229,19 @@ def plan_reindex(src_storage: Storage, src_path: str, dst_storage: Storage, dst_
         if src_storage.exists(checkpoint):
             log_starts = read_offset_checkpoint(_text(src_storage, checkpoint),
                                                 src_storage.url_of(checkpoint))
+    target = target or TargetTopics()
+    target.check_topics({p.topic for p in parts if p.topic is not None})
     plans = [PartitionPlan(p, p.name if log_dir else "", log_starts.get((p.topic, p.partition), 0),
-                           _skipped_files(p), segment_start(p, p.log_start_offset, log_dir)) for p in parts]
-    return DirectoryPlan(source, destination, log_dir, plans, log_dir_files)
+                           _skipped_files(p), segment_start(p, p.log_start_offset, log_dir),
+                           target.identity(p)) for p in parts]
+    left_out = log_dir and node_files_left_out(target, src_storage, src_path, [p.identity for p in plans],
+                                               destination)
+    if not left_out:
+        return DirectoryPlan(source, destination, log_dir, plans, log_dir_files)
+    for f in log_dir_files:
+        if is_node_file(f.name):
+            f.action, f.reason = "skip", left_out.reason
+    return DirectoryPlan(source, destination, log_dir, plans, log_dir_files, left_out.warning)
 
 
 def _text(storage: Storage, path: str) -> str:
@@ -251,10 +294,7 @@ def reindex_partition(plan: PartitionPlan, out: StagedOutput, options: Companion
             on_progress(len(data))
     for name, content in builder.finish().files().items():
         out.write(plan.rel_path(name), content)
-    metadata = part.file(PARTITION_METADATA)
-    if metadata is not None:
-        out.write(plan.rel_path(PARTITION_METADATA), bytes(storage.read(metadata.path)),
-                  metadata.mtime_ms)
+    plan.write_identity(out)
     return tally.finish()
 
 
@@ -425,18 +465,20 @@ def reindex(src: str, dst: str, *, src_options: dict | None = None, dst_options:
             options: CompanionOptions | None = None, master: "str | Engine | None" = None,
             dry_run: bool = False, progress: bool = True,
             on_progress: Callable[[int], None] | None = None,
-            deep: bool = False) -> tuple[DirectoryPlan, dict | None]:
+            deep: bool = False,
+            target: TargetTopics | None = None) -> tuple[DirectoryPlan, dict | None]:
     """Reindex SRC into DST. Returns the plan and the report (None for a dry run, which writes
     nothing). `on_progress(bytes)` is called as segments are done when the work runs in this process.
     `deep`: every batch decoded and the records' content digest reported (the module doc)."""
     options = (options or CompanionOptions()).with_clock()
     src_storage, src_path = open_storage(src, src_options)
     dst_storage, dst_path = open_storage(dst, dst_options if dst_options is not None else src_options)
-    plan = plan_reindex(src_storage, src_path, dst_storage, dst_path, topic, partition)
+    plan = plan_reindex(src_storage, src_path, dst_storage, dst_path, topic, partition, target)
     if dry_run:
         if dst_storage.exists(dst_path) and (not dst_storage.isdir(dst_path)
                                              or dst_storage.listdir(dst_path)):
             raise UsageError(f"{plan.destination}: the destination exists and is not empty")
+        plan.warn_strays()
         return plan, None
     engine = plan_engine(master, sum(s.size for p in plan.partitions for s in p.part.segments),
                          src_storage, dst_storage, lambda: not deep and copied_runs.in_kernels())
@@ -467,6 +509,7 @@ def reindex(src: str, dst: str, *, src_options: dict | None = None, dst_options:
             inputs, outputs, out.files, _notes(plan, deep) + tails)
         report["engine"] = engine.to_json()
         out.write(REPORT_NAME, report_bytes(report))
+    plan.warn_strays()
     return plan, report
 
 
@@ -479,7 +522,8 @@ DEEP_CHECK_NOTE = "every batch decoded and checked, records included, and the co
 def _notes(plan: DirectoryPlan, deep: bool = False) -> list[str]:
     notes = [".log segments copied byte for byte with their modification times; .index, .timeindex, "
              ".txnindex, producer .snapshot files and leader-epoch-checkpoint regenerated as Kafka "
-             "3.6's log recovery builds them; partition.metadata copied", DEEP_CHECK_NOTE if deep else COPY_CHECK_NOTE]
+             "3.6's log recovery builds them", DEEP_CHECK_NOTE if deep else COPY_CHECK_NOTE]
+    notes += plan.identity_notes()
     for p in plan.partitions:
         notes += [f"{p.part.name}: skipped {name}" for name in p.skipped]
         if p.segment_start is not None:
