@@ -598,19 +598,20 @@ def test_usage_errors(tmp_path):
     assert compact(tmp_path / "missing", tmp_path / "o").code == 2
 
 
-@pytest.mark.spark
-def test_spark_run_of_a_log_directory_equals_the_in_process_run(tmp_path):
+@pytest.mark.parametrize("master", [pytest.param(None, marks=pytest.mark.spark), "local-pool[2]"])
+def test_spark_and_pool_runs_of_a_log_directory_equal_the_in_process_run(master, tmp_path):
+    # (None: a Spark session, the engine chosen for a log directory; a pool's tasks are pickled)
     logs = tmp_path / "logs"
     for name in ["compact-v2-none-twin-0", "txn-v2-none-0", "v1-gzip-0"]:
         shutil.copytree(REALKAFKA / name, logs / name)
-    spark, local = tmp_path / "spark", tmp_path / "local"
+    engine, local = tmp_path / "engine", tmp_path / "local"
     args = ["--now", 1_795_340_000_000, "--segment-bytes", 8192]
-    result = run_kfmt("compact", logs, spark, "--no-progress", *args)
+    result = run_kfmt("compact", logs, engine, "--no-progress", *args, *(["--master", master] if master else []))
     assert result.code == 0, result.err
     assert compact(logs, local, *args).code == 0
     tree = lambda d: {str(p.relative_to(d)): p.read_bytes() for p in d.rglob("*")  # noqa: E731
                       if p.is_file() and p.name != "kfmt-report.json"}
-    assert tree(spark) == tree(local)
+    assert tree(engine) == tree(local)
 
 
 # --- a property over random partitions ---

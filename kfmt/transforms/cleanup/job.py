@@ -26,6 +26,11 @@ from kfmt.transforms.reindex import plan_engine, write_log_dir_files
 from kfmt.transforms.report import REPORT_NAME, make_report, report_bytes
 
 
+def never_threads(options) -> bool:
+    """The default of CleanupPolicy.threads_suffice: the policy's work holds the GIL."""
+    return False
+
+
 @dataclass(frozen=True)
 class CleanupPolicy:
     command: str  # the report's "command" and the progress bar's label
@@ -35,8 +40,9 @@ class CleanupPolicy:
     checkpoint_updates: Callable[[list], dict]  # results -> {checkpoint name: {(topic, partition): offset}}
     notes: Callable[[CleanupPlan, list], list[str]]  # (plan, results) -> the report's notes
     input_summary: Callable[[Any], PartitionSummary]  # a result -> what the source partition held
-    # options -> whether the policy's work releases the GIL, so that threads suffice (run_cleanup)
-    threads_suffice: Callable[[Any], bool] = lambda options: False
+    # options -> whether the policy's work releases the GIL, so that threads suffice (run_cleanup);
+    # module-level too: the policy travels with every task to a pool's workers
+    threads_suffice: Callable[[Any], bool] = never_threads
 
 
 @dataclass(frozen=True)
