@@ -223,6 +223,9 @@ def measure_floor(ctx: Context, floor: Floor) -> None:
 
 def measure_bench(ctx: Context, bench: Bench, table: dict[str, Floor]) -> dict:
     runs: list[Run] = []
+    if ctx.args.floors_per_row:
+        for key in bench.floors:
+            table[key].runs = []
     shutil.rmtree(ctx.prepared, ignore_errors=True)
     if bench.prepare:
         prepared = run(kfmt_argv(ctx, bench.prepare))
@@ -240,10 +243,12 @@ def measure_bench(ctx: Context, bench: Bench, table: dict[str, Floor]) -> dict:
     clear(ctx)
     shutil.rmtree(ctx.prepared, ignore_errors=True)
     row = {"wall": [r.wall for r in runs], "median": statistics.median(r.wall for r in runs),
+           "cpu": [r.cpu for r in runs], "median_cpu": statistics.median(r.cpu for r in runs),
            "peak_rss": max(r.peak_rss for r in runs), "peak_tree_rss": max(r.peak_tree_rss for r in runs)}
     if bench.floors:
         row["floor"] = sum(statistics.median(r.wall for r in table[k].runs) for k in bench.floors)
         row["ratio"] = row["median"] / row["floor"]
+        row["floor_cpu"] = sum(statistics.median(r.cpu for r in table[k].runs) for k in bench.floors)
         row["met"] = row["ratio"] <= bench.target
     else:
         row["met"] = row["median"] <= bench.target
@@ -275,13 +280,14 @@ def print_row(bench: Bench, row: dict, table: dict[str, Floor]) -> None:
     floor_label = " ".join(table[k].label for k in bench.floors) if bench.floors else "target in seconds"
     target = f"<= {bench.target:g}x" if bench.floors else f"<= {bench.target:g} s"
     if "error" in row:
-        print(f"| {bench.command} | {bench.input} | FAILED: {row['error']} | {floor_label} | | | {target} | no | | "
+        print(f"| {bench.command} | {bench.input} | FAILED: {row['error']} | {floor_label} | | | {target} | no | | | "
               f"{os.getloadavg()[0]:.1f} |", flush=True)
         return
     floor = f"{row['floor']:.2f} s" if "floor" in row else "-"
     ratio = f"{row['ratio']:.2f}x" if "ratio" in row else "-"
+    cpu = f"{row['median_cpu']:.2f}" + (f" / {row['floor_cpu']:.2f}" if "floor_cpu" in row else "")
     print(f"| {bench.command} | {bench.input} | {row['median']:.2f} s | {floor_label}: {floor} | {ratio} | "
-          f"{target} | {'yes' if row['met'] else 'NO'} | {row['peak_rss'] / 2**20:,.0f} MiB "
+          f"{target} | {'yes' if row['met'] else 'NO'} | {cpu} | {row['peak_rss'] / 2**20:,.0f} MiB "
           f"({row['peak_tree_rss'] / 2**20:,.0f}) | {os.getloadavg()[0]:.1f} |", flush=True)
 
 
@@ -296,6 +302,9 @@ def main(argv=None) -> int:
     p.add_argument("--master", help="passed to every command that takes --master (default: kfmt's own)")
     p.add_argument("--floor-runs", type=int, help="runs of each floor (default: --runs); the script floors "
                    "of export and cat take minutes at 2G")
+    p.add_argument("--floors-per-row", action="store_true",
+                   help="measure each row's floors anew, alternating with its runs (on a shared machine whose "
+                        "load changes from row to row; default: each floor measured with the first row using it)")
     p.add_argument("--only", action="append", help="run only this command (repeatable), e.g. --only export")
     p.add_argument("--skip", action="append", default=[], help="leave this command out (repeatable)")
     p.add_argument("--seed", type=int, default=1)
@@ -360,8 +369,9 @@ def measure_input(ctx: Context, mix: str, selected: list[Bench], results: dict, 
     print(f"\nkfmt whole commands {results['started']}, input {mix}: {mb(facts['bytes'])} ({facts['records']:,} "
           f"records, generated in {facts['generate_seconds']:.0f} s), {os.cpu_count()} cores, load {load[0]:.2f}, "
           f"median of {args.runs} (floors {args.floor_runs}), master {args.master or 'kfmt default'}\n")
-    print("| command | input | kfmt | floor | ratio | target | met | peak RSS, largest process (tree) | load |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |", flush=True)
+    print("| command | input | kfmt | floor | ratio | target | met | CPU s, kfmt / floor | peak RSS, largest process "
+          "(tree) | load |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |", flush=True)
     results["inputs"].append({"mix": mix, "facts": facts, "load_start": load})
     for bench in selected:
         row = measure_bench(ctx, bench, table)

@@ -29,6 +29,9 @@ class Run:
     peak_rss: int  # bytes, the largest single process
     peak_tree_rss: int  # bytes, the largest sum over the tree seen by polling
     error: str = ""
+    # user + system CPU seconds of the command and the descendants it waited for (wait4's rusage):
+    # on a loaded machine the wall clock counts other processes' turns, this does not
+    cpu: float = 0.0
     extra: dict = field(default_factory=dict)
 
 
@@ -84,7 +87,8 @@ def run(argv: list[str], stdout=None, then: list[str] | None = None, ok=(0,), en
             err.seek(0)
             lines = [line for line in err.read().decode(errors="replace").splitlines() if line.strip()]
             message = lines[-1] if lines else f"exit {code}"
-    return Run(wall, code, max(usage.ru_maxrss * 1024, poller.largest), poller.total, message)
+    return Run(wall, code, max(usage.ru_maxrss * 1024, poller.largest), poller.total, message,
+               cpu=usage.ru_utime + usage.ru_stime)
 
 
 def shell(script: str, *args: str, then: list[str] | None = None) -> Run:

@@ -15,10 +15,9 @@ output; offsets still preserved) -- not what a broker would write, so only on re
 """
 from __future__ import annotations
 
-import numpy as np
 import pyarrow as pa
 
-from kfmt.format.model import Batch, BatchHeader, TimestampType
+from kfmt.format.model import Batch, BatchHeader, TimestampType, int64_values
 
 
 def v2_header_for(records: pa.RecordBatch, *, compression: int, timestamp_type: TimestampType,
@@ -33,8 +32,7 @@ def v2_header_for(records: pa.RecordBatch, *, compression: int, timestamp_type: 
         # numpy over the column's buffer: importing pyarrow.compute for this would cost an upgrade
         # a tenth of a second of start-up
         assert not timestamps.null_count  # RECORD_SCHEMA's timestamps are never null
-        max_ts = int(np.frombuffer(timestamps.buffers()[1], dtype=np.int64, count=len(timestamps),
-                                   offset=timestamps.offset * 8).max())
+        max_ts = int(int64_values(timestamps).max())
     return BatchHeader(magic=2, base_offset=first, last_offset=last, compression=compression,
                        timestamp_type=timestamp_type, max_timestamp=max_ts,
                        base_timestamp=timestamps[0].as_py(), records_count=len(offsets))

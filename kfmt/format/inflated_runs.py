@@ -37,6 +37,7 @@ from kfmt.format import segment
 from kfmt.format.digest import ContentDigest
 from kfmt.format.frames import ATTR_CONTROL, FRAME_DTYPE, header_of
 from kfmt.format.kernels import native
+from kfmt.format.model import int64_values
 from kfmt.format.message_formats import STRICT, ReadOptions
 from kfmt.plugin import registry
 
@@ -125,7 +126,7 @@ def _decoded(data, rows: np.ndarray, file: str, options: ReadOptions, base: int)
 def _block(rows: np.ndarray, records: pa.RecordBatch, counts: np.ndarray) -> InflatedBlock:
     # a wrapper's base offset is its first record's (it always has one); a v2 batch's its header's
     starts = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
-    firsts = records.column(0).to_numpy()[np.minimum(starts, max(records.num_rows - 1, 0))] \
+    firsts = int64_values(records.column(0))[np.minimum(starts, max(records.num_rows - 1, 0))] \
         if records.num_rows else np.zeros(len(rows), np.int64)
     base_offsets = np.where(rows["magic"] >= 2, rows["base_offset"], firsts).astype(np.int64)
     return InflatedBlock(rows, records, np.asarray(counts, np.int64), base_offsets)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field, replace
 
+import numpy as np
 import pyarrow as pa
 
 LOG_OVERHEAD = 12  # offset (8) + size (4) in front of every entry (docs/format.md §2)
@@ -68,6 +69,19 @@ def make_records(offsets, timestamps, keys, values, headers=None) -> pa.RecordBa
         pa.array(values, pa.binary()),
         pa.array(headers, HEADER_TYPE),
     ], schema=RECORD_SCHEMA)
+
+
+def int64_values(column: pa.Array) -> np.ndarray:
+    """A null-free int64 column's values as numpy, without copies. Not pyarrow's to_numpy: it imports
+    pandas (0.3 CPU s of start-up, as pa.array does) where numpy over the buffer does the same."""
+    return np.frombuffer(column.buffers()[1], dtype=np.int64, count=len(column), offset=column.offset * 8)
+
+
+def boolean_array(mask: np.ndarray) -> pa.Array:
+    """A numpy mask as an Arrow boolean array (for RecordBatch.filter), without pa.array, which
+    imports pandas as to_numpy does."""
+    bits = np.packbits(np.asarray(mask, dtype=bool), bitorder="little")
+    return pa.Array.from_buffers(pa.bool_(), len(mask), [None, pa.py_buffer(bits)])
 
 
 # Not make_records([], ...): pa.array over a Python list imports pandas (about 0.3 s) to see whether

@@ -33,7 +33,7 @@ from kfmt.format.digest import ContentDigest
 from kfmt.format.frames import FRAME_DTYPE, header_of
 from kfmt.format.kernels import native
 from kfmt.format.message_formats import STRICT, ReadOptions
-from kfmt.format.model import Batch, TimestampType
+from kfmt.format.model import Batch, TimestampType, int64_values
 from kfmt.plugin import registry
 
 # the v2 batch header (docs/format.md §4.1): the part before the CRC, and from the attributes on
@@ -86,8 +86,8 @@ def _convert_block(block, formats, levels: dict, codec: int | None) -> Converted
     """The v2 batches of a block of wrappers (None where the record kernel declines some record)."""
     records, counts, src = block.records, block.counts, block.rows
     starts = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
-    offsets = records.column(0).to_numpy()
-    timestamps = records.column(1).to_numpy()
+    offsets = int64_values(records.column(0))
+    timestamps = int64_values(records.column(1))
     first, last = offsets[starts], offsets[starts + counts - 1]
     base_ts = timestamps[starts]
     # a LogAppendTime wrapper's batch takes the wrapper's time, which every record reports

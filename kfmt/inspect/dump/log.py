@@ -22,6 +22,7 @@ from kfmt.format.model import (
     Batch,
     BatchHeader,
     increment_sequence,
+    int64_values,
 )
 from kfmt.format.segment import MIN_ENTRY_SIZE, FrameScanner
 from kfmt.inspect.dump import text_blocks
@@ -108,7 +109,7 @@ def _record_block(sink: Sink, target: DumpTarget, view: BatchView, batch: Batch,
         return None
     lines = text_blocks.record_lines(batch, options)
     checked = None if lines is None else text_blocks.non_consecutive(
-        text_blocks.int64_values(batch.records.column(0)), last_offset)
+        int64_values(batch.records.column(0)), last_offset)
     if checked is None:
         return None
     pairs, last_offset = checked

@@ -38,12 +38,6 @@ def record_lines(batch: Batch, options) -> bytes | str | None:
         return None
 
 
-def int64_values(column: pa.Array) -> np.ndarray:
-    """A null-free int64 column's values as numpy, without copies: pyarrow's to_numpy would import
-    pandas (half a second of start-up) to do the same."""
-    return np.frombuffer(column.buffers()[1], dtype=np.int64, count=len(column), offset=column.offset * 8)
-
-
 def non_consecutive(offsets: np.ndarray, last_offset: int) -> tuple[list[tuple[int, int]], int] | None:
     """dump_log's check over a batch's record offsets at once: the (previous, next) pairs it reports
     and the last offset after them; `last_offset` -1 means none yet (the next offset is not compared,

@@ -33,6 +33,7 @@ from kfmt.format.model import (
     Batch,
     BatchHeader,
     TimestampType,
+    int64_values,
 )
 from kfmt.partition.layout import PartitionDir, Segment
 from kfmt.partition.live import segment_bytes
@@ -256,7 +257,7 @@ class LogChecker:
             return  # an uncompressed legacy entry is its one record: its offset and timestamp are the entry's
         if log_runs.records_keep_rules(batch):
             return  # nothing to report (the checks below, in one compiled call)
-        offsets = batch.records.column(0).to_numpy()
+        offsets = int64_values(batch.records.column(0))
         decreasing = np.flatnonzero(np.diff(offsets) <= 0)
         if decreasing.size:
             i = int(decreasing[0]) + 1

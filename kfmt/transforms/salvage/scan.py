@@ -8,7 +8,7 @@ import numpy as np
 
 from kfmt.errors import DataError
 from kfmt.format.message_formats import STRICT, ReadOptions
-from kfmt.format.model import LOG_OVERHEAD, NO_PARTITION_LEADER_EPOCH, Batch
+from kfmt.format.model import LOG_OVERHEAD, NO_PARTITION_LEADER_EPOCH, Batch, int64_values
 from kfmt.format.segment import MIN_ENTRY_SIZE
 from kfmt.format.wire import OFFSET_AND_SIZE
 from kfmt.partition.companions import control_facts
@@ -77,7 +77,7 @@ def _check_records(batch: Batch, rng: OffsetBounds) -> None:
     h = batch.header
     if not len(batch):
         return
-    offsets = batch.records.column(0).to_numpy()
+    offsets = int64_values(batch.records.column(0))
     first, last = int(offsets[0]), int(offsets[-1])
     if (np.diff(offsets) <= 0).any():
         raise DataError("record offsets do not increase")

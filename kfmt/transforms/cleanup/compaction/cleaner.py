@@ -22,7 +22,7 @@ from kfmt.errors import DataError, KfmtError, UsageError
 from kfmt.format import batch_runs, legacy_runs, segment
 from kfmt.format.batch_runs import CheckedRun
 from kfmt.format.frames import header_of
-from kfmt.format.model import Batch, BatchHeader
+from kfmt.format.model import Batch, BatchHeader, int64_values
 from kfmt.partition.companions import control_facts, existing_leader_epochs
 from kfmt.partition.layout import PARTITION_METADATA, Segment, segment_file_name
 from kfmt.partition.topic_identity import TopicIdentity
@@ -195,7 +195,7 @@ class _Cleaner:
         messages, on their records as one block (legacy_runs.decode_run); False, with nothing
         done, when the map might fill up among them (they then go one by one)."""
         records = legacy_runs.decode_run(data.buf, rows, data.file, self.reader.options, data.base).records
-        offsets = records.column(0).to_numpy()
+        offsets = int64_values(records.column(0))
         wanted = np.flatnonzero(is_present(records.column(2)) & (offsets >= start))
         if self.map.full or self.map.entries + wanted.size > self.map.max_entries:
             return False
@@ -215,7 +215,7 @@ class _Cleaner:
             return True  # aborted data is never mapped
         records = self.reader.decode(seg, header).records
         keys = records.column(2)
-        offsets = records.column(0).to_numpy()
+        offsets = int64_values(records.column(0))
         wanted = np.flatnonzero(is_present(keys) & (offsets >= start))
         if not wanted.size:
             return True

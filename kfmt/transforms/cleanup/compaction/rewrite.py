@@ -21,7 +21,6 @@ computed there.
 from __future__ import annotations
 
 import numpy as np
-import pyarrow as pa
 
 from kfmt.format.convert import convert_batch
 from kfmt.format.model import (
@@ -30,12 +29,14 @@ from kfmt.format.model import (
     Batch,
     BatchHeader,
     TimestampType,
+    boolean_array,
+    int64_values,
 )
 
 
 def retained_batch(batch: Batch, retained: np.ndarray, delete_horizon: int | None,
                    convert_legacy: bool) -> Batch:
-    records = batch.records.filter(pa.array(retained))
+    records = batch.records.filter(boolean_array(retained))
     header = batch.header
     if header.magic < 2 and convert_legacy:
         converted, records = convert_batch(Batch(header, records))
@@ -47,7 +48,7 @@ def retained_batch(batch: Batch, retained: np.ndarray, delete_horizon: int | Non
         return Batch(_fresh(header, base_offset=offsets[0].as_py(),
                             last_offset=offsets[len(offsets) - 1].as_py(),
                             records_count=len(records)), records)
-    timestamps = records.column(1).to_numpy()  # int64, never null: no copy, and no compute call per batch
+    timestamps = int64_values(records.column(1))  # no copy, no compute call per batch, no pandas
     if header.timestamp_type == TimestampType.LOG_APPEND_TIME:
         max_timestamp = header.max_timestamp
     else:
