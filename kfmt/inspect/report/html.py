@@ -1,0 +1,124 @@
+"""The report as one self-contained HTML page: styles, charts (inline SVG, kfmt.inspect.report.charts)
+and a few lines of script written here, nothing loaded from anywhere. Its Content-Security-Policy
+allows no request at all, so even a link added by hand to the file fetches nothing.
+
+At a glance first (totals, the census charts, the estimate, the findings' count), then in detail on
+demand: each partition in a <details> block, opened by a link from a finding or the census."""
+from __future__ import annotations
+
+from html import escape
+
+from kfmt import __version__
+from kfmt.inspect.report.charts import format_colour, human_bytes, legend, stacked_bars
+from kfmt.inspect.report.sections import findings_section, internal_section, partitions_section
+
+POLICY = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
+
+STYLE = """
+body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1100px;padding:0 16px 40px;color:#1d1d1d}
+h1{font-size:22px;margin:18px 0 2px}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #ddd}
+.muted{color:#666}.cards{display:flex;flex-wrap:wrap;gap:10px}
+.card{border:1px solid #ddd;border-radius:6px;padding:8px 14px;min-width:110px}
+.card b{display:block;font-size:20px}.bad{color:#b3261e}.ok{color:#2e7d32}
+table{border-collapse:collapse;margin:6px 0 12px}td,th{border-bottom:1px solid #eee;padding:3px 8px;
+text-align:left;vertical-align:top}td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
+details{border:1px solid #e3e3e3;border-radius:6px;margin:6px 0;padding:4px 10px}
+summary{cursor:pointer}.key{margin-right:14px;white-space:nowrap}.key i{display:inline-block;width:11px;
+height:11px;margin-right:4px;vertical-align:-1px}svg text{font:11px system-ui,sans-serif}
+.tag{border-radius:4px;padding:0 5px;margin-left:6px;font-size:12px;background:#eee}
+.tag.bad{background:#fbe3e1}:target{outline:2px solid #e08a1e}code{font-size:12px}
+"""
+
+# Opens the partition a link points to (a <details> is closed by default) -- the page's only script.
+SCRIPT = """
+function openTarget(){var t=document.getElementById(decodeURIComponent(location.hash.slice(1)));
+for(;t;t=t.parentElement){if(t.tagName==='DETAILS'){t.open=true;}}}
+window.addEventListener('hashchange',openTarget);openTarget();
+"""
+
+
+def render(facts: dict) -> str:
+    """The page of a report's facts (kfmt.inspect.report.collect plus the estimate)."""
+    source = facts["source"]
+    title = f"kfmt report: {source['path']}"
+    body = [f"<h1>{escape(title)}</h1>",
+            f'<p class="muted">{escape(source["kind"])}'
+            + (f", generation {source['generation']}" if source.get("generation") else "")
+            + f" &middot; generated {escape(facts['generated'])} by kfmt {escape(__version__)}</p>",
+            glance_section(facts), census_section(facts), estimate_section(facts.get("estimate")),
+            internal_section(facts["internal"]), findings_section(facts["verify"]),
+            partitions_section(facts["partitions"])]
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f'<meta http-equiv="Content-Security-Policy" content="{POLICY}">'
+            f"<title>{escape(title)}</title><style>{STYLE}</style></head>\n<body>\n"
+            + "\n".join(body) + f"\n<script>{SCRIPT}</script>\n</body></html>\n")
+
+
+def glance_section(facts: dict) -> str:
+    t, summary = facts["totals"], facts["verify"]["summary"]
+    cards = [("topics", f"{t['topics']:,}"), ("partitions", f"{t['partitions']:,}"),
+             ("segments", f"{t['segments']:,}"), ("bytes of .log", human_bytes(t["bytes"])),
+             ("batches", f"{t['batches']:,}"), ("records", f"{t['records']:,}")]
+    html = "".join(f'<div class="card" id="total-{escape(k.split()[0])}">{escape(k)}<b>{v}</b></div>'
+                   for k, v in cards)
+    status = ('<b class="ok">OK</b>' if summary["ok"] else '<b class="bad">FAILED</b>')
+    html += (f'<div class="card" id="total-verify">verify{status}<a href="#findings">{t["errors"]:,} problem(s), '
+             f'{t["notes"]:,} note(s)</a></div>')
+    return f'<h2 id="glance">At a glance</h2><div class="cards">{html}</div>'
+
+
+def census_section(facts: dict) -> str:
+    rows = facts["census"]
+    keys = sorted({(r["magic"], r["compression"]) for r in rows})
+    topics = sorted({r["topic"] for r in rows})
+
+    def bars(what: str) -> str:
+        return stacked_bars([(t, [(f"v{m} {c}", r[what], format_colour(m, c)) for r in rows
+                                  if r["topic"] == t for m, c in [(r["magic"], r["compression"])]])
+                             for t in topics], what)
+
+    table = "".join(f'<tr><td>{escape(r["topic"])}</td><td class="n">{r["magic"]}</td><td>{escape(r["compression"])}'
+                    f'</td><td class="n">{r["batches"]:,}</td><td class="n">{r["records"]:,}</td>'
+                    f'<td class="n">{r["bytes"]:,}</td></tr>' for r in rows)
+    old = sum(r["bytes"] for r in rows if r["magic"] < 2)
+    return (f'<h2 id="census">Message formats and codecs</h2><p>{human_bytes(old)} in message formats v0/v1 '
+            f"(what <code>kfmt upgrade</code> converts), of {human_bytes(sum(r['bytes'] for r in rows))}; "
+            "counted as a consumer sees each partition, from its log start offset (<code>kfmt info</code>).</p>"
+            f'<p>{legend([(f"v{m} {c}", format_colour(m, c)) for m, c in keys])}</p>'
+            f"<h3>Bytes</h3>{bars('bytes')}<h3>Records</h3>{bars('records')}"
+            '<details><summary>The census as numbers</summary><table id="census-table"><tr><th>topic</th>'
+            '<th class="n">magic</th><th>compression</th><th class="n">batches</th><th class="n">records</th>'
+            f'<th class="n">bytes</th></tr>{table}</table></details>')
+
+
+def estimate_section(estimate: dict | None) -> str:
+    head = '<h2 id="estimate">What the transforms would take here</h2>'
+    if estimate is None:
+        return head + '<p class="muted">Not measured (<code>--no-estimate</code>).</p>'
+    sample, engine = estimate["sample"], estimate["engine"]
+    if not sample["bytes"]:
+        return head + '<p class="muted">Nothing to measure: no segment holds a byte.</p>'
+    rows = []
+    for name, c in estimate["commands"].items():
+        if "error" in c:
+            rows.append(f'<tr id="estimate-{name}"><td>kfmt {name}</td><td colspan="4" class="bad">'
+                        f'could not be measured: {escape(c["error"])}</td></tr>')
+            continue
+        rows.append(f'<tr id="estimate-{name}"><td>kfmt {name}</td><td class="n">{_duration(c["estimated_seconds"])}</td>'
+                    f'<td class="n">{human_bytes(c["estimated_bytes_written"])}</td>'
+                    f'<td class="n">{c["sample_seconds"]:.2f} s</td><td class="n">{human_bytes(c["sample_bytes_written"])}</td></tr>')
+    return (head + f"<p>Measured on a sample of {human_bytes(sample['bytes'])} of the {human_bytes(estimate['input_bytes'])} "
+            f"of segments: {escape(sample['method'])}. Scaled by bytes to the whole input and divided among "
+            f"{engine['workers']} worker(s) of the engine kfmt would pick ({escape(engine['engine'])}: "
+            f"{escape(engine['why'])}). Writing to object storage adds its upload time, not measured here.</p>"
+            '<table id="estimate-table"><tr><th>command</th><th class="n">estimated time</th><th class="n">would write</th>'
+            '<th class="n">sample time</th><th class="n">sample wrote</th></tr>' + "".join(rows) + "</table>")
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 90:
+        return f"{seconds:.1f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+
