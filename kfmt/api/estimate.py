@@ -2,7 +2,7 @@
 sample of the input (docs/report.md, "The estimate").
 
 The sample is the head of every partition (its first segments, the last one cut at an entry
-boundary), each partition given a share of SAMPLE_BYTES in proportion to its size, so the sample
+boundary, with its partition.metadata and leader-epoch-checkpoint), each partition given a share of SAMPLE_BYTES in proportion to its size, so the sample
 holds the input's mix of message formats and codecs. It is copied to a local temporary directory,
 and each command runs on it through its own entry point (kfmt.api.commands) in this process, on one
 core, twice: first on a quarter of the sample (a warm-up, imports and caches, not counted), then on
@@ -22,7 +22,7 @@ import warnings
 import numpy as np
 
 from kfmt.errors import KfmtError
-from kfmt.partition.layout import METADATA_LOG_DIR, PartitionDir
+from kfmt.partition.layout import METADATA_LOG_DIR, PARTITION_FILES, PartitionDir
 from kfmt.partition.reader import PartitionReader
 
 SAMPLE_BYTES = 8 << 20
@@ -109,6 +109,10 @@ def _cut_sample(parts: list[PartitionDir], share: float, into: str) -> int:
         budget = max(1, int(sum(s.size for s in part.segments) * share))
         target = os.path.join(into, part.name)
         os.makedirs(target)
+        for name in PARTITION_FILES:  # small, and what the commands carry or rewrite (topic id, epochs)
+            if name in part.files:
+                with open(os.path.join(target, name), "wb") as f:
+                    f.write(bytes(part.storage.read(part.files[name].path)))
         reader = PartitionReader(part)
         for seg in part.segments:
             data = _head(reader, seg, budget)

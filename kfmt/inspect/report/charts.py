@@ -85,7 +85,8 @@ def offset_strip(p: dict) -> str:
         x = 10 + (p["log_start_offset"] - low) * scale
         out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="0" y2="34" stroke="#222" stroke-width="2">'
                    f'<title>log start offset {p["log_start_offset"]:,}</title></line>')
-    out.append(f'<text x="10" y="46">{low:,}</text><text x="{WIDTH - 10}" y="46" text-anchor="end">{high:,}</text>')
+    end = p.get("log_end_offset") if p.get("log_end_offset") is not None else high
+    out.append(f'<text x="10" y="46">{low:,}</text><text x="{WIDTH - 10}" y="46" text-anchor="end">{end:,}</text>')
     return _svg(50, "".join(out), f"{p['name']}: segments by offset")
 
 
