@@ -7,12 +7,12 @@ from __future__ import annotations
 from collections import defaultdict
 
 import pytest
+from selenium.webdriver.common.by import By
 from support.browser import start_browser, text_of, visit
 from support.cli import run_kfmt
 from support.report_inputs import SAMPLES, corpus4_log_dir, damaged_samples, info_json, verify_json
 
-By = pytest.importorskip("selenium.webdriver.common.by", reason="selenium (the test extra) drives the browser").By
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.needs("chromium")]
 
 
 @pytest.fixture(scope="module")

@@ -3,34 +3,22 @@
 and what the browser logged -- console messages and every network request (the DevTools
 performance log's Network events) -- is read back.
 
-Without Chromium or its driver the tests that need them skip, saying so; with KFMT_REQUIRE_BROWSER=1
-(.ci/run sets it once it has installed them) they fail instead, so CI never skips them silently."""
+Tests mark themselves `needs("chromium")` (support.tools): without Chromium or its driver they skip,
+saying so; with KFMT_REQUIRE_BROWSER=1 (.ci/run sets it once it has installed them) they fail instead,
+so CI never skips them silently."""
 from __future__ import annotations
 
 import json
 import os
-import shutil
 from dataclasses import dataclass, field
 
 import pytest
+from support.tools import chromium
 
-BROWSERS = ("chromium", "chromium-browser", "google-chrome")
-DRIVERS = ("chromedriver",)
 # The flags of a browser that must reach nothing of its own accord: no first-run pages, no update
 # checks, no sync, no field trials (a request it made by itself would read as the page's).
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--window-size=1200,900")
-
-
-def _found(names) -> str | None:
-    return next((path for name in names if (path := shutil.which(name))), None)
-
-
-def _missing(why: str):
-    if os.environ.get("KFMT_REQUIRE_BROWSER"):
-        pytest.fail(f"{why} (KFMT_REQUIRE_BROWSER is set)")
-    pytest.skip(f"{why}: install Debian's chromium and chromium-driver packages "
-                "(`apt-get install -y chromium chromium-driver`; .ci/run does)")
 
 
 @dataclass
@@ -46,16 +34,15 @@ OWN_PAGES = ("chrome://", "chrome-untrusted://", "devtools://")
 
 
 def start_browser(user_data_dir):
-    """A headless Chromium under Selenium's control with an empty profile; skips (or fails, see the
-    module doc) when Chromium, its driver or Selenium are absent."""
-    browser, driver = _found(BROWSERS), _found(DRIVERS)
-    if browser is None or driver is None:
-        _missing("Chromium or chromedriver not found on PATH")
-    try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
-    except ImportError:
-        _missing("selenium is not installed (the test extra)")
+    """A headless Chromium under Selenium's control with an empty profile (a test that calls this
+    carries the needs("chromium") marker)."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    found = chromium()
+    if found is None:
+        pytest.fail("KFMT_REQUIRE_BROWSER is set, but there is no Chromium with its chromedriver on PATH")
+    browser, driver = found
     os.environ.setdefault("SE_AVOID_STATS", "true")  # Selenium's own usage statistics: no request
     options = webdriver.ChromeOptions()
     options.binary_location = browser
