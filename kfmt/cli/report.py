@@ -23,6 +23,8 @@ def add_arguments(p):
                    help=f"where to write the page (default {DEFAULT_OUTPUT}; with --format json the JSON "
                         "goes there instead of stdout); replaced whole, never inside PATH")
     add_format_argument(p, ("html", "json"))
+    p.add_argument("--no-verify", action="store_true",
+                   help="leave out verify's checks (the findings): about the time of `kfmt info` alone")
     p.add_argument("--no-estimate", action="store_true",
                    help="leave out the estimate of upgrade, export and archive (no sample is run)")
     p.add_argument("--sample-bytes", type=int, metavar="N",
@@ -40,7 +42,7 @@ def run(args) -> int:
         raise UsageError(f"--sample-bytes {args.sample_bytes}: give a positive number of bytes")
     extra = {} if args.sample_bytes is None else {"sample_bytes": args.sample_bytes}
     outcome = report(args.path, storage_options=parse_storage_options(args.storage_option), topic=args.topic,
-                     partition=args.partition, estimate=not args.no_estimate, progress=show_progress(args),
+                     partition=args.partition, verify=not args.no_verify, estimate=not args.no_estimate, progress=show_progress(args),
                      **extra)
     if args.format == "json":
         import json
@@ -53,8 +55,9 @@ def run(args) -> int:
         return 0
     _write_whole(output, text)
     t = outcome["totals"]
-    print(f"kfmt report: {output}: {t['partitions']} partition(s), {t['segments']} segment(s), "
-          f"{t['errors']} problem(s), {t['notes']} note(s)", file=sys.stderr)
+    found = "not verified" if t["errors"] is None else f"{t['errors']} problem(s), {t['notes']} note(s)"
+    print(f"kfmt report: {output}: {t['partitions']} partition(s), {t['segments']} segment(s), {found}",
+          file=sys.stderr)
     return 0
 
 

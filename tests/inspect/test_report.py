@@ -54,6 +54,15 @@ def test_numbers_are_info_s_and_findings_are_verify_s(source):
     assert report["totals"]["errors"] == checked["summary"]["errors"]
 
 
+def test_without_verify_the_findings_are_null_not_zero(tmp_path):
+    report = report_json(damaged_samples(tmp_path), "--no-estimate", "--no-verify")
+    assert report["verify"] is None and report["totals"]["errors"] is None
+    assert all(p["errors"] is None and p["notes"] is None for p in report["partitions"])
+    page = tmp_path / "r.html"
+    assert run_kfmt("report", tmp_path / "damaged-logs", "--no-verify", "--no-estimate", "-o", page).code == 0
+    assert "Not verified" in page.read_text()
+
+
 def test_a_damaged_partition_names_what_info_stopped_at(tmp_path):
     report = report_json(damaged_samples(tmp_path), "--no-estimate")
     by_name = {p["name"]: p for p in report["partitions"]}

@@ -24,29 +24,32 @@ CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 
 
 def collect(storage: Storage, path: str, parts: list[PartitionDir], *, kind: str, log_dir: str | None,
-            topic: str | None = None, partition: int | None = None, progress: bool = False) -> dict:
+            topic: str | None = None, partition: int | None = None, with_verify: bool = True,
+            progress: bool = False) -> dict:
     """The report's facts of the partitions at `path` (found by find_partitions with topic and
     partition); `kind` says what PATH is ("log directory", "partition", "archive"), `log_dir` the
-    directory whose checkpoint files apply (None: none)."""
-    bar = _bar(progress, len(parts) + 1, "report")
+    directory whose checkpoint files apply (None: none). Without `with_verify`, "verify" is null
+    and so are the counts of findings."""
+    bar = _bar(progress, len(parts) + with_verify, "report")
     partitions = partition_reports(parts, _cleaner_offsets(storage, log_dir))
     bar.update(len(parts))
-    checked = verify(storage, path, topic, partition)
-    bar.update(1)
+    checked = verify(storage, path, topic, partition) if with_verify else None
+    bar.update(with_verify)
     bar.close()
-    findings = _findings(checked, parts)
+    findings = _findings(checked, parts) if checked is not None else None
     for p in partitions:
-        mine = [f for f in findings if f["partition"] == p["name"]]
-        p["errors"] = sum(1 for f in mine if f["severity"] == "error")
-        p["notes"] = len(mine) - p["errors"]
+        mine = [f for f in findings or () if f["partition"] == p["name"]]
+        p["errors"] = sum(1 for f in mine if f["severity"] == "error") if checked is not None else None
+        p["notes"] = len(mine) - p["errors"] if checked is not None else None
+    summary = checked.summary() if checked is not None else None
     return {"kfmt_report": REPORT_VERSION,
             "source": {"path": storage.url_of(path), "kind": kind},
             "generated": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "totals": _totals(partitions, checked.summary()),
+            "totals": _totals(partitions, summary),
             "census": census(partitions),
             "partitions": partitions,
             "internal": internal_topics(parts),
-            "verify": {"summary": checked.summary(), "findings": findings}}
+            "verify": None if checked is None else {"summary": summary, "findings": findings}}
 
 
 def _bar(progress: bool, total: int, desc: str):
@@ -85,14 +88,14 @@ def _findings(checked, parts: list[PartitionDir]) -> list[dict]:
     return out
 
 
-def _totals(partitions: list[dict], summary: dict) -> dict:
+def _totals(partitions: list[dict], summary: dict | None) -> dict:
     def total(key):
         return sum(p.get(key) or 0 for p in partitions)
 
     return {"topics": len({p["topic"] for p in partitions}), "partitions": len(partitions),
             "segments": total("segments"), "bytes": total("bytes"), "batches": total("batches"),
             "records": total("records"), "control_records": total("control_records"),
-            "errors": summary["errors"], "notes": summary["notes"]}
+            "errors": summary and summary["errors"], "notes": summary and summary["notes"]}
 
 
 def census(partitions: list[dict]) -> list[dict]:

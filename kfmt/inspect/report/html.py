@@ -55,15 +55,18 @@ def render(facts: dict) -> str:
 
 
 def glance_section(facts: dict) -> str:
-    t, summary = facts["totals"], facts["verify"]["summary"]
+    t = facts["totals"]
     cards = [("topics", f"{t['topics']:,}"), ("partitions", f"{t['partitions']:,}"),
              ("segments", f"{t['segments']:,}"), ("bytes of .log", human_bytes(t["bytes"])),
              ("batches", f"{t['batches']:,}"), ("records", f"{t['records']:,}")]
     html = "".join(f'<div class="card" id="total-{escape(k.split()[0])}">{escape(k)}<b>{v}</b></div>'
                    for k, v in cards)
-    status = ('<b class="ok">OK</b>' if summary["ok"] else '<b class="bad">FAILED</b>')
-    html += (f'<div class="card" id="total-verify">verify{status}<a href="#findings">{t["errors"]:,} problem(s), '
-             f'{t["notes"]:,} note(s)</a></div>')
+    if facts["verify"] is None:
+        html += '<div class="card" id="total-verify">verify<b class="muted">not run</b>--no-verify</div>'
+    else:
+        status = '<b class="ok">OK</b>' if facts["verify"]["summary"]["ok"] else '<b class="bad">FAILED</b>'
+        html += (f'<div class="card" id="total-verify">verify{status}<a href="#findings">{t["errors"]:,} '
+                 f'problem(s), {t["notes"]:,} note(s)</a></div>')
     return f'<h2 id="glance">At a glance</h2><div class="cards">{html}</div>'
 
 

@@ -95,7 +95,10 @@ def _cluster(c: dict | None) -> str:
             + _table(["topic", "topic id", "partitions"], rows, "topics-table", (2,)))
 
 
-def findings_section(verify: dict) -> str:
+def findings_section(verify: dict | None) -> str:
+    if verify is None:
+        return ('<h2 id="findings">What verify found</h2><p class="muted">Not verified (<code>--no-verify</code>): '
+                "run <code>kfmt verify</code> or a report without that flag for the checks.</p>")
     s, findings = verify["summary"], verify["findings"]
     head = (f'<h2 id="findings">What verify found</h2><p>{s["errors"]:,} problem(s) and {s["notes"]:,} note(s) in '
             f'{s["partitions"]:,} partition(s), {s["segments"]:,} segment(s), {s["files"]:,} files read '
