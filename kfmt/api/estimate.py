@@ -2,8 +2,9 @@
 sample of the input (docs/report.md, "The estimate").
 
 The sample is the head of every partition (its first segments, the last one cut at an entry
-boundary, with its partition.metadata and leader-epoch-checkpoint), each partition given a share of SAMPLE_BYTES in proportion to its size, so the sample
-holds the input's mix of message formats and codecs. It is copied to a local temporary directory,
+boundary; with its partition.metadata and leader-epoch-checkpoint), each partition given a share of
+SAMPLE_BYTES in proportion to its size, so the sample holds the input's mix of message formats and
+codecs. It is copied to a local temporary directory,
 and each command runs on it through its own entry point (kfmt.api.commands) in this process, on one
 core, twice: first on a quarter of the sample (a warm-up, imports and caches, not counted), then on
 the whole of it, timed. A command's rate (sample bytes per second on one core) and the ratio of the

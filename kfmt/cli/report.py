@@ -42,8 +42,8 @@ def run(args) -> int:
         raise UsageError(f"--sample-bytes {args.sample_bytes}: give a positive number of bytes")
     extra = {} if args.sample_bytes is None else {"sample_bytes": args.sample_bytes}
     outcome = report(args.path, storage_options=parse_storage_options(args.storage_option), topic=args.topic,
-                     partition=args.partition, verify=not args.no_verify, estimate=not args.no_estimate, progress=show_progress(args),
-                     **extra)
+                     partition=args.partition, verify=not args.no_verify, estimate=not args.no_estimate,
+                     progress=show_progress(args), **extra)
     if args.format == "json":
         import json
 

@@ -61,7 +61,8 @@ def test_census_and_segment_counts_are_info_s(browser, page):
             row = census[(info["topic"], str(f["magic"]), f["compression"])]
             for i, key in enumerate(("batches", "records", "bytes")):
                 row[i] += f[key]
-    shown = {(t, m, c): [_number(b), _number(r), _number(n)] for t, m, c, b, r, n in _cells(browser, "#census-table tr")}
+    shown = {(t, m, c): [_number(b), _number(r), _number(n)]
+             for t, m, c, b, r, n in _cells(browser, "#census-table tr")}
     read_by_info = {i["topic"] for i in infos.values()}
     assert {k: v for k, v in shown.items() if k[0] in read_by_info} == dict(census)
     blocks = {b.get_attribute("id"): b for b in browser.find_elements(By.CSS_SELECTOR, "details.partition")}

@@ -15,8 +15,7 @@ from collections import defaultdict
 from kfmt.inspect.report.internal import internal_topics
 from kfmt.inspect.report.partitions import partition_reports
 from kfmt.inspect.verify import verify
-from kfmt.partition.checkpoints import checkpoint_text, read_offset_checkpoint
-from kfmt.partition.layout import PartitionDir
+from kfmt.partition.layout import PartitionDir, offset_checkpoint_entries
 from kfmt.storage.store import Storage
 
 REPORT_VERSION = 1
@@ -59,20 +58,11 @@ def _bar(progress: bool, total: int, desc: str):
 
 
 def _cleaner_offsets(storage: Storage, log_dir: str | None) -> dict:
-    """The log directory's cleaner-offset-checkpoint; empty when there is none or it does not parse
-    (verify reports its problems)."""
-    from kfmt.errors import DataError
-
+    """The log directory's cleaner-offset-checkpoint (verify reports its problems)."""
     if log_dir is None:
         return {}
-    file = storage.join(log_dir, CLEANER_OFFSET_CHECKPOINT)
-    try:
-        if not storage.exists(file) or storage.isdir(file):
-            return {}
-        url = storage.url_of(file)
-        return read_offset_checkpoint(checkpoint_text(storage.read(file), url), url)
-    except (DataError, OSError):
-        return {}
+    return offset_checkpoint_entries(storage, log_dir, CLEANER_OFFSET_CHECKPOINT,
+                                     "the report shows no segment as cleaned")
 
 
 def _findings(checked, parts: list[PartitionDir]) -> list[dict]:

@@ -33,7 +33,8 @@ def stacked_bars(rows: list[tuple[str, list[tuple[str, int, str]]]], unit: str) 
     out = []
     for i, (label, parts) in enumerate(rows):
         y = i * (bar_h + gap)
-        out.append(f'<text x="{label_w - 6}" y="{y + bar_h - 4}" text-anchor="end">{escape(_clip(label, 28))}</text>')
+        out.append(f'<text x="{label_w - 6}" y="{y + bar_h - 4}" text-anchor="end">'
+                   f"{escape(_clip(label, 28))}</text>")
         x = label_w
         for name, value, colour in parts:
             w = value * scale
@@ -80,7 +81,8 @@ def offset_strip(p: dict) -> str:
     for g in p["segment_gaps"]:
         out.append(f'<rect x="{10 + (g["after"] + 1 - low) * scale:.1f}" y="4" '
                    f'width="{max(g["missing"] * scale, 1.5):.1f}" height="26" fill="{GAP_COLOUR}">'
-                   f'<title>offsets {g["after"] + 1}..{g["before"] - 1} in no segment ({g["missing"]:,})</title></rect>')
+                   f'<title>offsets {g["after"] + 1}..{g["before"] - 1} in no segment ({g["missing"]:,})'
+                   "</title></rect>")
     if p.get("log_start_offset") is not None:
         x = 10 + (p["log_start_offset"] - low) * scale
         out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="0" y2="34" stroke="#222" stroke-width="2">'

@@ -10,6 +10,7 @@ from html import escape
 
 from kfmt import __version__
 from kfmt.inspect.report.charts import format_colour, human_bytes, legend, stacked_bars
+from kfmt.inspect.report.markup import table
 from kfmt.inspect.report.sections import findings_section, internal_section, partitions_section
 
 POLICY = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
@@ -76,22 +77,21 @@ def census_section(facts: dict) -> str:
     topics = sorted({r["topic"] for r in rows})
 
     def bars(what: str) -> str:
-        return stacked_bars([(t, [(f"v{m} {c}", r[what], format_colour(m, c)) for r in rows
-                                  if r["topic"] == t for m, c in [(r["magic"], r["compression"])]])
+        return stacked_bars([(t, [(f"v{r['magic']} {r['compression']}", r[what],
+                                   format_colour(r["magic"], r["compression"])) for r in rows if r["topic"] == t])
                              for t in topics], what)
 
-    table = "".join(f'<tr><td>{escape(r["topic"])}</td><td class="n">{r["magic"]}</td><td>{escape(r["compression"])}'
-                    f'</td><td class="n">{r["batches"]:,}</td><td class="n">{r["records"]:,}</td>'
-                    f'<td class="n">{r["bytes"]:,}</td></tr>' for r in rows)
+    numbers = table(["topic", "magic", "compression", "batches", "records", "bytes"],
+                    [[escape(r["topic"]), str(r["magic"]), escape(r["compression"]), f'{r["batches"]:,}',
+                      f'{r["records"]:,}', f'{r["bytes"]:,}'] for r in rows],
+                    table_id="census-table", numeric=(1, 3, 4, 5))
     old = sum(r["bytes"] for r in rows if r["magic"] < 2)
     return (f'<h2 id="census">Message formats and codecs</h2><p>{human_bytes(old)} in message formats v0/v1 '
             f"(what <code>kfmt upgrade</code> converts), of {human_bytes(sum(r['bytes'] for r in rows))}; "
             "counted as a consumer sees each partition, from its log start offset (<code>kfmt info</code>).</p>"
             f'<p>{legend([(f"v{m} {c}", format_colour(m, c)) for m, c in keys])}</p>'
             f"<h3>Bytes</h3>{bars('bytes')}<h3>Records</h3>{bars('records')}"
-            '<details><summary>The census as numbers</summary><table id="census-table"><tr><th>topic</th>'
-            '<th class="n">magic</th><th>compression</th><th class="n">batches</th><th class="n">records</th>'
-            f'<th class="n">bytes</th></tr>{table}</table></details>')
+            "<details><summary>The census as numbers</summary>" + numbers + "</details>")
 
 
 def estimate_section(estimate: dict | None) -> str:
@@ -103,19 +103,20 @@ def estimate_section(estimate: dict | None) -> str:
         return head + '<p class="muted">Nothing to measure: no segment holds a byte.</p>'
     rows = []
     for name, c in estimate["commands"].items():
+        cells = [f"kfmt {name}"]
         if "error" in c:
-            rows.append(f'<tr id="estimate-{name}"><td>kfmt {name}</td><td colspan="4" class="bad">'
-                        f'could not be measured: {escape(c["error"])}</td></tr>')
-            continue
-        rows.append(f'<tr id="estimate-{name}"><td>kfmt {name}</td><td class="n">{_duration(c["estimated_seconds"])}</td>'
-                    f'<td class="n">{human_bytes(c["estimated_bytes_written"])}</td>'
-                    f'<td class="n">{c["sample_seconds"]:.2f} s</td><td class="n">{human_bytes(c["sample_bytes_written"])}</td></tr>')
-    return (head + f"<p>Measured on a sample of {human_bytes(sample['bytes'])} of the {human_bytes(estimate['input_bytes'])} "
-            f"of segments: {escape(sample['method'])}. Scaled by bytes to the whole input and divided among "
-            f"{engine['workers']} worker(s) of the engine kfmt would pick ({escape(engine['engine'])}: "
-            f"{escape(engine['why'])}). Writing to object storage adds its upload time, not measured here.</p>"
-            '<table id="estimate-table"><tr><th>command</th><th class="n">estimated time</th><th class="n">would write</th>'
-            '<th class="n">sample time</th><th class="n">sample wrote</th></tr>' + "".join(rows) + "</table>")
+            cells += [f'<span class="bad">could not be measured: {escape(c["error"])}</span>', "", "", ""]
+        else:
+            cells += [_duration(c["estimated_seconds"]), human_bytes(c["estimated_bytes_written"]),
+                      f'{c["sample_seconds"]:.2f} s', human_bytes(c["sample_bytes_written"])]
+        rows.append((f' id="estimate-{name}"', cells))
+    return (head + f"<p>Measured on a sample of {human_bytes(sample['bytes'])} of the "
+            f"{human_bytes(estimate['input_bytes'])} of segments: {escape(sample['method'])}. Scaled by bytes "
+            f"to the whole input and divided among {engine['workers']} worker(s) of the engine kfmt would pick "
+            f"({escape(engine['engine'])}: {escape(engine['why'])}). Writing to object storage adds its upload "
+            "time, not measured here.</p>"
+            + table(["command", "estimated time", "would write", "sample time", "sample wrote"], rows,
+                    table_id="estimate-table", numeric=(1, 2, 3, 4)))
 
 
 def _duration(seconds: float | None) -> str:

@@ -22,7 +22,8 @@ from kfmt.partition.cluster_topics import read_cluster_topics
 from kfmt.partition.layout import METADATA_LOG_DIR, PartitionDir
 from kfmt.partition.reader import PartitionReader
 
-OFFSETS_TOPIC, SHARE_STATE_TOPIC, TRANSACTIONS_TOPIC = "__consumer_offsets", "__share_group_state", "__transaction_state"
+OFFSETS_TOPIC, SHARE_STATE_TOPIC = "__consumer_offsets", "__share_group_state"
+TRANSACTIONS_TOPIC = "__transaction_state"
 
 
 def internal_topics(parts: list[PartitionDir]) -> dict:

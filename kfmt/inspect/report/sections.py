@@ -15,6 +15,7 @@ from kfmt.inspect.report.charts import (
     time_axis,
     when,
 )
+from kfmt.inspect.report.markup import number, table
 
 SEGMENT_FILE = re.compile(r"(\d{20})\.(log|index|timeindex|txnindex|snapshot)(\.\w+)?$")
 
@@ -25,13 +26,6 @@ def partition_id(name: str) -> str:
 
 def segment_id(partition: str, base_offset: int) -> str:
     return f"{partition_id(partition)}-{base_offset}"
-
-
-def _table(head: list[str], rows: list[list[str]], table_id: str, numeric=()) -> str:
-    th = "".join(f'<th{" class=n" if i in numeric else ""}>{escape(h)}</th>' for i, h in enumerate(head))
-    body = "".join("<tr>" + "".join(f'<td{" class=n" if i in numeric else ""}>{c}</td>' for i, c in enumerate(r))
-                   + "</tr>" for r in rows)
-    return f'<table id="{table_id}"><tr>{th}</tr>{body}</table>'
 
 
 def internal_section(internal: dict) -> str:
@@ -62,9 +56,11 @@ def _groups(g: dict | None) -> str:
                "(not counted).</p>") if g["open_transactions"] else ""
     return (head + f"<p>{len(rows):,} group(s), {len(commits):,} committed offset(s), as "
             "<code>kfmt offsets</code> lists them.</p>"
-            + _table(["group", "kind", "partitions committed", "topics"], rows, "groups-table", (2,)) + pending
+            + table(["group", "kind", "partitions committed", "topics"], rows, table_id="groups-table",
+                    numeric=(2,)) + pending
             + "<details><summary>Every committed offset</summary>"
-            + _table(["group", "topic", "partition", "offset", "committed at", "kind"], commits, "offsets-table", (2, 3))
+            + table(["group", "topic", "partition", "offset", "committed at", "kind"], commits,
+                    table_id="offsets-table", numeric=(2, 3))
             + "</details>")
 
 
@@ -77,8 +73,8 @@ def _transactions(t: dict | None) -> str:
     rows = [[escape(x["transactional_id"]), str(x["producer_id"]), str(x["producer_epoch"]), escape(x["state"]),
              escape(", ".join(x["partitions"])), escape(when(x["last_update_ms"]))] for x in t["transactional_ids"]]
     return (head + f"<p>{len(rows):,} transactional id(s), each in the last state the coordinator wrote.</p>"
-            + _table(["transactional id", "producer id", "epoch", "state", "partitions", "last update"], rows,
-                     "transactions-table", (1, 2)))
+            + table(["transactional id", "producer id", "epoch", "state", "partitions", "last update"], rows,
+                    table_id="transactions-table", numeric=(1, 2)))
 
 
 def _cluster(c: dict | None) -> str:
@@ -89,10 +85,10 @@ def _cluster(c: dict | None) -> str:
         return head + bad
     features = ", ".join(f"{escape(k)}={v}" for k, v in sorted(c["features"].items())) or "none recorded"
     rows = [[escape(x["name"]), f"<code>{escape(x['id'])}</code>", str(x["partitions"])] for x in c["topics"]]
-    return (head + f'<p>metadata.version <b id="metadata-version">{c["metadata_version"] if c["metadata_version"] is not None else "-"}'
-            f"</b> &middot; features: {features} &middot; cluster id <code>{escape(str(c['cluster_id']))}</code>, "
+    return (head + f'<p>metadata.version <b id="metadata-version">{number(c["metadata_version"])}</b>'
+            f" &middot; features: {features} &middot; cluster id <code>{escape(str(c['cluster_id']))}</code>, "
             f"node {escape(str(c['node_id']))}</p>"
-            + _table(["topic", "topic id", "partitions"], rows, "topics-table", (2,)))
+            + table(["topic", "topic id", "partitions"], rows, table_id="topics-table", numeric=(2,)))
 
 
 def findings_section(verify: dict | None) -> str:
@@ -105,15 +101,12 @@ def findings_section(verify: dict | None) -> str:
             "(<code>kfmt verify</code>; notes are genuine broker behaviour, never a problem).</p>")
     if not findings:
         return head
-    rows = []
-    for f in findings:
-        where = _finding_link(f)
-        rows.append(f'<tr id="{f["anchor"]}" class="finding {f["severity"]}"><td class="{"bad" if f["severity"] == "error" else ""}">'
-                    f'{f["severity"]}</td><td>{escape(f["check"])}</td><td>{where}</td><td><code>{escape(f["file"])}</code></td>'
-                    f'<td class="n">{_n(f["position"], "")}</td><td class="n">{_n(f["offset"], "")}</td>'
-                    f'<td>{escape(f["message"])}</td></tr>')
-    return (head + '<table id="findings-table"><tr><th>severity</th><th>check</th><th>partition</th><th>file</th>'
-            '<th class="n">position</th><th class="n">offset</th><th>message</th></tr>' + "".join(rows) + "</table>")
+    rows = [(f' id="{f["anchor"]}" class="finding {f["severity"]}"',
+             [f'<span class="bad">{f["severity"]}</span>' if f["severity"] == "error" else f["severity"],
+              escape(f["check"]), _finding_link(f), f'<code>{escape(f["file"])}</code>', number(f["position"], ""),
+              number(f["offset"], ""), escape(f["message"])]) for f in findings]
+    return head + table(["severity", "check", "partition", "file", "position", "offset", "message"], rows,
+                        table_id="findings-table", numeric=(4, 5))
 
 
 def _finding_link(f: dict) -> str:
@@ -154,7 +147,7 @@ def _partition(p: dict) -> str:
              f"between segments, {sum(s['gaps'] for s in p['segment_list']):,} inside them</p>")
     return (f'<details class="partition" id="{escape(partition_id(name))}" data-segments="{p["segments"]}">'
             f'<summary><b>{escape(name)}</b> &middot; <span class="segments">{p["segments"]:,} segments</span>, '
-            f'{human_bytes(p["bytes"])}, {_n(p.get("records"))} records{_tags(p)}</summary>'
+            f'{human_bytes(p["bytes"])}, {number(p.get("records"))} records{_tags(p)}</summary>'
             f"{_offsets(p)}{state}{offset_strip(p)}{time_axis(p)}{_segments_table(p)}{_own_findings(p)}</details>")
 
 
@@ -162,8 +155,9 @@ def _offsets(p: dict) -> str:
     if "info_error" in p:
         return f'<p class="bad">kfmt info stopped: {escape(p["info_error"])}</p>'
     control = f" (+{p['control_records']:,} control)" if p["control_records"] else ""
-    return (f"<p>offsets: log start {_n(p['log_start_offset'])}, log end {_n(p['log_end_offset'])}; records "
-            f"{_n(p['first_offset'])}..{_n(p['last_offset'])} &middot; {p['records']:,} records in "
+    return (f"<p>offsets: log start {number(p['log_start_offset'])}, log end {number(p['log_end_offset'])}; "
+            "records "
+            f"{number(p['first_offset'])}..{number(p['last_offset'])} &middot; {p['records']:,} records in "
             f"{p['batches']:,} batches{control} &middot; time {escape(when(p['min_timestamp']))} .. "
             f"{escape(when(p['max_timestamp']))}</p>")
 
@@ -174,19 +168,15 @@ def _cleaner(offset: int | None) -> str:
 
 
 def _segments_table(p: dict) -> str:
-    rows = []
-    for s in p["segment_list"]:
-        anchor = escape(segment_id(p["name"], s["base_offset"]))
-        rows.append(f'<tr id="{anchor}"><td><code>{s["base_offset"]:020d}.log</code></td><td>{escape(segment_state(s))}</td>'
-                    f'<td class="n">{_n(s["first_offset"])}..{_n(s["last_offset"])}</td><td class="n">{s["size"]:,}</td>'
-                    f'<td class="n">{s["entries"]:,}</td><td>{escape(when(s["first_timestamp"]))}</td>'
-                    f'<td>{escape(when(s["largest_timestamp"]))}</td><td class="n">{s["gaps"]:,}</td>'
-                    f'<td class="n">{s["transactional_batches"]:,}</td><td class="n">{s["control_batches"]:,}</td></tr>')
+    rows = [(f' id="{escape(segment_id(p["name"], s["base_offset"]))}"',
+             [f'<code>{s["base_offset"]:020d}.log</code>', escape(segment_state(s)),
+              f'{number(s["first_offset"])}..{number(s["last_offset"])}', number(s["size"]), number(s["entries"]),
+              escape(when(s["first_timestamp"])), escape(when(s["largest_timestamp"])), number(s["gaps"]),
+              number(s["transactional_batches"]), number(s["control_batches"])]) for s in p["segment_list"]]
     head = ["segment", "state", "offsets", "bytes", "entries", "first timestamp", "largest timestamp",
             "gaps inside", "txn batches", "control batches"]
-    th = "".join(f"<th>{h}</th>" for h in head)
-    return (f'<details><summary>{len(rows):,} segment(s)</summary><table class="segments-table"><tr>{th}</tr>'
-            + "".join(rows) + "</table></details>")
+    return (f'<details><summary>{len(rows):,} segment(s)</summary>'
+            + table(head, rows, css_class="segments-table", numeric=(2, 3, 4, 7, 8, 9)) + "</details>")
 
 
 def _own_findings(p: dict) -> str:
@@ -194,7 +184,3 @@ def _own_findings(p: dict) -> str:
         return ""
     return (f'<p>verify: <a href="#findings">{p["errors"]} problem(s), {p["notes"]} note(s)</a> in this partition '
             "(listed under What verify found).</p>")
-
-
-def _n(value, missing: str = "-") -> str:
-    return missing if value is None else f"{value:,}"
