@@ -160,6 +160,22 @@ def test_an_archive_is_reported_through_its_latest_generation(tmp_path):
     assert report["census"] == report_json(SAMPLES, "--no-estimate")["census"]
 
 
+def test_an_fsspec_url_is_read_as_a_local_path_is():
+    fsspec = pytest.importorskip("fsspec")
+    memory = fsspec.filesystem("memory")
+    for f in SAMPLES.rglob("*"):
+        if f.is_file():
+            memory.pipe(f"/report-samples/{f.relative_to(SAMPLES).as_posix()}", f.read_bytes())
+    try:
+        remote = report_json("memory://report-samples", "--sample-bytes", "50000")
+    finally:
+        memory.rm("/report-samples", recursive=True)
+    local = report_json(SAMPLES, "--no-estimate")
+    assert remote["census"] == local["census"] and remote["totals"] == local["totals"]
+    assert [p["segment_list"] for p in remote["partitions"]] == [p["segment_list"] for p in local["partitions"]]
+    assert all("error" not in c for c in remote["estimate"]["commands"].values())
+
+
 def test_html_page_is_written_whole_and_never_into_the_input(tmp_path):
     page = tmp_path / "report.html"
     result = run_kfmt("report", SAMPLES, "-o", page, "--no-estimate")

@@ -3,7 +3,7 @@
 Every number comes from the command that already computes it, called, not redone: `kfmt info` per
 partition (kfmt.inspect.info), `kfmt verify` (kfmt.inspect.verify), `kfmt offsets` and the internal
 topics' readers (internal), plus the header-only frame walk of each segment (segments). The estimate
-of what the transforms would take is measured by kfmt.transforms.estimate and added by kfmt.api;
+of what the transforms would take is measured and added by kfmt.api (kfmt.api.estimate);
 the page is drawn by html (docs/report.md).
 """
 from __future__ import annotations
@@ -29,12 +29,20 @@ def collect(storage: Storage, path: str, parts: list[PartitionDir], *, kind: str
     partition); `kind` says what PATH is ("log directory", "partition", "archive"), `log_dir` the
     directory whose checkpoint files apply (None: none). Without `with_verify`, "verify" is null
     and so are the counts of findings."""
-    bar = _bar(progress, len(parts) + with_verify, "report")
-    partitions = partition_reports(parts, _cleaner_offsets(storage, log_dir))
-    bar.update(len(parts))
-    checked = verify(storage, path, topic, partition) if with_verify else None
-    bar.update(with_verify)
-    bar.close()
+    with _bar(progress, len(parts), "partition", "info") as bar:
+        partitions = partition_reports(parts, _cleaner_offsets(storage, log_dir))
+        bar.update(len(parts))
+    checked = None
+    if with_verify:
+        bars = []
+
+        def start(total):
+            bars.append(_bar(progress, total, "segment", "verify"))
+            return lambda: bars[0].update(1)
+
+        checked = verify(storage, path, topic, partition, start)
+        for b in bars:
+            b.close()
     findings = _findings(checked, parts) if checked is not None else None
     for p in partitions:
         mine = [f for f in findings or () if f["partition"] == p["name"]]
@@ -51,10 +59,10 @@ def collect(storage: Storage, path: str, parts: list[PartitionDir], *, kind: str
             "verify": None if checked is None else {"summary": summary, "findings": findings}}
 
 
-def _bar(progress: bool, total: int, desc: str):
+def _bar(progress: bool, total: int, unit: str, desc: str):
     from tqdm import tqdm
 
-    return tqdm(disable=not progress, file=sys.stderr, total=total, unit="partition", desc=desc)
+    return tqdm(disable=not progress, file=sys.stderr, total=total, unit=unit, desc=desc)
 
 
 def _cleaner_offsets(storage: Storage, log_dir: str | None) -> dict:
