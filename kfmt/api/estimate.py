@@ -52,7 +52,8 @@ def estimate(parts: list[PartitionDir], sample_bytes: int = SAMPLE_BYTES, progre
         out["sample"] = {"bytes": sample, "partitions": len(parts),
                          "method": "the head of every partition, in proportion to its size; each command "
                                    "run in process on one core, after a warm-up run on a quarter of it"}
-        with tqdm(disable=not progress, file=sys.stderr, total=len(_COMMANDS), unit="command", desc="estimate") as bar:
+        with tqdm(disable=not progress, file=sys.stderr, total=len(_COMMANDS), unit="command",
+                  desc="estimate") as bar:
             for name, run in _COMMANDS.items():
                 out["commands"][name] = _measure(run, tmp, name, sample, total, workers)
                 bar.update(1)
