@@ -158,6 +158,9 @@ def test_an_archive_is_reported_through_its_latest_generation(tmp_path):
     report = report_json(archive, "--no-estimate")
     assert report["source"]["kind"] == "archive" and report["source"]["generation"] == 1
     assert report["census"] == report_json(SAMPLES, "--no-estimate")["census"]
+    page = tmp_path / "archive.html"
+    assert run_kfmt("report", archive, "--no-estimate", "-o", page).code == 0
+    assert "This is an archive" in page.read_text()  # verify's complaints of missing indexes explained
 
 
 def test_an_fsspec_url_is_read_as_a_local_path_is():

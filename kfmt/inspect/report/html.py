@@ -47,7 +47,7 @@ def render(facts: dict) -> str:
             + (f", generation {source['generation']}" if source.get("generation") else "")
             + f" &middot; generated {escape(facts['generated'])} by kfmt {escape(__version__)}</p>",
             glance_section(facts), census_section(facts), estimate_section(facts.get("estimate")),
-            internal_section(facts["internal"]), findings_section(facts["verify"]),
+            internal_section(facts["internal"]), findings_section(facts["verify"], source["kind"]),
             partitions_section(facts["partitions"])]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f'<meta http-equiv="Content-Security-Policy" content="{POLICY}">'

@@ -91,14 +91,20 @@ def _cluster(c: dict | None) -> str:
             + table(["topic", "topic id", "partitions"], rows, table_id="topics-table", numeric=(2,)))
 
 
-def findings_section(verify: dict | None) -> str:
+ARCHIVE_NOTE = ("<p>This is an archive: it keeps no .index, .timeindex, .txnindex or producer snapshot, which "
+                "<code>kfmt restore</code> regenerates from the segments (docs/archive.md), so what verify says "
+                "of those files missing here is about files an archive never holds.</p>")
+
+
+def findings_section(verify: dict | None, kind: str = "") -> str:
     if verify is None:
         return ('<h2 id="findings">What verify found</h2><p class="muted">Not verified (<code>--no-verify</code>): '
                 "run <code>kfmt verify</code> or a report without that flag for the checks.</p>")
     s, findings = verify["summary"], verify["findings"]
     head = (f'<h2 id="findings">What verify found</h2><p>{s["errors"]:,} problem(s) and {s["notes"]:,} note(s) in '
             f'{s["partitions"]:,} partition(s), {s["segments"]:,} segment(s), {s["files"]:,} files read '
-            "(<code>kfmt verify</code>; notes are genuine broker behaviour, never a problem).</p>")
+            "(<code>kfmt verify</code>; notes are genuine broker behaviour, never a problem).</p>"
+            + (ARCHIVE_NOTE if kind == "archive" else ""))
     if not findings:
         return head
     rows = [(f' id="{f["anchor"]}" class="finding {f["severity"]}"',
