@@ -29,8 +29,9 @@ def segment_id(partition: str, base_offset: int) -> str:
 
 
 def internal_section(internal: dict) -> str:
-    parts = [_groups(internal.get("groups")), _transactions(internal.get("transactions")),
-             _cluster(internal.get("cluster"))]
+    parts = [_part("Consumer groups (__consumer_offsets)", internal.get("groups"), _groups),
+             _part("Transactional ids (__transaction_state)", internal.get("transactions"), _transactions),
+             _part("KRaft metadata (__cluster_metadata)", internal.get("cluster"), _cluster)]
     shown = [p for p in parts if p]
     if not shown:
         return ('<h2 id="internal">Internal topics</h2><p class="muted">No __consumer_offsets, __transaction_state '
@@ -38,23 +39,25 @@ def internal_section(internal: dict) -> str:
     return '<h2 id="internal">Internal topics</h2>' + "".join(shown)
 
 
-def _unreadable(section: dict) -> str | None:
-    return f'<p class="bad">Could not be read: {escape(section["error"])}</p>' if "error" in section else None
-
-
-def _groups(g: dict | None) -> str:
-    if g is None:
+def _part(title: str, section: dict | None, body) -> str:
+    """An internal topic's part: nothing when the topic is not there, its one-line error when it
+    could not be read, else what `body` makes of it."""
+    if section is None:
         return ""
-    head = "<h3>Consumer groups (__consumer_offsets)</h3>"
-    if (bad := _unreadable(g)) is not None:
-        return head + bad
+    head = f"<h3>{escape(title)}</h3>"
+    if "error" in section:
+        return head + f'<p class="bad">Could not be read: {escape(section["error"])}</p>'
+    return head + body(section)
+
+
+def _groups(g: dict) -> str:
     rows = [[escape(x["group"]), escape(x["kind"]), f"{x['partitions']:,}", escape(", ".join(x["topics"]))]
             for x in g["groups"]]
     commits = [[escape(c["group"]), escape(c["topic"]), str(c["partition"]), f"{c['offset']:,}",
                 escape(when(c["commitTimestamp"])), escape(c["groupType"])] for c in g["offsets"]]
     pending = (f'<p>{g["open_transactions"]:,} offset commit(s) wait for a transaction that has not ended '
                "(not counted).</p>") if g["open_transactions"] else ""
-    return (head + f"<p>{len(rows):,} group(s), {len(commits):,} committed offset(s), as "
+    return (f"<p>{len(rows):,} group(s), {len(commits):,} committed offset(s), as "
             "<code>kfmt offsets</code> lists them.</p>"
             + table(["group", "kind", "partitions committed", "topics"], rows, table_id="groups-table",
                     numeric=(2,)) + pending
@@ -64,28 +67,18 @@ def _groups(g: dict | None) -> str:
             + "</details>")
 
 
-def _transactions(t: dict | None) -> str:
-    if t is None:
-        return ""
-    head = "<h3>Transactional ids (__transaction_state)</h3>"
-    if (bad := _unreadable(t)) is not None:
-        return head + bad
+def _transactions(t: dict) -> str:
     rows = [[escape(x["transactional_id"]), str(x["producer_id"]), str(x["producer_epoch"]), escape(x["state"]),
              escape(", ".join(x["partitions"])), escape(when(x["last_update_ms"]))] for x in t["transactional_ids"]]
-    return (head + f"<p>{len(rows):,} transactional id(s), each in the last state the coordinator wrote.</p>"
+    return (f"<p>{len(rows):,} transactional id(s), each in the last state the coordinator wrote.</p>"
             + table(["transactional id", "producer id", "epoch", "state", "partitions", "last update"], rows,
                     table_id="transactions-table", numeric=(1, 2)))
 
 
-def _cluster(c: dict | None) -> str:
-    if c is None:
-        return ""
-    head = "<h3>KRaft metadata (__cluster_metadata)</h3>"
-    if (bad := _unreadable(c)) is not None:
-        return head + bad
+def _cluster(c: dict) -> str:
     features = ", ".join(f"{escape(k)}={v}" for k, v in sorted(c["features"].items())) or "none recorded"
     rows = [[escape(x["name"]), f"<code>{escape(x['id'])}</code>", str(x["partitions"])] for x in c["topics"]]
-    return (head + f'<p>metadata.version <b id="metadata-version">{number(c["metadata_version"])}</b>'
+    return (f'<p>metadata.version <b id="metadata-version">{number(c["metadata_version"])}</b>'
             f" &middot; features: {features} &middot; cluster id <code>{escape(str(c['cluster_id']))}</code>, "
             f"node {escape(str(c['node_id']))}</p>"
             + table(["topic", "topic id", "partitions"], rows, table_id="topics-table", numeric=(2,)))
