@@ -129,6 +129,20 @@ def test_internal_topics_are_what_offsets_and_the_metadata_log_say(tmp_path):
                                                "PrepareCommit", "PrepareAbort", "Dead", "PrepareEpochFence"}
 
 
+def test_an_unreadable_internal_topic_is_one_line_and_the_rest_stands(tmp_path):
+    logs = corpus4_log_dir(tmp_path)
+    segment = logs / "__consumer_offsets-0" / "00000000000000000000.log"
+    data = bytearray(segment.read_bytes())
+    data[200] ^= 0xFF  # inside the first batch's records: its CRC no longer matches
+    segment.write_bytes(bytes(data))
+    report = report_json(logs, "--no-estimate")
+    groups = report["internal"]["groups"]
+    assert set(groups) == {"error"} and "00000000000000000000.log" in groups["error"]
+    assert report["internal"]["cluster"]["metadata_version"] == 27
+    assert any(f["partition"] == "__consumer_offsets-0" and f["severity"] == "error"
+               for f in report["verify"]["findings"])
+
+
 def test_the_estimate_of_a_sample_holding_everything_is_what_the_commands_write(tmp_path):
     """With a sample as large as the input the sample is the input: the bytes each command would
     write are what it writes when run for real."""
