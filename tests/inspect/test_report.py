@@ -4,7 +4,9 @@ against the broker's own files; the estimate against what the commands write. Th
 tested in a real browser (test_report_browser.py)."""
 from __future__ import annotations
 
+import gzip
 import json
+import re
 import shutil
 import struct
 from collections import defaultdict
@@ -112,7 +114,9 @@ def test_largest_timestamps_are_the_broker_s_time_index_entries(realkafka, name)
     assert checked
 
 
-def test_internal_topics_are_what_offsets_and_the_metadata_log_say(tmp_path):
+def test_internal_topics_are_what_offsets_and_the_broker_s_tools_say(tmp_path):
+    """Groups: `kfmt offsets`' list. Topic ids and partition counts: `kafka-topics --describe` on the
+    broker. Transactional ids: the last record of each, as Kafka's own kafka-dump-log decoded it."""
     logs = corpus4_log_dir(tmp_path)
     internal = report_json(logs, "--no-estimate")["internal"]
     offsets = run_kfmt("offsets", logs, "--format", "json")
@@ -121,12 +125,21 @@ def test_internal_topics_are_what_offsets_and_the_metadata_log_say(tmp_path):
     cluster = internal["cluster"]
     assert cluster["metadata_version"] == 27  # 4.1-IV1, the broker's (README: metadata.version)
     described = (REALKAFKA4 / "__cluster_metadata-0.truth" / "topics.describe.txt").read_text()
-    for topic in cluster["topics"]:
-        if f"Topic: {topic['name']}\t" in described:
-            assert f"TopicId: {topic['id']}" in described
-    states = {t["transactional_id"]: t["state"] for t in internal["transactions"]["transactional_ids"]}
-    assert states and set(states.values()) <= {"Empty", "CompleteCommit", "CompleteAbort", "Ongoing",
-                                               "PrepareCommit", "PrepareAbort", "Dead", "PrepareEpochFence"}
+    truth = {m[1]: (m[2], int(m[3])) for m in
+             re.finditer(r"^Topic: (\S+)\tTopicId: (\S+)\tPartitionCount: (\d+)", described, re.M)}
+    shown = {t["name"]: (t["id"], t["partitions"]) for t in cluster["topics"]}
+    assert truth and {name: shown[name] for name in truth} == truth
+    last = {}
+    with gzip.open(REALKAFKA4 / "__transaction_state-0.truth" / "dump-log.deep.txt.gz", "rt") as dump:
+        for m in re.finditer(r"key: (\{.*?\}\}) payload: (.*)$", dump.read(), re.M):
+            key, payload = json.loads(m[1]), m[2]
+            last[key["data"]["transactionalId"]] = None if payload == "<DELETE>" else json.loads(payload)["data"]
+    from kfmt.format.internal_topics.transactions import TRANSACTION_STATES
+
+    expected = {tid: (v["producerId"], v["producerEpoch"], TRANSACTION_STATES[v["transactionStatus"]])
+                for tid, v in last.items() if v is not None}
+    assert {t["transactional_id"]: (t["producer_id"], t["producer_epoch"], t["state"])
+            for t in internal["transactions"]["transactional_ids"]} == expected
 
 
 def test_an_unreadable_internal_topic_is_one_line_and_the_rest_stands(tmp_path):
