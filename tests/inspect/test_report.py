@@ -17,6 +17,7 @@ from support.corpus4 import REALKAFKA4
 from support.report_inputs import (
     SAMPLES,
     corpus4_log_dir,
+    corpus36_log_dir,
     damaged_samples,
     info_json,
     report_json,
@@ -24,10 +25,12 @@ from support.report_inputs import (
 )
 
 
-@pytest.fixture(params=["samples", "kafka4", "damaged"])
+@pytest.fixture(params=["samples", "kafka36", "kafka4", "damaged"])
 def source(request, tmp_path):
     if request.param == "samples":
         return SAMPLES
+    if request.param == "kafka36":
+        return corpus36_log_dir(tmp_path)
     if request.param == "kafka4":
         return corpus4_log_dir(tmp_path)
     return damaged_samples(tmp_path)

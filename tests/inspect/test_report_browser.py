@@ -10,7 +10,14 @@ import pytest
 from selenium.webdriver.common.by import By
 from support.browser import start_browser, text_of, visit
 from support.cli import run_kfmt
-from support.report_inputs import SAMPLES, corpus4_log_dir, damaged_samples, info_json, verify_json
+from support.report_inputs import (
+    SAMPLES,
+    corpus4_log_dir,
+    corpus36_log_dir,
+    damaged_samples,
+    info_json,
+    verify_json,
+)
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.needs("chromium")]
 
@@ -22,16 +29,28 @@ def browser(tmp_path_factory):
     driver.quit()
 
 
-@pytest.fixture(scope="module", params=["samples", "kafka4", "damaged"])
-def page(request, tmp_path_factory):
-    """(the input, its report page) -- the page written by `kfmt report -o`."""
-    root = tmp_path_factory.mktemp(request.param)
-    source = {"samples": lambda: SAMPLES, "kafka4": lambda: corpus4_log_dir(root),
-              "damaged": lambda: damaged_samples(root)}[request.param]()
-    html = root / "report.html"
-    result = run_kfmt("report", source, "-o", html, "--no-progress", "--sample-bytes", "65536")
-    assert result.code == 0, result.err
-    return source, html
+@pytest.fixture(scope="module")
+def pages(tmp_path_factory):
+    """kind -> (the input, its report page), each written once by `kfmt report -o`."""
+    made = {}
+
+    def page_of(kind: str):
+        if kind not in made:
+            root = tmp_path_factory.mktemp(kind)
+            source = {"samples": lambda: SAMPLES, "kafka36": lambda: corpus36_log_dir(root),
+                      "kafka4": lambda: corpus4_log_dir(root), "damaged": lambda: damaged_samples(root)}[kind]()
+            html = root / "report.html"
+            result = run_kfmt("report", source, "-o", html, "--no-progress", "--sample-bytes", "65536")
+            assert result.code == 0, result.err
+            made[kind] = source, html
+        return made[kind]
+
+    return page_of
+
+
+@pytest.fixture(params=["samples", "kafka36", "kafka4", "damaged"])
+def page(request, pages):
+    return pages(request.param)
 
 
 def test_opens_without_errors_or_requests(browser, page):
@@ -98,10 +117,8 @@ def test_findings_are_verify_s_and_lead_to_their_partition(browser, page):
                                   target)
 
 
-def test_internal_topics_shown_are_offsets_and_the_metadata_log_s(browser, page):
-    source, html = page
-    if not (source / "__cluster_metadata-0").exists():
-        pytest.skip("no internal topics in this input")
+def test_internal_topics_shown_are_offsets_and_the_metadata_log_s(browser, pages):
+    source, html = pages("kafka4")
     visit(browser, html.as_uri())
     offsets = run_kfmt("offsets", source)
     commits = offsets.lines[1:]
@@ -111,10 +128,8 @@ def test_internal_topics_shown_are_offsets_and_the_metadata_log_s(browser, page)
     assert text_of(browser.find_element(By.ID, "metadata-version")) == "27"
 
 
-def test_the_damaged_partitions_say_where_info_stopped(browser, page):
-    source, html = page
-    if source.name != "damaged-logs":
-        pytest.skip("only the damaged copy has a partition info refuses")
+def test_the_damaged_partitions_say_where_info_stopped(browser, pages):
+    _source, html = pages("damaged")
     visit(browser, html.as_uri())
     block = browser.find_element(By.ID, "p-v1-gzip-0")
     assert "kfmt info stopped" in text_of(block) and "runs past the end of the data" in text_of(block)

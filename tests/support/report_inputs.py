@@ -8,10 +8,16 @@ import shutil
 from pathlib import Path
 
 from support.cli import run_kfmt
-from support.corpus import TESTS
+from support.corpus import REAL_DIRS, TESTS
 from support.corpus4 import REALKAFKA4
+from support.log_dirs import make_log_dir
 
 SAMPLES = TESTS.parent / "samples" / "kafka-logs"
+
+
+def corpus36_log_dir(root: Path) -> Path:
+    """The Kafka 3.6 broker's partitions (every message format and codec) in its log directory."""
+    return make_log_dir(root / "kafka36-logs", REAL_DIRS)
 
 
 def corpus4_log_dir(root: Path) -> Path:
