@@ -4,13 +4,12 @@ sample of the input (docs/report.md, "The estimate").
 The sample is the head of every partition (its first segments, the last one cut at an entry
 boundary; with its partition.metadata and leader-epoch-checkpoint), each partition given a share of
 SAMPLE_BYTES in proportion to its size, so the sample holds the input's mix of message formats and
-codecs. It is copied to a local temporary directory,
-and each command runs on it through its own entry point (kfmt.api.commands) in this process, on one
-core, twice: first on a quarter of the sample (a warm-up, imports and caches, not counted), then on
-the whole of it, timed. A command's rate (sample bytes per second on one core) and the ratio of the
-bytes it wrote to the bytes it read are then scaled to the whole input, divided among the workers the
-engine kfmt picks for that size would run (kfmt.pipelines.engine.choose_engine, the pool's workers are
-one per core). The KRaft metadata log is left out: the transforms carry it byte for byte.
+codecs. It is copied to a local temporary directory, through its own entry point (kfmt.api.commands) in this process, on one core, three times (METHOD): on one entry per partition (a warm-up: imports, caches), on a quarter of
+the sample and on the whole of it, its CPU time measured. The last two split it into a fixed part and
+a part per byte; the part per byte and the ratio of the bytes it wrote to the bytes it read are then
+scaled to the whole input, the time divided among the workers the engine kfmt picks for that size
+would run (kfmt.pipelines.engine.choose_engine, the pool's workers are one per core). The KRaft
+metadata log is left out: the transforms carry it byte for byte.
 """
 from __future__ import annotations
 
@@ -26,7 +25,7 @@ from kfmt.errors import KfmtError
 from kfmt.partition.layout import METADATA_LOG_DIR, PARTITION_FILES, PartitionDir
 from kfmt.partition.reader import PartitionReader
 
-SAMPLE_BYTES = 8 << 20
+SAMPLE_BYTES = 4 << 20
 MIN_READ = 2 << 20  # read at least this much of a segment to find an entry boundary past the budget
 
 
@@ -47,34 +46,46 @@ def estimate(parts: list[PartitionDir], sample_bytes: int = SAMPLE_BYTES, progre
         out["sample"] = {"bytes": 0, "partitions": 0}
         return out
     with tempfile.TemporaryDirectory(prefix="kfmt-report-estimate-") as tmp:
-        _cut_sample(parts, max(1, sample_bytes // 4) / total, os.path.join(tmp, "warm"))
-        sample = _cut_sample(parts, sample_bytes / total, os.path.join(tmp, "sample"))
-        out["sample"] = {"bytes": sample, "partitions": len(parts),
-                         "method": "the head of every partition, in proportion to its size; each command "
-                                   "run in process on one core, after a warm-up run on a quarter of it"}
+        cuts = {"warm": _cut_sample(parts, 0, os.path.join(tmp, "warm")),  # an entry per partition
+                "quarter": _cut_sample(parts, sample_bytes / 4 / total, os.path.join(tmp, "quarter")),
+                "sample": _cut_sample(parts, sample_bytes / total, os.path.join(tmp, "sample"))}
+        out["sample"] = {"bytes": cuts["sample"], "partitions": len(parts), "method": METHOD}
         with tqdm(disable=not progress, file=sys.stderr, total=len(_COMMANDS), unit="command",
                   desc="estimate") as bar:
             for name, run in _COMMANDS.items():
-                out["commands"][name] = _measure(run, tmp, name, sample, total, workers)
+                out["commands"][name] = _measure(run, tmp, name, cuts, total, workers)
                 bar.update(1)
     return out
 
 
-def _measure(run, tmp: str, name: str, sample: int, total: int, workers: int) -> dict:
+METHOD = ("the head of every partition, in proportion to its size; each command run in this process on one "
+          "core on one entry per partition (a warm-up), a quarter of the sample and the whole of it, its CPU "
+          "time split into a fixed part and a part per byte by the last two runs")
+
+
+def _measure(run, tmp: str, name: str, cuts: dict, total: int, workers: int) -> dict:
+    cpu = {}
     try:
         with warnings.catch_warnings():  # the sample's warnings are the input's, which verify reports
             warnings.simplefilter("ignore")
-            run(os.path.join(tmp, "warm"), os.path.join(tmp, f"{name}-warm"))
-            started = time.perf_counter()
-            run(os.path.join(tmp, "sample"), os.path.join(tmp, name))
-            seconds = time.perf_counter() - started
+            for cut in cuts:
+                started = time.process_time()
+                run(os.path.join(tmp, cut), os.path.join(tmp, f"{name}-{cut}"))
+                cpu[cut] = time.process_time() - started
     except KfmtError as err:  # damaged input in the sample: the estimate says so, the report stands
         return {"error": str(err)}
-    written = _tree_bytes(os.path.join(tmp, name))
-    rate = sample / seconds if seconds > 0 else None
-    return {"sample_seconds": round(seconds, 3), "sample_bytes_written": written,
-            "bytes_per_second_one_core": round(rate) if rate else None,
-            "estimated_seconds": round(total / rate / workers, 1) if rate else None,
+    written, sample = _tree_bytes(os.path.join(tmp, f"{name}-sample")), cuts["sample"]
+    # CPU seconds = fixed + per byte x bytes. CPU time, not wall time: other work on a shared machine
+    # does not make this machine look slower; the differences of two runs leave out what every run
+    # pays once (planning, publishing), which a short sample would otherwise scale up with its bytes.
+    grown = sample - cuts["quarter"]
+    per_byte = (cpu["sample"] - cpu["quarter"]) / grown if grown > 0 else 0.0
+    if per_byte <= 0:  # the runs' noise is larger than their difference: the whole run's rate
+        per_byte = cpu["sample"] / sample
+    fixed = max(0.0, cpu["sample"] - per_byte * sample)
+    return {"sample_cpu_seconds": round(cpu["sample"], 3), "fixed_cpu_seconds": round(fixed, 3),
+            "sample_bytes_written": written, "bytes_per_second_one_core": round(1 / per_byte),
+            "estimated_seconds": round(fixed + per_byte * total / workers, 1),
             "estimated_bytes_written": round(written * total / sample)}
 
 

@@ -172,7 +172,8 @@ def test_the_estimate_of_a_sample_holding_everything_is_what_the_commands_write(
         measured = estimate["commands"][name]
         # the reports a run writes name its own destination and time: a few bytes apart
         assert abs(measured["estimated_bytes_written"] - written) <= 0.02 * written, name
-        assert measured["estimated_seconds"] >= 0 and measured["sample_seconds"] > 0
+        assert measured["estimated_seconds"] >= measured["fixed_cpu_seconds"] >= 0
+        assert measured["sample_cpu_seconds"] > 0 and measured["bytes_per_second_one_core"] > 0
 
 
 def test_a_small_sample_keeps_whole_entries_of_every_partition(tmp_path):
