@@ -25,7 +25,7 @@ from kfmt.errors import KfmtError
 from kfmt.partition.layout import METADATA_LOG_DIR, PARTITION_FILES, PartitionDir
 from kfmt.partition.reader import PartitionReader
 
-SAMPLE_BYTES = 4 << 20
+SAMPLE_BYTES = 8 << 20
 MIN_READ = 2 << 20  # read at least this much of a segment to find an entry boundary past the budget
 
 
@@ -86,6 +86,8 @@ def _measure(run, tmp: str, name: str, cuts: dict, total: int, workers: int) -> 
     return {"sample_cpu_seconds": round(cpu["sample"], 3), "fixed_cpu_seconds": round(fixed, 3),
             "sample_bytes_written": written, "bytes_per_second_one_core": round(1 / per_byte),
             "estimated_seconds": round(fixed + per_byte * total / workers, 1),
+            # a command whose work does not spread over the workers (one partition doing most of it)
+            "estimated_seconds_one_core": round(fixed + per_byte * total, 1),
             "estimated_bytes_written": round(written * total / sample)}
 
 

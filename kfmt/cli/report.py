@@ -28,7 +28,7 @@ def add_arguments(p):
     p.add_argument("--no-estimate", action="store_true",
                    help="leave out the estimate of upgrade, export and archive (no sample is run)")
     p.add_argument("--sample-bytes", type=int, metavar="N",
-                   help="bytes of the input the estimate runs the commands on (default 4 MiB)")
+                   help="bytes of the input the estimate runs the commands on (default 8 MiB)")
     add_progress_argument(p)
 
 

@@ -107,13 +107,15 @@ def estimate_section(estimate: dict | None) -> str:
         if "error" in c:
             cells += [f'<span class="bad">could not be measured: {escape(c["error"])}</span>', "", "", ""]
         else:
-            cells += [_duration(c["estimated_seconds"]), human_bytes(c["estimated_bytes_written"]),
+            cells += [f'{_duration(c["estimated_seconds"])} to {_duration(c["estimated_seconds_one_core"])}',
+                      human_bytes(c["estimated_bytes_written"]),
                       f'{c["sample_cpu_seconds"]:.2f} s', human_bytes(c["sample_bytes_written"])]
         rows.append((f' id="estimate-{name}"', cells))
     return (head + f"<p>Measured on a sample of {human_bytes(sample['bytes'])} of the "
             f"{human_bytes(estimate['input_bytes'])} of segments: {escape(sample['method'])}. Scaled by bytes "
-            f"to the whole input and divided among {engine['workers']} worker(s) of the engine kfmt would pick "
-            f"({escape(engine['engine'])}: {escape(engine['why'])}). Writing to object storage adds its upload "
+            f"to the whole input: the shorter time with the work spread evenly over the {engine['workers']} "
+            f"worker(s) of the engine kfmt would pick ({escape(engine['engine'])}: {escape(engine['why'])}), the longer on "
+            "one core (one partition doing most of the work). Writing to object storage adds its upload "
             "time, not measured here.</p>"
             + table(["command", "estimated time", "would write", "sample CPU time", "sample wrote"], rows,
                     table_id="estimate-table", numeric=(1, 2, 3, 4)))
