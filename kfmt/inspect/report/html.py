@@ -107,7 +107,8 @@ def estimate_section(estimate: dict | None) -> str:
         if "error" in c:
             cells += [f'<span class="bad">could not be measured: {escape(c["error"])}</span>', "", "", ""]
         else:
-            cells += [f'{_duration(c["estimated_seconds"])} to {_duration(c["estimated_seconds_one_core"])}',
+            spread, one_core = _duration(c["estimated_seconds"]), _duration(c["estimated_seconds_one_core"])
+            cells += [spread if spread == one_core else f"{spread} to {one_core}",
                       human_bytes(c["estimated_bytes_written"]),
                       f'{c["sample_cpu_seconds"]:.2f} s', human_bytes(c["sample_bytes_written"])]
         rows.append((f' id="estimate-{name}"', cells))
