@@ -177,9 +177,10 @@ def compact(src: Where, dst: Where, *, delete_retention_ms: int | None = None, n
             producer_expiration_ms: int = DEFAULT_PRODUCER_EXPIRATION_MS,
             storage_options: dict | None = None, dst_storage_options: dict | None = None,
             topic: str | None = None, partition: int | None = None, master: str | None = None,
-            dry_run: bool = False, progress: bool = False) -> Report:
+            dry_run: bool = False, progress: bool = False, include_deleted: bool = False) -> Report:
     """Kafka's log cleaner (cleanup.policy=compact) applied to a copy (`kfmt compact`); None: the
-    topic or broker default. A dry run's report says what would be removed."""
+    topic or broker default. A dry run's report says what would be removed. `include_deleted`: a
+    partition-directory DST keeps what lies below the log start offset."""
     from kfmt.transforms.cleanup.compact import compact as run_compact
     from kfmt.transforms.cleanup.compaction import CompactOptions
     from kfmt.defaults import (
@@ -201,7 +202,7 @@ def compact(src: Where, dst: Where, *, delete_retention_ms: int | None = None, n
         index_interval_bytes=index_interval_bytes, offset_map_bytes=given(offset_map_bytes, DEFAULT_OFFSET_MAP_MEMORY),
         offset_map_load_factor=given(offset_map_load_factor, DEFAULT_OFFSET_MAP_LOAD_FACTOR),
         fail_when_map_full=fail_when_map_full, keep_format=keep_format,
-        producer_expiration_ms=producer_expiration_ms)
+        producer_expiration_ms=producer_expiration_ms, include_deleted=include_deleted)
     plan, report = run_compact(*_paths(src, dst), options, **_run(
         storage_options, dst_storage_options, topic, partition, dry_run, master, progress))
     return Report(report, plan=plan)
@@ -232,15 +233,16 @@ def reindex(src: Where, dst: Where, *, index_interval_bytes: int = DEFAULT_INDEX
             now_ms: int | None = None, producer_expiration_ms: int = DEFAULT_PRODUCER_EXPIRATION_MS,
             storage_options: dict | None = None, dst_storage_options: dict | None = None,
             topic: str | None = None, partition: int | None = None, master: str | None = None,
-            dry_run: bool = False, progress: bool = False) -> Report:
+            dry_run: bool = False, progress: bool = False, include_deleted: bool = False) -> Report:
     """A copy with .index, .timeindex, .txnindex, producer snapshots and leader-epoch-checkpoint
-    regenerated as Kafka's log recovery builds them (`kfmt reindex`)."""
+    regenerated as Kafka's log recovery builds them (`kfmt reindex`); `include_deleted`: a
+    partition-directory DST keeps what lies below the log start offset."""
     from kfmt.transforms.reindex import reindex as run_reindex
 
     with _bar(progress, unit="B", unit_scale=True, desc="reindex") as bar:
         return _outcome(*run_reindex(
             *_paths(src, dst), options=_companions(index_interval_bytes, now_ms, producer_expiration_ms),
-            on_progress=bar.update,
+            on_progress=bar.update, include_deleted=include_deleted,
             **_run(storage_options, dst_storage_options, topic, partition, dry_run, master, progress)))
 
 

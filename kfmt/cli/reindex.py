@@ -9,6 +9,7 @@ from kfmt.cli._transform import (
     print_outcome,
     run_arguments,
 )
+from kfmt.partition.log_start import left_out_suffix
 from kfmt.pipelines.engine import engine_note
 
 NAME = "reindex"
@@ -17,7 +18,7 @@ HELP = ("copy partitions with .index, .timeindex, .txnindex, producer snapshots 
 
 
 def add_arguments(p):
-    add_transform_arguments(p)
+    add_transform_arguments(p, include_deleted=True)
     add_companion_arguments(p)
 
 
@@ -29,4 +30,4 @@ def run(args) -> int:
     return print_outcome(plan, None if result.is_plan else result, args.format == "json",
                          lambda r: f"reindexed {r['totals']['partitions']} partition(s): "
                                    f"{r['totals']['input_batches']} batches, {r['totals']['input_records']} "
-                                   f"records, into {plan.destination}{engine_note(r)}")
+                                   f"records, into {plan.destination}{engine_note(r)}{left_out_suffix(r)}")
