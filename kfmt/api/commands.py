@@ -304,12 +304,14 @@ def restore(url: Where, dst: Where, *, index_interval_bytes: int = DEFAULT_INDEX
             now_ms: int | None = None, producer_expiration_ms: int = DEFAULT_PRODUCER_EXPIRATION_MS,
             storage_options: dict | None = None, dst_storage_options: dict | None = None,
             topic: str | None = None, partition: int | None = None, master: str | None = None,
-            dry_run: bool = False, progress: bool = False, generation: int | None = None) -> Report:
+            dry_run: bool = False, progress: bool = False, generation: int | None = None,
+            include_deleted: bool = False) -> Report:
     """A generation of an archive (default the latest) back to a broker-ready directory, checksums
-    checked and companion files regenerated (`kfmt restore`)."""
+    checked and companion files regenerated (`kfmt restore`); `include_deleted`: a
+    partition-directory DST keeps the archived records below the log start offset."""
     from kfmt.transforms.archive.restore import restore as run_restore
 
-    result = run_restore(*_paths(url, dst), generation=generation,
+    result = run_restore(*_paths(url, dst), generation=generation, include_deleted=include_deleted,
                          options=_companions(index_interval_bytes, now_ms, producer_expiration_ms),
                          **_run(storage_options, dst_storage_options, topic, partition, dry_run, master,
                                 progress))

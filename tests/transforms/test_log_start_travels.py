@@ -219,3 +219,79 @@ def test_compact_include_deleted_keeps_what_lies_below(tmp_path):
     out = tmp_path / "out"
     assert broker_log_start(out, None, ("d4-delrec", 0)) == 150  # served again: said in docs/cli.md
     assert cat(out)[0]["offset"] < start
+
+
+# --- restore: an archive's log start offset, into a partition directory ---
+
+def archive_and_restore(src: Path, archive: str, restored: Path, *options) -> tuple[dict, str]:
+    """(the restore's report, its summary line)."""
+    run("archive", src, archive, *options)
+    said = run("restore", archive, restored, *options)
+    return json.loads((restored / "kfmt-report.json").read_text()), said
+
+
+@pytest.mark.parametrize("source", ["kafka41", "v2-none-delete-records", "v1-gzip-delete-records"])
+def test_restore_of_a_partition_archive_serves_from_its_log_start(source, tmp_path):
+    """A partition directory's log start offset is its log directory's checkpoint entry: the archive
+    records it, and restore carries it in the first segment's name, naming what that leaves out;
+    its check of the restored data against the archive's record adds what was left out."""
+    logs, start, served = (kafka41_source(tmp_path) if source == "kafka41"
+                           else kafka36_source(tmp_path, source))
+    [src] = [p for p in logs.iterdir() if p.is_dir()]
+    tp = (src.name.rsplit("-", 1)[0], int(src.name.rsplit("-", 1)[1]))
+    report, said = archive_and_restore(src, str(tmp_path / "archive"), tmp_path / "restored")
+    manifest = json.loads((tmp_path / "archive" / "_kfmt_manifest.json").read_text())
+    assert manifest["archive"]["partitions"][0]["log_start_offset"] == start
+    out = tmp_path / "restored"
+    assert broker_log_start(out, None, tp) == start
+    assert min(p.name for p in out.glob("*.log")) == f"{start:020d}.log"
+    assert cat(out) == list(served)
+    assert run_kfmt("verify", out).code == 0
+    first, end, records, whole = expected_left_out(src, start)
+    [entry] = report["below_log_start"]
+    assert (entry["partition"], entry["from"], entry["to"], entry["records"], entry["segments"]) == \
+        (src.name, first, end, records, whole)
+    assert f"left out offsets {first}..{end - 1} of {src.name}" in said
+    # --include-deleted: every archived record back, served from the first archived segment
+    run("restore", tmp_path / "archive", tmp_path / "everything", "--include-deleted")
+    assert cat(tmp_path / "everything") == cat(src, "--include-deleted")
+
+
+def test_restore_of_a_log_directory_archive_keeps_the_checkpoint(tmp_path):
+    logs, start, served = kafka41_source(tmp_path)
+    report, said = archive_and_restore(logs, str(tmp_path / "archive"), tmp_path / "restored")
+    out = tmp_path / "restored"
+    assert broker_log_start(out / "d4-delrec-0", out / "log-start-offset-checkpoint", ("d4-delrec", 0)) == start
+    assert cat(out / "d4-delrec-0") == served
+    assert report["below_log_start"] == [] and "left out" not in said
+
+
+@pytest.mark.s3
+def test_restore_from_s3_serves_from_the_log_start(tmp_path, s3_server, s3_url):
+    logs, start, served = kafka41_source(tmp_path)
+    opts = s3_server.cli_options()
+    archive_and_restore(logs / "d4-delrec-0", f"{s3_url}/archive", tmp_path / "restored", *opts)
+    assert broker_log_start(tmp_path / "restored", None, ("d4-delrec", 0)) == start
+    assert cat(tmp_path / "restored") == served
+
+
+def test_restore_refuses_a_cut_that_loses_a_batch(tmp_path, monkeypatch):
+    """The check adds what was left out to what was restored: a cut one batch too far (the batch
+    holding the log start dropped) differs from the archive's record, and nothing is published."""
+    import kfmt
+    import kfmt.transforms.reindex as reindex_module
+    from kfmt.errors import DataError
+    from kfmt.format import segment
+
+    logs, _start, _served = kafka41_source(tmp_path)
+    run("archive", logs / "d4-delrec-0", tmp_path / "archive")
+    right = reindex_module.first_kept_position
+
+    def one_batch_too_far(data, file, floor):
+        position = right(data, file, floor)
+        return position + segment.FrameScanner(data, file, position).__iter__().__next__().size
+
+    monkeypatch.setattr(reindex_module, "first_kept_position", one_batch_too_far)
+    with pytest.raises(DataError, match="differs from what the archive recorded"):
+        kfmt.restore(tmp_path / "archive", tmp_path / "restored", master="inprocess")
+    assert not (tmp_path / "restored").exists()
