@@ -214,14 +214,16 @@ def retain(src: Where, dst: Where, *, retention_ms: int = -1, retention_bytes: i
            producer_expiration_ms: int = DEFAULT_PRODUCER_EXPIRATION_MS,
            storage_options: dict | None = None, dst_storage_options: dict | None = None,
            topic: str | None = None, partition: int | None = None, master: str | None = None,
-           dry_run: bool = False, progress: bool = False) -> Report:
+           dry_run: bool = False, progress: bool = False, include_deleted: bool = False) -> Report:
     """Kafka's delete policy (retention.ms, retention.bytes, a DeleteRecords log start offset)
-    applied to a copy (`kfmt retain`); -1 turns a rule off. A dry run's report says what would go."""
+    applied to a copy (`kfmt retain`); -1 turns a rule off. A dry run's report says what would go.
+    `include_deleted`: a partition-directory DST keeps its first segment whole, the records below the
+    log start offset in it too."""
     from kfmt.transforms.cleanup.retain import retain as run_retain
     from kfmt.transforms.cleanup.retention import RetentionOptions
 
     options = RetentionOptions(retention_ms, retention_bytes, log_start_offset, now_ms or 0, include_active,
-                               index_interval_bytes, producer_expiration_ms)
+                               index_interval_bytes, producer_expiration_ms, include_deleted)
     plan, report = run_retain(*_paths(src, dst), options, **_run(
         storage_options, dst_storage_options, topic, partition, dry_run, master, progress))
     return Report(report, plan=plan)

@@ -13,7 +13,7 @@ HELP = ("delete the segments Kafka's retention would (retention.ms, retention.by
 
 
 def add_arguments(p):
-    add_transform_arguments(p)
+    add_transform_arguments(p, include_deleted=True)
     p.add_argument("--retention-ms", type=int, default=-1, metavar="MS",
                    help="delete segments whose largest timestamp (their .log modification time when "
                         "they have no timestamps) lies more than MS before --now (default -1: off)")

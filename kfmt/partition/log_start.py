@@ -90,11 +90,10 @@ class BelowLogStart:
         return self.first_offset is not None and self.first_offset < self.end and (
             self.records > 0 or self.segments > 0)
 
-    def note(self, label: str, log_dir: bool, flag: bool = True) -> str:
-        """`flag`: the command takes --include-deleted."""
+    def note(self, label: str, log_dir: bool) -> str:
         text = (f"{label}: {self.records} record(s) below the log start offset {self.log_start_offset} "
-                f"left out ({self.segments} whole segment(s)), as a broker serves the partition"
-                + (" (--include-deleted carries them)" if flag else ""))
+                f"left out ({self.segments} whole segment(s)), as a broker serves the partition "
+                f"(--include-deleted carries them)")
         if self.carried:
             text += (f"; {self.carried} record(s) below it share the batch holding it and are carried "
                      f"with it, " + ("hidden by DST's log-start-offset-checkpoint" if log_dir else

@@ -95,6 +95,21 @@ def test_retain_with_delete_records_serves_from_the_new_log_start(case, dst_kind
             sorted(p.name for p in (RETENTION / case / "remaining").glob("*.log"))
 
 
+def test_retain_include_deleted_keeps_the_brokers_segments_whole(tmp_path):
+    """--include-deleted: a partition-directory DST keeps the broker's remaining segments byte for
+    byte (a broker loading it alone then serves from the first one), nothing is said left out."""
+    case = "v1-gzip-delete-records"
+    t = json.loads((RETENTION / case / "truth.json").read_text())
+    src = tmp_path / "logs" / f"{t['topic']}-{t['partition']}"
+    shutil.copytree(RETENTION / case / "input", src)
+    said = run("retain", src, tmp_path / "out", "--include-deleted", "--now", t["now_ms"],
+               "--log-start-offset", t["applied"]["delete_records_offset"])
+    remaining = {p.name: p.read_bytes() for p in (RETENTION / case / "remaining").glob("*.log")}
+    assert {p.name: p.read_bytes() for p in (tmp_path / "out").glob("*.log")} == remaining
+    assert "left out" not in said
+    assert json.loads((tmp_path / "out" / "kfmt-report.json").read_text())["below_log_start"] == []
+
+
 @pytest.mark.parametrize("transform", TRANSFORMS, ids=lambda t: t[0])
 @pytest.mark.parametrize("dst_kind", ["partition", "log"])
 def test_a_kafka_4_log_start_travels_through_every_transform(transform, dst_kind, tmp_path):

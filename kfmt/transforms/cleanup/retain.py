@@ -52,7 +52,7 @@ def _notes(plan: CleanupPlan, results: list[RetainResult]) -> list[str]:
                          f"{r.decision.rolled} replaces them, as the broker rolls one")
     for r in results:
         if r.segment_start is not None:
-            notes += [r.below.note(r.label, False, flag=False), segment_start_note(r.label, r.segment_start)]
+            notes += [r.below.note(r.label, False), segment_start_note(r.label, r.segment_start)]
     notes += [f"log directory: {f.action} {f.name} ({f.reason})" for f in plan.layout.log_dir_files
               if f.name != LOG_START_OFFSET_CHECKPOINT]
     if plan.log_dir:

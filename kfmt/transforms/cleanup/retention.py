@@ -60,6 +60,8 @@ class RetentionOptions:
     include_active: bool = False
     index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES
     producer_expiration_ms: int = DEFAULT_PRODUCER_EXPIRATION_MS
+    # a partition-directory DST keeps its first segment whole (else it starts at the log start offset)
+    include_deleted: bool = False
 
     def __post_init__(self):
         if self.retention_ms < -1:
@@ -265,7 +267,8 @@ def retain_partition(job: PartitionJob, files, options: RetentionOptions, dry_ru
     kept = [seg for seg in part.segments if seg.base_offset in kept_bases]
     # a partition-directory DST carries the log start offset in its first segment's name
     remaining = replace(part, segments=kept)
-    start = segment_start(remaining, decision.log_start_offset, bool(job.rel))
+    start = None if options.include_deleted else segment_start(remaining, decision.log_start_offset,
+                                                               bool(job.rel))
     first_base = start if start is not None else kept[0].base_offset if kept else decision.rolled
     # Kafka checkpoints a log start offset only above the first segment's base offset
     above_first = first_base is not None and decision.log_start_offset > first_base
