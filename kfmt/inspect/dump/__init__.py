@@ -1,4 +1,5 @@
-"""`kfmt dump`: files printed exactly as Kafka 3.6's kafka-dump-log.sh prints them (docs/format.md §15).
+"""`kfmt dump`: files printed exactly as Kafka's kafka-dump-log.sh prints them, Kafka 4.1's or 3.6's
+(DumpOptions.kafka_version; docs/format.md §15).
 
     dump_files(["00000000000000000000.log", ...], DumpOptions(deep_iteration=True), sink)
 
