@@ -135,14 +135,20 @@ def test_append_twice_continues_where_the_last_commit_ended(tmp_path):
     assert records_of(rows, "v2-none-0") == truth("v2-none-0")
 
 
-def test_offsets_deleted_before_their_export_are_reported_lost(tmp_path):
-    name = "v2-none-0"
+def exported_cut(tmp_path: Path, name: str) -> tuple[Path, Path]:
+    """(SRC, the table): a table of the first segments of a corpus partition, up to offset 116."""
     src = tmp_path / "logs"
     src.mkdir()
     cut_copy(name, src / name, (97, None))
     dst = tmp_path / "table"
     assert export(src, dst, *ICEBERG).code == 0
     shutil.rmtree(src / name)
+    return src, dst
+
+
+def test_offsets_deleted_before_their_export_are_reported_lost(tmp_path):
+    name = "v2-none-0"
+    src, dst = exported_cut(tmp_path, name)
     shutil.copytree(REALKAFKA / "_retention" / "v2-none-retention-bytes" / "remaining", src / name)
     result = export(src, dst, *ICEBERG, "--append")
     assert result.code == 0, result.err
@@ -161,14 +167,9 @@ def test_a_range_lost_is_stored_in_the_table_and_reported_once(tmp_path):
     import json
 
     name = "v2-none-0"
-    src = tmp_path / "logs"
-    src.mkdir()
-    cut_copy(name, src / name, (97, None))
-    dst = tmp_path / "table"
-    assert export(src, dst, *ICEBERG).code == 0
+    src, dst = exported_cut(tmp_path, name)
     mark = marks(load_table(dst).current_snapshot())["kfmt.hwm.v2-none.0"]
     end = truth(name)[-1]["offset"] + 1  # the log end offset (no transaction markers in this log)
-    shutil.rmtree(src / name)
     (src / name).mkdir()
     shutil.copy(REALKAFKA / name / "partition.metadata", src / name)
     (src / name / f"{end:020d}.log").touch()
