@@ -271,7 +271,7 @@ class _Cleaner:
             if info.base_offset not in cleaned:
                 self.segment_mtimes[self._roll(sink, info.base_offset)] = info.mtime_ms
                 self._copy_segment(by_base[info.base_offset], sink)
-                copied += info.size
+                copied += info.size - self._kept_position(by_base[info.base_offset])
         written = sink.close()
         self.stats.bytes_written = sum(s.size for s in written.segments) - copied
         return written
