@@ -2,7 +2,14 @@
 ones, in Hive-style topic=/partition=/ directories (kfmt.transforms.export, docs/export.md)."""
 from __future__ import annotations
 
-from kfmt.cli._common import add_include_deleted_argument, add_progress_argument, add_storage_arguments
+from kfmt.cli._common import (
+    add_include_deleted_argument,
+    add_progress_argument,
+    add_storage_arguments,
+    add_typing_arguments,
+    key_value_pairs,
+    typing_arguments,
+)
 from kfmt.cli._transform import (
     add_fail_on_loss_argument,
     add_master_argument,
@@ -11,7 +18,6 @@ from kfmt.cli._transform import (
     run_arguments,
 )
 from kfmt.defaults import DEFAULT_SPLIT_BYTES, DEFAULT_TARGET_FILE_BYTES
-from kfmt.errors import UsageError
 
 NAME = "export"
 HELP = ("export records to Parquet or JSON Lines (Spark's Kafka source columns plus on-disk columns) in "
@@ -53,6 +59,11 @@ def add_arguments(p):
     p.add_argument("--include-control", action="store_true",
                    help="also export control records (transaction markers)")
     add_include_deleted_argument(p)
+    add_typing_arguments(p)
+    p.add_argument("--mode", choices=("records", "upsert"), default="records",
+                   help="records: every record (default); upsert: a changelog as the table it describes, "
+                        "one row per key with its last value, tombstones removing keys (Parquet written "
+                        "whole; an Iceberg table replaced in one commit by --append)")
     p.add_argument("--max-bytes-per-task", type=int, default=DEFAULT_SPLIT_BYTES, metavar="N",
                    help="bytes of log per task: bigger segments are cut at batch boundaries, smaller "
                         f"consecutive ones share a task (default {DEFAULT_SPLIT_BYTES})")
@@ -76,7 +87,8 @@ def run(args) -> int:
                     max_bytes_per_task=args.max_bytes_per_task,
                     target_file_size=args.target_file_size, append=args.append,
                     iceberg_catalog=args.iceberg_catalog, iceberg_table=args.iceberg_table,
-                    iceberg_properties=_properties(args.iceberg_property), **run_arguments(args))
+                    iceberg_properties=_properties(args.iceberg_property), mode=args.mode, **typing_arguments(args),
+                    **run_arguments(args))
     plan = result.plan
 
     def summary(r: dict) -> str:
@@ -88,7 +100,8 @@ def run(args) -> int:
         if r.get("written") is False:
             return (f"nothing new to export from {plan.source} since the last run: {r['destination']} "
                     f"left as it was ({r['duration_ms'] / 1000:.1f} s)")
-        files = sum(p["files"] for p in r["outputs"])
+        files = sum(p["files"] for p in r["outputs"]) if r["outputs"] else sum(
+            1 for name in r.get("files", {}) if not name.startswith("_"))  # --mode upsert
         return (f"exported {r['totals']['output_records']} records of {r['totals']['partitions']} "
                 f"partition(s) into {files} {args.format} file(s) in {plan.destination} "
                 f"({r['duration_ms'] / 1000:.1f} s{engine_note(r)}){summary_suffix(r.get('lost', []))}")
@@ -97,10 +110,4 @@ def run(args) -> int:
 
 
 def _properties(pairs: list[str] | None) -> dict:
-    out = {}
-    for pair in pairs or []:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise UsageError(f"--iceberg-property {pair!r}: give it as KEY=VALUE")
-        out[key] = value
-    return out
+    return key_value_pairs(pairs, "--iceberg-property")

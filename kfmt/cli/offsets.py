@@ -19,22 +19,33 @@ COLUMNS = ("GROUP", "TOPIC", "PARTITION", "OFFSET", "LEADER-EPOCH", "COMMIT-TIME
 
 def topic_partitions(storage, path: str, given: str, topic: str = TOPIC, required: bool = True) -> list:
     """PATH itself if it is a TOPIC-N directory, else its TOPIC-N children (other partitions of a
-    log directory are not looked at); none found is a usage error when `required`."""
-    from kfmt.partition.layout import load_partition, parse_topic_partition
+    log directory are not looked at); none found, or none holding a Kafka file, is a usage error when
+    `required` (and then one line: the listing's warnings are held back, kfmt.errors.warned_on_success)."""
+    from kfmt.errors import warned_on_success
+
+    return warned_on_success(_topic_partitions, storage, path, given, topic, required)
+
+
+def _topic_partitions(storage, path: str, given: str, topic: str, required: bool) -> list:
+    from kfmt.partition.layout import NO_KAFKA_FILE, has_kafka_files, load_partition, parse_topic_partition
 
     if not storage.exists(path) or not storage.isdir(path):
         raise UsageError(f"{given}: no such directory")
     own = parse_topic_partition(storage.basename(path))
     if own is not None and own[0] == topic:
-        return [load_partition(storage, path)]
-    children = []
-    for info in storage.listdir(path):
-        tp = parse_topic_partition(info.name) if info.is_dir else None
-        if tp is not None and tp[0] == topic:
-            children.append((tp[1], info.path))
-    if not children and required:
-        raise UsageError(f"{given}: no {topic}-N partition directory here")
-    return [load_partition(storage, child) for _n, child in sorted(children)]
+        parts = [load_partition(storage, path)]
+    else:
+        children = []
+        for info in storage.listdir(path):
+            tp = parse_topic_partition(info.name) if info.is_dir else None
+            if tp is not None and tp[0] == topic:
+                children.append((tp[1], info.path))
+        if not children and required:
+            raise UsageError(f"{given}: no {topic}-N partition directory here")
+        parts = [load_partition(storage, child) for _n, child in sorted(children)]
+    if required and not any(has_kafka_files(p) for p in parts):  # named like Kafka's, nothing of Kafka's
+        raise UsageError(f"{given}: {NO_KAFKA_FILE}")
+    return parts
 
 
 def add_arguments(p):

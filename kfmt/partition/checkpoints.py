@@ -151,8 +151,12 @@ def read_partition_metadata(text: str, file: str) -> str:
     position_of = [p for p, _ in lines] + [len(text.encode("utf-8"))]
     values = []
     for i, key in enumerate(("version", "topic_id")):
-        line = lines[i][1] if i < len(lines) else None
-        parts = re.split(r":\s+", line, maxsplit=1, flags=re.ASCII) if line is not None else []
+        if i >= len(lines):  # Kafka's reader gets no line (null) and fails: the log is not loaded
+            what = "is empty (0 bytes)" if not text else "ends after its version line"
+            raise DataError(f"partition.metadata {what}: expected a line '{key}: <value>'", file=file,
+                            position=position_of[i])
+        line = lines[i][1]
+        parts = re.split(r":\s+", line, maxsplit=1, flags=re.ASCII)
         if len(parts) != 2 or parts[0] != key:
             raise DataError(f"malformed partition.metadata line {line!r}, expected '{key}: <value>'",
                             file=file, position=position_of[i])
@@ -168,6 +172,15 @@ def read_partition_metadata(text: str, file: str) -> str:
     if raw == bytes(16):
         raise DataError("partition.metadata topic_id is the all-zero Uuid", file=file,
                         position=position_of[1])
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def parse_topic_id(value: str) -> str | None:
+    """A topic id as Uuid.fromString reads it, in its canonical 22-character form; None when it is
+    not one (or is the all-zero id, which Kafka refuses)."""
+    raw = _uuid_bytes(value)
+    if raw is None or raw == bytes(16):
+        return None
     return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
 
 

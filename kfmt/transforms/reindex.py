@@ -20,6 +20,8 @@ Log-directory files (docs/format.md §11), for a log-directory SRC:
   byte for byte when none is dropped). Offsets do not change, so their values stay valid; the log
   start offsets must not be lost (a lost one re-exposes deleted records), and they also decide which
   snapshots and leader epochs recovery keeps, so they are given to the companion builder.
+* `bootstrap.checkpoint` and the KRaft metadata log `__cluster_metadata-0/` are copied byte for byte
+  (kfmt.transforms.metadata_log).
 * `.kafka_cleanshutdown` is not copied: without it a broker recovers the directory on first load,
   validating every batch and rebuilding these same files (docs/format.md §17 item 9) instead of trusting them.
   `.lock` and anything else are left out too; the report lists what was skipped.
@@ -27,12 +29,13 @@ Log-directory files (docs/format.md §11), for a log-directory SRC:
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import numpy as np
 
-from kfmt.errors import DataError, UsageError
+from kfmt.errors import DataError, KfmtWarning, UsageError
 from kfmt.format import batch_runs, segment
 from kfmt.format.batch_runs import CheckedRun
 from kfmt.format.model import Batch
@@ -57,13 +60,23 @@ from kfmt.partition.log_start import (
     segment_start_note,
 )
 from kfmt.partition.summary import PartitionSummary, PartitionTally
+from kfmt.partition.topic_identity import TargetTopics, TopicIdentity
 from kfmt.pipelines.engine import Engine, choose_engine, is_process_local
 from kfmt.pipelines.runner import run_tasks
 from kfmt.storage.staging import StagedOutput, StagingTarget
 from kfmt.storage.store import Storage, open_storage
+from kfmt.transforms.metadata_log import (
+    BOOTSTRAP_CHECKPOINT,
+    BOOTSTRAP_REASON,
+    CARRIED,
+    is_node_file,
+    metadata_log_files,
+    node_files_left_out,
+    split_metadata_log,
+)
 from kfmt.transforms.report import REPORT_NAME, make_report, report_bytes
 
-COPIED_LOG_DIR_FILES = ("meta.properties",)
+COPIED_LOG_DIR_FILES = ("meta.properties", BOOTSTRAP_CHECKPOINT)
 OFFSET_CHECKPOINTS = ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
                       "replication-offset-checkpoint", "cleaner-offset-checkpoint")
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
@@ -80,9 +93,15 @@ class PartitionPlan:
     # (kfmt.partition.log_start.segment_start); None: the segments as they are
     segment_start: int | None = None
     below: BelowLogStart | None = None  # what the first segment's new start leaves out (reindex counts it)
+    # the partition.metadata written (kfmt.partition.topic_identity); None: the source's, as it is
+    identity: TopicIdentity | None = None
 
     def rel_path(self, name: str) -> str:
         return f"{self.rel}/{name}" if self.rel else name
+
+    def write_identity(self, out) -> None:
+        """partition.metadata into the partition's directory of `out` (staged output or files)."""
+        TopicIdentity.of(self.identity, self.part).write_into(out, self.rel_path(PARTITION_METADATA))
 
 
 @dataclass
@@ -99,6 +118,21 @@ class DirectoryPlan:
     log_dir: bool
     partitions: list[PartitionPlan]
     log_dir_files: list[LogDirFile]
+    other_cluster: str | None = None  # the warning that SRC's node files were left out (metadata_log)
+
+    def warn_strays(self) -> None:
+        """A warning for each partition written (or planned, in a dry run) that a KRaft broker would
+        set aside as a stray, and one when SRC's node files were left out; called once the run
+        succeeded, so that a failure stays one line."""
+        for p in self.partitions:
+            if p.identity is not None and p.identity.warning:
+                warnings.warn(p.identity.warning, KfmtWarning, stacklevel=2)
+        if self.other_cluster:
+            warnings.warn(self.other_cluster, KfmtWarning, stacklevel=2)
+
+    def identity_notes(self) -> list[str]:
+        """What each partition's partition.metadata is (and a warning's text where it is a stray)."""
+        return [p.identity.note(p.part.name) for p in self.partitions if p.identity is not None]
 
     def lines(self) -> list[str]:
         """The plan as text (--dry-run)."""
@@ -111,7 +145,7 @@ class DirectoryPlan:
             out.append(f"  {p.part.name} -> {target}/: {len(p.part.segments)} segment(s), "
                        f"{log_bytes} bytes of .log copied byte for byte; .index, .timeindex, "
                        f".txnindex, .snapshot and {LEADER_EPOCH_CHECKPOINT} regenerated"
-                       + (f"; {PARTITION_METADATA} copied" if p.part.file(PARTITION_METADATA) else ""))
+                       + (f"; {PARTITION_METADATA} {p.identity.origin}" if p.identity else ""))
             if p.log_start_offset:
                 out.append(f"    log start offset {p.log_start_offset} (log-start-offset-checkpoint)")
             for name in p.skipped:
@@ -141,13 +175,20 @@ def _skipped_files(part: PartitionDir) -> list[str]:
     return out
 
 
-def _log_dir_files(storage: Storage, path: str, parts: list[PartitionDir]) -> list[LogDirFile]:
+def _log_dir_files(storage: Storage, path: str, parts: list[PartitionDir],
+                   metadata: PartitionDir | None = None) -> list[LogDirFile]:
+    """What becomes of each entry of SRC's log directory besides the partitions transformed (the
+    KRaft metadata log `metadata`, when selected, is carried file by file: kfmt.transforms.metadata_log)."""
     names = {p.name for p in parts}
     out = []
     for info in storage.listdir(path):
         if info.is_dir:
-            if info.name not in names:
+            if metadata is not None and info.name == metadata.name:
+                out += [LogDirFile(rel, "copy", CARRIED) for rel in metadata_log_files(metadata)]
+            elif info.name not in names:
                 out.append(LogDirFile(info.name + "/", "skip", "not a selected partition directory"))
+        elif info.name == BOOTSTRAP_CHECKPOINT:
+            out.append(LogDirFile(info.name, "copy", BOOTSTRAP_REASON))
         elif info.name in COPIED_LOG_DIR_FILES:
             out.append(LogDirFile(info.name, "copy", "the broker and cluster identity of the log directory"))
         elif info.name in OFFSET_CHECKPOINTS:
@@ -181,26 +222,39 @@ def source_partitions(src_storage: Storage, src_path: str, dst_storage: Storage,
 
 def plan_reindex(src_storage: Storage, src_path: str, dst_storage: Storage, dst_path: str,
                  topic: str | None = None, partition: int | None = None,
-                 include_deleted: bool = False) -> DirectoryPlan:
-    """`include_deleted`: a partition-directory DST keeps its segments as they are, the records
-    below the log start offset too (served again: no log directory keeps the offset)."""
+                 include_deleted: bool = False, target: TargetTopics | None = None) -> DirectoryPlan:
+    """What a transform reads and writes. `include_deleted`: a partition-directory DST keeps its
+    segments as they are, the records below the log start offset too (served again: no log directory
+    keeps the offset). `target`: the topic ids the output is for (kfmt.partition.topic_identity; None:
+    every partition keeps its own partition.metadata)."""
     parts, source, destination, log_dir = source_partitions(src_storage, src_path, dst_storage, dst_path,
                                                             topic, partition)
+    parts, metadata = split_metadata_log(parts, log_dir, src_storage, src_path)
     log_starts: dict = {}
     log_dir_files: list[LogDirFile] = []
     if log_dir:
-        log_dir_files = _log_dir_files(src_storage, src_path, parts)
+        log_dir_files = _log_dir_files(src_storage, src_path, parts, metadata)
         checkpoint = src_storage.join(src_path, LOG_START_OFFSET_CHECKPOINT)
         if src_storage.exists(checkpoint):
             log_starts = read_offset_checkpoint(_text(src_storage, checkpoint),
                                                 src_storage.url_of(checkpoint))
+    target = target or TargetTopics()
+    target.check_topics({p.topic for p in parts if p.topic is not None})
     plans = []
     for p in parts:
         # a partition directory's log start offset is its parent's checkpoint entry (PartitionDir)
         entry = log_starts.get((p.topic, p.partition), 0) if log_dir else p.log_start_entry or 0
         start = None if include_deleted else segment_start(p, p.log_start_offset, log_dir)
-        plans.append(PartitionPlan(p, p.name if log_dir else "", entry, _skipped_files(p), start))
-    return DirectoryPlan(source, destination, log_dir, plans, log_dir_files)
+        plans.append(PartitionPlan(p, p.name if log_dir else "", entry, _skipped_files(p), start,
+                                   identity=target.identity(p)))
+    left_out = log_dir and node_files_left_out(target, src_storage, src_path, [p.identity for p in plans],
+                                               destination)
+    if not left_out:
+        return DirectoryPlan(source, destination, log_dir, plans, log_dir_files)
+    for f in log_dir_files:
+        if is_node_file(f.name):
+            f.action, f.reason = "skip", left_out.reason
+    return DirectoryPlan(source, destination, log_dir, plans, log_dir_files, left_out.warning)
 
 
 def _text(storage: Storage, path: str) -> str:
@@ -251,10 +305,7 @@ def reindex_partition(plan: PartitionPlan, out: StagedOutput, options: Companion
             on_progress(len(data))
     for name, content in builder.finish().files().items():
         out.write(plan.rel_path(name), content)
-    metadata = part.file(PARTITION_METADATA)
-    if metadata is not None:
-        out.write(plan.rel_path(PARTITION_METADATA), bytes(storage.read(metadata.path)),
-                  metadata.mtime_ms)
+    plan.write_identity(out)
     return tally.finish()
 
 
@@ -405,14 +456,15 @@ def reindex(src: str, dst: str, *, src_options: dict | None = None, dst_options:
             topic: str | None = None, partition: int | None = None,
             options: CompanionOptions | None = None, master: "str | Engine | None" = None,
             dry_run: bool = False, progress: bool = True, include_deleted: bool = False,
-            on_progress: Callable[[int], None] | None = None) -> tuple[DirectoryPlan, dict | None]:
+            on_progress: Callable[[int], None] | None = None,
+            target: TargetTopics | None = None) -> tuple[DirectoryPlan, dict | None]:
     """Reindex SRC into DST. Returns the plan and the report (None for a dry run, which writes
     nothing). `on_progress(bytes)` is called as segments are done when the work runs in this process.
     `include_deleted`: see plan_reindex."""
     options = (options or CompanionOptions()).with_clock()
     src_storage, src_path = open_storage(src, src_options)
     dst_storage, dst_path = open_storage(dst, dst_options if dst_options is not None else src_options)
-    plan = plan_reindex(src_storage, src_path, dst_storage, dst_path, topic, partition, include_deleted)
+    plan = plan_reindex(src_storage, src_path, dst_storage, dst_path, topic, partition, include_deleted, target)
     for p in plan.partitions:
         if p.segment_start is not None:
             p.below = below_log_start(p.part, p.segment_start)
@@ -420,6 +472,7 @@ def reindex(src: str, dst: str, *, src_options: dict | None = None, dst_options:
         if dst_storage.exists(dst_path) and (not dst_storage.isdir(dst_path)
                                              or dst_storage.listdir(dst_path)):
             raise UsageError(f"{plan.destination}: the destination exists and is not empty")
+        plan.warn_strays()
         return plan, None
     engine = plan_engine(master, sum(s.size for p in plan.partitions for s in p.part.segments),
                          src_storage, dst_storage)
@@ -451,13 +504,15 @@ def reindex(src: str, dst: str, *, src_options: dict | None = None, dst_options:
         report["below_log_start"] = left_out_entries((p.part.label, p.below) for p in plan.partitions)
         report["engine"] = engine.to_json()
         out.write(REPORT_NAME, report_bytes(report))
+    plan.warn_strays()
     return plan, report
 
 
 def _notes(plan: DirectoryPlan) -> list[str]:
     notes = [".log segments copied byte for byte with their modification times; .index, .timeindex, "
              ".txnindex, producer .snapshot files and leader-epoch-checkpoint regenerated as Kafka "
-             "3.6's log recovery builds them; partition.metadata copied"]
+             "3.6's log recovery builds them"]
+    notes += plan.identity_notes()
     for p in plan.partitions:
         notes += [f"{p.part.name}: skipped {name}" for name in p.skipped]
         if p.below is not None:

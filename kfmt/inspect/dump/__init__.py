@@ -32,8 +32,11 @@ def dump_files(files: list[str], options: DumpOptions, sink: Sink,
     data that Kafka's tool reports and goes on from (a corrupt snapshot); bad data it throws on
     raises DataError, ending the run there as it ends Kafka's."""
     clean = True
-    for arg in files:
-        target = DumpTarget.open(arg, storage_options or {})
+    targets = [DumpTarget.open(arg, storage_options or {}) for arg in files]
+    for target in targets:  # a directory is no file Kafka's tool can dump: refused before any output
+        if target.storage.exists(target.path) and target.storage.isdir(target.path):
+            target.require()
+    for target in targets:
         sink.begin_file(target)
         dumper = DUMPERS.get(target.suffix)
         if dumper is None:

@@ -34,9 +34,11 @@ KRAFT_SNAPSHOT_NAME = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
 BOOTSTRAP_SNAPSHOT_NAME = "bootstrap.checkpoint"
 
 
-def kafka_frames(data, target: DumpTarget, start: int, end: int) -> Iterator[BatchHeader]:
-    """The entries of data[start:end] as Kafka's file reader sees them; raises where it throws."""
-    scanner = FrameScanner(data, target.display, start, end)
+def kafka_frames(data, target: DumpTarget, start: int, end: int,
+                 first_rows: int | None = None) -> Iterator[BatchHeader]:
+    """The entries of data[start:end] as Kafka's file reader sees them; raises where it throws.
+    `first_rows`: as FrameScanner's (1 for a lookup that stops after the first entries)."""
+    scanner = FrameScanner(data, target.display, start, end, first_rows=first_rows)
     yield from scanner
     tail = scanner.tail
     if tail.kind == "zeros" and tail.length > HEADER_SIZE_UP_TO_MAGIC:

@@ -3,7 +3,8 @@
 One module per file kind: `log` (segments: framing, CRCs, offsets, records, control records),
 `indexes` (.index/.timeindex against the log), `txn` (.txnindex and transactional state),
 `snapshots` (producer snapshots), `checkpoints` (leader-epoch-checkpoint, partition.metadata and the
-log directory's checkpoint files), `partition` (putting them together), `problems` (the findings).
+log directory's checkpoint files), `identity` (topic ids against a KRaft cluster's metadata),
+`partition` (putting them together), `problems` (the findings).
 
 Problems make verification fail; notes record genuine broker behaviour (a copy taken from a running
 broker, files Kafka would delete at startup) and never do. Genuine broker-written directories verify
@@ -11,12 +12,16 @@ clean, including the quirks listed in realkafka/README.md.
 """
 from __future__ import annotations
 
+import functools
+
 from kfmt.inspect.per_partition import map_partitions
 from kfmt.partition.layout import PartitionDir, find_partitions, is_log_dir
 from kfmt.partition.live import read_whole
+from kfmt.partition.load_recovery import TRUSTED, LoadRecovery, load_recoveries
 from kfmt.storage.store import Storage
 
 from .checkpoints import check_log_dir
+from .identity import check_cluster_id, check_topic_ids, cluster_of
 from .partition import verify_partition
 from .problems import Problem, Report, Severity
 
@@ -24,33 +29,44 @@ __all__ = ["Problem", "Report", "Severity", "verify", "verify_partition"]
 
 
 def verify(storage: Storage, path: str, topic: str | None = None, partition: int | None = None,
-           progress=None) -> Report:
+           progress=None, cluster_metadata: str | None = None,
+           storage_options: dict | None = None) -> Report:
     """Verify the partition or log directory at `path`; `progress(total_segments)` may return a
-    callable invoked after each segment."""
+    callable invoked after each segment. Topic ids are checked against `cluster_metadata` (a copy of
+    a cluster's metadata log, read with `storage_options`), else a log directory's own."""
     report = Report()
     parts = find_partitions(storage, path, topic, partition)
+    log_dir = is_log_dir(parts, storage, path)
+    recoveries = load_recoveries(storage, path if log_dir else storage.parent(path), parts)
     tick = progress(sum(len(p.segments) for p in parts)) if progress is not None else None
     ranges = []
-    for part, (found, checked) in zip(parts, map_partitions(_verified, parts, "verify")):
+    verified = functools.partial(_verified, recoveries=recoveries)
+    for part, (found, checked) in zip(parts, map_partitions(verified, parts, "verify")):
         report.problems.extend(found.problems)
         for name, n in vars(found.counts).items():
             setattr(report.counts, name, getattr(report.counts, name) + n)
         ranges.append(checked)
         for _ in part.segments if tick is not None else ():
             tick()
-    if is_log_dir(parts, storage, path):
+    if log_dir:
         complete = topic is None and partition is None
         check_log_dir(storage, path, [r for r in ranges if r.topic is not None], report, complete)
+    cluster = cluster_of(storage, path, log_dir, cluster_metadata, storage_options, report)
+    if cluster is not None:
+        check_topic_ids(parts, cluster, report)
+        if log_dir and cluster_metadata is not None:
+            check_cluster_id(storage, path, cluster, report)
     return report
 
 
-def _verified(part: PartitionDir) -> tuple[Report, object]:
+def _verified(part: PartitionDir, recoveries: dict[str, LoadRecovery]) -> tuple[Report, object]:
     """One partition's problems and range, in a report of its own (a task of map_partitions). A
     running broker's partition whose files change while it is verified is verified again from a new
     listing (kfmt.partition.live), the findings of the attempt dropped."""
+    recovery = recoveries.get(part.path, TRUSTED)
 
     def attempt(p: PartitionDir) -> tuple[Report, object]:
         report = Report()
-        return report, verify_partition(p, report)
+        return report, verify_partition(p, report, recovery=recovery)
 
     return read_whole(part, attempt)

@@ -26,6 +26,7 @@ from kfmt.partition.log_start import (
     segment_start_note,
 )
 from kfmt.partition.summary import PartitionSummary, PartitionTally, merge_tallies
+from kfmt.partition.topic_identity import TargetTopics, TopicIdentity
 from kfmt.pipelines.runner import run_tasks
 from kfmt.storage.manifest import FileRecord, Manifest
 from kfmt.storage.staging import StagedOutput, StagingTarget
@@ -58,6 +59,7 @@ class RestoreTask:
     options: CompanionOptions
     target: StagingTarget
     include_deleted: bool = False  # a partition-directory DST keeps what lies below the log start
+    identity: TopicIdentity | None = None  # the partition.metadata to write (kfmt.partition.topic_identity)
 
 
 @dataclass(frozen=True)
@@ -84,8 +86,8 @@ def restore_partition(task: RestoreTask) -> RestoreResult:
     if start is not None:
         left_out = PartitionTally(PartitionSummary(view.url_of(part.path), part.topic, part.partition))
         below = below_log_start(part, start, left_out)
-    summary = reindex_partition(PartitionPlan(part, task.rel, task.log_start_offset, list(task.skipped), start),
-                                files, task.options)
+    summary = reindex_partition(PartitionPlan(part, task.rel, task.log_start_offset, list(task.skipped), start,
+                                              identity=task.identity), files, task.options)
     return RestoreResult(summary, list(files.records.values()), start, below,
                          None if left_out is None else left_out.finish())
 
@@ -127,7 +129,7 @@ def restore(url: str, dst: str, *, src_options: dict | None = None, dst_options:
             topic: str | None = None, partition: int | None = None,
             options: CompanionOptions | None = None, master: str | None = None, dry_run: bool = False,
             progress: bool = True, generation: int | None = None,
-            include_deleted: bool = False) -> RestoreResultSet:
+            include_deleted: bool = False, target: TargetTopics | None = None) -> RestoreResultSet:
     """Restore a generation of the archive at `url` into DST. `include_deleted`: a
     partition-directory DST keeps the archived records below the log start offset (restore_partition)."""
     started = time.monotonic()
@@ -136,12 +138,13 @@ def restore(url: str, dst: str, *, src_options: dict | None = None, dst_options:
     dst_storage, dst_path = open_storage(dst, dst_options if dst_options is not None else src_options)
     archive = open_archive(storage, path, generation)
     view = archive.view(storage)
-    plan = plan_reindex(view, path, dst_storage, dst_path, topic, partition)
+    plan = plan_reindex(view, path, dst_storage, dst_path, topic, partition, target=target)
     result = RestoreResultSet(plan, archive)
     if dry_run:
         if dst_storage.exists(dst_path) and (not dst_storage.isdir(dst_path)
                                              or dst_storage.listdir(dst_path)):
             raise UsageError(f"{plan.destination}: the destination exists and is not empty")
+        plan.warn_strays()
         return result
     archived = {p.dir: p for p in archive.partitions}
     manifest, objects = archive.manifest, archive.objects()
@@ -152,7 +155,7 @@ def restore(url: str, dst: str, *, src_options: dict | None = None, dst_options:
                              {rel: objects[rel] for rel in part_manifest.files if rel in objects},
                              pp.part.path, pp.rel,
                              archived[pp.rel].log_start_offset if pp.rel in archived else pp.log_start_offset,
-                             tuple(pp.skipped), options, target, include_deleted)
+                             tuple(pp.skipped), options, target, include_deleted, pp.identity)
                  for pp in plan.partitions]
         engine = plan_engine(master, sum(s.size for pp in plan.partitions for s in pp.part.segments),
                              storage, dst_storage)
@@ -186,6 +189,7 @@ def restore(url: str, dst: str, *, src_options: dict | None = None, dst_options:
         report["duration_ms"] = int((time.monotonic() - started) * 1000)
         out.write(REPORT_NAME, report_bytes(report))
     result.report = report
+    plan.warn_strays()
     return result
 
 
@@ -229,7 +233,8 @@ def _notes(plan: DirectoryPlan, archive: PublishedArchive, results: list[Restore
     notes = [".log segments restored byte for byte (SHA-256 checked against the archive manifest) "
              "with their archived modification times; .index, .timeindex, .txnindex, producer "
              ".snapshot files and leader-epoch-checkpoint regenerated as Kafka 3.6's log recovery "
-             "builds them; partition.metadata restored"]
+             "builds them"]
+    notes += plan.identity_notes()
     for p, r in zip(plan.partitions, results):
         notes += [f"{p.part.name}: skipped {name}" for name in p.skipped]
         if r.segment_start is not None:
