@@ -23,7 +23,7 @@ from kfmt.rows.exporters import exporters
 from kfmt.rows.ranges import RangeTally, read_range
 from kfmt.rows.typed import DecodeTally
 from kfmt.storage.store import Storage
-from kfmt.transforms.export_append import found_lost, lost_warning, make_resume
+from kfmt.transforms.export_append import found_lost, lost_warning, make_resume, moved_past
 from kfmt.transforms.export_backfill import Backfill
 from kfmt.transforms.export_upsert import latest_rows
 from kfmt.transforms.export_job import (
@@ -91,6 +91,8 @@ def table_export(src_storage: Storage, src_path: str, dst_storage: Storage, dst_
             mark = backfill.mark(p.part, mark)
         if mark is not None:
             new_marks[(p.part.topic, p.part.partition)] = mark
+    losses = found_lost(plan)
+    lost = moved_past(losses, new_marks, sink.lost)  # stored in the commit, reported once
     inputs = [_input_summary(p, t) for p, t in zip(plan.partitions, tallies)]
     read_rows = sum(t.rows for t in tallies) if options.mode != "upsert" else sum(
         t.num_rows for t in live.values())
@@ -104,7 +106,7 @@ def table_export(src_storage: Storage, src_path: str, dst_storage: Storage, dst_
                       "totals": {"partitions": len(plan.partitions), "output_records": 0},
                       "duration_ms": round((time.monotonic() - started) * 1000)}
     committed = sink.commit(new_marks, {**mine, "format": options.format,
-                                        **(backfill.stored() if backfill is not None else {})})
+                                        **(backfill.stored() if backfill is not None else {})}, lost)
     report = make_report("export", plan.source, sink.description,
                          {**options.to_json(), "append": append, "topic": topic,
                           "partition": partition, "table": settings}, inputs, [], {},
@@ -112,7 +114,7 @@ def table_export(src_storage: Storage, src_path: str, dst_storage: Storage, dst_
                           f"they were exported" for p in plan.partitions if p.lost is not None])
     report["totals"]["output_records"] = committed["records"]
     report["table"] = committed
-    report["lost"] = [loss.to_json() for loss in found_lost(plan)]
+    report["lost"] = [loss.to_json() for loss in losses]
     report["high_water_marks"] = [{"topic": t, "partition": n, "next_offset": m}
                                   for (t, n), m in sorted(new_marks.items())]
     if options.mode == "upsert":

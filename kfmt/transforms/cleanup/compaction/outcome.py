@@ -17,6 +17,7 @@ from kfmt.defaults import (
 )
 from kfmt.errors import KfmtError, UsageError
 from kfmt.format.model import Batch, BatchHeader
+from kfmt.partition.log_start import BelowLogStart
 from kfmt.partition.summary import PartitionSummary
 from kfmt.plugin import registry
 from kfmt.storage.manifest import FileRecord
@@ -46,6 +47,9 @@ class CompactOptions:
     # codec id -> level of the batches compressed anew (kfmt.format.codecs.compression_levels);
     # a codec not named compresses at its own default
     compression_levels: dict = field(default_factory=dict)
+    # a partition-directory DST keeps what lies below the log start offset (else its first segment
+    # starts at the log start offset: kfmt.partition.log_start.segment_start)
+    include_deleted: bool = False
 
     def __post_init__(self):
         cleanup_policy(self.cleanup_policy)  # checks it
@@ -91,10 +95,13 @@ class CompactResult:
     output: PartitionSummary | None
     files: list[FileRecord]
     cleaner_offset: int | None  # DST's cleaner-offset-checkpoint entry
+    segment_start: int | None = None  # a partition-directory DST: its first segment's new base offset
+    below: BelowLogStart | None = None  # what that first segment's new start leaves out
 
     def report_entry(self) -> dict:
         return {"partition": self.label, "destination": self.rel or ".", **self.details,
-                "cleaner_offset_checkpoint": self.cleaner_offset}
+                "cleaner_offset_checkpoint": self.cleaner_offset,
+                "first_segment_renamed_to": self.segment_start}
 
 
 class OffsetMapFull(KfmtError):
