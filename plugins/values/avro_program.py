@@ -141,6 +141,11 @@ def decode_chunk(program: Program, native, data: np.ndarray, starts: np.ndarray,
 
 def _array(program: Program, buffers: list, op: int) -> pa.Array:
     slot, children = program.tree[op]
+    if program.codes[op] == UNION_BARE:  # [null, T]: T's array (its nulls included)
+        op = next((c for c in children if program.codes[c] != NULL), None)
+        if op is None:
+            return pa.nulls(buffers[slot][0])
+        slot, children = program.tree[op]
     arrow = program.slots[slot]
     count, valid, offsets, values = buffers[slot]
     if pa.types.is_null(arrow):

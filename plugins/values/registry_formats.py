@@ -37,8 +37,11 @@ class WriterSchema:
         if self.kind == AVRO:
             from kfmt.default_plugins.values.avro_types import parse
 
+            from kfmt.default_plugins.values.avro_program import compile_program
+
             self.node = parse(schema.text, [s.text for _, s in refs])
             self.arrow = self.node.arrow
+            self.program = compile_program(self.node)
         elif self.kind == JSON:
             from kfmt.default_plugins.values.json_values import arrow_type
 
@@ -50,6 +53,20 @@ class WriterSchema:
             self.arrow = self.proto.arrow
         else:
             raise ValueError(f"unknown schema type {self.kind}")
+
+    def decode_rows(self, col, rows: np.ndarray, skip) -> tuple[pa.Array, list[tuple[int, str]]]:
+        """The payloads of `rows` of a framing.Column (after `skip` bytes) decoded: Avro in bulk by
+        the compiled kernel where it is built and covers the chunk, else by the reference."""
+        from kfmt.format.kernels import native
+
+        if self.kind == AVRO and native is not None and self.program is not None:
+            from kfmt.default_plugins.values.avro_program import decode_chunk
+
+            decoded = decode_chunk(self.program, native, col.bytes, col.starts[rows] + skip,
+                                   col.lengths[rows] - skip)
+            if decoded is not NotImplemented:
+                return decoded
+        return self.decode(col.payloads(rows, skip))
 
     def decode(self, payloads: list[bytes]) -> tuple[pa.Array, list[tuple[int, str]]]:
         if self.kind == AVRO:
@@ -95,7 +112,7 @@ class RegistryDecoder:
             if isinstance(writer, str):
                 failed.update((int(r), writer) for r in rows)
                 continue
-            column, bad = writer.decode(col.payloads(rows, skip))
+            column, bad = writer.decode_rows(col, rows, skip)
             try:
                 column = conform(column, self.arrow_type)
             except (Incompatible, pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
