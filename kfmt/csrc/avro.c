@@ -294,9 +294,9 @@ static PyObject *slots_result(slot_t *slots, int nslots) {
     if (!out) return NULL;
     for (int k = 0; k < nslots; k++) {
         slot_t *s = &slots[k];
-        PyObject *t = Py_BuildValue("(Ly#y#y#)", (long long)s->count, (const char *)s->valid.data,
-                                    (Py_ssize_t)s->valid.len, (const char *)s->offsets.data,
-                                    (Py_ssize_t)s->offsets.len, (const char *)s->data.data, (Py_ssize_t)s->data.len);
+#define BYTES_OF(g) (g).data ? (const char *)(g).data : "", (Py_ssize_t)(g).len /* never None */
+        PyObject *t = Py_BuildValue("(Ly#y#y#)", (long long)s->count, BYTES_OF(s->valid), BYTES_OF(s->offsets),
+                                    BYTES_OF(s->data));
         if (!t) { Py_DECREF(out); return NULL; }
         PyList_SET_ITEM(out, k, t);
     }
