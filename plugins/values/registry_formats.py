@@ -160,6 +160,8 @@ def _writer_or_reason(schemas, schema_id: int, kinds: tuple, message: str | None
 
 def _assemble(n: int, arrow: pa.DataType, pieces: list, failed: dict, ids: np.ndarray) -> Decoded:
     """The decoded pieces (rows, column) put back in row order; every other row null."""
+    if not failed and len(pieces) == 1 and len(pieces[0][0]) == n:  # one schema id, every row: in order
+        return Decoded(pieces[0][1], np.zeros(0, np.int64), [], ids)
     index = np.full(n, sum(len(c) for _, c in pieces), np.int64)  # the null slot after the pieces
     at = 0
     for rows, column in pieces:
