@@ -310,10 +310,8 @@ static void mark(const slot_t *slots, mark_t *m, int nslots) {
 
 static void rollback(slot_t *slots, const mark_t *m, int nslots) {
     for (int k = 0; k < nslots; k++) {
-        slots[k].valid.len = m[k].valid;
-        slots[k].offsets.len = m[k].offsets;
-        slots[k].data.len = m[k].data;
-        slots[k].count = m[k].count;
+        slots[k].valid.len = m[k].valid, slots[k].offsets.len = m[k].offsets;
+        slots[k].data.len = m[k].data, slots[k].count = m[k].count;
     }
 }
 
@@ -370,9 +368,8 @@ PyObject *py_decode_avro(PyObject *self, PyObject *args) {
         const int32_t *w = words + i * OP_WIDTH;
         ops[i] = (op_t){.op = w[0], .slot = w[1], .nchild = w[2], .a = w[3], .b = w[4]};
         int bad_a = (w[0] == OP_ARRAY || w[0] == OP_MAP) && (w[3] < 0 || w[3] >= nslots);
-        int nsym = sym.len >= 4 ? *(const int32_t *)sym.buf : 0;
-        int bad_enum = w[0] == OP_ENUM && (w[3] < 0 || w[4] < 0 || w[3] + w[4] > nsym ||
-                                           sym.len < 4 * (Py_ssize_t)(nsym + 2));
+        int bad_enum = w[0] == OP_ENUM && (w[3] < 0 || w[4] < 0 || w[3] + w[4] > c.nsym ||
+                                           sym.len < 4 * (Py_ssize_t)(c.nsym + 2));
         if (w[1] < 0 || w[1] >= nslots || bad_a || bad_enum || w[0] < 0 || w[0] > OP_UNION_STRUCT) {
             PyErr_SetString(PyExc_ValueError, "not an Avro program (an op out of range)");
             goto done;
