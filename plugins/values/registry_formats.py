@@ -35,9 +35,8 @@ class WriterSchema:
         self.kind = schema.schema_type
         refs = schemas.references_of(schema)
         if self.kind == AVRO:
-            from kfmt.default_plugins.values.avro_types import parse
-
             from kfmt.default_plugins.values.avro_program import compile_program
+            from kfmt.default_plugins.values.avro_types import parse
 
             self.node = parse(schema.text, [s.text for _, s in refs])
             self.arrow = self.node.arrow
