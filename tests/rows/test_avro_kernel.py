@@ -200,3 +200,36 @@ def test_a_record_of_every_type_and_its_failures():
         (2, f"1 bytes left after the datum (byte {len(datums[2]) - 1} of {len(datums[2])})")]
     assert column.to_pylist()[3]["again"] == {"x": 3} and column.to_pylist()[1] is None
     assert column.equals(decode_datums(node, datums)[0])
+
+
+@pytest.mark.parametrize("topic", ["orders-avro", "changelog-avro", "mixed-bad"])
+def test_the_real_registrys_values_decode_as_the_reference(topic, monkeypatch):
+    """Values a real broker stored through Confluent's Avro serializer (tests/data/schemas-dev), keys
+    and values, decoded by schema id with the kernel and with the reference: the same columns and
+    reasons (mixed-bad holds values that fail)."""
+    from support.schema_truth import SCHEMAS_DEV
+
+    import kfmt
+    from kfmt.default_plugins.values import registry_formats
+    from kfmt.errors import UsageError
+    from kfmt.format.value_formats import Binding, value_format
+    from kfmt.rows.schemas.sources import open_schemas
+
+    schemas = open_schemas(None, str(SCHEMAS_DEV))
+    compared = 0
+    for side in ("key", "value"):
+        stored = kfmt.read(SCHEMAS_DEV, topics=topic).read_all().column(side).combine_chunks()
+        try:
+            decoder = value_format("avro").bind(Binding(topic, side, schemas, {}))
+        except UsageError:  # no Avro subject for this side
+            continue
+        fast = decoder.decode(stored)
+        with monkeypatch.context() as m:
+            m.setattr(registry_formats.WriterSchema, "decode_rows",
+                      lambda self, col, rows, skip: self.decode(col.payloads(rows, skip)))
+            decoder._writers.clear()
+            reference = decoder.decode(stored)
+        assert fast.reasons == reference.reasons and fast.failed.tolist() == reference.failed.tolist()
+        assert fast.column.equals(reference.column)
+        compared += 1
+    assert compared
