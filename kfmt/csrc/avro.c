@@ -84,7 +84,8 @@ static int read_long(ctx_t *c, int64_t *p, int64_t *out) {
 
 static int take(ctx_t *c, int64_t *p, int64_t len) {
     if (len < 0) FAIL(c, *p, "a negative length %lld", (long long)len);
-    if (*p + len > c->n) FAIL(c, *p, "the datum ends inside a %lld-byte value", (long long)len);
+    if (len > c->n - *p) /* not *p + len: a length near INT64_MAX would wrap */
+        FAIL(c, *p, "the datum ends inside a %lld-byte value", (long long)len);
     return 0;
 }
 

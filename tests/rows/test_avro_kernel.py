@@ -233,3 +233,17 @@ def test_the_real_registrys_values_decode_as_the_reference(topic, monkeypatch):
         assert fast.column.equals(reference.column)
         compared += 1
     assert compared
+
+
+@pytest.mark.parametrize("length", [2**62, 2**63 - 1, -(2**63), 2**31, -1])
+def test_a_length_beyond_the_datum_fails_alone(length):
+    """A bytes or string length near int64's ends must not wrap around inside the kernel."""
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, "long", length)
+    datums = [out.getvalue() + b"abc", b"\x06abc"]
+    for kind in ("bytes", "string"):
+        node = parse(json.dumps(kind))
+        fast = compiled(node, datums)
+        want = decode_datums(node, datums)
+        assert fast is NotImplemented or (fast[1] == want[1] and fast[0].equals(want[0]))
+        assert want[1][0][0] == 0 and len(want[1]) == 1
