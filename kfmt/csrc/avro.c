@@ -8,13 +8,14 @@
  * int32 offsets of a list, map, string or binary, and the value bytes. A datum that fails is rolled
  * back (every slot to its length before the datum) and becomes a null row; the others are untouched.
  * Values the reference leaves to pyarrow's checks (an int beyond int32, a decimal beyond its
- * precision, a 10-byte varint beyond 64 bits) make the call return NotImplemented: the reference then
- * decodes the chunk, so its messages stay the single definition of those cases. */
+ * precision, a time of day outside [0, 24 h), a 10-byte varint beyond 64 bits) make the call return
+ * NotImplemented: the reference then decodes the chunk, so its messages stay the single definition
+ * of those cases. */
 #include "native.h"
 
 enum { OP_NULL, OP_BOOL, OP_INT32, OP_INT64, OP_MILLIS, OP_FLOAT, OP_DOUBLE, OP_BYTES, OP_STRING,
        OP_FIXED, OP_ENUM, OP_DECIMAL, OP_DECIMAL_FIXED, OP_RECORD, OP_ARRAY, OP_MAP, OP_UNION_BARE,
-       OP_UNION_STRUCT };
+       OP_UNION_STRUCT, OP_TIME_MILLIS, OP_TIME_MICROS };
 #define OP_WIDTH 5
 #define MAX_DEPTH 64
 
@@ -146,8 +147,8 @@ static int append_null(ctx_t *c, int i) {
     switch (o->op) {
     case OP_NULL: s->count++; return 0;
     case OP_BOOL: width = 1; break;
-    case OP_INT32: case OP_FLOAT: width = 4; break;
-    case OP_INT64: case OP_MILLIS: case OP_DOUBLE: width = 8; break;
+    case OP_INT32: case OP_TIME_MILLIS: case OP_FLOAT: width = 4; break;
+    case OP_INT64: case OP_MILLIS: case OP_TIME_MICROS: case OP_DOUBLE: width = 8; break;
     case OP_DECIMAL: case OP_DECIMAL_FIXED: width = 16; break;
     case OP_BYTES: case OP_STRING: case OP_FIXED: case OP_ENUM:
         if (put_offset(c, s, (int64_t)s->data.len) < 0) return -1;
@@ -226,14 +227,18 @@ static int decode(ctx_t *c, int i, int64_t *p, int depth) {
         if (put(c, &s->data, &b, 1) < 0) return -1;
         break;
     }
-    case OP_INT32:
+    case OP_INT32: case OP_TIME_MILLIS: /* pyarrow refuses a time of day outside [0, 24 h) */
         if (read_long(c, p, &v) < 0) return -1;
-        if (v < INT32_MIN || v > INT32_MAX) { c->unsupported = 1; return -1; }
+        if (v < INT32_MIN || v > INT32_MAX || (o->op == OP_TIME_MILLIS && (v < 0 || v >= 86400000LL))) {
+            c->unsupported = 1;
+            return -1;
+        }
         int32_t v32 = (int32_t)v;
         if (put(c, &s->data, &v32, 4) < 0) return -1;
         break;
-    case OP_INT64: case OP_MILLIS:
+    case OP_INT64: case OP_MILLIS: case OP_TIME_MICROS:
         if (read_long(c, p, &v) < 0) return -1;
+        if (o->op == OP_TIME_MICROS && (v < 0 || v >= 86400000000LL)) { c->unsupported = 1; return -1; }
         if (o->op == OP_MILLIS && __builtin_mul_overflow(v, (int64_t)1000, &v)) { c->unsupported = 1; return -1; }
         if (put(c, &s->data, &v, 8) < 0) return -1;
         break;
@@ -371,7 +376,7 @@ PyObject *py_decode_avro(PyObject *self, PyObject *args) {
         int bad_a = (w[0] == OP_ARRAY || w[0] == OP_MAP) && (w[3] < 0 || w[3] >= nslots);
         int bad_enum = w[0] == OP_ENUM && (w[3] < 0 || w[4] < 0 || w[3] + w[4] > c.nsym ||
                                            sym.len < 4 * (Py_ssize_t)(c.nsym + 2));
-        if (w[1] < 0 || w[1] >= nslots || bad_a || bad_enum || w[0] < 0 || w[0] > OP_UNION_STRUCT) {
+        if (w[1] < 0 || w[1] >= nslots || bad_a || bad_enum || w[0] < 0 || w[0] > OP_TIME_MICROS) {
             PyErr_SetString(PyExc_ValueError, "not an Avro program (an op out of range)");
             goto done;
         }

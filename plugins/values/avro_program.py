@@ -6,8 +6,8 @@ pyarrow's from_buffers, once per chunk.
 The reference is plugins/values/avro_decode.py: both give the same column and the same reasons. A
 schema the program does not cover (a recursive type, a union with two null branches, a decimal of more
 than 38 digits) compiles to None, and a chunk holding a value the reference leaves to pyarrow's own
-checks (an int beyond int32, a decimal beyond its precision) comes back NotImplemented: the reference
-decodes those.
+checks (an int beyond int32, a decimal beyond its precision, a time of day outside [0, 24 h)) comes
+back NotImplemented: the reference decodes those.
 """
 from __future__ import annotations
 
@@ -20,10 +20,11 @@ from kfmt.default_plugins.values.avro_types import Node
 
 # the op codes of kfmt/csrc/avro.c
 (NULL, BOOL, INT32, INT64, MILLIS, FLOAT, DOUBLE, BYTES, STRING, FIXED, ENUM, DECIMAL, DECIMAL_FIXED,
- RECORD, ARRAY, MAP, UNION_BARE, UNION_STRUCT) = range(18)
+ RECORD, ARRAY, MAP, UNION_BARE, UNION_STRUCT, TIME_MILLIS, TIME_MICROS) = range(20)
 _PRIMITIVE_OPS = {"null": NULL, "boolean": BOOL, "int": INT32, "long": INT64, "float": FLOAT,
                   "double": DOUBLE, "bytes": BYTES, "string": STRING}
-_LOGICAL_OPS = {"timestamp-millis": MILLIS, "local-timestamp-millis": MILLIS}
+_LOGICAL_OPS = {"timestamp-millis": MILLIS, "local-timestamp-millis": MILLIS, "time-millis": TIME_MILLIS,
+                "time-micros": TIME_MICROS}
 
 
 class NotCompiled(Exception):
