@@ -153,3 +153,25 @@ def test_a_records_table_is_not_appended_to_as_a_changelog(tmp_path):
     export(logs, dst, format="iceberg")
     with pytest.raises(UsageError, match="mode"):
         export(logs, dst, format="iceberg", mode="upsert", append=True)
+
+
+def dead_offsets(dst) -> list[int]:
+    import pyarrow.parquet as pq
+
+    files = sorted((dst / "_errors").rglob("*.parquet"))
+    assert not [f for f in files if "_pending-" in str(f)]
+    return sorted(o for f in files for o in pq.read_table(f).column("offset").to_pylist())
+
+
+def test_an_upsert_writes_its_dead_letters(tmp_path):
+    """The live rows that do not decode go to _errors/ as a records export sends them (that export's
+    dead letters are checked against the deserializers' truth in test_typed_export)."""
+    export(SCHEMAS_DEV, tmp_path / "records", format="iceberg", topic="mixed-bad", value_format="avro")
+    report = export(SCHEMAS_DEV, tmp_path / "t", format="iceberg", mode="upsert", topic="mixed-bad",
+                    value_format="avro")
+    live = set(table_rows(tmp_path / "t").column("offset").to_pylist())
+    want = [o for o in dead_offsets(tmp_path / "records") if o in live]
+    assert want and dead_offsets(tmp_path / "t") == want
+    assert sum(e["dead_letters"] for e in report["decoding"]) == len(want)
+    report = export(SCHEMAS_DEV, tmp_path / "f", mode="upsert", topic="mixed-bad", value_format="avro")
+    assert dead_offsets(tmp_path / "f") == want  # into Parquet files the same
