@@ -98,8 +98,9 @@ def _check_append(sink, stored: dict | None, marks: dict, mine: dict, append: bo
             raise UsageError(f"{sink.description}: the table exists; --append adds to it")
         for key in TABLE_OPTIONS:
             if stored.get(key) != mine.get(key):
+                value = stored.get(key) if key != "mode" else stored.get(key) or "records"
                 raise UsageError(f"{sink.description}: the table was exported with "
-                                 f"{key.replace('_', '-')} {stored.get(key) or 'records'}; --append must use the same")
+                                 f"{key.replace('_', '-')} {value}; --append must use the same")
     return stored, marks
 
 

@@ -151,7 +151,7 @@ def test_a_records_table_is_not_appended_to_as_a_changelog(tmp_path):
     logs, dst = tmp_path / "logs", tmp_path / "t"
     write_partition(logs / "c-0", [(b"a", b"1")])
     export(logs, dst, format="iceberg")
-    with pytest.raises(UsageError, match="mode"):
+    with pytest.raises(UsageError, match="the table was exported with mode records; --append must use the same"):
         export(logs, dst, format="iceberg", mode="upsert", append=True)
 
 
