@@ -14,9 +14,9 @@ pyiceberg gives int8/int16 columns Iceberg's `int`) and is partitioned by `topic
 
 Each run is one Iceberg commit: a fast append of all the run's data files (a new table is created in
 the same commit, Catalog.create_table_transaction; a changelog's table, `--mode upsert --append`, has
-the rows of every key the run's records touch deleted in it first) whose snapshot summary carries every partition's
-high-water mark as `kfmt.hwm.<topic>.<partition>=<next offset>`, and the export's options as
-`kfmt.options`. Data files are written before the commit, under the table's location; a run killed
+the rows of every key the run's records touch deleted in it first) whose snapshot summary carries
+every partition's high-water mark as `kfmt.hwm.<topic>.<partition>=<next offset>`, and the export's
+options as `kfmt.options`. Data files are written before the commit, under the table's location; a run killed
 before it leaves them unreferenced (orphans, which Iceberg's orphan-file maintenance removes) and the
 table as it was.
 """

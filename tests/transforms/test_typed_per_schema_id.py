@@ -90,3 +90,20 @@ def test_one_stream_holds_a_member_per_schema_id(topic):
         else:
             schema_id, want = truth(stored)
             assert value == {f"schema_{i}": (want if i == schema_id else None) for i in (21, 22)}
+
+
+def test_an_iceberg_table_holds_a_member_per_schema_id(tmp_path, topic):
+    pytest.importorskip("pyiceberg")
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    logs, schemas, records = topic
+    dst = tmp_path / "t"
+    export(logs, dst, format="iceberg", value_format="avro", schemas=schemas,
+           value_format_options={"tables": "per-schema-id"})
+    catalog = SqlCatalog("kfmt", uri=f"sqlite:///{dst}/_catalog.db", warehouse=f"file://{dst}/warehouse")
+    table = catalog.load_table("kafka.records").scan().to_arrow()
+    assert table.num_rows == len(records)
+    for offset, value in zip(table.column("offset").to_pylist(), table.column("value").to_pylist()):
+        if offset not in (7, 8):
+            schema_id, want = truth(records[offset][1])
+            assert value[f"schema_{schema_id}"] == want
