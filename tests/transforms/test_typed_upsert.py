@@ -63,6 +63,7 @@ def append_batch(log, base_offset: int, records) -> None:
         f.write(bytes(batch))
 
 
+@pytest.mark.filterwarnings("ignore:.*no partition.metadata")  # kfmt compact's copy is for no cluster here
 def test_upsert_append_updates_the_table_to_the_topics_state(tmp_path):
     logs, dst = tmp_path / "logs", tmp_path / "t"
     schemas = schema_directory(tmp_path / "s", [{"id": 1, "subject": "c-value", "version": 1, "schema": V1}])
