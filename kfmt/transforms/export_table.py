@@ -22,7 +22,7 @@ from kfmt.rows.columns import EXPORT_SCHEMA
 from kfmt.rows.exporters import exporters
 from kfmt.rows.ranges import RangeTally, read_range
 from kfmt.storage.store import Storage
-from kfmt.transforms.export_append import found_lost, lost_warning, make_resume
+from kfmt.transforms.export_append import found_lost, lost_warning, make_resume, moved_past
 from kfmt.transforms.export_backfill import Backfill
 from kfmt.transforms.export_table_letters import RUN_KEY, TableDeadLetters, finish_earlier_runs
 from kfmt.transforms.export_upsert import latest_rows, upsert_key_column, upsert_key_columns, upsert_notes
@@ -133,6 +133,8 @@ def _write_and_commit(plan: ExportPlan, sink, stored, marks: dict, mine: dict, b
             mark = backfill.mark(p.part, mark)
         if mark is not None:
             new_marks[(p.part.topic, p.part.partition)] = mark
+    losses = found_lost(plan)
+    lost = moved_past(losses, new_marks, sink.lost)  # stored in the commit, reported once
     if written["records"] != read_rows:
         raise KfmtError(f"{sink.description}: {written['records']} rows were written into data files "
                         f"but {read_rows} read; nothing was committed")
@@ -141,12 +143,12 @@ def _write_and_commit(plan: ExportPlan, sink, stored, marks: dict, mine: dict, b
         return None
     committed = sink.commit(new_marks, {**mine, "format": options.format,
                                         **(backfill.stored() if backfill is not None else {}),
-                                        **(dead.committed_with() if dead is not None else {})})
-    return _table_report(plan, sink, tallies, committed, new_marks, upsert_decode, dead)
+                                        **(dead.committed_with() if dead is not None else {})}, lost)
+    return _table_report(plan, sink, tallies, committed, new_marks, losses, upsert_decode, dead)
 
 
-def _table_report(plan: ExportPlan, sink, tallies, committed: dict, new_marks: dict, upsert_decode,
-                  dead) -> dict:
+def _table_report(plan: ExportPlan, sink, tallies, committed: dict, new_marks: dict, losses: list,
+                  upsert_decode, dead) -> dict:
     inputs = [_input_summary(p, t) for p, t in zip(plan.partitions, tallies)]
     notes = [f"{p.part.label}: offsets [{p.lost[0]}, {p.lost[1]}) lost: deleted before they were exported"
              for p in plan.partitions if p.lost is not None]
@@ -156,7 +158,7 @@ def _table_report(plan: ExportPlan, sink, tallies, committed: dict, new_marks: d
                          notes)
     report["totals"]["output_records"] = committed["records"]
     report["table"] = committed
-    report["lost"] = [loss.to_json() for loss in found_lost(plan)]
+    report["lost"] = [loss.to_json() for loss in losses]
     report["high_water_marks"] = [{"topic": t, "partition": n, "next_offset": m}
                                   for (t, n), m in sorted(new_marks.items())]
     if dead is not None:
