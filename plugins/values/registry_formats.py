@@ -153,7 +153,7 @@ class RegistryDecoder:
                     f"schema id {schema_id} is not a version of the subject (tables=per-schema-id)"
                 failed.update((int(r), reason) for r in rows)
                 continue
-            column, bad = writer.decode(col.payloads(rows, skip))
+            column, bad = writer.decode_rows(col, rows, skip)
             failed.update((int(rows[i]), f"schema id {schema_id}: {reason}") for i, reason in bad)
             pieces[member_name(schema_id)] = (rows, column)
         n = len(data)
