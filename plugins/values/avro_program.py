@@ -119,7 +119,8 @@ class _Builder:
             return i
         i = self.emit(UNION_BARE, -1, len(node.children))
         children = [self.op(c, path) for c in node.children]
-        slot = self.tree[children[node.children.index(others[0])]][0] if others else self.slot(pa.null())
+        value = [k for k, c in enumerate(node.children) if c.kind != "null"]  # T of [null, T], if any
+        slot = self.tree[children[value[0]]][0] if value else self.slot(pa.null())
         self.ops[i] = (UNION_BARE, slot, *self.ops[i][2:])
         self.tree[i] = (slot, children)
         return i
