@@ -192,10 +192,11 @@ def write_partition(task: tuple) -> dict:
     from aiokafka.record.default_records import DefaultRecordBatchBuilder
     from aiokafka.record.legacy_records import LegacyRecordBatchBuilder
 
-    root, topic, partition, size, segment_bytes, seed, span_ms = task
-    shape = SHAPES[topic]
+    root, topic, partition, size, segment_bytes, seed, span_ms, *custom = task
+    # custom: (Shape, a Producer-like class) for a topic of other values (bench/typed_avro.py)
+    shape, producer = custom if custom else (SHAPES[topic], Producer)
     rng = random.Random(f"{seed}/{topic}/{partition}")
-    source = Producer(rng)
+    source = producer(rng)
     path = os.path.join(root, f"{topic}-{partition}")
     os.makedirs(path)
     producers = [(rng.randrange(1000, 1 << 40), rng.randrange(3)) for _ in range(3)]

@@ -243,6 +243,7 @@ PyObject *py_legacy_set_facts(PyObject *self, PyObject *args);
 PyObject *py_records_keep_rules(PyObject *self, PyObject *args);
 PyObject *py_v2_record_lines(PyObject *self, PyObject *args);
 PyObject *py_json_record_lines(PyObject *self, PyObject *args);
+PyObject *py_decode_avro(PyObject *self, PyObject *args);
 PyObject *py_decode_legacy_set(PyObject *self, PyObject *args);
 PyObject *py_legacy_wrapper(PyObject *self, PyObject *args);
 PyObject *py_encode_legacy_messages(PyObject *self, PyObject *args);

@@ -13,13 +13,14 @@ pyiceberg gives int8/int16 columns Iceberg's `int`) and is partitioned by `topic
 * the table is `--iceberg-table NS.TABLE` (default `kafka.records`).
 
 Each run is one Iceberg commit: a fast append of all the run's data files (a new table is created in
-the same commit, Catalog.create_table_transaction) whose snapshot summary carries every partition's
-high-water mark as `kfmt.hwm.<topic>.<partition>=<next offset>`, the export's options as
-`kfmt.options`, and every range of offsets a run found deleted before any run exported it as
-`kfmt.lost.<topic>.<partition>=[[from, to), ...]` (JSON; each commit carries the earlier ones on, as
-the marks, so the newest kfmt snapshot says all). Data files are written before the commit, under the table's location; a run killed
-before it leaves them unreferenced (orphans, which Iceberg's orphan-file maintenance removes) and the
-table as it was.
+the same commit, Catalog.create_table_transaction; a changelog's table, `--mode upsert --append`, has
+the rows of every key the run's records touch deleted in it first) whose snapshot summary carries
+every partition's high-water mark as `kfmt.hwm.<topic>.<partition>=<next offset>`, the export's
+options as `kfmt.options`, and every range of offsets a run found deleted before any run exported it
+as `kfmt.lost.<topic>.<partition>=[[from, to), ...]` (JSON; each commit carries the earlier ones on,
+as the marks, so the newest kfmt snapshot says all). Data files are written before the commit, under
+the table's location; a run killed before it leaves them unreferenced (orphans, which Iceberg's
+orphan-file maintenance removes) and the table as it was.
 """
 from __future__ import annotations
 
@@ -151,10 +152,8 @@ class IcebergSink:
                 with self._tx.update_schema() as update:
                     update.union_by_name(schema)
         tx = self._tx
-        if getattr(self, "replace", False) and self.table is not None:
-            from pyiceberg.expressions import AlwaysTrue
-
-            tx.delete(AlwaysTrue())  # a changelog's table replaced whole (kfmt export --mode upsert)
+        if getattr(self, "delete_keys", None) and self.table is not None:
+            tx.delete(_rows_of_keys(self.delete_keys))
         arrow_schema = schema_to_pyarrow(tx.table_metadata.schema())
         counter, write_uuid = itertools.count(0), uuid.uuid4()
         self._data_files = []
@@ -183,6 +182,20 @@ class IcebergSink:
         return {"table": self.identifier, "snapshot_id": snapshot.snapshot_id,
                 "data_files": len(self._data_files),
                 "records": sum(f.record_count for f in self._data_files)}
+
+
+def _rows_of_keys(delete_keys: dict):
+    """The rows of a changelog's table whose keys a run's records touch: they are replaced by the keys'
+    live rows or removed (kfmt export --mode upsert --append). pyiceberg's delete rewrites the data
+    files holding any of them (copy-on-write), pruned by the topic's partition and the key column's
+    bounds; `delete_keys`: topic -> (the column of stored key bytes, the keys)."""
+    from functools import reduce
+
+    from pyiceberg.expressions import And, EqualTo, In, Or
+
+    per_topic = [And(EqualTo("topic", topic), In(column, keys.to_pylist()))
+                 for topic, (column, keys) in sorted(delete_keys.items())]
+    return reduce(Or, per_topic)
 
 
 def _partition_of(key: str, prefix: str) -> tuple[str, int]:
