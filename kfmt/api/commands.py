@@ -136,15 +136,17 @@ def export(src: Where, dst: Where, *, format: str = "parquet",
            partition_by: str | Sequence[str] = ("topic", "partition"),
            isolation: str = "read_uncommitted", include_control: bool = False,
            max_bytes_per_task: int | None = None, target_file_size: int | None = None,
-           include_deleted: bool = False, append: bool = False, iceberg_catalog: str | None = None,
-           iceberg_table: str | None = None, iceberg_properties: dict | None = None,
+           include_deleted: bool = False, append: bool = False,
            storage_options: dict | None = None, dst_storage_options: dict | None = None,
            topic: str | None = None, partition: int | None = None, master: str | None = None,
-           dry_run: bool = False, progress: bool = False) -> Report:
+           dry_run: bool = False, progress: bool = False, **settings) -> Report:
     """Records to Parquet or JSON Lines files in Hive-style directories, or to an Iceberg table
     (`kfmt export`); `partition_by` "topic,partition" or "topic,partition,date" (a string or a
-    sequence); `append` adds what is new since the export's last run (docs/export.md)."""
+    sequence); `append` adds what is new since the export's last run (docs/export.md).
+    `settings`: the options the chosen exporter declares, as `<format>_<option>` keywords
+    (`iceberg_catalog`, `iceberg_table`, `iceberg_properties`; `kfmt plugins` lists them)."""
     from kfmt.defaults import DEFAULT_SPLIT_BYTES, DEFAULT_TARGET_FILE_BYTES
+    from kfmt.rows.exporters import settings_from_keywords
     from kfmt.transforms.export import ExportOptions
     from kfmt.transforms.export import export as run_export
 
@@ -159,9 +161,9 @@ def export(src: Where, dst: Where, *, format: str = "parquet",
     if target_file_size <= 0:
         raise UsageError("--target-file-size (target_file_size) must be positive")
     options = ExportOptions(format, tuple(c.strip() for c in partition_by), include_control, isolation,
-                            max_bytes_per_task, target_file_size, include_deleted)
-    table = {"catalog": iceberg_catalog, "table": iceberg_table, "properties": dict(iceberg_properties or {})}
-    return _outcome(*run_export(*_paths(src, dst), options=options, append=append, table_settings=table,
+                            max_bytes_per_task, target_file_size, include_deleted,
+                            settings_from_keywords(format, settings))
+    return _outcome(*run_export(*_paths(src, dst), options=options, append=append,
                                 **_run(storage_options, dst_storage_options, topic, partition, dry_run,
                                        master, progress)))
 

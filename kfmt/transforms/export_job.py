@@ -23,7 +23,7 @@ from kfmt.partition.transactions import TransactionOutcomes, partition_outcomes
 from kfmt.pipelines.engine import Engine
 from kfmt.pipelines.runner import run_tasks
 from kfmt.rows.columns import EXPORT_SCHEMA, record_dates, rows_to_records
-from kfmt.rows.exporters import exporters
+from kfmt.rows.exporters import exporter_named, exporters
 from kfmt.rows.part_files import PartFiles
 from kfmt.rows.ranges import (
     RangeTally,
@@ -57,11 +57,11 @@ class ExportOptions:
     split_bytes: int = DEFAULT_SPLIT_BYTES  # segments bigger than this are cut into ranges
     target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES  # a part file is closed once this big
     include_deleted: bool = False  # also the records below each partition's log start offset
+    # the exporter's settings: each of its options' value (kfmt.plugin.options.settings)
+    settings: dict = field(default_factory=dict)
 
     def __post_init__(self):
-        known = exporters()
-        if self.format not in known:
-            raise UsageError(f"unknown export format {self.format!r} (known: {', '.join(sorted(known))})")
+        exporter_named(self.format)
         if ",".join(self.partition_by) not in PARTITION_BY:
             raise UsageError(f"cannot partition by {','.join(self.partition_by)!r} (choose one of: "
                              f"{'; '.join(PARTITION_BY)})")
@@ -90,7 +90,9 @@ class ExportOptions:
         return {"format": self.format, "partition_by": list(self.partition_by),
                 "include_control": self.include_control, "isolation": self.isolation,
                 "split_bytes": self.split_bytes, "target_file_bytes": self.target_file_bytes,
-                "include_deleted": self.include_deleted}
+                "include_deleted": self.include_deleted,
+                # only when the exporter has settings: the reports and states of those without stay as they were
+                **({"settings": self.settings} if self.settings else {})}
 
 
 # --- the plan -------------------------------------------------------------------------------------
@@ -228,7 +230,7 @@ def export_task(task: ExportTask) -> TaskResult:
     first = task.ranges[0]
     handed = HandedRows()
     out = PartFiles(fmt, files, schema, first.segment_base, first.index, options.target_file_bytes,
-                    first_offset=task.first_offset, observe=handed.add)
+                    first_offset=task.first_offset, observe=handed.add, settings=options.settings)
     read = RangeTally()
     try:
         for rng in task.ranges:
@@ -246,7 +248,7 @@ def export_task(task: ExportTask) -> TaskResult:
         out.abort()
         raise
     for record in records:
-        _check_file(fmt, files, record, schema, handed.files[record.rel])
+        _check_file(fmt, files, record, schema, handed.files[record.rel], options.settings)
     written = handed.total()
     _check_same_content(task.ranges, read, written)
     return TaskResult(read, written, records)
@@ -318,7 +320,8 @@ def distinct_batches(keys: list[np.ndarray]) -> int:
     return len(np.unique(pairs, axis=0))
 
 
-def _check_file(fmt, files, record: FileRecord, schema: pa.Schema, handed: RangeTally) -> None:
+def _check_file(fmt, files, record: FileRecord, schema: pa.Schema, handed: RangeTally,
+                settings: dict) -> None:
     """Check a written file against the rows handed to its writer: its size, and the rows it holds,
     counted from its own metadata where the exporter provides that (`rows_in`: Parquet's footer;
     its encoding is pyarrow's), else read back whole and digested (an exporter whose encoding is its
@@ -333,9 +336,9 @@ def _check_file(fmt, files, record: FileRecord, schema: pa.Schema, handed: Range
     found = RangeTally()
     try:
         if rows_in is not None:
-            held = rows_in(data, schema)
+            held = rows_in(data, schema, settings)
         else:
-            for rows in fmt.read_back(data, schema):
+            for rows in fmt.read_back(data, schema, settings):
                 tally_rows(rows, found)
             held = found.rows
     except (KfmtError, ValueError, pa.ArrowException) as err:

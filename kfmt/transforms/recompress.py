@@ -23,8 +23,8 @@ from typing import Iterator
 
 import numpy as np
 
-from kfmt.errors import UsageError
 from kfmt.format import compress_runs
+from kfmt.format.codecs import checked_level
 from kfmt.format.convert import convert_batch
 from kfmt.format.frames import ATTR_CONTROL
 from kfmt.format.legacy_runs import RunUpgrader, UpgradedRun
@@ -35,30 +35,13 @@ from kfmt.transforms.rewrite import Census, Output, Rewriter, RewriteTransform
 from kfmt.transforms.run import RunPlan, run_transform
 from kfmt.transforms.upgrade import encode_v2
 
-# The levels Kafka accepts per codec (KIP-390, compression.<codec>.level; CompressionType): gzip is
-# java.util.zip's 1-9, lz4 lz4-java's 1-17, zstd zstd-jni's minimum to 22. none and snappy have none.
-LEVELS = {"gzip": (1, 9), "lz4": (1, 17), "zstd": (-131072, 22)}
-
-
-def codec_id(name: str) -> int:
-    for codec in registry.get().compressions.values():
-        if codec.name == name:
-            return codec.id
-    names = ", ".join(sorted(c.name for c in registry.get().compressions.values()))
-    raise UsageError(f"unknown compression {name!r} (one of {names})")
-
-
 class RecompressRewriter(Rewriter):
     def __init__(self, compression: str, level: int | None = None):
-        self.codec = codec_id(compression)
-        self.codec_name = compression
-        if level is not None:
-            if compression not in LEVELS:
-                raise UsageError(f"--level: {compression} has no compression levels")
-            low, high = LEVELS[compression]
-            if not low <= level <= high:
-                raise UsageError(f"--level {level} is outside {compression}'s levels {low}..{high}")
-        self.level = level
+        # The codec and its levels are what its plugin declares (kfmt.format.codecs.Compression.level).
+        codec = registry.get().compression_named(compression)
+        self.codec = codec.id
+        self.codec_name = codec.name
+        self.level = checked_level(codec, level)
 
     def keeps(self, header: BatchHeader) -> bool:
         """Whether a v2 batch is copied as it is."""
