@@ -6,10 +6,10 @@ the worker check's probe (kfmt.pipelines.worker_check), so that both fail the sa
 from __future__ import annotations
 
 import os
+import secrets
 import sys
 import threading
 import time
-import uuid
 
 from kfmt.errors import EngineError
 
@@ -48,7 +48,7 @@ class _Hidden:
 def collect_watched(sc, rdd, total: int, description: str = "", progress: bool = False) -> list:
     """rdd.collect() as one job group, watched: a progress bar, and on a cluster an EngineError
     (one line) when the job has no executor for _executor_wait_s() (it would wait forever)."""
-    group = f"kfmt-{uuid.uuid4().hex[:12]}"
+    group = f"kfmt-{secrets.token_hex(6)}"
     sc.setJobGroup(group, description or "kfmt", interruptOnCancel=True)
     done = threading.Event()
     stalled: list[str] = []  # why the watcher cancelled the job, if it did

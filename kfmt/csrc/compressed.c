@@ -45,7 +45,7 @@ static int entry_span(const uint8_t *p, int64_t at, const frame *f, int64_t *s) 
         return 1;
     }
     legacy_wrapper_t w;
-    if (f->magic < 0 || !legacy_wrapper_parse(p, size, &w) || w.magic != f->magic || !(w.attributes & CODEC_MASK) ||
+    if (!legacy_wrapper_parse(p, size, &w) || w.magic != f->magic || !(w.attributes & CODEC_MASK) ||
         (w.attributes & CODEC_MASK) != f->compression || w.value_len < 0 || !w.crc_valid || w.offset != f->last_offset)
         return 0;
     s[S_VALUE_AT] = at + w.value_at;

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 
 from kfmt.errors import CompressionError, DecompressionLimitExceeded, UsageError
+from kfmt.format.layout import MAGICS
 from kfmt.plugin.options import Option
 
 
@@ -37,7 +38,7 @@ class Compression:
     #: the name Kafka uses (compression.type, kafka-dump-log's `compresscodec:`)
     name: str
     #: the message formats this codec may appear in (zstd exists only in v2)
-    magics: frozenset[int] = frozenset({0, 1, 2})
+    magics: frozenset[int] = frozenset(MAGICS)
     #: the compression levels it takes (an int Option: its range, `low`..`high`, and the level used
     #: when none is asked for, `default`), or None for a codec without levels. `compress` receives
     #: the level asked for, checked against it (`checked_level`), or None for the default.

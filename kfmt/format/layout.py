@@ -26,7 +26,9 @@ from dataclasses import dataclass
 
 # The fixed-size types: struct code, size, numpy type, C type
 FIXED = {"int8": ("b", 1, "i1", "int8_t"), "int16": ("h", 2, "i2", "int16_t"), "int32": ("i", 4, "i4", "int32_t"),
-         "int64": ("q", 8, "i8", "int64_t"), "uint32": ("I", 4, "u4", "uint32_t")}
+         "int64": ("q", 8, "i8", "int64_t"), "uint32": ("I", 4, "u4", "uint32_t"),
+         # in Kafka's protocol messages (internal topics' records), not in the files' own structures
+         "uint16": ("H", 2, "u2", "uint16_t"), "float64": ("d", 8, "f8", "double")}
 # The variable-size types and the fewest bytes each takes
 VARIABLE = {"varint": 1, "varlong": 1, "bytes32": 4, "varbytes": 1, "headers": 1, "records": 0}
 
@@ -136,6 +138,7 @@ MAGIC_V0 = 0  # Kafka 0.8-0.9 messages (§3)
 MAGIC_V1 = 1  # Kafka 0.10 messages, with a timestamp (§3, KIP-31/32)
 MAGIC_V2 = 2  # record batches, Kafka 0.11 on (§4); a magic below it is a legacy message
 LEGACY_MAGICS = (MAGIC_V0, MAGIC_V1)
+MAGICS = (MAGIC_V0, MAGIC_V1, MAGIC_V2)
 
 # --- the start of every entry of a .log, whatever its format (§2, FileLogInputStream) ---
 LOG_ENTRY = declare(
@@ -274,10 +277,13 @@ BITS = (LEGACY_ATTRIBUTES, V2_ATTRIBUTES)
 # --- the sizes the code works with, by Kafka's names where it has them ---
 LOG_OVERHEAD = LOG_ENTRY.at("crcOrLeaderEpoch")  # 12: offset and size (Records.LOG_OVERHEAD)
 HEADER_SIZE_UP_TO_MAGIC = LOG_ENTRY.size  # 17 (Records.HEADER_SIZE_UP_TO_MAGIC)
+MAGIC_AT = LOG_ENTRY.at("magic")  # 16, in every entry (Records.MAGIC_OFFSET)
 # the smallest messageSize of each legacy magic (LegacyRecord.RECORD_OVERHEAD_V0/V1: 14, 22)
 RECORD_OVERHEAD = {magic: m.min_size - LOG_OVERHEAD for magic, m in LEGACY_MESSAGES.items()}
 RECORD_OVERHEAD_V0, RECORD_OVERHEAD_V1 = RECORD_OVERHEAD[MAGIC_V0], RECORD_OVERHEAD[MAGIC_V1]
 MIN_ENTRY_SIZE = RECORD_OVERHEAD_V0  # a size below it is corruption (FileLogInputStream)
+LEGACY_ATTRIBUTES_AT = V0_MESSAGE.at("attributes")  # 17, in v0 and v1 messages alike
+assert LEGACY_ATTRIBUTES_AT == V1_MESSAGE.at("attributes")
 V2_BATCH_OVERHEAD = V2_BATCH.size  # 61 (DefaultRecordBatch.RECORD_BATCH_OVERHEAD)
 V2_CRC_FROM = V2_BATCH.at("attributes")  # the CRC-32C covers the batch from here to its end
 V2_MIN_RECORD_SIZE = V2_RECORD.min_size  # 7: every varint of one byte, no key, value or header

@@ -26,7 +26,7 @@ import numpy as np
 from kfmt.format import compress_runs
 from kfmt.format.codecs import checked_level
 from kfmt.format.convert import convert_batch
-from kfmt.format.frames import ATTR_CONTROL
+from kfmt.format.layout import ATTR_CONTROL, MAGIC_V2
 from kfmt.format.legacy_runs import RunUpgrader, UpgradedRun
 from kfmt.format.model import Batch, BatchHeader
 from kfmt.partition.companions import CompanionOptions
@@ -50,7 +50,7 @@ class RecompressRewriter(Rewriter):
 
     def kept(self, rows: np.ndarray) -> np.ndarray:
         """keeps() for rows of frames, many at a time (legacy rows are never kept)."""
-        v2 = rows["magic"] >= 2
+        v2 = rows["magic"] >= MAGIC_V2
         control = (rows["attributes"] & ATTR_CONTROL) != 0
         same = (rows["compression"] == self.codec) if self.level is None else np.zeros(len(rows), bool)
         return v2 & (control | (rows["records_count"] == 0) | same)
@@ -73,7 +73,7 @@ class RecompressRewriter(Rewriter):
         return _CompressingUpgrader(upgrader, self.codec, self.level)
 
     def outputs(self, header: BatchHeader, entry, batch: Batch) -> Iterator[Output]:
-        if header.magic < 2:
+        if header.magic < MAGIC_V2:
             v2_header, records = convert_batch(batch)
             v2_header = v2_header.replace(compression=self.codec)
             yield Output(encode_v2(v2_header, records, self.level), header)
@@ -89,7 +89,7 @@ class RecompressRewriter(Rewriter):
         def verb(magic: int, codec: int, control: bool) -> str:
             if control:
                 return "copied byte for byte (Kafka never compresses control batches)"
-            if magic < 2:
+            if magic < MAGIC_V2:
                 return f"converted by Kafka 4.0's rules, then {target}"
             if codec == self.codec and self.level is None:
                 return "copied byte for byte (already " + self.codec_name + ")"

@@ -17,11 +17,11 @@ padding), bytes as standard base64, float64 as Java's Double.toString.
 from __future__ import annotations
 
 import base64
-import struct
 from dataclasses import dataclass, field
 
 from kfmt.errors import DataError
 from kfmt.format.javatext import java_string
+from kfmt.format.wire import TYPES
 from kfmt.inspect.dump.decoders.jackson import JavaDouble
 
 NO_VERSIONS = (1, 0)  # an empty range
@@ -102,8 +102,9 @@ class Reader:
         self.pos += n
         return out
 
-    def fixed(self, fmt: str):
-        layout = struct.Struct(fmt)
+    def fixed(self, type_: str):
+        """A fixed-size value of one of kfmt.format.wire's TYPES (int8 .. float64), big-endian."""
+        layout = TYPES[type_]
         return layout.unpack(self.take(layout.size))[0]
 
     def uvarint(self) -> int:
@@ -119,9 +120,6 @@ class Reader:
 
     def remaining(self) -> int:
         return len(self.data) - self.pos
-
-
-_FIXED = {"int8": ">b", "int16": ">h", "uint16": ">H", "int32": ">i", "int64": ">q", "float64": ">d"}
 
 
 def read_message(schema: Message, data: bytes, version: int, what: str | None = None,
@@ -161,8 +159,8 @@ def read_struct(reader: Reader, fields: tuple[Field, ...], version: int, flexibl
 
 
 def _read_value(reader: Reader, f: Field, type_: str, version: int, flexible: bool):
-    if type_ in _FIXED:
-        value = reader.fixed(_FIXED[type_])
+    if type_ in TYPES:
+        value = reader.fixed(type_)
         return JavaDouble(value) if type_ == "float64" else value
     if type_ == "bool":
         return reader.take(1)[0] != 0
@@ -172,13 +170,13 @@ def _read_value(reader: Reader, f: Field, type_: str, version: int, flexible: bo
         if flexible:
             length = reader.uvarint() - 1
         else:
-            length = reader.fixed(">h" if type_ == "string" else ">i")
+            length = reader.fixed("int16" if type_ == "string" else "int32")
         if length < 0:
             return _null(reader, f, version)
         raw = reader.take(length)
         return java_string(raw) if type_ == "string" else raw
     if type_.startswith("[]"):
-        count = reader.uvarint() - 1 if flexible else reader.fixed(">i")
+        count = reader.uvarint() - 1 if flexible else reader.fixed("int32")
         if count < 0:
             return _null(reader, f, version)
         element = type_[2:]

@@ -22,6 +22,7 @@ from kfmt.errors import DataError, KfmtError, UsageError
 from kfmt.format import batch_runs, legacy_runs, segment
 from kfmt.format.batch_runs import CheckedRun
 from kfmt.format.frames import header_of
+from kfmt.format.layout import MAGIC_V2
 from kfmt.format.model import Batch, BatchHeader
 from kfmt.partition.companions import control_facts, existing_leader_epochs
 from kfmt.partition.layout import PARTITION_METADATA, Segment, segment_file_name
@@ -347,7 +348,7 @@ class _Cleaner:
             elif decision.action == Action.REWRITE:
                 out = retained_batch(batch, decision.retained, decision.delete_horizon,
                                      convert_legacy=not self.options.keep_format)
-                if header.magic < 2 and out.header.magic >= 2:
+                if header.magic < MAGIC_V2 and out.header.magic >= MAGIC_V2:
                     self.stats.converted_batches += 1
                 sink.append_batch(out, mtime_ms=mtime)
                 self._count_output(out)
