@@ -1,4 +1,5 @@
-"""Errors kfmt raises, and the exit codes the CLI maps them to (CLI.md: 1 runtime, 2 usage, 65 bad data).
+"""Errors kfmt raises, and the exit codes the CLI maps them to (CLI.md: 1 runtime, 2 usage, 3 offsets lost with
+--fail-on-loss, 65 bad data).
 
 A DataError names the file, the byte position and the offset involved, so that a one-line message on
 stderr is enough to find the problem. Low-level decoders raise with what they know (often a position
@@ -10,6 +11,8 @@ EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_DATA = 65  # sysexits EX_DATAERR
+# published what it had, but offsets were deleted before any run read them (--fail-on-loss)
+EXIT_LOSS = 3
 
 
 class KfmtError(Exception):

@@ -153,6 +153,7 @@ LAYOUT_HOMES = ("kfmt.format", "kfmt.default_plugins.compression")
 # Modules outside them that lay out bytes which are none of Kafka's structures, and why.
 NOT_KAFKA_LAYOUTS = {
     "kfmt.transforms.cleanup.compaction.offset_map": "MD5 key hashes as two uint64 (SkimpyOffsetMap), not a file layout",
+    "kfmt.partition.broker": "the operating system's struct flock (fcntl F_GETLK), not a file layout",
 }
 BYTE_ORDER_FORMAT = re.compile(r"^[<>=!]\d*[xcbB?hHiIlLqQnNefdspP][0-9xcbB?hHiIlLqQnNefdspP]*$|^[<>=|][biuf][1248]$")
 

@@ -266,15 +266,16 @@ def salvage(src: Where, dst: Where, *, index_interval_bytes: int = DEFAULT_INDEX
 
 # --- object storage ---
 
-def archive(src: Where, url: Where, *, include_active: bool = False, prune: bool = False,
+def archive(src: Where, url: Where, *, include_active: bool | None = None, prune: bool = False,
             storage_options: dict | None = None, dst_storage_options: dict | None = None,
             topic: str | None = None, partition: int | None = None, master: str | None = None,
             dry_run: bool = False, progress: bool = False) -> Report:
     """Add what is new in partition directories to an archive on object storage and publish a new
     generation of it (`kfmt archive`): rolled segments not archived yet, segments the cleaner
-    rewrote, the active segment up to its last complete entry with `include_active`; segments
-    retention deleted stay unless `prune`. With nothing new it uploads nothing and gives
-    {"state": "unchanged", "generation": <the latest>, ...}."""
+    rewrote, the active segment up to its last complete entry unless a broker runs on SRC
+    (`include_active` True or False decides instead); segments retention deleted stay unless `prune`.
+    Offsets deleted before any run read them are in the report's "lost". With nothing new it
+    uploads nothing and gives {"state": "unchanged", "generation": <the latest>, ...}."""
     from kfmt.transforms.archive.upload import archive as run_archive
 
     result = run_archive(*_paths(src, url), include_active=include_active, prune=prune,
@@ -283,7 +284,8 @@ def archive(src: Where, url: Where, *, include_active: bool = False, prune: bool
         return Report(result.plan.to_json(), plan=result.plan, is_plan=True, detail=result)
     if result.report is None:  # nothing new
         return Report({"command": "archive", "destination": result.plan.plan.destination,
-                       "state": "unchanged", "generation": result.generation},
+                       "state": "unchanged", "generation": result.generation,
+                       "active_segments": result.plan.active_json(), "lost": []},
                       plan=result.plan, detail=result)
     return Report(result.report, plan=result.plan, detail=result)
 

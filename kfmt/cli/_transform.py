@@ -117,3 +117,22 @@ def run_transform_command(args, command, **options) -> int:
     result = command(args.src, args.dst, **companion_arguments(args), **run_arguments(args), **options)
     return print_outcome(result.plan, None if result.is_plan else result, args.format == "json",
                          lambda r: summary_line(r, result.plan.layout.destination))
+
+
+def add_fail_on_loss_argument(p) -> None:
+    p.add_argument("--fail-on-loss", action="store_true",
+                   help="exit 3 (after publishing what the run has) when offsets were deleted at the source "
+                        "before any run read them; they are reported either way")
+
+
+def loss_exit(args, report: dict | None) -> int:
+    """The exit code of a run that published `report`: 3 with one error line when --fail-on-loss
+    is given and the run found offsets lost (kfmt.transforms.losses), else 0."""
+    from kfmt.transforms.losses import loss_failure
+
+    failure = loss_failure((report or {}).get("lost") or []) if getattr(args, "fail_on_loss", False) else None
+    if failure is None:
+        return 0
+    message, code = failure
+    sys.stderr.write(f"kfmt: error: {message}\n")
+    return code

@@ -3,7 +3,13 @@ ones, in Hive-style topic=/partition=/ directories (kfmt.transforms.export, docs
 from __future__ import annotations
 
 from kfmt.cli._common import add_include_deleted_argument, add_progress_argument, add_storage_arguments
-from kfmt.cli._transform import add_master_argument, print_outcome, run_arguments
+from kfmt.cli._transform import (
+    add_fail_on_loss_argument,
+    add_master_argument,
+    loss_exit,
+    print_outcome,
+    run_arguments,
+)
 from kfmt.defaults import DEFAULT_SPLIT_BYTES, DEFAULT_TARGET_FILE_BYTES
 from kfmt.plugin import registry
 from kfmt.plugin.options import add_flags, declared, from_flags
@@ -23,6 +29,7 @@ def add_arguments(p):
                         "offset (its _kfmt-export-state.json), as new files; writes nothing if there "
                         "is nothing new; an empty or missing DST is exported whole")
     add_storage_arguments(p)
+    add_fail_on_loss_argument(p)
     p.add_argument("--dst-storage-option", action="append", metavar="KEY=VALUE",
                    help="fsspec storage option for DST (repeatable; default: the --storage-option values)")
     p.add_argument("--topic", metavar="GLOB", help="only topics matching this glob (log directories)")
@@ -64,6 +71,7 @@ def _settings(args) -> dict:
 def run(args) -> int:
     from kfmt.api.commands import export
     from kfmt.pipelines.engine import engine_note
+    from kfmt.transforms.losses import summary_suffix
 
     result = export(args.src, args.dst, format=args.format, partition_by=args.partition_by,
                     include_control=args.include_control, isolation=args.isolation,
@@ -77,12 +85,13 @@ def run(args) -> int:
             return (f"exported {r['totals']['output_records']} records of {r['totals']['partitions']} "
                     f"partition(s) into {r['table']['data_files']} data file(s) of {r['destination']}, "
                     f"committed as snapshot {r['table']['snapshot_id']} "
-                    f"({r['duration_ms'] / 1000:.1f} s)")
+                    f"({r['duration_ms'] / 1000:.1f} s){summary_suffix(r.get('lost', []))}")
         if r.get("written") is False:
             return (f"nothing new to export from {plan.source} since the last run: {r['destination']} "
                     f"left as it was ({r['duration_ms'] / 1000:.1f} s)")
         files = sum(p["files"] for p in r["outputs"])
         return (f"exported {r['totals']['output_records']} records of {r['totals']['partitions']} "
                 f"partition(s) into {files} {args.format} file(s) in {plan.destination} "
-                f"({r['duration_ms'] / 1000:.1f} s{engine_note(r)})")
-    return print_outcome(plan, None if result.is_plan else result, args.output == "json", summary)
+                f"({r['duration_ms'] / 1000:.1f} s{engine_note(r)}){summary_suffix(r.get('lost', []))}")
+    report = None if result.is_plan else result
+    return print_outcome(plan, report, args.output == "json", summary) or loss_exit(args, report)

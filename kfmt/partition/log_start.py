@@ -27,6 +27,35 @@ def transform_floor(part: PartitionDir, include_deleted: bool) -> int | None:
     return start
 
 
+def first_kept_position(data, file: str, floor: int) -> int:
+    """The file position of a segment's first batch ending at or above `floor` (its size when none
+    does): where a segment named `floor` begins (segment_start)."""
+    for header in segment.FrameScanner(data, file):
+        if header.last_offset >= floor:
+            return header.position
+    return len(data)
+
+
+def segment_start(part: PartitionDir, floor: int | None, log_dir: bool) -> int | None:
+    """Where the first segment of a transform's output begins when the log start offset must travel
+    in its name: a partition directory written alone has no log directory, so no
+    log-start-offset-checkpoint, and a broker starts its log at the first segment's base offset
+    (LogLoader.load: max(checkpoint entry, first segment's base offset)). The segment is named after
+    the log start offset and begins with the batch holding it, which may start below it: Kafka loads
+    such a segment (LogSegment.recover checks a batch's last offset against the base offset, not its
+    first) and serves from its base offset (docs/format.md §12.1). None: nothing to carry."""
+    if log_dir or floor is None or not part.segments or floor <= part.segments[0].base_offset:
+        return None
+    return floor
+
+
+def segment_start_note(label: str, start: int) -> str:
+    return (f"{label}: the first segment written as {start:020d}.log, from the batch holding the log start "
+            f"offset {start} on: DST is a partition directory, without a log directory's "
+            f"log-start-offset-checkpoint, and a broker starts a log at its first segment's base offset "
+            f"(docs/format.md §12.1)")
+
+
 def kept_segments(part: PartitionDir, floor: int | None) -> list[Segment]:
     """The segments a broker still keeps for log start offset `floor`: all from the last one whose
     base offset is <= floor (the retention check deletes a segment when the next one starts at or
@@ -56,8 +85,7 @@ class BelowLogStart:
         if self.carried:
             text += (f"; {self.carried} record(s) below it share the batch holding it and are carried "
                      f"with it, " + ("hidden by DST's log-start-offset-checkpoint" if log_dir else
-                                     "visible in DST, a partition directory without a log directory's "
-                                     "log-start-offset-checkpoint"))
+                                     "hidden by the first segment's name, the log start offset"))
         return text
 
 

@@ -106,7 +106,8 @@ class PartitionReader:
         """(segment index, file position, first offset wanted) of a seek; None if nothing qualifies."""
         if from_timestamp is not None:
             return self._seek_timestamp(from_timestamp)
-        if self.floor is not None and self.part.segments and self.floor > self.part.segments[0].base_offset:
+        # also at the first segment's base offset: its first batch may begin below (docs/format.md §12.1)
+        if self.floor is not None and self.part.segments and self.floor >= self.part.segments[0].base_offset:
             from_offset = self.floor if from_offset is None else max(from_offset, self.floor)
         if from_offset is not None:
             return (*self._seek_offset(from_offset), from_offset)
@@ -258,3 +259,15 @@ class PartitionReader:
 def frames_largest_timestamp(chunks) -> int:
     """The largest max_timestamp of chunks of frame rows (NO_TIMESTAMP when they hold none)."""
     return max((int(rows["max_timestamp"].max()) for rows in chunks if len(rows)), default=NO_TIMESTAMP)
+
+
+def log_end_offset(reader: PartitionReader) -> int:
+    """The offset after the last batch (the last segment's base offset if it holds none)."""
+    segs = reader.part.segments
+    if not segs:
+        return 0
+    end = segs[-1].base_offset
+    for rows in reader.frame_chunks(segs[-1]):
+        if len(rows):
+            end = int(rows["last_offset"][-1]) + 1  # the last header's next offset
+    return end

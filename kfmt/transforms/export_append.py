@@ -36,6 +36,7 @@ from kfmt.transforms.export_job import (
     run_export_job,
 )
 from kfmt.transforms.export_state import STATE_NAME, ExportState, load_state
+from kfmt.transforms.losses import Lost
 from kfmt.transforms.report import make_report, report_bytes
 
 
@@ -60,6 +61,12 @@ def append_export(src_storage: Storage, src_path: str, dst_storage: Storage, dst
         job = run_export_job(plan, out.target(), dst_storage, dst_path, master, progress)
         new_offsets = {**state.next_offsets, **{tp: n for tp, n in job.next_offsets.items()
                                                 if n is not None}}
+        losses = found_lost(plan)
+        lost = {tp: list(ranges) for tp, ranges in state.lost.items()}
+        for loss in losses:  # a range is reported once: the mark moves past it
+            tp = (loss.topic, loss.partition)
+            new_offsets[tp] = max(new_offsets.get(tp, loss.end), loss.end)
+            lost.setdefault(tp, []).append([loss.start, loss.end])
         if not any(job.files) and new_offsets == state.next_offsets:
             out.abort()
             return plan, _nothing_new(plan, job, started)
@@ -72,12 +79,13 @@ def append_export(src_storage: Storage, src_path: str, dst_storage: Storage, dst
                              job.inputs, job.outputs, files, _notes(plan, job.inputs) + job.tails)
         report["engine"] = job.engine.to_json()
         report["append"] = _resumed(plan, job, state)
+        report["lost"] = [loss.to_json() for loss in losses]
         report["notes"] += [f"{p.part.label}: offsets [{p.lost[0]}, {p.lost[1]}) lost: deleted before "
                             f"they were exported" for p in plan.partitions if p.lost is not None]
         report["duration_ms"] = round((time.monotonic() - started) * 1000)
         out.write(REPORT_NAME, report_bytes(report))
         out.write(SUCCESS_NAME, b"")
-        out.write(STATE_NAME, ExportState(state.options, new_offsets, state.runs + 1).to_bytes())
+        out.write(STATE_NAME, ExportState(state.options, new_offsets, state.runs + 1, lost).to_bytes())
         out.commit(last=(REPORT_NAME, SUCCESS_NAME, STATE_NAME))
     return plan, report
 
@@ -113,6 +121,11 @@ def make_resume(marks: dict):
         return ranges_from(part, ranges, start), start, lost
 
     return resume
+
+
+def found_lost(plan: ExportPlan) -> list[Lost]:
+    """The ranges this run found deleted before any run exported them (kfmt.transforms.losses)."""
+    return [Lost(*partition_identity(p.part), *p.lost) for p in plan.partitions if p.lost is not None]
 
 
 def lost_warning(p) -> str:

@@ -19,7 +19,7 @@ are lost, and the run says so.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kfmt.errors import DataError, UsageError
 from kfmt.partition.checkpoints import checkpoint_text, read_offset_checkpoint
@@ -39,11 +39,15 @@ class ExportState:
     options: dict  # ExportOptions.to_json() of the export's first run
     next_offsets: dict  # (topic, partition) -> the next offset to export
     runs: int = 0
+    # (topic, partition) -> [[from, to), ...]: offsets deleted before any run exported them
+    # (kfmt.transforms.losses), as the runs found them; written only for partitions with some
+    lost: dict = field(default_factory=dict)
 
     def to_bytes(self) -> bytes:
         doc = {"format": STATE_FORMAT, "version": STATE_VERSION, "runs": self.runs,
                "options": {k: self.options[k] for k in SHAPING_OPTIONS},
-               "partitions": [{"topic": t, "partition": p, "next_offset": n}
+               "partitions": [{"topic": t, "partition": p, "next_offset": n,
+                               **({"lost": self.lost[(t, p)]} if self.lost.get((t, p)) else {})}
                               for (t, p), n in sorted(self.next_offsets.items())]}
         return (json.dumps(doc, indent=1) + "\n").encode()
 
@@ -56,7 +60,9 @@ class ExportState:
             offsets = {(str(e["topic"]), int(e["partition"])): int(e["next_offset"])
                        for e in doc["partitions"]}
             options = {k: doc["options"][k] for k in SHAPING_OPTIONS}
-            return cls(options, offsets, int(doc["runs"]))
+            lost = {(str(e["topic"]), int(e["partition"])): [[int(a), int(b)] for a, b in e["lost"]]
+                    for e in doc["partitions"] if e.get("lost")}
+            return cls(options, offsets, int(doc["runs"]), lost)
         except (ValueError, KeyError, TypeError, AttributeError) as err:
             raise DataError(f"unreadable export state: {err}", file=file) from None
 

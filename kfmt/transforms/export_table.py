@@ -22,7 +22,7 @@ from kfmt.rows.columns import EXPORT_SCHEMA
 from kfmt.rows.exporters import exporters
 from kfmt.rows.ranges import RangeTally, read_range
 from kfmt.storage.store import Storage
-from kfmt.transforms.export_append import lost_warning, make_resume
+from kfmt.transforms.export_append import found_lost, lost_warning, make_resume
 from kfmt.transforms.export_job import (
     ExportOptions,
     ExportPlan,
@@ -87,6 +87,7 @@ def table_export(src_storage: Storage, src_path: str, dst_storage: Storage, dst_
                           f"they were exported" for p in plan.partitions if p.lost is not None])
     report["totals"]["output_records"] = committed["records"]
     report["table"] = committed
+    report["lost"] = [loss.to_json() for loss in found_lost(plan)]
     report["high_water_marks"] = [{"topic": t, "partition": n, "next_offset": m}
                                   for (t, n), m in sorted(new_marks.items())]
     report["duration_ms"] = round((time.monotonic() - started) * 1000)

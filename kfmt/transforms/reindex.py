@@ -45,7 +45,9 @@ from kfmt.partition.layout import (
     PartitionDir,
     find_partitions,
     is_log_dir,
+    segment_file_name,
 )
+from kfmt.partition.log_start import first_kept_position, kept_segments, segment_start, segment_start_note
 from kfmt.partition.summary import PartitionSummary, PartitionTally
 from kfmt.pipelines.engine import Engine, choose_engine, is_process_local
 from kfmt.pipelines.runner import run_tasks
@@ -66,6 +68,9 @@ class PartitionPlan:
     rel: str  # its directory inside DST ('' when SRC is the partition directory itself)
     log_start_offset: int  # from SRC's log-start-offset-checkpoint; 0 when it has no entry
     skipped: list[str] = field(default_factory=list)  # files neither copied nor regenerated
+    # a partition-directory DST: the first segment begins here, named after the log start offset
+    # (kfmt.partition.log_start.segment_start); None: the segments as they are
+    segment_start: int | None = None
 
     def rel_path(self, name: str) -> str:
         return f"{self.rel}/{name}" if self.rel else name
@@ -178,7 +183,7 @@ def plan_reindex(src_storage: Storage, src_path: str, dst_storage: Storage, dst_
             log_starts = read_offset_checkpoint(_text(src_storage, checkpoint),
                                                 src_storage.url_of(checkpoint))
     plans = [PartitionPlan(p, p.name if log_dir else "", log_starts.get((p.topic, p.partition), 0),
-                           _skipped_files(p)) for p in parts]
+                           _skipped_files(p), segment_start(p, p.log_start_offset, log_dir)) for p in parts]
     return DirectoryPlan(source, destination, log_dir, plans, log_dir_files)
 
 
@@ -198,19 +203,24 @@ def reindex_partition(plan: PartitionPlan, out: StagedOutput, options: Companion
     tally = PartitionTally(PartitionSummary(storage.url_of(part.path), part.topic, part.partition))
     if plan.rel:
         out.makedirs(plan.rel)  # an empty partition directory stays one
-    for seg in part.segments:
+    segments = kept_segments(part, plan.segment_start)
+    for seg in segments:
         file = part.display(seg.log)
-        data = storage.map(seg.log.path)
+        data, base, name = storage.map(seg.log.path), seg.base_offset, seg.log.name
+        checked = storage.checked_sha256(seg.log.path)  # restore: the archive's object, checked whole
+        if seg is segments[0] and plan.segment_start is not None and plan.segment_start > base:
+            # the log start offset travels in the first segment's name: from the batch holding it
+            data = data[first_kept_position(data, file, plan.segment_start):]
+            base, name, checked = plan.segment_start, segment_file_name(plan.segment_start, "log"), None
         try:
-            builder.begin_segment(seg.base_offset)
+            builder.begin_segment(base)
         except DataError as err:
             raise err.located(file=file)
         tally.add_segment(len(data))
         tail = _check_segment(data, file, builder, tally)
-        checked = storage.checked_sha256(seg.log.path)  # restore: the archive's object, checked whole
         if tail.is_error:
             checked = None
-            if seg is not part.segments[-1]:
+            if seg is not segments[-1]:
                 raise tail.error(file)
             data = data[:tail.position]
             if notes is None:
@@ -218,7 +228,7 @@ def reindex_partition(plan: PartitionPlan, out: StagedOutput, options: Companion
             else:
                 notes.append(tail.recovery_message(file))
         companions = builder.end_segment()
-        out.write(plan.rel_path(seg.log.name), data, seg.log.mtime_ms, checked)
+        out.write(plan.rel_path(name), data, seg.log.mtime_ms, checked)
         for name, content in companions.files().items():
             out.write(plan.rel_path(name), content)
         if on_progress is not None:
@@ -429,5 +439,7 @@ def _notes(plan: DirectoryPlan) -> list[str]:
              "3.6's log recovery builds them; partition.metadata copied"]
     for p in plan.partitions:
         notes += [f"{p.part.name}: skipped {name}" for name in p.skipped]
+        if p.segment_start is not None:
+            notes.append(segment_start_note(p.part.name, p.segment_start))
     notes += [f"log directory: {f.action} {f.name} ({f.reason})" for f in plan.log_dir_files]
     return notes

@@ -75,10 +75,11 @@ class PlanPartitionTask:
     sources: tuple[SourceSegment, ...]
     policy: RollPolicy
     floor: int | None = None  # batches ending below it (below the log start offset) are left out
+    start: int | None = None  # the first segment's base offset, when it carries the log start offset
 
     def run(self) -> TaskResult:
         result = TaskResult(self.partition)
-        result.detail = plan_partition(self.sources, self.policy, self.floor, result.notes)
+        result.detail = plan_partition(self.sources, self.policy, self.floor, result.notes, self.start)
         return result
 
 
@@ -147,14 +148,15 @@ class _Plan:
 
 
 def plan_partition(sources, policy: RollPolicy, floor: int | None = None,
-                   notes: list[str] | None = None) -> list[OutputSegment]:
+                   notes: list[str] | None = None, start: int | None = None) -> list[OutputSegment]:
     """The output segments of a partition whose source segments are `sources`, in order, holding
-    the batches that end at or after `floor` (the log start offset; None: all). `notes` gets a
-    line for a last segment's tail left out."""
+    the batches that end at or after `floor` (the log start offset; None: all), the first at
+    `start` (default: the first source segment's base offset). `notes` gets a line for a last
+    segment's tail left out."""
     notes = [] if notes is None else notes
     if not sources:
         return []
-    plan = _Plan(policy, sources[0].base_offset)
+    plan = _Plan(policy, sources[0].base_offset if start is None else start)
     for index, src in enumerate(sources):
         scanner = segment.FrameScanner(src.read(), src.file)
         for rows in scanner.chunks():
@@ -236,7 +238,7 @@ class ResegmentTransform(Transform):
                 "segment_index_bytes": p.max_index_bytes}
 
     def preparation_tasks(self, work: list[PartitionWork], dry_run: bool) -> list:
-        return [PlanPartitionTask(w.index, tuple(w.sources), self._policy, w.floor) for w in work]
+        return [PlanPartitionTask(w.index, tuple(w.sources), self._policy, w.floor, w.start) for w in work]
 
     def prepared(self, work: list[PartitionWork], results: list[TaskResult]) -> None:
         for r in results:

@@ -148,6 +148,7 @@ class RewriteSegmentsTask:
     policy: RollPolicy
     rewriter: Rewriter
     floor: int | None = None  # batches ending below it (below the log start offset) are left out
+    start: int | None = None  # the first segment's base offset, when it carries the log start offset
 
     def run(self) -> TaskResult:
         files = self.target.files()
@@ -170,7 +171,8 @@ class _SegmentRewrite:
         self.notes = result.notes
         self.before, self.after = result.before, result.after
         self.data = src.read()
-        self.writer = SegmentRunWriter(files, task.rel, task.policy, start_offset=src.base_offset)
+        start = src.base_offset if task.start is None else max(src.base_offset, task.start)
+        self.writer = SegmentRunWriter(files, task.rel, task.policy, start_offset=start)
         self.runs = self.rewriter.run_upgrader(self.data, src.file)
 
     def run(self) -> list[WrittenSegment]:
@@ -357,7 +359,7 @@ class RewriteTransform(Transform):
 
     def write_tasks(self, work, target):
         policy = self.policy()
-        return [RewriteSegmentsTask(w.index, g, target, w.plan.rel, policy, self.rewriter, w.floor)
+        return [RewriteSegmentsTask(w.index, g, target, w.plan.rel, policy, self.rewriter, w.floor, w.start)
                 for w in work for g in task_groups(w.sources)]
 
     def describe(self, work: PartitionWork) -> list[str]:

@@ -32,7 +32,14 @@ from kfmt.errors import KfmtError, UsageError
 from kfmt.format import segment
 from kfmt.partition.companions import CompanionOptions, existing_leader_epochs
 from kfmt.partition.layout import Segment
-from kfmt.partition.log_start import BelowLogStart, below_log_start, kept_segments, transform_floor
+from kfmt.partition.log_start import (
+    BelowLogStart,
+    below_log_start,
+    kept_segments,
+    segment_start,
+    segment_start_note,
+    transform_floor,
+)
 from kfmt.partition.summary import PartitionSummary, PartitionTally, merge_tallies
 from kfmt.pipelines.engine import engine_note
 from kfmt.pipelines.runner import run_tasks
@@ -144,6 +151,9 @@ class PartitionWork:
     detail: object = None  # the transform's own plan of the partition
     befores: list[PartitionTally] = field(default_factory=list)  # tallies of the source read in preparation
     floor: int | None = None  # the first offset carried (the log start offset; None: all)
+    # a partition-directory DST: the first segment's base offset, the log start offset it carries
+    # (kfmt.partition.log_start.segment_start; None: the source's)
+    start: int | None = None
     below: BelowLogStart | None = None  # what lies below it
     notes: list[str] = field(default_factory=list)  # the preparation's notes for the report
 
@@ -245,7 +255,7 @@ def run_transform(transform: Transform, src: str, dst: str, *, src_options: dict
     for i, p in enumerate(layout.partitions):
         floor = transform_floor(p.part, include_deleted)
         work.append(PartitionWork(i, p, [SourceSegment.of(p, s) for s in kept_segments(p.part, floor)],
-                                  floor=floor,
+                                  floor=floor, start=segment_start(p.part, floor, layout.log_dir),
                                   below=None if floor is None else below_log_start(p.part, floor)))
     engine = plan_engine(master, sum(s.size for w in work for s in w.sources), src_storage, dst_storage,
                          lambda: transform.threads_suffice(work))
@@ -319,6 +329,7 @@ def _finish_partitions(transform: Transform, work: list[PartitionWork], results:
 def _notes(transform: Transform, layout: DirectoryPlan, work: list[PartitionWork]) -> list[str]:
     notes = list(transform.notes())
     notes += [w.below.note(w.label, layout.log_dir) for w in work if w.below is not None]
+    notes += [segment_start_note(w.label, w.start) for w in work if w.start is not None]
     notes += [n for w in work for n in w.notes]
     notes.append(".index, .timeindex, .txnindex, producer .snapshot files and leader-epoch-checkpoint "
                  "built as Kafka 3.6's log recovery builds them; partition.metadata copied; the "

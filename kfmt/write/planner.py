@@ -193,9 +193,10 @@ class SegmentPlanner:
             leo = self.last_offset + 1 if self.last_offset is not None else self.start_offset or 0
             base = max(leo, header.last_offset - INT32_MAX)
         if reason == FIRST and self.start_offset is not None:
-            if self.start_offset > base:
-                # Transforms take the start offset from the source's first segment: its data breaks
-                # base offset <= first offset (docs/format.md §12.1).
+            if self.start_offset > header.last_offset:
+                # Transforms take the start offset from the source's first segment (or a log start
+                # offset, which may lie inside the first batch: docs/format.md §12.1); a batch
+                # ending below it breaks the rule loading checks.
                 raise DataError(f"the first batch's offset {base} lies below the start offset "
                                 f"{self.start_offset} (the first segment's base offset)",
                                 offset=header.last_offset)

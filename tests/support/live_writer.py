@@ -24,6 +24,8 @@ The file operations follow Kafka's classes:
   the log directory's `log-start-offset-checkpoint` are rewritten as `CheckpointFile` does, a temp
   file renamed into place), then each file is renamed with the `.deleted` suffix and unlinked a
   little later (`file.delete.delay.ms`), with the producer snapshot at the segment's base;
+* the log directory's lock (`LogManager.lockLogDirs`): `.lock` is locked while the writer runs and
+  `.kafka_cleanshutdown` written when it stops cleanly (`kill()` leaves none, as a crash does);
 * cleaning, on the `compacted` partitions (`LogCleaner`, `LocalLog.replaceSegments`): the rolled
   segments are rewritten keeping each key's latest record into `<base>.log.cleaned` (and its
   `.index.cleaned`, `.timeindex.cleaned`), each batch with its kept records, its base offset and
@@ -51,6 +53,7 @@ holds. `LiveWriter.truth()` reads it back.
 from __future__ import annotations
 
 import base64
+import fcntl
 import hashlib
 import json
 import multiprocessing
@@ -133,6 +136,12 @@ class LiveWriter:
             raise RuntimeError("the live writer did not stop")
         if self._process.exitcode != 0:
             raise RuntimeError(f"the live writer failed (exit code {self._process.exitcode})")
+
+    def kill(self) -> None:
+        """End the writer as a crash would (SIGKILL): the kernel releases its lock on `.lock`, no
+        clean-shutdown marker is written, a batch may be half on disk."""
+        self._process.kill()
+        self._process.join()
 
     def __enter__(self) -> "LiveWriter":
         return self.start()
@@ -264,6 +273,11 @@ class _Broker:
         self.log_dir = Path(config["log_dir"])
         self.truth = open(config["truth"], "w")
         self.pending_deletes: list[tuple[float, Path]] = []
+        # LogManager.lockLogDirs: the `.lock` file locked (FileChannel.tryLock, an fcntl lock) for as
+        # long as the broker runs; the clean-shutdown marker goes once the logs are loaded
+        self.lock = open(self.log_dir / ".lock", "a+")
+        fcntl.lockf(self.lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        (self.log_dir / ".kafka_cleanshutdown").unlink(missing_ok=True)
         self.partitions = []
         for tp in config["partitions"] + config["compacted"]:
             directory = self.log_dir / f"{tp[0]}-{tp[1]}"
@@ -298,6 +312,9 @@ class _Broker:
                              if p.compacted else None}
         self.truth.write(json.dumps({"final": final}) + "\n")
         self.truth.close()
+        # a clean shutdown: the marker written (empty, as Kafka 3.6 writes it), then the lock released
+        (self.log_dir / ".kafka_cleanshutdown").touch()
+        self.lock.close()
 
     # --- LogSegment.append ---
     def _append(self, p: _Partition, rng: random.Random) -> None:

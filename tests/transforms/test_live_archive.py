@@ -16,7 +16,8 @@ directory under them. Checked against what the writer says it wrote (its truth f
 
 The writer is sized so that a segment outlives several runs on a loaded two-core machine (retention
 would otherwise delete a segment no run saw: an archive cannot hold what it never read).
-The last tests catch the cleaner between two of its steps on purpose: a generation archived while a
+The last tests catch the cleaner between two of its steps on purpose (the writer stopped, its steps
+replayed by hand: the runs say --exclude-active, as the lock of a running broker would): a generation archived while a
 `.swap` is there, and a cleaning finished between a run's listing and its reading.
 """
 from __future__ import annotations
@@ -332,7 +333,7 @@ def test_a_generation_archived_during_a_swap_restores_broker_ready(tmp_path):
     def archive_restore_check(number: int, state: str | None = None) -> Path:
         """One archive run (a new generation `number`, or `state` "unchanged"), its latest
         generation restored and checked."""
-        report = json.loads(kfmt("archive", logs, url, "--master", "inprocess", "--no-progress",
+        report = json.loads(kfmt("archive", logs, url, "--master", "inprocess", "--no-progress", "--exclude-active",
                                  "--format", "json", in_process=True).stdout)
         assert report["generation"] == number and report.get("state") == state, report
         restored = tmp_path / f"run-{len(list(tmp_path.glob('run-*')))}"
@@ -391,7 +392,7 @@ def test_a_cleaning_finished_while_the_run_reads_loses_nothing(tmp_path, monkeyp
     swapped = segs[0].read_bytes() + segs[1].read_bytes()
     swap = part / (segs[0].name + ".swap")
     if listed == "swap":
-        kfmt("archive", logs, url, "--master", "inprocess", "--no-progress", in_process=True)
+        kfmt("archive", logs, url, "--master", "inprocess", "--no-progress", "--exclude-active", in_process=True)
         swap.write_bytes(swapped)
     real, done = read_task.archive_files, []
 
@@ -405,7 +406,7 @@ def test_a_cleaning_finished_while_the_run_reads_loses_nothing(tmp_path, monkeyp
         return real(task)
 
     monkeypatch.setattr(read_task, "archive_files", cleaner_finishes_first)
-    result = kfmt("archive", logs, url, "--master", "inprocess", "--no-progress", "--format", "json",
+    result = kfmt("archive", logs, url, "--master", "inprocess", "--no-progress", "--exclude-active", "--format", "json",
                   in_process=True)
     monkeypatch.setattr(read_task, "archive_files", real)
     assert done and result.stderr == "", result.stderr
@@ -415,7 +416,7 @@ def test_a_cleaning_finished_while_the_run_reads_loses_nothing(tmp_path, monkeyp
     kfmt("verify", restored, in_process=True)
     assert cat(restored, in_process=True) == rolled
     # the next run reads the segment the swap became: the same records, in one segment fewer
-    report = json.loads(kfmt("archive", logs, url, "--master", "inprocess", "--no-progress",
+    report = json.loads(kfmt("archive", logs, url, "--master", "inprocess", "--no-progress", "--exclude-active",
                              "--format", "json", in_process=True).stdout)
     restored = tmp_path / "restored-next"
     kfmt("restore", url, restored, "--generation", report["generation"], "--master", "inprocess",
@@ -441,7 +442,7 @@ def test_a_swap_gone_before_the_run_reads_keeps_what_it_hid(tmp_path):
     segs = sorted(part.glob("*.log"))
     source = cat(logs, in_process=True)
     rolled = {tp: [r for r in rs if r[0] < int(segs[-1].stem)] for tp, rs in source.items()}
-    kfmt("archive", logs, url, "--master", "inprocess", "--no-progress", in_process=True)
+    kfmt("archive", logs, url, "--master", "inprocess", "--no-progress", "--exclude-active", in_process=True)
     swap = part / (segs[0].name + ".swap")
     swap.write_bytes(segs[0].read_bytes() + segs[1].read_bytes())
     real = read_task.archive_files
@@ -452,7 +453,7 @@ def test_a_swap_gone_before_the_run_reads_keeps_what_it_hid(tmp_path):
 
     read_task.archive_files = swap_removed_first
     try:
-        result = kfmt("archive", logs, url, "--master", "inprocess", "--no-progress", "--format",
+        result = kfmt("archive", logs, url, "--master", "inprocess", "--no-progress", "--exclude-active", "--format",
                       "json", in_process=True)
     finally:
         read_task.archive_files = real

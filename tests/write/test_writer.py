@@ -307,6 +307,14 @@ def test_a_start_offset_above_the_first_batch_is_refused():
         SegmentPlanner(start_offset=11).place(v2_entry(10)[0])
 
 
+def test_a_start_offset_inside_the_first_batch_names_the_segment():
+    """A log start offset inside the first batch (docs/format.md §12.1): Kafka's loading checks a
+    batch's last offset against the segment's base offset, so the segment may begin there."""
+    planner = SegmentPlanner(start_offset=11)
+    planner.place(v2_entry(10, count=3)[0])
+    assert planner.base_offset == 11
+
+
 def test_a_partition_without_batches_gets_one_empty_segment(tmp_path):
     part, summary = write_partition(tmp_path, [], RollPolicy(), start_offset=500)
     assert sorted(part.files) == ["00000000000000000500.index", "00000000000000000500.log",

@@ -225,10 +225,16 @@ class LogChecker:
             report.error("offset-order", f"batch offsets {facts.base_offset}..{facts.last_offset} do not "
                          f"follow the previous batch{previous}, which ends at {self.prev_last} "
                          f"(expected a first offset > {self.prev_last})", *where)
-        if first and facts.base_offset < seg.base_offset:
+        if first and facts.last_offset < seg.base_offset:
             report.error("segment-base", f"first offset {facts.base_offset} is below the segment's base "
                          f"offset {seg.base_offset} (its file name): expected base offset <= first "
                          f"offset (docs/format.md §12.1)", *where)
+        elif first and facts.base_offset < seg.base_offset:
+            # what loading checks is the last offset (LogSegment.recover): the segment loads and is
+            # served from its base offset on, the log start offset a partition directory carries
+            report.note("segment-base", f"the first batch {facts.base_offset}..{facts.last_offset} begins "
+                        f"below the segment's base offset {seg.base_offset}: a broker serves it from "
+                        f"{seg.base_offset} on (docs/format.md §12.1)", *where)
         if facts.magic >= MAGIC_V2 and facts.partition_leader_epoch < NO_PARTITION_LEADER_EPOCH:
             # Not covered by the CRC (docs/format.md §4.1); Kafka writes -1 (none) or the leader's epoch (>= 0).
             report.error("leader-epoch", f"partition leader epoch {facts.partition_leader_epoch} "

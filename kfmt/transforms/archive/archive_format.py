@@ -29,6 +29,7 @@ from kfmt.format.digest import DIGEST_VERSION, ContentDigest
 from kfmt.partition.summary import PartitionSummary, PartitionTally, merge_tallies
 from kfmt.storage.manifest import Manifest
 from kfmt.transforms.archive.segment_facts import segment_facts
+from kfmt.transforms.losses import Lost
 
 SECTION = "archive"  # the manifest section of an archive
 SECTION_VERSION = 2  # 2: generations (kfmt.transforms.archive.generations); 1 is read as generation 1
@@ -92,10 +93,18 @@ class ArchivedPartition:
     partition: int | None
     log_start_offset: int
     segments: list[ArchivedSegment] = field(default_factory=list)
+    # offsets deleted at the source before any run archived them, as the runs found them
+    # (kfmt.transforms.losses); listed only when there are some
+    lost: list[Lost] = field(default_factory=list)
 
     def summary(self, path: str) -> PartitionSummary:
         """The partition's summary (as kfmt.partition.summary counts it), added up from its segments."""
         return merge_tallies((seg.tally() for seg in self.segments), path, self.topic, self.partition)
+
+    def held_end(self) -> int | None:
+        """The offset after the last one this partition holds or reported lost (None: nothing)."""
+        ends = [s.next_offset if s.next_offset is not None else s.base_offset for s in self.segments]
+        return max(ends + [lost.end for lost in self.lost], default=None)
 
     def to_json(self) -> dict:
         summary = self.summary("").to_json()
@@ -103,12 +112,14 @@ class ArchivedPartition:
         times = [t for seg in self.segments for t in (seg.min_timestamp, seg.max_timestamp) if t is not None]
         return {"dir": self.dir, **summary, "log_start_offset": self.log_start_offset,
                 "min_timestamp": min(times, default=None), "max_timestamp": max(times, default=None),
-                "segment_files": [seg.to_json() for seg in self.segments]}
+                "segment_files": [seg.to_json() for seg in self.segments],
+                **({"lost": [lost.to_json() for lost in self.lost]} if self.lost else {})}
 
     @classmethod
     def from_json(cls, doc: dict) -> "ArchivedPartition":
         return cls(doc["dir"], doc["topic"], doc["partition"], doc["log_start_offset"],
-                   [ArchivedSegment.from_json(s) for s in doc["segment_files"]])
+                   [ArchivedSegment.from_json(s) for s in doc["segment_files"]],
+                   [Lost.from_json(lost) for lost in doc.get("lost", [])])
 
 
 def encode_section(source: str, log_dir: bool, partitions: list[ArchivedPartition], notes: list[str],

@@ -27,6 +27,7 @@ from kfmt.partition.layout import LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA
 from kfmt.storage.manifest import FileRecord
 from kfmt.transforms.archive.archive_format import ArchivedPartition, ArchivedSegment
 from kfmt.transforms.archive.generations import Generation, ObjectIndex, StoredFile
+from kfmt.transforms.losses import Lost, lost_between
 from kfmt.transforms.reindex import LOG_START_OFFSET_CHECKPOINT, OFFSET_CHECKPOINTS, PartitionPlan
 
 PARTITION_FILES = (LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA)
@@ -62,6 +63,37 @@ class PartitionWork:
     previous: ArchivedPartition | None  # the partition in the latest generation
     source_bases: list[int]  # base offsets of every segment SRC holds
     files: list[str] = field(default_factory=list)  # rels of the files this run archives
+    lost: Lost | None = None  # offsets deleted at the source since the latest generation's end
+    left: "Left | None" = None  # the active segment's offsets this run leaves for the next one
+
+
+def lost_since(work: PartitionWork) -> Lost | None:
+    """Offsets the latest generation did not reach and the source no longer holds: between the end
+    of what the archive holds (or reported lost) and the source's first segment. An archive reads
+    segments whole, so offsets below the source's log start but in a segment it still has are read,
+    not lost (kfmt.transforms.losses)."""
+    if work.previous is None or not work.source_bases:
+        return None  # a partition new to the archive starts where the source does
+    part = work.pp.part
+    return lost_between(part.topic, part.partition, work.previous.held_end(), min(work.source_bases))
+
+
+@dataclass(frozen=True)
+class Left:
+    """The offsets of an active segment a run leaves out (a broker is appending to it)."""
+
+    name: str
+    start: int  # the segment's base offset
+    end: int | None  # the offset after its last complete batch when the run looked (None: unknown)
+
+    def phrase(self) -> str:
+        if self.end is None:
+            return f"{self.name} from offset {self.start}"
+        return f"{self.name} offsets {self.start}..{self.end - 1}"
+
+    def to_json(self) -> dict:
+        return {"partition": self.name, "from": self.start, "to": self.end,
+                "offsets": None if self.end is None else self.end - self.start}
 
 
 def quick_check(latest: Generation | None, present: dict[str, int], rel: str, size: int,

@@ -93,8 +93,9 @@ class NextGeneration:
                 kept = have.get(rel) or (kept_from(latest, rel) if work.previous is not None else None)
                 if kept is not None:
                     files[rel] = kept
+            lost = (work.previous.lost if work.previous else []) + ([work.lost] if work.lost else [])
             part = ArchivedPartition(pp.rel, pp.part.topic, pp.part.partition, log_start(work, aplan.prune),
-                                     segments)
+                                     segments, lost)
             partitions.append(part)
             inputs.append(ArchivedPartition(pp.rel, part.topic, part.partition, part.log_start_offset,
                                             [s for s in segments if s.file in have]))
@@ -178,11 +179,16 @@ class NextGeneration:
         notes += [f"{p.dir or '.'}: not in SRC's selection now, kept as generation "
                   f"{aplan.latest.number} has it" for p in aplan.kept_partitions]
         notes += a.notes
+        notes += [f"{left.phrase()} left for the next run: the active segment of a running broker "
+                  f"({aplan.active.why})" for left in aplan.left()]
+        notes += [lost.phrase() for lost in aplan.lost()]
         records = {k.record.rel: k.record for k in a.files.values()}
         report = make_report("archive", plan.source, plan.destination, self.options, inputs, outputs,
                              {key: r.to_json() for key, r in records.items()}, notes)
         report["generation"] = number
         report["previous_generation"] = aplan.latest.number if aplan.latest else None
+        report["active_segments"] = aplan.active_json()
+        report["lost"] = [lost.to_json() for lost in aplan.lost()]
         outcomes = Counter(u.outcome for u in uploads)
         report["transfer"] = {
             "files": {"uploaded": outcomes.get("uploaded", 0), "verified": outcomes.get("verified", 0),

@@ -40,7 +40,8 @@ from kfmt.format.kernels import native
 from kfmt.format.model import NO_TIMESTAMP
 from kfmt.partition.companions import CompanionBuilder, CompanionOptions, existing_leader_epochs
 from kfmt.partition.layout import PARTITION_METADATA, Segment, segment_file_name
-from kfmt.partition.reader import PartitionReader
+from kfmt.partition.log_start import segment_start
+from kfmt.partition.reader import PartitionReader, log_end_offset
 from kfmt.partition.summary import PartitionSummary
 from kfmt.storage.manifest import FileRecord
 from kfmt.transforms.cleanup.plan import LOG_START_OFFSET_CHECKPOINT, PartitionJob
@@ -100,18 +101,6 @@ def _largest_timestamp(reader: PartitionReader, seg: Segment, scanned: int | Non
 def segment_ages(reader: PartitionReader) -> list[SegmentAge]:
     return [SegmentAge(seg.base_offset, seg.size, *_largest_timestamp(reader, seg))
             for seg in reader.part.segments]
-
-
-def log_end_offset(reader: PartitionReader) -> int:
-    """The offset after the last batch (the last segment's base offset if it holds none)."""
-    segs = reader.part.segments
-    if not segs:
-        return 0
-    end = segs[-1].base_offset
-    for rows in reader.frame_chunks(segs[-1]):
-        if len(rows):
-            end = int(rows["last_offset"][-1]) + 1  # the last header's next offset
-    return end
 
 
 @dataclass(frozen=True)
@@ -249,11 +238,13 @@ class RetainResult:
     output: PartitionSummary | None
     files: list[FileRecord]
     log_start_offset_entry: int | None  # what DST's log-start-offset-checkpoint holds for it
+    segment_start: int | None = None  # a partition-directory DST: its first segment's new base offset
 
     def report_entry(self) -> dict:
         return {"partition": self.label, "destination": self.rel or ".",
                 **self.decision.to_json(),
                 "log_start_offset_checkpoint": self.log_start_offset_entry,
+                "first_segment_renamed_to": self.segment_start,
                 "removed": None if self.removed is None else {
                     "segments": self.removed.segments, "batches": self.removed.batches,
                     "records": self.removed.records, "control_records": self.removed.control_records,
@@ -272,15 +263,18 @@ def retain_partition(job: PartitionJob, files, options: RetentionOptions, dry_ru
                                 high_watermark=job.high_watermark, options=options)
     kept_bases = set(decision.kept)
     kept = [seg for seg in part.segments if seg.base_offset in kept_bases]
-    first_base = kept[0].base_offset if kept else decision.rolled
+    # a partition-directory DST carries the log start offset in its first segment's name
+    start = segment_start(replace(part, segments=kept), decision.log_start_offset, bool(job.rel))
+    first_base = start if start is not None else kept[0].base_offset if kept else decision.rolled
     # Kafka checkpoints a log start offset only above the first segment's base offset
     above_first = first_base is not None and decision.log_start_offset > first_base
     entry = decision.log_start_offset if above_first else None
-    result = RetainResult(job.label, job.rel, part.topic, part.partition, decision, None, None, [], entry)
+    result = RetainResult(job.label, job.rel, part.topic, part.partition, decision, None, None, [], entry,
+                          start)
     if dry_run:
         return result
     result.removed = _count_removed(reader, [s for s in part.segments if s not in kept])
-    plan = PartitionPlan(replace(part, segments=kept), job.rel, decision.log_start_offset)
+    plan = PartitionPlan(replace(part, segments=kept), job.rel, decision.log_start_offset, segment_start=start)
     before = set(files.records)
     if decision.rolled is None:  # (a partition without segments stays one, as reindex keeps it)
         result.output = reindex_partition(plan, files, options.companions, on_progress)
