@@ -152,7 +152,7 @@ def test_no_test_module_imports_another():
 LAYOUT_HOMES = ("kfmt.format", "kfmt.default_plugins.compression")
 # Modules outside them that lay out bytes which are none of Kafka's structures, and why.
 NOT_KAFKA_LAYOUTS = {
-    "kfmt.transforms.cleanup.compaction.offset_map": "MD5 key hashes as two uint64 (SkimpyOffsetMap), not a file layout",
+    "kfmt.transforms.cleanup.compaction.offset_map": "MD5 key hashes as two uint64 (SkimpyOffsetMap)",
     "kfmt.partition.broker": "the operating system's struct flock (fcntl F_GETLK), not a file layout",
 }
 BYTE_ORDER_FORMAT = re.compile(r"^[<>=!]\d*[xcbB?hHiIlLqQnNefdspP][0-9xcbB?hHiIlLqQnNefdspP]*$|^[<>=|][biuf][1248]$")
@@ -225,6 +225,7 @@ def test_kernel_sources_take_layouts_from_the_generated_header():
         if source.name == "layout.h" or source.stem in ("md5", "xxh3", "crc", "json_lines"):
             continue  # the header itself; hash functions and JSON escaping, which lay out no Kafka bytes
         text = re.sub(r"/\*.*?\*/|//[^\n]*", lambda m: "\n" * m[0].count("\n"), source.read_text(), flags=re.S)
-        wrong += [f"{source.name} defines {n} again" for n in sorted(set(re.findall(r"^\s*#define (\w+)", text, re.M)) & names)]
+        defined = set(re.findall(r"^\s*#define (\w+)", text, re.M))
+        wrong += [f"{source.name} defines {n} again" for n in sorted(defined & names)]
         wrong += [f"{source.name}:{text.count(chr(10), 0, m.start()) + 1}: {m[0]}" for m in by_number.finditer(text)]
     assert not wrong, "\n".join(wrong)

@@ -79,13 +79,15 @@ PyObject *py_record_hashes_sum(PyObject *self, PyObject *args) {
  * scan reads it): the walk trusts no row it did not check. */
 static int row_describes(const uint8_t *p, const frame *f) {
     int16_t attributes = be16(p + V2_BATCH_ATTRIBUTES_AT);
-    return p[V2_BATCH_MAGIC_AT] == MAGIC_V2 && f->magic == MAGIC_V2 && be64(p + V2_BATCH_BASE_OFFSET_AT) == f->base_offset &&
+    return p[V2_BATCH_MAGIC_AT] == MAGIC_V2 && f->magic == MAGIC_V2 &&
+           be64(p + V2_BATCH_BASE_OFFSET_AT) == f->base_offset &&
            (int64_t)be32(p + V2_BATCH_BATCH_LENGTH_AT) + LOG_OVERHEAD == f->size &&
            be32(p + V2_BATCH_PARTITION_LEADER_EPOCH_AT) == f->partition_leader_epoch &&
            (uint32_t)be32(p + V2_BATCH_CRC_AT) == f->crc && attributes == f->attributes &&
            wrap_add(f->base_offset, be32(p + V2_BATCH_LAST_OFFSET_DELTA_AT)) == f->last_offset &&
            be64(p + V2_BATCH_BASE_TIMESTAMP_AT) == f->base_timestamp &&
-           be64(p + V2_BATCH_MAX_TIMESTAMP_AT) == f->max_timestamp && be64(p + V2_BATCH_PRODUCER_ID_AT) == f->producer_id &&
+           be64(p + V2_BATCH_MAX_TIMESTAMP_AT) == f->max_timestamp &&
+           be64(p + V2_BATCH_PRODUCER_ID_AT) == f->producer_id &&
            be16(p + V2_BATCH_PRODUCER_EPOCH_AT) == f->producer_epoch &&
            be32(p + V2_BATCH_BASE_SEQUENCE_AT) == f->base_sequence &&
            be32(p + V2_BATCH_RECORDS_COUNT_AT) == f->records_count && f->compression == (attributes & CODEC_MASK) &&
@@ -229,8 +231,9 @@ PyObject *py_digest_v2_batches(PyObject *self, PyObject *args) {
         uint64_t batch_lo = 0, batch_hi = 0;
         int64_t batch_first = 0;
         int has_lat = row->timestamp_type == 1;
-        if (!hash_batch_records(p + V2_BATCH_RECORDS_AT, size - V2_BATCH_RECORDS_AT, count, row->base_offset, row->base_timestamp, has_lat,
-                                row->max_timestamp, &scratch, &batch_lo, &batch_hi, &batch_first, &nomem, NULL))
+        if (!hash_batch_records(p + V2_BATCH_RECORDS_AT, size - V2_BATCH_RECORDS_AT, count, row->base_offset,
+                                row->base_timestamp, has_lat, row->max_timestamp, &scratch, &batch_lo, &batch_hi,
+                                &batch_first, &nomem, NULL))
             break;
         uint64_t before = lo;
         lo += batch_lo;

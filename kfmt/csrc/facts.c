@@ -89,11 +89,12 @@ PyObject *py_entry_facts(PyObject *self, PyObject *args) {
             continue;
         }
         if (size < V2_BATCH_OVERHEAD || !v2_row_describes(p, row) || row->compression != 0 ||
-            (row->attributes & ATTR_CONTROL) || crc32c_update(0, p + V2_CRC_FROM, (size_t)(size - V2_CRC_FROM)) != row->crc)
+            (row->attributes & ATTR_CONTROL) ||
+            crc32c_update(0, p + V2_CRC_FROM, (size_t)(size - V2_CRC_FROM)) != row->crc)
             break;
         if (row->records_count == 0) continue; /* an empty batch: decode looks no further */
-        if (!v2_facts(p + V2_BATCH_RECORDS_AT, size - V2_BATCH_RECORDS_AT, row->records_count, row->base_offset, row->base_timestamp,
-                      row->timestamp_type == 1, row->max_timestamp, &a))
+        if (!v2_facts(p + V2_BATCH_RECORDS_AT, size - V2_BATCH_RECORDS_AT, row->records_count, row->base_offset,
+                      row->base_timestamp, row->timestamp_type == 1, row->max_timestamp, &a))
             break;
     }
     Py_END_ALLOW_THREADS

@@ -232,8 +232,8 @@ PyObject *py_frames_describe(PyObject *self, PyObject *args) {
         if (at < 0 || f->size < HEADER_SIZE_UP_TO_MAGIC || at > (int64_t)buf.len - f->size) break;
         const uint8_t *p = d + at;
         int64_t stored = f->magic >= MAGIC_V2 ? f->base_offset : f->last_offset;
-        if (be64(p + LOG_ENTRY_OFFSET_AT) != stored || (int64_t)be32(p + LOG_ENTRY_SIZE_AT) + LOG_OVERHEAD != f->size ||
-            (int8_t)p[LOG_ENTRY_MAGIC_AT] != f->magic)
+        if (be64(p + LOG_ENTRY_OFFSET_AT) != stored ||
+            (int64_t)be32(p + LOG_ENTRY_SIZE_AT) + LOG_OVERHEAD != f->size || (int8_t)p[LOG_ENTRY_MAGIC_AT] != f->magic)
             break;
     }
     PyBuffer_Release(&buf);

@@ -22,9 +22,10 @@ from kfmt.format import layout
 
 HEADER = Path(__file__).resolve().parent.parent / "csrc" / "layout.h"
 # The named facts of kfmt.format.layout the kernels use, under the same names.
-FACTS = ("MAGIC_V0", "MAGIC_V1", "MAGIC_V2", "LOG_OVERHEAD", "HEADER_SIZE_UP_TO_MAGIC", "MAGIC_AT", "MIN_ENTRY_SIZE",
-         "RECORD_OVERHEAD_V0", "RECORD_OVERHEAD_V1", "V2_BATCH_OVERHEAD", "V2_CRC_FROM", "V2_MIN_RECORD_SIZE", "CODEC_MASK", "ATTR_LOG_APPEND_TIME",
-         "ATTR_TRANSACTIONAL", "ATTR_CONTROL", "ATTR_DELETE_HORIZON")
+FACTS = ("MAGIC_V0", "MAGIC_V1", "MAGIC_V2", "LOG_OVERHEAD", "HEADER_SIZE_UP_TO_MAGIC", "MAGIC_AT",
+         "MIN_ENTRY_SIZE", "RECORD_OVERHEAD_V0", "RECORD_OVERHEAD_V1", "V2_BATCH_OVERHEAD", "V2_CRC_FROM",
+         "V2_MIN_RECORD_SIZE", "CODEC_MASK", "ATTR_LOG_APPEND_TIME", "ATTR_TRANSACTIONAL", "ATTR_CONTROL",
+         "ATTR_DELETE_HORIZON")
 
 
 def upper(name: str) -> str:

@@ -1,7 +1,7 @@
 """The declaration of Kafka's layouts (kfmt.format.layout) is the one place the bytes are described:
-the C header the kernels include is generated from it and must be what it generates; docs/format.md's
-tables must say what it says; and kafka-python, a peer implementation, must agree with it on every
-struct, offset, size and attribute bit it has its own constant for."""
+docs/format.md's tables must say what it says, and kafka-python, a peer implementation, must agree
+with it on every struct, offset, size and attribute bit it has its own constant for. (That the C
+header is what it generates, and that nothing else spells a layout: tests/test_architecture.py.)"""
 from __future__ import annotations
 
 import re
@@ -11,23 +11,9 @@ from kafka.record.default_records import ControlRecord, DefaultRecordBase
 from kafka.record.legacy_records import LegacyRecordBase
 from support.corpus import REPO
 
-from kfmt.format import layout, layout_c
+from kfmt.format import layout
 
 DOC = (REPO / "docs" / "format.md").read_text()
-
-
-def test_the_c_header_is_generated_from_the_declaration():
-    assert layout_c.HEADER.read_text() == layout_c.render(), (
-        "kfmt/csrc/layout.h differs from kfmt/format/layout.py: run `python -m kfmt.format.layout_c`")
-
-
-def test_every_kernel_source_includes_the_header_rather_than_restating_it():
-    names = set(re.findall(r"^#define (\w+)", layout_c.render(), re.M))
-    for source in sorted((REPO / "kfmt" / "csrc").glob("*.[ch]")):
-        if source.name == "layout.h":
-            continue
-        redefined = sorted(set(re.findall(r"^\s*#define (\w+)", source.read_text(), re.M)) & names)
-        assert not redefined, f"{source.name} defines {', '.join(redefined)} again"
 
 
 # --- docs/format.md ---

@@ -106,7 +106,8 @@ def offsets_clean(rows: np.ndarray, prev_last: int | None, segment_base: int, fi
         follows[0] = True
     return bool((last >= base).all() and follows.all()
                 and not (first and base[0] < segment_base)
-                and not ((rows["magic"] >= MAGIC_V2) & (rows["partition_leader_epoch"] < NO_PARTITION_LEADER_EPOCH)).any()
+                and not ((rows["magic"] >= MAGIC_V2)
+                         & (rows["partition_leader_epoch"] < NO_PARTITION_LEADER_EPOCH)).any()
                 and (last - segment_base <= INT32_MAX).all())
 
 
