@@ -18,6 +18,10 @@ DEFAULT_OFFSET_MAP_LOAD_FACTOR = 0.9  # log.cleaner.io.buffer.load.factor
 # kafka-dump-log.sh (DumpLogSegments)
 DEFAULT_DUMP_MAX_BYTES = 2**31 - 1  # --max-bytes: Integer.MAX_VALUE
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024  # --max-message-size
+# the Kafka versions whose kafka-dump-log output `kfmt dump --kafka-version` reproduces, oldest
+# first; the newest is the default (docs/dump.md)
+DUMP_KAFKA_VERSIONS = ("3.6", "4.1")
+DEFAULT_DUMP_KAFKA_VERSION = DUMP_KAFKA_VERSIONS[-1]
 
 # kfmt's own: export
 DEFAULT_TARGET_FILE_BYTES = 128 << 20  # Parquet output per file, as spark.sql.files.maxPartitionBytes

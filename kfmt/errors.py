@@ -92,6 +92,20 @@ class KfmtWarning(UserWarning):
     """Something kfmt skipped and says so (the command line prints it as one `kfmt: warning:` line)."""
 
 
+def warned_on_success(fn, *args, **kwargs):
+    """fn(...), the warnings it gives held back until it returns: a refusal (an exception) is one
+    line, not the warnings of what was looked at before it (the links of a directory that turns out
+    not to be a log directory)."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = fn(*args, **kwargs)
+    for w in caught:
+        warnings.warn(w.message, w.category, stacklevel=3)
+    return result
+
+
 class CompressionError(DataError):
     """A compressed payload that its codec cannot decode (or that breaks Kafka's framing rules)."""
 

@@ -1,17 +1,23 @@
-"""kfmt dump: segment, index, snapshot and txn-index files as Kafka 3.6's kafka-dump-log.sh prints them."""
+"""kfmt dump: segment, index, snapshot and txn-index files as Kafka's kafka-dump-log.sh prints them
+(Kafka 4.1's, or 3.6's with --kafka-version 3.6)."""
 from __future__ import annotations
 
 import io
 import sys
 
 from kfmt.cli._common import add_format_argument, add_storage_arguments
-from kfmt.defaults import DEFAULT_DUMP_MAX_BYTES, DEFAULT_MAX_MESSAGE_SIZE
+from kfmt.defaults import (
+    DEFAULT_DUMP_KAFKA_VERSION,
+    DEFAULT_DUMP_MAX_BYTES,
+    DEFAULT_MAX_MESSAGE_SIZE,
+    DUMP_KAFKA_VERSIONS,
+)
 from kfmt.errors import EXIT_DATA, KfmtError, UsageError
 
 NAME = "dump"
 HELP = ("print .log, .index, .timeindex, .snapshot, .txnindex and KRaft .checkpoint files exactly as "
-        "kafka-dump-log.sh (Kafka 3.6) does, internal topics decoded on request (--format json: "
-        "structured)")
+        f"kafka-dump-log.sh (Kafka {DEFAULT_DUMP_KAFKA_VERSION}, or --kafka-version) does, internal topics "
+        "decoded on request (--format json: structured)")
 
 
 def add_arguments(p):
@@ -43,12 +49,26 @@ def add_arguments(p):
                           const="cluster-metadata",
                           help="decode KRaft __cluster_metadata records, in .log segments and "
                                ".checkpoint snapshots (implies --print-data-log)")
+    decoders.add_argument("--share-group-state-decoder", dest="decoder", action="store_const",
+                          const="share-group-state",
+                          help="decode __share_group_state records (Kafka 4.x; implies --print-data-log)")
+    decoders.add_argument("--remote-log-metadata-decoder", dest="decoder", action="store_const",
+                          const="remote-log-metadata",
+                          help="decode __remote_log_metadata records of tiered storage (Kafka 4.x; "
+                               "implies --print-data-log)")
+    p.add_argument("--kafka-version", choices=DUMP_KAFKA_VERSIONS, default=DEFAULT_DUMP_KAFKA_VERSION,
+                   metavar="VERSION",
+                   help="the Kafka version whose kafka-dump-log output to reproduce: "
+                        f"{' or '.join(DUMP_KAFKA_VERSIONS)} (default {DEFAULT_DUMP_KAFKA_VERSION}, the "
+                        "newest); it decides the internal topics' decoded text and the KRaft control "
+                        "records' lines")
     add_format_argument(p)
     add_storage_arguments(p)
 
 
 def run(args) -> int:
     from kfmt.inspect.dump import DumpOptions, dump_files
+    from kfmt.inspect.dump.decoders import decoder_for
     from kfmt.inspect.dump.json_form import JsonSink
     from kfmt.inspect.dump.text import TextSink
     from kfmt.storage.store import parse_storage_options
@@ -63,7 +83,9 @@ def run(args) -> int:
         deep_iteration=args.deep_iteration, print_data_log=args.print_data_log,
         verify_index_only=args.verify_index_only, index_sanity_check=args.index_sanity_check,
         skip_record_metadata=args.skip_record_metadata, max_bytes=args.max_bytes,
-        max_message_size=args.max_message_size, decoder=args.decoder)
+        max_message_size=args.max_message_size, decoder=args.decoder, kafka_version=args.kafka_version)
+    if args.decoder is not None:
+        decoder_for(args.decoder, args.kafka_version)  # a UsageError when that version has no such decoder
     out = _utf8(sys.stdout)
     sink = JsonSink(out, options) if args.format == "json" else TextSink(out, sys.stderr, options)
     try:

@@ -47,7 +47,7 @@ def render(info) -> str:
         f"{name}",
         f"  segments      {info.segments}   ({info.bytes} bytes of .log)",
         f"  offsets       log start {info.log_start_offset}, log end {info.log_end_offset}; "
-        f"records {info.first_offset}..{info.last_offset}",
+        + (f"records {info.first_offset}..{info.last_offset}" if info.first_offset is not None else "no records"),
         f"  records       {info.records} in {info.batches} batches"
         + (f" (+{info.control_records} control)" if info.control_records else ""),
         f"  timestamps    {_when(info.min_timestamp)} .. {_when(info.max_timestamp)}",

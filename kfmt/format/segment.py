@@ -93,12 +93,16 @@ class FrameScanner:
     """
 
     def __init__(self, data, file: str, start: int | None = None, end: int | None = None,
-                 base: int = 0):
+                 base: int = 0, first_rows: int | None = None):
+        """`first_rows`: how many frames the first compiled call frames (default CHUNK_ROWS), doubling
+        up to CHUNK_ROWS after it (a caller that wants the first entries only, as a lookup does,
+        passes 1: framing and converting a whole chunk per lookup made index dumps slow)."""
         self.data = data
         self.file = file
         self.base = base
         self.start = base if start is None else start
         self.end = base + len(data) if end is None else end
+        self.first_rows = first_rows
         self.tail: Tail | None = None
 
     def __iter__(self) -> Iterator[BatchHeader]:
@@ -141,14 +145,16 @@ class FrameScanner:
         formats = registry.get().formats
         magics = _natively_framed(formats)
         previous = None  # last offset of the previous entry of this range
+        limit = self.first_rows or CHUNK_ROWS
         while True:
             if magics:
-                rows, count, pos = native.scan_frames(data, pos, end, self.base, magics, CHUNK_ROWS)
+                rows, count, pos = native.scan_frames(data, pos, end, self.base, magics, limit)
                 if count:
                     rows = np.frombuffer(rows, FRAME_DTYPE, count)
                     yield rows
                     previous = int(rows["last_offset"][-1])
-                    if count == CHUNK_ROWS:
+                    if count == limit:
+                        limit = min(2 * limit, CHUNK_ROWS)
                         continue
             # The Python step: one entry, or the end of the range.
             remaining = end - pos

@@ -47,7 +47,7 @@ class PartitionInfo:
     first_offset: int | None = None  # of the first record
     last_offset: int | None = None  # of the last record
     log_start_offset: int | None = None  # where a broker serves from (PartitionDir.log_start_offset)
-    log_end_offset: int | None = None  # next offset after the last batch
+    log_end_offset: int | None = None  # the last segment's next offset (its base offset when empty)
     min_timestamp: int | None = None  # over records that carry one
     max_timestamp: int | None = None
     census: dict = field(default_factory=dict)  # (magic, codec name) -> FormatCount
@@ -72,12 +72,21 @@ def partition_info(part: PartitionDir, include_deleted: bool = False) -> Partiti
 
 def _partition_info(part: PartitionDir, include_deleted: bool) -> PartitionInfo:
     reader = PartitionReader(part, recover_tail=True)
+    # A partition without segments is loaded as one empty segment at its log start offset (LogLoader
+    # .recoverLog: the checkpoint's entry, else 0): both offsets are that.
+    empty_start = None if part.segments else part.log_start_entry or 0
     info = PartitionInfo(part.topic, part.partition, part.storage.url_of(part.path),
-                         segments=len(part.segments), log_start_offset=part.log_start_offset)
+                         segments=len(part.segments), log_start_offset=part.log_start_offset,
+                         log_end_offset=empty_start)
+    if empty_start is not None:
+        info.log_start_offset = empty_start
     floor = None if include_deleted or info.log_start_offset is None else info.log_start_offset
     counter = _Counter(info, reader, floor)
     for seg in part.segments:
         info.bytes += seg.size
+        # The log end offset is the last segment's next offset, its base offset when it holds no
+        # batch (LogSegment.readNextOffset, UnifiedLog.logEndOffset): set here, raised by its batches.
+        info.log_end_offset = seg.base_offset
         if native is None:
             for header in reader.frames(seg):
                 counter.add_header(seg, header)

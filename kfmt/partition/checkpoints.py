@@ -151,8 +151,12 @@ def read_partition_metadata(text: str, file: str) -> str:
     position_of = [p for p, _ in lines] + [len(text.encode("utf-8"))]
     values = []
     for i, key in enumerate(("version", "topic_id")):
-        line = lines[i][1] if i < len(lines) else None
-        parts = re.split(r":\s+", line, maxsplit=1, flags=re.ASCII) if line is not None else []
+        if i >= len(lines):  # Kafka's reader gets no line (null) and fails: the log is not loaded
+            what = "is empty (0 bytes)" if not text else "ends after its version line"
+            raise DataError(f"partition.metadata {what}: expected a line '{key}: <value>'", file=file,
+                            position=position_of[i])
+        line = lines[i][1]
+        parts = re.split(r":\s+", line, maxsplit=1, flags=re.ASCII)
         if len(parts) != 2 or parts[0] != key:
             raise DataError(f"malformed partition.metadata line {line!r}, expected '{key}: <value>'",
                             file=file, position=position_of[i])

@@ -24,7 +24,7 @@ import re
 import warnings
 from dataclasses import dataclass, field
 
-from kfmt.errors import DataError, KfmtWarning, UsageError
+from kfmt.errors import DataError, KfmtWarning, UsageError, warned_on_success
 from kfmt.storage.manifest import Manifest, find_manifest, own_manifest
 from kfmt.storage.store import FileInfo, Storage
 
@@ -34,13 +34,29 @@ TRANSIT_NAME = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex)\.(swap|cle
 TOPIC_PARTITION = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 # Partition directories a broker renames for deletion, alter-log-dirs or as strays (docs/format.md §1.1): not live.
 SUFFIXED_DIR = re.compile(r"\.[0-9a-f]{32}-(delete|future|stray)$")
-# Directories LogManager skips: the KRaft metadata log and the tiered-storage cache.
-SKIPPED_DIRS = {"__cluster_metadata-0", "remote-log-index-cache"}
+# The tiered-storage index cache, which LogManager skips: not a partition.
+SKIPPED_DIRS = {"remote-log-index-cache"}
+# The KRaft metadata log: LogManager skips it too, but it is a Kafka log all the same, which the raft
+# layer loads itself (KafkaMetadataLog.apply); readers read it like any partition, transforms carry
+# it byte for byte (kfmt.transforms.metadata_log).
+METADATA_LOG_DIR = "__cluster_metadata-0"
+# Its snapshots, `<end offset>-<epoch>.checkpoint` (docs/format.md §1.1), and its vote state.
+KRAFT_SNAPSHOT_NAME = re.compile(r"^\d{20}-\d{10}\.checkpoint$")
+QUORUM_STATE = "quorum-state"
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 PARTITION_METADATA = "partition.metadata"
+# Files only Kafka writes in a partition directory, besides segment files (docs/format.md §1.2).
+PARTITION_FILES = (LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA, QUORUM_STATE)
+# Files a broker keeps in the log directory itself (docs/format.md §1.1, §11): each says the directory
+# is a Kafka log directory, whatever its sub-directories are named. `.lock` is left out: any program
+# may create one.
+CLEAN_SHUTDOWN = ".kafka_cleanshutdown"
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 # In the log directory (the partition directory's parent): the log start offsets DeleteRecords and
 # retention raised (docs/format.md §11.2).
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+LOG_DIR_FILES = ("meta.properties", CLEAN_SHUTDOWN, RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
+                 "replication-offset-checkpoint", "cleaner-offset-checkpoint", "bootstrap.checkpoint")
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
@@ -205,21 +221,42 @@ def relisted(part: PartitionDir) -> PartitionDir:
     return fresh
 
 
+def is_kafka_file(name: str) -> bool:
+    """Whether only Kafka writes a file of this name in a partition directory: a segment file, one
+    in transit, a producer snapshot, a KRaft snapshot, or a partition-level file (docs/format.md §1.2)."""
+    return bool(SEGMENT_NAME.match(name) or TRANSIT_NAME.match(name) or KRAFT_SNAPSHOT_NAME.match(name)
+                or name in PARTITION_FILES)
+
+
+def has_kafka_files(part: PartitionDir) -> bool:
+    return any(is_kafka_file(name) for name in part.files)
+
+
 def is_partition_dir(storage: Storage, path: str, listing: list[FileInfo]) -> bool:
     if any(SEGMENT_NAME.match(i.name) and not i.is_dir for i in listing):
         return True
     # An empty partition directory (no segments yet) still has a partition-like name and no
-    # partition-like children.
+    # partition-like children, nor files of a log directory.
     return (parse_topic_partition(storage.basename(path)) is not None
-            and not any(i.is_dir and parse_topic_partition(i.name) for i in listing))
+            and not any(i.is_dir and parse_topic_partition(i.name) for i in listing)
+            and not any(not i.is_dir and i.name in LOG_DIR_FILES for i in listing))
 
 
 def find_partitions(storage: Storage, path: str, topic: str | None = None,
                     partition: int | None = None) -> list[PartitionDir]:
     """The partitions at PATH: itself if it is a partition directory, else its partition children.
 
-    `topic` is a glob on the topic name; `partition` a partition number.
+    `topic` is a glob on the topic name; `partition` a partition number. A PATH with no file only
+    Kafka writes (no segment, index, snapshot or checkpoint, no meta.properties) is a usage error:
+    directories merely named like partitions (`dbus-1`) do not make a log directory. The warnings
+    of the listing (links skipped, strange children) are given only when PATH is taken: a refusal
+    is one line.
     """
+    return warned_on_success(_find_partitions, storage, path, topic, partition)
+
+
+def _find_partitions(storage: Storage, path: str, topic: str | None,
+                     partition: int | None) -> list[PartitionDir]:
     if not storage.exists(path):
         raise UsageError(f"{storage.url_of(path)}: no such file or directory")
     if not storage.isdir(path):
@@ -232,26 +269,10 @@ def find_partitions(storage: Storage, path: str, topic: str | None = None,
         seen = view.kept + view.missing_dirs
     if is_partition_dir(storage, path, seen):
         parts = [load_partition(storage, path, listing, manifest)]
+        if not has_kafka_files(parts[0]):
+            raise UsageError(f"{storage.url_of(path)}: {NO_KAFKA_FILE}")
     else:
-        parts, strangers = [], []
-        for info in seen:
-            if not info.is_dir or info.name in SKIPPED_DIRS:
-                continue
-            if parse_topic_partition(info.name) is None:
-                if not SUFFIXED_DIR.search(info.name) and not info.name.startswith("_kfmt"):
-                    strangers.append(info)
-                continue
-            parts.append(load_partition(storage, info.path, manifest=manifest))
-        parts.sort(key=lambda p: (p.topic or "", p.partition or 0))
-        if not parts:  # not a log directory at all: one error, not a warning per directory in it
-            raise UsageError(f"{storage.url_of(path)}: no partition directories (<topic>-<partition>) "
-                             f"and no segment files" + (f" ({len(strangers)} other "
-                                                        f"director{'y' if len(strangers) == 1 else 'ies'})"
-                                                        if strangers else ""))
-        for info in strangers:
-            warnings.warn(f"{storage.url_of(info.path)}: not a partition directory "
-                          f"(<topic>-<partition>), which Kafka refuses in a log directory: "
-                          f"skipped", KfmtWarning, stacklevel=2)
+        parts = _log_dir_partitions(storage, path, seen, manifest)
     if topic is not None:
         parts = [p for p in parts if p.topic is not None and fnmatch.fnmatchcase(p.topic, topic)]
     if partition is not None:
@@ -264,6 +285,46 @@ def find_partitions(storage: Storage, path: str, topic: str | None = None,
     for p in parts:
         p.log_start_checkpoint = checkpoint
     return parts
+
+
+NO_KAFKA_FILE = ("no Kafka file here (no segment, index, snapshot or checkpoint file, no meta.properties): "
+                 "not a partition directory or a log directory")
+
+
+def _log_dir_partitions(storage: Storage, path: str, seen: list[FileInfo],
+                        manifest: Manifest | None) -> list[PartitionDir]:
+    """The partition directories of a log directory, refused (one line) when nothing in it is Kafka's:
+    neither a file of the log directory itself (LOG_DIR_FILES) nor a Kafka file in a child."""
+    parts, strangers = [], []
+    for info in seen:
+        if not info.is_dir or info.name in SKIPPED_DIRS:
+            continue
+        if parse_topic_partition(info.name) is None:
+            if not SUFFIXED_DIR.search(info.name) and not info.name.startswith("_kfmt"):
+                strangers.append(info)
+            continue
+        parts.append(load_partition(storage, info.path, manifest=manifest))
+    parts.sort(key=lambda p: (p.topic or "", p.partition or 0))
+    own = [i.name for i in seen if not i.is_dir and i.name in LOG_DIR_FILES]
+    if not own and not any(has_kafka_files(p) for p in parts):
+        # not a log directory at all: one error, not a warning per directory in it
+        named = (f" ({_count(len(parts), 'directory')} named like partitions, with no Kafka file: "
+                 f"{', '.join(p.name for p in parts[:3])}{', ...' if len(parts) > 3 else ''})" if parts else
+                 f" ({_count(len(strangers), 'other directory')})" if strangers else "")
+        raise UsageError(f"{storage.url_of(path)}: {NO_KAFKA_FILE}{named}")
+    if not parts:
+        raise UsageError(f"{storage.url_of(path)}: a Kafka log directory ({', '.join(own)}) without "
+                         f"partition directories (<topic>-<partition>)")
+    for info in strangers:
+        warnings.warn(f"{storage.url_of(info.path)}: not a partition directory "
+                      f"(<topic>-<partition>), which Kafka refuses in a log directory: "
+                      f"skipped", KfmtWarning, stacklevel=3)
+    return parts
+
+
+def _count(n: int, noun: str) -> str:
+    plural = noun[:-1] + "ies" if noun.endswith("y") else noun + "s"
+    return f"{n} {noun if n == 1 else plural}"
 
 
 class LogStartCheckpoint:
@@ -300,6 +361,15 @@ def log_start_entries(storage: Storage, log_dir: str) -> dict[tuple[str, int], i
     except (OSError, PermissionError):  # a parent directory the user may not list (a bucket's root)
         pass
     return {}
+
+
+def metadata_log(storage: Storage, log_dir: str) -> PartitionDir | None:
+    """The KRaft metadata log of a log directory, whatever a --topic/--partition selection took
+    (transforms carry it whole: kfmt.transforms.metadata_log); None when there is none."""
+    path = storage.join(log_dir, METADATA_LOG_DIR)
+    if not storage.exists(path) or not storage.isdir(path):
+        return None
+    return load_partition(storage, path, manifest=find_manifest(storage, log_dir, storage.listdir(log_dir)))
 
 
 def is_log_dir(parts: list[PartitionDir], storage: Storage, path: str) -> bool:

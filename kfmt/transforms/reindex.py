@@ -20,6 +20,8 @@ Log-directory files (docs/format.md §11), for a log-directory SRC:
   byte for byte when none is dropped). Offsets do not change, so their values stay valid; the log
   start offsets must not be lost (a lost one re-exposes deleted records), and they also decide which
   snapshots and leader epochs recovery keeps, so they are given to the companion builder.
+* `bootstrap.checkpoint` and the KRaft metadata log `__cluster_metadata-0/` are copied byte for byte
+  (kfmt.transforms.metadata_log).
 * `.kafka_cleanshutdown` is not copied: without it a broker recovers the directory on first load,
   validating every batch and rebuilding these same files (docs/format.md §17 item 9) instead of trusting them.
   `.lock` and anything else are left out too; the report lists what was skipped.
@@ -53,9 +55,11 @@ from kfmt.pipelines.engine import Engine, choose_engine, is_process_local
 from kfmt.pipelines.runner import run_tasks
 from kfmt.storage.staging import StagedOutput, StagingTarget
 from kfmt.storage.store import Storage, open_storage
+from kfmt.transforms.metadata_log import BOOTSTRAP_CHECKPOINT, BOOTSTRAP_REASON, CARRIED, metadata_log_files
+from kfmt.transforms.metadata_log import split_metadata_log
 from kfmt.transforms.report import REPORT_NAME, make_report, report_bytes
 
-COPIED_LOG_DIR_FILES = ("meta.properties",)
+COPIED_LOG_DIR_FILES = ("meta.properties", BOOTSTRAP_CHECKPOINT)
 OFFSET_CHECKPOINTS = ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
                       "replication-offset-checkpoint", "cleaner-offset-checkpoint")
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
@@ -132,13 +136,20 @@ def _skipped_files(part: PartitionDir) -> list[str]:
     return out
 
 
-def _log_dir_files(storage: Storage, path: str, parts: list[PartitionDir]) -> list[LogDirFile]:
+def _log_dir_files(storage: Storage, path: str, parts: list[PartitionDir],
+                   metadata: PartitionDir | None = None) -> list[LogDirFile]:
+    """What becomes of each entry of SRC's log directory besides the partitions transformed (the
+    KRaft metadata log `metadata`, when selected, is carried file by file: kfmt.transforms.metadata_log)."""
     names = {p.name for p in parts}
     out = []
     for info in storage.listdir(path):
         if info.is_dir:
-            if info.name not in names:
+            if metadata is not None and info.name == metadata.name:
+                out += [LogDirFile(rel, "copy", CARRIED) for rel in metadata_log_files(metadata)]
+            elif info.name not in names:
                 out.append(LogDirFile(info.name + "/", "skip", "not a selected partition directory"))
+        elif info.name == BOOTSTRAP_CHECKPOINT:
+            out.append(LogDirFile(info.name, "copy", BOOTSTRAP_REASON))
         elif info.name in COPIED_LOG_DIR_FILES:
             out.append(LogDirFile(info.name, "copy", "the broker and cluster identity of the log directory"))
         elif info.name in OFFSET_CHECKPOINTS:
@@ -174,10 +185,11 @@ def plan_reindex(src_storage: Storage, src_path: str, dst_storage: Storage, dst_
                  topic: str | None = None, partition: int | None = None) -> DirectoryPlan:
     parts, source, destination, log_dir = source_partitions(src_storage, src_path, dst_storage, dst_path,
                                                             topic, partition)
+    parts, metadata = split_metadata_log(parts, log_dir, src_storage, src_path)
     log_starts: dict = {}
     log_dir_files: list[LogDirFile] = []
     if log_dir:
-        log_dir_files = _log_dir_files(src_storage, src_path, parts)
+        log_dir_files = _log_dir_files(src_storage, src_path, parts, metadata)
         checkpoint = src_storage.join(src_path, LOG_START_OFFSET_CHECKPOINT)
         if src_storage.exists(checkpoint):
             log_starts = read_offset_checkpoint(_text(src_storage, checkpoint),

@@ -1,10 +1,11 @@
-"""Kafka's internal topics: `kfmt dump --offsets-decoder / --transaction-log-decoder /
---cluster-metadata-decoder` and `kfmt offsets`.
+"""Kafka 3.6's internal topics: `kfmt dump --kafka-version 3.6 --offsets-decoder /
+--transaction-log-decoder / --cluster-metadata-decoder` and `kfmt offsets`.
 
 Truth: the realkafka corpus' `_internal/` part, written by a real Kafka 3.6.0 broker (its README
 says what each scenario did): kafka-dump-log's own output for every internal-topic segment and
 KRaft snapshot with the matching decoder, AdminClient's committed offsets (`final-offsets.json`) and
-kafka-consumer-groups' view, for the main run and for a compacted run of the same scenario.
+kafka-consumer-groups' view, for the main run and for a compacted run of the same scenario. Kafka
+4.x's topics are tests/inspect/test_internal_topics_4x.py's.
 """
 from __future__ import annotations
 
@@ -55,7 +56,8 @@ CASES = dump_cases()
 
 def _dump(monkeypatch, part: str, name: str, *args):
     monkeypatch.chdir(INTERNAL / part)
-    return run_kfmt("dump", *args, "--deep-iteration", "--print-data-log", "--files", name)
+    return run_kfmt("dump", *args, "--kafka-version", "3.6", "--deep-iteration", "--print-data-log",
+                    "--files", name)
 
 
 def _gap_blocks(text: str) -> list[tuple[str, ...]]:
@@ -282,7 +284,8 @@ def test_offsets_agree_with_kafka_consumer_groups(realkafka):
 def test_aborted_and_deleted_commits_are_in_the_log(realkafka, monkeypatch):
     """What kfmt offsets must leave out is there to leave out."""
     monkeypatch.chdir(INTERNAL / "__consumer_offsets-0")
-    result = run_kfmt("dump", "--offsets-decoder", *sorted(p.name for p in Path(".").glob("*.log")))
+    result = run_kfmt("dump", "--kafka-version", "3.6", "--offsets-decoder",
+                      *sorted(p.name for p in Path(".").glob("*.log")))
     assert "metadata=txn-ABORTED-must-not-count" in result.out
     assert "endTxnMarker: ABORT" in result.out
     assert "key: group_metadata::group=shop-dev-g4 payload: <DELETE>" in result.out
@@ -395,7 +398,8 @@ def test_json_form_decodes_the_kraft_leader_change(realkafka, monkeypatch):
     status = (INTERNAL / "__cluster_metadata-0.truth" / "quorum.status.txt").read_text("utf-8")
     leader = int(re.search(r"^LeaderId:\s+(\d+)", status, re.M)[1])
     monkeypatch.chdir(INTERNAL / "__cluster_metadata-0")
-    result = run_kfmt("dump", "--deep-iteration", "--format", "json", "00000000000000000000.log")
+    result = run_kfmt("dump", "--kafka-version", "3.6", "--deep-iteration", "--format", "json",
+                      "00000000000000000000.log")
     controls = [r["control"] for line in result.lines for r in json.loads(line).get("records", [])
                 if "control" in r]
     assert controls[0] == {"type": "LEADER_CHANGE", "typeId": 2, "record": {
@@ -434,8 +438,8 @@ def test_damaged_records_fail_cleanly(data):
     else:
         raw += data.draw(st.binary(min_size=1, max_size=8))
     key, value = (bytes(raw), value) if target == "key" else (key, bytes(raw))
-    parse = DECODERS[{"__consumer_offsets": "offsets", "__transaction_state": "transaction-log",
-                      "__cluster_metadata": "cluster-metadata"}[topic]]
+    parse = DECODERS["3.6"][{"__consumer_offsets": "offsets", "__transaction_state": "transaction-log",
+                             "__cluster_metadata": "cluster-metadata"}[topic]]
     try:
         decoded = parse(key, value, 5)
     except DataError:

@@ -24,6 +24,7 @@ from support.export_truth import (
     read_dataset,
     truth,
 )
+from support.kafka_dirs import empty_partition
 from support.spark_session import (
     read_all,
     reader,
@@ -177,8 +178,8 @@ def test_a_missing_path_is_named(tmp_path):
         reader(tmp_path / "nope").partitions()
 
 
-def test_an_empty_log_directory_reads_nothing(tmp_path):
-    (tmp_path / "empty-0").mkdir()
+def test_an_empty_partition_reads_nothing(tmp_path):
+    empty_partition(tmp_path / "empty-0")  # a 0-byte segment: a partition no record was ever written to
     rows, units = read_all(tmp_path)
     assert rows.num_rows == 0 and len(units) == 1
 

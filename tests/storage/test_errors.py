@@ -87,13 +87,13 @@ def test_a_directory_without_partitions_is_a_usage_error_for_every_command(tmp_p
     args = [str(dst) if a == "DST" else a for a in command[1:]]
     if command[0] not in ("cat", "info", "verify", "salvage", "reindex", "archive"):
         args += ["--master", "inprocess"]
-    one_error_line(kfmt(command[0], src, *args), 2, str(src), "no partition directories")
+    one_error_line(kfmt(command[0], src, *args), 2, str(src), "no Kafka file here")
     assert not dst.exists()
 
 
 def test_an_empty_directory_and_a_missing_path_are_usage_errors(tmp_path):
     (tmp_path / "empty").mkdir()
-    one_error_line(kfmt("verify", tmp_path / "empty"), 2, str(tmp_path / "empty"), "no partition directories")
+    one_error_line(kfmt("verify", tmp_path / "empty"), 2, str(tmp_path / "empty"), "no Kafka file here")
     one_error_line(kfmt("cat", tmp_path / "missing"), 2, str(tmp_path / "missing"), "no such file or directory")
 
 

@@ -18,6 +18,7 @@ from concurrent.futures import ProcessPoolExecutor
 import pytest
 from support.consumer_truth import consumer_truth, records_of
 from support.corpus import REALKAFKA
+from support.kafka_dirs import empty_partition
 from support.trees import run_writer, tree_state
 
 from kfmt.errors import KfmtError, UsageError
@@ -148,18 +149,19 @@ def test_leftovers_of_a_dead_run_are_removed_by_the_next_run(store):
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True).stdout.strip()
     out = StagedOutput(storage, dst)
-    out.write("partial.log", b"half")
+    out.write("00000000000000000007.log", b"half")  # named as Kafka names segments: a partition
     owner = dict(out._owner, pid=int(dead))  # as if that (now dead) process had started the run
     if storage.atomic_rename:
         storage.write(storage.join(out.root, "_kfmt_staging.json"), json.dumps(owner).encode())
     else:
         storage.write(out._claim, json.dumps(owner).encode())
     with StagedOutput(storage, dst) as again:
-        again.write("complete.log", b"whole")
+        again.write("00000000000000000000.log", b"whole")
     [part] = find_partitions(storage, dst)
-    assert sorted(part.files) == ["complete.log"]
+    assert sorted(part.files) == ["00000000000000000000.log"]
     assert [i.name for i in storage.listdir(root)] == ["t-0"]
-    assert sorted(f.path for f in storage.walk(root)) == sorted([storage.join(dst, "complete.log")] + (
+    segment = storage.join(dst, "00000000000000000000.log")
+    assert sorted(f.path for f in storage.walk(root)) == sorted([segment] + (
         [] if storage.atomic_rename else [storage.join(dst, MANIFEST)]))
 
 
@@ -301,7 +303,7 @@ def test_a_killed_run_leaves_no_output_and_the_source_untouched_and_a_rerun_succ
     before = tree_state(source_copy.parent)
     logdir = tmp_path / "logs"
     logdir.mkdir()
-    (logdir / "other-0").mkdir()  # a partition already there, beside the destination
+    empty_partition(logdir / "other-0")  # a partition already there, beside the destination
     dst = logdir / "v2-none-0"
     run_writer(str(source_copy), str(dst), pause_after=40, kill=True)
     assert not dst.exists()

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.cli import run_kfmt
 from support.corpus import REAL_DIRS, REALKAFKA
+from support.kafka_dirs import file_states
 from support.reindex_truth import COMPANION, companions, index_interval, rebuild_now_ms, truth_digest
 
 from kfmt.format import segment
@@ -121,7 +122,9 @@ def test_log_directory_with_several_partitions(log_dir, tmp_path):
     assert result.code == 0, result.err
     out = tmp_path / "out"
     names = ["compact-v1-gzip-0", "txn-v2-none-0", "v0-lz4-0", "v2-gzip-0"]
-    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == names
+    # the KRaft metadata log is carried as it is, never reindexed (kfmt.transforms.metadata_log)
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["__cluster_metadata-0", *names]
+    assert file_states(out / "__cluster_metadata-0") == file_states(log_dir / "__cluster_metadata-0")
     for name in names:
         assert companions(out / name) == companions(REALKAFKA / f"{name}.truth" / "rebuilt")
     assert (out / "meta.properties").read_bytes() == (log_dir / "meta.properties").read_bytes()
@@ -141,7 +144,9 @@ def test_log_directory_with_several_partitions(log_dir, tmp_path):
 def test_topic_and_partition_narrow_a_log_directory(log_dir, tmp_path):
     result = reindex(log_dir, tmp_path / "v2", "--topic", "v2-*")
     assert result.code == 0, result.err
-    assert sorted(p.name for p in (tmp_path / "v2").iterdir() if p.is_dir()) == ["v2-gzip-0"]
+    # the KRaft metadata log is the node's, not a topic's: carried whatever --topic selects
+    dirs = sorted(p.name for p in (tmp_path / "v2").iterdir() if p.is_dir())
+    assert dirs == ["__cluster_metadata-0", "v2-gzip-0"]
     recovery = read_offset_checkpoint((tmp_path / "v2" / "recovery-point-offset-checkpoint").read_text(), "")
     assert recovery == {("v2-gzip", 0): 500}
     result = reindex(log_dir, tmp_path / "none", "--partition", 1)

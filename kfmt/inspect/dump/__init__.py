@@ -1,4 +1,5 @@
-"""`kfmt dump`: files printed exactly as Kafka 3.6's kafka-dump-log.sh prints them (docs/format.md §15).
+"""`kfmt dump`: files printed exactly as Kafka's kafka-dump-log.sh prints them, Kafka 4.1's or 3.6's
+(DumpOptions.kafka_version; docs/format.md §15).
 
     dump_files(["00000000000000000000.log", ...], DumpOptions(deep_iteration=True), sink)
 
@@ -31,8 +32,11 @@ def dump_files(files: list[str], options: DumpOptions, sink: Sink,
     data that Kafka's tool reports and goes on from (a corrupt snapshot); bad data it throws on
     raises DataError, ending the run there as it ends Kafka's."""
     clean = True
-    for arg in files:
-        target = DumpTarget.open(arg, storage_options or {})
+    targets = [DumpTarget.open(arg, storage_options or {}) for arg in files]
+    for target in targets:  # a directory is no file Kafka's tool can dump: refused before any output
+        if target.storage.exists(target.path) and target.storage.isdir(target.path):
+            target.require()
+    for target in targets:
         sink.begin_file(target)
         dumper = DUMPERS.get(target.suffix)
         if dumper is None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kfmt.defaults import DEFAULT_DUMP_MAX_BYTES, DEFAULT_MAX_MESSAGE_SIZE
+from kfmt.defaults import DEFAULT_DUMP_KAFKA_VERSION, DEFAULT_DUMP_MAX_BYTES, DEFAULT_MAX_MESSAGE_SIZE
 from kfmt.errors import DataError, UsageError
 from kfmt.format.model import BatchHeader, LegacyMessageInfo
 from kfmt.inspect.dump.java_output import (
@@ -34,9 +34,11 @@ class DumpOptions:
     skip_record_metadata: bool = False
     max_bytes: int = DEFAULT_DUMP_MAX_BYTES
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
-    # "offsets", "transaction-log" or "cluster-metadata" (kfmt.inspect.dump.decoders); like Kafka's
-    # decoder flags it implies print_data_log
+    # "offsets", "transaction-log", "cluster-metadata", "share-group-state" or "remote-log-metadata"
+    # (kfmt.inspect.dump.decoders); like Kafka's decoder flags it implies print_data_log
     decoder: str | None = None
+    # the Kafka version whose kafka-dump-log output is reproduced (kfmt.defaults.DUMP_KAFKA_VERSIONS)
+    kafka_version: str = DEFAULT_DUMP_KAFKA_VERSION
 
     def __post_init__(self):
         if self.decoder is not None and not self.print_data_log:
@@ -127,12 +129,13 @@ class DumpTarget:
 
 @dataclass(frozen=True, slots=True)
 class ControlInfo:
-    """What a control record says, as Kafka 3.6 names it."""
+    """What a control record says, as the reproduced Kafka version names it (control_records.py)."""
 
     type_id: int
-    type_name: str  # ABORT, COMMIT, LEADER_CHANGE, SNAPSHOT_HEADER, SNAPSHOT_FOOTER or UNKNOWN
+    type_name: str  # ABORT, COMMIT, LEADER_CHANGE, SNAPSHOT_HEADER, ... or UNKNOWN
     coordinator_epoch: int | None = None  # ABORT / COMMIT
-    json: str | None = None  # SNAPSHOT_HEADER / SNAPSHOT_FOOTER, as Kafka's JSON converters write it
+    json: str | None = None  # a KRaft record, as Kafka's JSON converters write it
+    label: str | None = None  # the text the tool prints before `json`, when it prints it
 
 
 @dataclass(slots=True)

@@ -1,11 +1,15 @@
-"""The committed offsets of every consumer group, from a copy of `__consumer_offsets`.
+"""The committed offsets of every group, from a copy of `__consumer_offsets`.
 
 Replays each partition of the topic the way a broker's group coordinator loads it when it becomes
-the partition's leader (GroupMetadataManager.doLoadGroupsAndOffsets):
+the partition's leader (Kafka 3.6's GroupMetadataManager.doLoadGroupsAndOffsets, 4.x's
+GroupCoordinatorShard.replay):
 
-* records in offset order; an offset commit (key version 0/1) replaces the group/topic/partition's
-  offset, its tombstone deletes it; a group metadata record (key version 2) sets the group, its
-  tombstone deletes the group (its offsets go only by their own tombstones, which Kafka writes);
+* records in offset order; an offset commit (record type 0/1) replaces the group/topic/partition's
+  offset, its tombstone deletes it; a group's own record (type 2 for a classic group, 3 for a
+  consumer group of KIP-848, 11 for a share group, 17 for a streams group) says what kind of group
+  it is, its tombstone deletes the group (its offsets go only by their own tombstones, which Kafka
+  writes); a group that only commits (assign() and commitSync) is a classic group, as Kafka says;
+  the other record types (members, assignments, ...) are read, which checks them, and not needed;
 * offset commits in transactional batches (TxnOffsetCommit, KIP-98) wait, per producer, for that
   producer's end-transaction marker: COMMIT applies them, unless a commit already loaded came from
   a later batch; ABORT drops them; with no marker yet (an open transaction) they do not count;
@@ -20,11 +24,15 @@ from dataclasses import dataclass, field
 
 from kfmt.errors import DataError
 from kfmt.format.control import ControlType, control_type
-from kfmt.inspect.dump.decoders.offsets import read_group_value, read_key, read_offset_value
+from kfmt.inspect.dump.decoders.coordinator import GROUP_RECORDS, UnknownRecordType, read_record
+from kfmt.inspect.dump.decoders.schemas_group_kinds import GROUP_KIND_OF_TYPE
 from kfmt.partition.layout import PartitionDir
 from kfmt.partition.reader import PartitionReader
 
 NO_EPOCH = -1
+OFFSET_COMMIT_TYPES = (0, 1)
+SHARE_GROUP_STATE_PARTITION_METADATA = 15  # names the topics of a share group's state
+CLASSIC = "classic"
 
 
 @dataclass
@@ -37,34 +45,27 @@ class CommittedOffset:
     metadata: str
     commit_timestamp: int
     expire_timestamp: int | None
-    log_partition: int | None  # the __consumer_offsets partition holding the commit
+    log_partition: int | None  # the __consumer_offsets (share group: __share_group_state) partition
     log_offset: int  # the commit record's offset there
     batch_offset: int  # its batch's base offset (Kafka orders transactional commits by it)
     transactional: bool = False
+    group_type: str = CLASSIC  # classic, consumer, share or streams
+    log_topic: str = "__consumer_offsets"
 
     def to_json(self) -> dict:
         return {"group": self.group, "topic": self.topic, "partition": self.partition,
                 "offset": self.offset, "leaderEpoch": self.leader_epoch, "metadata": self.metadata,
                 "commitTimestamp": self.commit_timestamp, "expireTimestamp": self.expire_timestamp,
                 "transactional": self.transactional,
-                "logPartition": self.log_partition, "logOffset": self.log_offset}
-
-
-@dataclass
-class GroupInfo:
-    """A group's last metadata record (classic groups; simple groups that only commit have none)."""
-
-    group: str
-    protocol_type: str
-    protocol: str | None
-    generation: int
-    members: int
+                "logPartition": self.log_partition, "logOffset": self.log_offset,
+                "groupType": self.group_type, "logTopic": self.log_topic}
 
 
 @dataclass
 class GroupOffsets:
     offsets: dict[tuple[str, str, int], CommittedOffset] = field(default_factory=dict)
-    groups: dict[str, GroupInfo] = field(default_factory=dict)
+    groups: dict[str, str] = field(default_factory=dict)  # group -> its kind, from its last own record
+    topic_names: dict[bytes, str] = field(default_factory=dict)  # topic id -> name (share groups' records)
     deleted_groups: set[str] = field(default_factory=set)  # tombstoned and not re-created
     open_transactions: dict[int, int] = field(default_factory=dict)  # producer id -> pending commits
 
@@ -74,6 +75,7 @@ class GroupOffsets:
     def merge(self, other: "GroupOffsets") -> None:
         self.offsets.update(other.offsets)
         self.groups.update(other.groups)
+        self.topic_names.update(other.topic_names)
         self.deleted_groups |= other.deleted_groups
         for pid, n in other.open_transactions.items():
             self.open_transactions[pid] = self.open_transactions.get(pid, 0) + n
@@ -114,37 +116,40 @@ def _replay(state: GroupOffsets, pending: dict, part: PartitionDir, h, offset: i
             key: bytes | None, value: bytes | None) -> None:
     if key is None:
         raise DataError("a __consumer_offsets record without a key")
-    kind, _version, k = read_key(key)
-    if kind == "offset_commit":
+    try:
+        record_type, k, _version, v = read_record(GROUP_RECORDS, key, value)
+    except UnknownRecordType:
+        return  # a newer coordinator's record: skipped, as the loader skips it
+    if record_type in OFFSET_COMMIT_TYPES:
         gtp = (k["group"], k["topic"], k["partition"])
         target = pending.setdefault(h.producer_id, {}) if h.is_transactional else None
-        if value is None:
+        if v is None:
             if target is not None:
                 target.pop(gtp, None)
             else:
                 state.offsets.pop(gtp, None)
             return
-        _v, v = read_offset_value(value)
+        expire = v.get("expireTimestamp", -1)
         commit = CommittedOffset(
             k["group"], k["topic"], k["partition"], v["offset"],
-            None if v["leaderEpoch"] == NO_EPOCH else v["leaderEpoch"], v["metadata"],
-            v["commitTimestamp"], None if v["expireTimestamp"] == -1 else v["expireTimestamp"],
+            None if v.get("leaderEpoch", NO_EPOCH) == NO_EPOCH else v["leaderEpoch"], v["metadata"],
+            v["commitTimestamp"], None if expire == -1 else expire,
             part.partition, offset, h.base_offset, h.is_transactional)
         if target is not None:
             target[gtp] = commit
         else:
             state.offsets[gtp] = commit
-    elif kind == "group_metadata":
-        group = k["group"]
-        if value is None:
+    elif record_type in GROUP_KIND_OF_TYPE:
+        group = k.get("group", k.get("groupId"))
+        if v is None:
             state.groups.pop(group, None)
             state.deleted_groups.add(group)
             return
-        _v, g = read_group_value(value)
         state.deleted_groups.discard(group)
-        state.groups[group] = GroupInfo(group, g["protocolType"], g["protocol"], g["generation"],
-                                        len(g["members"]))
-    # other key versions (newer coordinators' records): skipped, as a 3.6 broker skips them
+        state.groups[group] = GROUP_KIND_OF_TYPE[record_type]
+    elif record_type == SHARE_GROUP_STATE_PARTITION_METADATA and v is not None:
+        for topic in v["initializingTopics"] + v["initializedTopics"] + v["deletingTopics"]:
+            state.topic_names[topic["topicId"]] = topic["topicName"]
 
 
 def load_group_offsets(parts: list[PartitionDir]) -> GroupOffsets:
@@ -154,4 +159,6 @@ def load_group_offsets(parts: list[PartitionDir]) -> GroupOffsets:
     # a group deleted in one partition cannot live in another (a group has one partition), but
     # a group with offsets left is shown with them, as the broker would load it
     total.deleted_groups -= {o.group for o in total.offsets.values()} | set(total.groups)
+    for commit in total.offsets.values():
+        commit.group_type = total.groups.get(commit.group, CLASSIC)
     return total

@@ -113,7 +113,7 @@ def dump_offset_index(target: DumpTarget, options: DumpOptions, sink: Sink) -> N
         if offset == base and slot > 0:
             return  # the zero-filled tail of a preallocated index
         end = _slice_end(position, len(log_data), options.max_message_size, log)
-        first = next(kafka_frames(log_data, log, position, end), None)
+        first = next(kafka_frames(log_data, log, position, end, first_rows=1), None)
         if first is None and slot == 0 and not any(index.data):
             # a running broker's new active segment: its index preallocated, nothing in it yet, and
             # no complete batch in the log (Kafka's tool fails on `.head` of no batches here)
@@ -161,8 +161,8 @@ def dump_time_index(target: DumpTarget, options: DumpOptions, sink: Sink) -> Non
             return  # the zero-filled tail of a preallocated index
         position = lookup_position(offsets, offset)
         end = _slice_end(position, len(log_data), len(log_data), log)
-        batch = next((h for h in kafka_frames(log_data, log, position, end) if h.last_offset >= offset),
-                     None)
+        frames = kafka_frames(log_data, log, position, end, first_rows=1)
+        batch = next((h for h in frames if h.last_offset >= offset), None)
         if batch is None:
             sink.offset_not_found(target, offset, -1)
         elif batch.last_offset != offset:

@@ -15,28 +15,25 @@ from typing import Iterator
 from kfmt.defaults import DEFAULT_DUMP_MAX_BYTES
 from kfmt.errors import DataError
 from kfmt.format import segment
-from kfmt.format.control import ControlType, control_type, control_type_id, end_txn_marker
 from kfmt.format.layout import HEADER_SIZE_UP_TO_MAGIC, MAGIC_V2, MIN_ENTRY_SIZE
 from kfmt.format.message_formats import LENIENT
 from kfmt.format.model import NO_SEQUENCE, Batch, BatchHeader, increment_sequence
 from kfmt.format.segment import FrameScanner
 from kfmt.inspect.dump import text_blocks
-from kfmt.inspect.dump.common import BatchView, ControlInfo, DumpOptions, DumpRecord, DumpTarget, Sink
-from kfmt.inspect.dump.decoders import DECODERS, jackson
-from kfmt.inspect.dump.decoders.protocol import message_json, read_message
-from kfmt.inspect.dump.decoders.schemas_control import LEADER_CHANGE, SNAPSHOT_FOOTER, SNAPSHOT_HEADER
+from kfmt.inspect.dump.common import BatchView, DumpOptions, DumpRecord, DumpTarget, Sink
+from kfmt.inspect.dump.control_records import control_info
+from kfmt.inspect.dump.decoders import decoder_for
 from kfmt.plugin import registry
 
-# The control record types Kafka 3.6 knows (ControlRecordType); later types print as UNKNOWN.
-KAFKA_36_CONTROL_TYPES = {ControlType.ABORT, ControlType.COMMIT, ControlType.LEADER_CHANGE,
-                          ControlType.SNAPSHOT_HEADER, ControlType.SNAPSHOT_FOOTER}
 KRAFT_SNAPSHOT_NAME = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
 BOOTSTRAP_SNAPSHOT_NAME = "bootstrap.checkpoint"
 
 
-def kafka_frames(data, target: DumpTarget, start: int, end: int) -> Iterator[BatchHeader]:
-    """The entries of data[start:end] as Kafka's file reader sees them; raises where it throws."""
-    scanner = FrameScanner(data, target.display, start, end)
+def kafka_frames(data, target: DumpTarget, start: int, end: int,
+                 first_rows: int | None = None) -> Iterator[BatchHeader]:
+    """The entries of data[start:end] as Kafka's file reader sees them; raises where it throws.
+    `first_rows`: as FrameScanner's (1 for a lookup that stops after the first entries)."""
+    scanner = FrameScanner(data, target.display, start, end, first_rows=first_rows)
     yield from scanner
     tail = scanner.tail
     if tail.kind == "zeros" and tail.length > HEADER_SIZE_UP_TO_MAGIC:
@@ -133,7 +130,8 @@ def _describe(target: DumpTarget, sink: Sink) -> None:
 def dump_records(batch: Batch, target: DumpTarget, options: DumpOptions) -> Iterator[DumpRecord]:
     """The records of a decoded batch with the facts kafka-dump-log prints about each."""
     h = batch.header
-    decoder = DECODERS[options.decoder] if options.decoder and options.print_data_log else None
+    decoder = (decoder_for(options.decoder, options.kafka_version)
+               if options.decoder and options.print_data_log else None)
     cols = batch.records.to_pydict()
     for i, (offset, timestamp, key, value, headers) in enumerate(zip(
             cols["offset"], cols["timestamp"], cols["key"], cols["value"], cols["headers"])):
@@ -149,7 +147,7 @@ def dump_records(batch: Batch, target: DumpTarget, options: DumpOptions) -> Iter
         # Kafka parses the control record only to print its metadata
         if h.is_control and not options.skip_record_metadata:
             try:
-                record.control = control_info(key, value)
+                record.control = control_info(key, value, options.kafka_version)
             except DataError as err:
                 raise err.located(file=target.display, base_position=h.position, offset=offset)
         # ... and hands only data records to the decoder, only when it prints their contents
@@ -159,31 +157,3 @@ def dump_records(batch: Batch, target: DumpTarget, options: DumpOptions) -> Iter
             except DataError as err:
                 raise err.located(file=target.display, base_position=h.position, offset=offset)
         yield record
-
-
-def control_info(key: bytes | None, value: bytes | None) -> ControlInfo:
-    kind = control_type(key)
-    type_id = control_type_id(key)
-    name = kind.name if kind in KAFKA_36_CONTROL_TYPES else "UNKNOWN"
-    if kind in (ControlType.ABORT, ControlType.COMMIT):
-        _version, coordinator_epoch = end_txn_marker(value)
-        return ControlInfo(type_id, name, coordinator_epoch=coordinator_epoch)
-    if kind in (ControlType.SNAPSHOT_HEADER, ControlType.SNAPSHOT_FOOTER):
-        # ControlRecordUtils reads them at the only version Kafka 3.6 knows, 0
-        schema = SNAPSHOT_HEADER if kind == ControlType.SNAPSHOT_HEADER else SNAPSHOT_FOOTER
-        fields = read_message(schema, _value(value), 0, f"{name.lower().replace('_', ' ')} record")
-        return ControlInfo(type_id, name, json=jackson.write(message_json(schema, fields, 0)))
-    if kind == ControlType.LEADER_CHANGE:
-        # not parsed by Kafka's dump (so a bad one is no error); the JSON form shows it decoded
-        try:
-            fields = read_message(LEADER_CHANGE, _value(value), 0, "leader change record")
-        except DataError:
-            return ControlInfo(type_id, name)
-        return ControlInfo(type_id, name, json=jackson.write(message_json(LEADER_CHANGE, fields, 0)))
-    return ControlInfo(type_id, name)
-
-
-def _value(value: bytes | None) -> bytes:
-    if value is None:
-        raise DataError("control record without a value")
-    return value

@@ -1,4 +1,4 @@
-"""kafka-dump-log's own text (Kafka 3.6, docs/format.md §15.2), line for line.
+"""kafka-dump-log's own text (Kafka 3.6 and 4.1, docs/format.md §15.2), line for line.
 
 stdout gets the lines as the tool prints them, payloads decoded as Java decodes them and printed raw
 (values with newlines span lines). stderr gets what the tool prints there, in its order: "Ignoring
@@ -75,10 +75,8 @@ def control_text(record: DumpRecord) -> str:
     c = record.control
     if c.coordinator_epoch is not None:
         return f" endTxnMarker: {c.type_name} coordinatorEpoch: {c.coordinator_epoch}"
-    if c.type_name == "SNAPSHOT_HEADER":
-        return f" SnapshotHeader {c.json}"
-    if c.type_name == "SNAPSHOT_FOOTER":
-        return f" SnapshotFooter {c.json}"
+    if c.label is not None:
+        return f" {c.label} {c.json}"
     return f" controlType: {c.type_name}({c.type_id})"
 
 

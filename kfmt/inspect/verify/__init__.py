@@ -11,9 +11,12 @@ clean, including the quirks listed in realkafka/README.md.
 """
 from __future__ import annotations
 
+import functools
+
 from kfmt.inspect.per_partition import map_partitions
 from kfmt.partition.layout import PartitionDir, find_partitions, is_log_dir
 from kfmt.partition.live import read_whole
+from kfmt.partition.load_recovery import TRUSTED, LoadRecovery, load_recoveries
 from kfmt.storage.store import Storage
 
 from .checkpoints import check_log_dir
@@ -29,28 +32,32 @@ def verify(storage: Storage, path: str, topic: str | None = None, partition: int
     callable invoked after each segment."""
     report = Report()
     parts = find_partitions(storage, path, topic, partition)
+    log_dir = is_log_dir(parts, storage, path)
+    recoveries = load_recoveries(storage, path if log_dir else storage.parent(path), parts)
     tick = progress(sum(len(p.segments) for p in parts)) if progress is not None else None
     ranges = []
-    for part, (found, checked) in zip(parts, map_partitions(_verified, parts, "verify")):
+    verified = functools.partial(_verified, recoveries=recoveries)
+    for part, (found, checked) in zip(parts, map_partitions(verified, parts, "verify")):
         report.problems.extend(found.problems)
         for name, n in vars(found.counts).items():
             setattr(report.counts, name, getattr(report.counts, name) + n)
         ranges.append(checked)
         for _ in part.segments if tick is not None else ():
             tick()
-    if is_log_dir(parts, storage, path):
+    if log_dir:
         complete = topic is None and partition is None
         check_log_dir(storage, path, [r for r in ranges if r.topic is not None], report, complete)
     return report
 
 
-def _verified(part: PartitionDir) -> tuple[Report, object]:
+def _verified(part: PartitionDir, recoveries: dict[str, LoadRecovery]) -> tuple[Report, object]:
     """One partition's problems and range, in a report of its own (a task of map_partitions). A
     running broker's partition whose files change while it is verified is verified again from a new
     listing (kfmt.partition.live), the findings of the attempt dropped."""
+    recovery = recoveries.get(part.path, TRUSTED)
 
     def attempt(p: PartitionDir) -> tuple[Report, object]:
         report = Report()
-        return report, verify_partition(p, report)
+        return report, verify_partition(p, report, recovery=recovery)
 
     return read_whole(part, attempt)

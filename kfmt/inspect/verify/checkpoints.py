@@ -13,9 +13,11 @@ Partition level:
 Log-directory level (docs/format.md §11): `recovery-point-offset-checkpoint`, `log-start-offset-checkpoint`,
 `replication-offset-checkpoint` (high watermarks) and `cleaner-offset-checkpoint` must parse (a
 malformed one can take the whole log directory offline), and name offsets within the logs: a log start
-offset beyond the log end deletes every segment of the partition on load (docs/format.md §11.2), a recovery point or
-high watermark beyond it claims data the log does not hold, a cleaner offset beyond it is reset by the
-cleaner as invalid. `meta.properties` (docs/format.md §11.4) must name its version and broker/node id.
+offset beyond the log end deletes every segment of the partition on load (docs/format.md §11.2), an
+error; a recovery point or high watermark beyond it is bounded by the log end on load and a cleaner
+offset beyond it is reset by the cleaner, notes: Kafka loads such a directory (a copy of a running
+broker, or one stopped uncleanly, leaves them). `meta.properties` (docs/format.md §11.4) must name its
+version and broker/node id.
 """
 from __future__ import annotations
 
@@ -191,17 +193,26 @@ def check_log_dir(storage: Storage, path: str, ranges: list[PartitionRange], rep
         check_meta_properties(_read_text(storage, info, report), storage.url_of(info.path), report)
 
 
+# What each checkpoint's offset is, and what Kafka does when it lies beyond the log end offset. Only
+# a log start offset there loses data (every segment is deleted on load); the other three are bounded
+# or reset when the partition is loaded, which a copy of a running broker or an unclean stop leaves
+# (the checkpoint written after the data it names, or that data not flushed): notes, not problems.
 _MEANINGS = {
-    RECOVERY_POINT: ("recovery point", "it claims flushed data the log does not hold"),
-    LOG_START: ("log start offset", "the broker deletes every segment of the partition on load (docs/format.md §11.2)"),
-    REPLICATION: ("high watermark", "it claims replicated data the log does not hold"),
-    CLEANER: ("first dirty offset", "the cleaner resets it as invalid"),
+    RECOVERY_POINT: ("recovery point", "Kafka takes the log end offset instead when it loads the partition "
+                     "(LogLoader.recoverLog: the smaller of the two)", False),
+    LOG_START: ("log start offset", "the broker deletes every segment of the partition on load "
+                "(docs/format.md §11.2)", True),
+    REPLICATION: ("high watermark", "Kafka bounds it by the log end offset when it loads the partition "
+                  "(UnifiedLog.updateHighWatermark); the records between were lost or are not in this "
+                  "copy", False),
+    CLEANER: ("first dirty offset", "the cleaner resets it to the log start offset "
+              "(LogCleanerManager.cleanableOffsets)", False),
 }
 
 
 def _check_offset(name: str, file: str, position: int, tp, offset: int, part: PartitionRange | None,
                   report: Report, complete: bool) -> None:
-    what, consequence = _MEANINGS[name]
+    what, consequence, fatal = _MEANINGS[name]
     label = f"{tp[0]}-{tp[1]}"
     if part is None:
         if complete:
@@ -209,9 +220,12 @@ def _check_offset(name: str, file: str, position: int, tp, offset: int, part: Pa
                         f"{offset})", file, position, offset)
         return
     if part.log_end is not None and offset > part.log_end:
-        report.error("offset-checkpoint", f"{what} {offset} of {label} is beyond its log end offset "
-                     f"{part.log_end}: {consequence} (expected at most {part.log_end})", file, position,
-                     offset)
+        message = f"{what} {offset} of {label} is beyond its log end offset {part.log_end}: {consequence}"
+        if fatal:
+            report.error("offset-checkpoint", f"{message} (expected at most {part.log_end})", file, position,
+                         offset)
+        else:
+            report.note("offset-checkpoint", message, file, position, offset)
 
 
 def check_meta_properties(text: str, file: str, report: Report) -> None:
@@ -222,9 +236,15 @@ def check_meta_properties(text: str, file: str, report: Report) -> None:
     def fail(message, key=None):
         report.error("meta-properties", message, file, positions.get(key))
 
-    version = java_parse_int(props.get("version", ""))
+    if not props:
+        fail("no properties (an empty file): a broker cannot tell which node and cluster the directory "
+             "belongs to (expected version=1 with node.id and cluster.id, or version=0 with broker.id)")
+        return
+    # a missing version reads as 0 (MetaProperties.Builder; RawMetaProperties before 3.7)
+    given = props.get("version", "0")
+    version = java_parse_int(given.strip())
     if version not in (0, 1):
-        fail(f"version {props.get('version')!r}, expected 0 or 1", "version")
+        fail(f"version {given!r}, expected 0 or 1", "version")
         return
     required = ("broker.id",) if version == 0 else ("node.id", "cluster.id")
     for key in required:

@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 from kfmt.partition.layout import SEGMENT_NAME, PartitionDir
+from kfmt.partition.load_recovery import TRUSTED, LoadRecovery
 
 from .checkpoints import LeaderEpochs, PartitionRange, check_partition_metadata
 from .indexes import IndexChecker
 from .log import LogChecker
-from .problems import Report
+from .problems import RebuiltOnLoad, Report
 from .snapshots import check_snapshots
 from .txn import TxnChecker
 
@@ -14,8 +15,10 @@ from .txn import TxnChecker
 TRANSIENT_SUFFIXES = (".deleted", ".cleaned", ".swap")
 
 
-def verify_partition(part: PartitionDir, report: Report, on_segment=None) -> PartitionRange:
-    """Check every file of `part`; `on_segment()` is called after each segment (progress)."""
+def verify_partition(part: PartitionDir, report: Report, on_segment=None,
+                     recovery: LoadRecovery = TRUSTED) -> PartitionRange:
+    """Check every file of `part`; `on_segment()` is called after each segment (progress).
+    `recovery`: which segments a broker recovers on load, whose index problems are notes."""
     report.counts.partitions += 1
     _check_manifest(part, report)
     _check_file_names(part, report)
@@ -29,6 +32,8 @@ def verify_partition(part: PartitionDir, report: Report, on_segment=None) -> Par
     recovered = False  # the last segment's tail is truncated by log recovery on load
     for i, seg in enumerate(part.segments):
         active = i == len(part.segments) - 1
+        rebuilt = recovery.rebuilds(part.segments, i)
+        index_checker.report = RebuiltOnLoad(report, recovery.why) if rebuilt else report
         if active:
             index_checker.preload(seg)
         facts = log.check_segment(seg, active)

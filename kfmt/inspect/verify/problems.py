@@ -93,3 +93,19 @@ class Report:
 
     def to_json(self) -> dict:
         return {"problems": [p.to_json() for p in self.problems], "summary": self.summary()}
+
+
+class RebuiltOnLoad:
+    """A report for the checks of files Kafka rebuilds when it loads the partition (an index of a
+    segment log recovery recovers: kfmt.partition.load_recovery): what would be a problem is a note
+    saying why it does not matter."""
+
+    def __init__(self, report: Report, why: str):
+        self.report, self.why = report, why
+
+    def error(self, check: str, message: str, file: str, position: int | None = None,
+              offset: int | None = None) -> None:
+        self.report.note(check, f"{message}; {self.why}", file, position, offset)
+
+    def __getattr__(self, name):
+        return getattr(self.report, name)

@@ -154,11 +154,12 @@ def open_archive(storage: Storage, path: str, generation: int | None = None) -> 
     url = storage.url_of(path)
     if not storage.isdir(path):
         raise UsageError(f"{url}: no such archive")
-    files = storage.walk(path)
     root = path.rstrip(storage.sep) or path
-    rels = {f.path[len(root) + 1:].replace(storage.sep, "/"): f for f in files}
-    if MANIFEST not in rels:
-        if any(rel.startswith(f"{PENDING_DIR}/") for rel in rels):
+    # looked for before the whole tree is walked: a directory that is no archive (/etc) is refused in
+    # one line, not after a warning for every link in it
+    if not storage.exists(storage.join(root, MANIFEST)):
+        pending = storage.join(root, PENDING_DIR)
+        if storage.exists(pending) and storage.walk(pending):
             raise UsageError(f"{url}: an unfinished archive (its run stopped before publishing "
                              f"{MANIFEST}); run `kfmt archive` again with the same SRC to complete it")
         parent = storage.parent(root)
@@ -166,6 +167,8 @@ def open_archive(storage: Storage, path: str, generation: int | None = None) -> 
             raise UsageError(f"{url}: a directory inside a kfmt output, not an archive of its own: "
                              f"restore {storage.url_of(parent)} with --topic/--partition")
         raise UsageError(f"{url}: not a kfmt archive (no {MANIFEST})")
+    files = storage.walk(path)
+    rels = {f.path[len(root) + 1:].replace(storage.sep, "/"): f for f in files}
     latest = _generation(storage, root, MANIFEST)
     chosen = latest
     if generation is not None and generation != latest.number:

@@ -20,6 +20,7 @@ from kfmt.transforms.reindex import (
     plan_engine,
     source_partitions,
 )
+from kfmt.transforms.metadata_log import CARRIED, metadata_log_files, split_metadata_log
 from kfmt.transforms.report import REPORT_NAME, make_report, report_bytes
 
 from .partition import PartitionSalvage, SalvageOptions, salvage_partition
@@ -39,10 +40,14 @@ def plan_salvage(src_storage: Storage, src_path: str, dst_storage: Storage, dst_
                  topic: str | None = None, partition: int | None = None) -> SalvagePlan:
     parts, source, destination, log_dir = source_partitions(src_storage, src_path, dst_storage, dst_path,
                                                             topic, partition)
+    parts, metadata = split_metadata_log(parts, log_dir, src_storage, src_path)
     notes, log_starts, files = [], {}, []
     if log_dir:
         names = {info.name for info in src_storage.listdir(src_path) if not info.is_dir}
         files = [n for n in (*COPIED_LOG_DIR_FILES, *OFFSET_CHECKPOINTS) if n in names]
+        if metadata is not None:
+            files += metadata_log_files(metadata)
+            notes.append(f"{metadata.name}: {CARRIED}")
         if LOG_START_OFFSET_CHECKPOINT in names:
             log_starts = _tolerant_checkpoint(src_storage, src_path, LOG_START_OFFSET_CHECKPOINT, notes)
     plans = [(p, p.name if log_dir else "", log_starts.get((p.topic, p.partition), 0)) for p in parts]
@@ -62,13 +67,14 @@ def _tolerant_checkpoint(storage: Storage, directory: str, name: str, notes: lis
 
 def write_salvaged_log_dir_files(plan: SalvagePlan, storage: Storage, path: str, out: StagedOutput,
                          log_ends: dict[tuple, int]) -> None:
-    """meta.properties is copied; the offset checkpoints keep the lines of the partitions written,
+    """meta.properties, bootstrap.checkpoint and the KRaft metadata log are copied byte for byte
+    (kfmt.transforms.metadata_log); the offset checkpoints keep the lines of the partitions written,
     each offset at most the partition's new log end offset (docs/format.md §17 item 8: a log start offset above it
     would delete the whole partition on load, a recovery point or high watermark above it claims
     data the log no longer holds). An unreadable checkpoint is left out: the broker recovers."""
     for name in plan.log_dir_files:
         info = storage.info(storage.join(path, name))
-        if name in COPIED_LOG_DIR_FILES:
+        if name in COPIED_LOG_DIR_FILES or "/" in name:  # the metadata log's files too
             try:
                 out.write(name, bytes(storage.read(info.path)), info.mtime_ms)
             except OSError as err:

@@ -1,4 +1,5 @@
-"""`--offsets-decoder`: `__consumer_offsets` records as Kafka 3.6's kafka-dump-log prints them.
+"""`--offsets-decoder --kafka-version 3.6`: `__consumer_offsets` records as Kafka 3.6's kafka-dump-log
+prints them (4.x's JSON is coordinator.py's).
 
 Kafka 3.6 (OffsetsMessageParser) prints text, not the JSON later versions print:
 * offset commit: `offset_commit::group=G,partition=T-P` / `offset=N` or `offset=N,metadata=M`
@@ -42,10 +43,10 @@ def split_version(data: bytes, what: str) -> tuple[int, bytes]:
 def read_key(key: bytes) -> tuple[str, int, dict | None]:
     """('offset_commit' | 'group_metadata' | 'unknown', version, fields)."""
     version, body = split_version(key, "__consumer_offsets record key")
-    if version in (0, 1):
-        return "offset_commit", version, read_message(OFFSET_COMMIT_KEY, body, version)
+    if version in (0, 1):  # both versions have the same fields
+        return "offset_commit", version, read_message(OFFSET_COMMIT_KEY, body, 0)
     if version == 2:
-        return "group_metadata", version, read_message(GROUP_METADATA_KEY, body, version)
+        return "group_metadata", version, read_message(GROUP_METADATA_KEY, body, 0)
     return "unknown", version, None
 
 

@@ -10,9 +10,16 @@ classes produce, field for field. Wire rules (KIP-482 flexible versions):
   uvarint tag, uvarint size, data). Tagged fields absent from the section keep their default.
 * not flexible: strings int16 length, bytes int32 length, arrays int32 count (-1 = null).
 
-Types: int8, int16, uint16, int32, int64, float64, bool, string, bytes, uuid, []<type> and
-[]<struct> (a field with `fields`). JSON: uuid as Kafka's Uuid.toString (URL-safe base64, no
-padding), bytes as standard base64, float64 as Java's Double.toString.
+Types: int8, int16, uint16, int32, int64, float64, bool, string, bytes, uuid, []<type>, and
+structs (a field with `fields`: `[]Name` an array of them, `Name` one; a nullable one is preceded
+by a marker: an int8, -1 for null, or in the tagged section a uvarint, 0 for null; the generator's
+generateStructReader). JSON: uuid as Kafka's Uuid.toString (URL-safe base64, no padding), bytes as
+standard base64, float64 as Java's Double.toString.
+
+Defaults follow Kafka's generator (FieldSpec.fieldDefault): a field declared without one defaults to
+0, false, "", empty bytes, the zero uuid, an empty array or a struct of defaults; `default=None` is
+a schema's `"default": "null"`. A schema's `"default": null` (JSON null) is no default at all, so
+such a field is declared without one.
 """
 from __future__ import annotations
 
@@ -41,6 +48,9 @@ def _in(version: int, span: tuple[int, int]) -> bool:
     return span[0] <= version <= span[1]
 
 
+_IMPLICIT = object()  # F() without a default: the type's own (Kafka's "no default")
+
+
 @dataclass(frozen=True)
 class Field:
     name: str  # the JSON name (Kafka's camelCase field name)
@@ -49,21 +59,34 @@ class Field:
     nullable: tuple[int, int] = NO_VERSIONS
     tag: int | None = None
     tagged: tuple[int, int] = NO_VERSIONS
-    default: object = None  # for tagged fields and fields absent from a version
-    fields: tuple["Field", ...] = ()  # the struct of a []struct field
+    # what a tagged field absent from the record, or a field absent from the version, holds
+    default: object = None
+    fields: tuple["Field", ...] = ()  # the fields of a struct or []struct field
 
     @property
     def element(self) -> str | None:
         return self.type[2:] if self.type.startswith("[]") else None
 
+    def default_value(self):
+        """A fresh copy of the default (lists and structs are filled in by readers)."""
+        if self.default is _EMPTY:
+            return [] if self.element is not None else {f.name: f.default_value() for f in self.fields}
+        return self.default
 
-def F(name: str, type_: str, vers: str = "0+", *, nullable: str | None = None, tag: int | None = None,
-      tagged: str | None = None, default=None, fields: tuple = ()) -> Field:
-    """One schema field, written the way Kafka's JSON schema files declare it."""
+
+_EMPTY = object()  # the implicit default of arrays (empty) and structs (all fields at their defaults)
+
+
+def F(name: str, type_: str, vers: str | None = "0+", *, nullable: str | None = None,
+      tag: int | None = None, tagged: str | None = None, default=_IMPLICIT, fields: tuple = ()) -> Field:
+    """One schema field, written the way Kafka's JSON schema files declare it (a tagged field
+    without "versions" exists in its tagged versions)."""
     if tag is not None and tagged is None:
         tagged = vers
-    if default is None and not (nullable or type_.startswith("[]")):
-        default = _ZERO.get(type_)
+    if vers is None:
+        vers = tagged
+    if default is _IMPLICIT:
+        default = _EMPTY if (type_.startswith("[]") or fields) else _ZERO[type_]
     return Field(name, type_, versions(vers), versions(nullable), tag, versions(tagged), default,
                  tuple(fields))
 
@@ -139,10 +162,8 @@ def read_message(schema: Message, data: bytes, version: int, what: str | None = 
 def read_struct(reader: Reader, fields: tuple[Field, ...], version: int, flexible: bool) -> dict:
     values = {}
     for f in fields:
-        if not _in(version, f.versions):
-            values[f.name] = f.default
-        elif flexible and _in(version, f.tagged):
-            values[f.name] = f.default
+        if not _in(version, f.versions) or (flexible and _in(version, f.tagged)):
+            values[f.name] = f.default_value()
         else:
             values[f.name] = _read_value(reader, f, f.type, version, flexible)
     if flexible:
@@ -154,11 +175,11 @@ def read_struct(reader: Reader, fields: tuple[Field, ...], version: int, flexibl
             if f is None:
                 continue  # an unknown tagged field: kept by Kafka, printed nowhere
             sub = Reader(body, f"{reader.what} (tag {tag})")
-            values[f.name] = _read_value(sub, f, f.type, version, True)
+            values[f.name] = _read_value(sub, f, f.type, version, True, tagged=True)
     return values
 
 
-def _read_value(reader: Reader, f: Field, type_: str, version: int, flexible: bool):
+def _read_value(reader: Reader, f: Field, type_: str, version: int, flexible: bool, tagged: bool = False):
     if type_ in TYPES:
         value = reader.fixed(type_)
         return JavaDouble(value) if type_ == "float64" else value
@@ -179,10 +200,16 @@ def _read_value(reader: Reader, f: Field, type_: str, version: int, flexible: bo
         count = reader.uvarint() - 1 if flexible else reader.fixed("int32")
         if count < 0:
             return _null(reader, f, version)
+        if count > reader.remaining():  # every element takes a byte at least
+            raise DataError(f"{reader.what}: array of {count} elements in {reader.remaining()} bytes")
         element = type_[2:]
         if f.fields:
             return [read_struct(reader, f.fields, version, flexible) for _ in range(count)]
         return [_read_value(reader, f, element, version, flexible) for _ in range(count)]
+    if f.fields:  # one struct; a nullable one says first whether it is there
+        if _in(version, f.nullable) and (reader.uvarint() <= 0 if tagged else reader.fixed("int8") < 0):
+            return None
+        return read_struct(reader, f.fields, version, flexible)
     raise DataError(f"{reader.what}: no reader for type {type_}")
 
 
@@ -212,8 +239,11 @@ def to_json(fields: tuple[Field, ...], values: dict, version: int, flexible: boo
 
 
 def _is_default(f: Field, value) -> bool:
-    if f.element is not None and f.default is None and value is not None and f.nullable == NO_VERSIONS:
-        return len(value) == 0  # a non-nullable array's default is empty
+    """FieldSpec.generateNonDefaultValueCheck: null is a default only where the default is null."""
+    if f.default is None or value is None:
+        return value is None and f.default is None
+    if f.default is _EMPTY:
+        return value == f.default_value()
     return value == f.default
 
 
@@ -228,6 +258,8 @@ def _json_value(f: Field, type_: str, value, version: int, flexible: bool):
         if f.fields:
             return [to_json(f.fields, v, version, flexible) for v in value]
         return [_json_value(f, type_[2:], v, version, flexible) for v in value]
+    if f.fields:
+        return to_json(f.fields, value, version, flexible)
     return value
 
 

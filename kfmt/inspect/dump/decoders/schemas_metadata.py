@@ -1,14 +1,16 @@
-"""KRaft `__cluster_metadata` record schemas (Kafka 3.6, metadata.version up to 3.6-IV2).
+"""KRaft `__cluster_metadata` record schemas, as Kafka's metadata/src/main/resources/common/metadata/
+declares them (record versions up to Kafka 4.x's; the security and configuration records are in
+schemas_metadata_security.py).
 
 Each record value is framed by MetadataRecordSerde: uvarint frame version (1), uvarint api key
-(the record type below), uvarint record version, then the record, flexible in every version.
-TYPES maps an api key to (MetadataRecordType name, schema). The numbers are Kafka 3.6's; types this
-table leaves out (api keys Kafka 3.6 did not use or that kfmt has not met) print an error line the
-way kafka-dump-log prints a record it cannot read.
+(the record type), uvarint record version, then the record, flexible in every version. TYPES maps
+an api key to (MetadataRecordType name, schema). KAFKA_36 says which types and versions Kafka 3.6's
+tool could read: `--kafka-version 3.6` prints the others as it printed a record it could not read.
 """
 from __future__ import annotations
 
 from kfmt.inspect.dump.decoders.protocol import F, message
+from kfmt.inspect.dump.decoders.schemas_metadata_security import SECURITY_TYPES
 
 
 def _record(name: str, valid: str, *fields):
@@ -16,23 +18,22 @@ def _record(name: str, valid: str, *fields):
 
 
 _REPLICAS = "[]int32"
+_ENDPOINT = (F("name", "string"), F("host", "string"), F("port", "uint16"), F("securityProtocol", "int16"))
+_FEATURE = (F("name", "string"), F("minSupportedVersion", "int16"), F("maxSupportedVersion", "int16"))
 
-TYPES = {
+CLUSTER_TYPES = {
     0: ("REGISTER_BROKER_RECORD", _record(
-        "RegisterBrokerRecord", "0-2",
+        "RegisterBrokerRecord", "0-3",
         F("brokerId", "int32"),
         F("isMigratingZkBroker", "bool", "2+"),
         F("incarnationId", "uuid"),
         F("brokerEpoch", "int64"),
-        F("endPoints", "[]BrokerEndpoint", fields=(
-            F("name", "string"), F("host", "string"), F("port", "uint16"),
-            F("securityProtocol", "int16"))),
-        F("features", "[]BrokerFeature", fields=(
-            F("name", "string"), F("minSupportedVersion", "int16"),
-            F("maxSupportedVersion", "int16"))),
+        F("endPoints", "[]BrokerEndpoint", fields=_ENDPOINT),
+        F("features", "[]BrokerFeature", fields=_FEATURE),
         F("rack", "string", nullable="0+"),
         F("fenced", "bool", default=True),
-        F("inControlledShutdown", "bool", "1+"))),
+        F("inControlledShutdown", "bool", "1+"),
+        F("logDirs", "[]uuid", "3+", tag=0))),  # KIP-858
     1: ("UNREGISTER_BROKER_RECORD", _record(
         "UnregisterBrokerRecord", "0",
         F("brokerId", "int32"), F("brokerEpoch", "int64"))),
@@ -40,77 +41,76 @@ TYPES = {
         "TopicRecord", "0",
         F("name", "string"), F("topicId", "uuid"))),
     3: ("PARTITION_RECORD", _record(
-        "PartitionRecord", "0-1",
+        "PartitionRecord", "0-2",
         F("partitionId", "int32", default=-1),
         F("topicId", "uuid"),
         F("replicas", _REPLICAS),
         F("isr", _REPLICAS),
-        F("removingReplicas", _REPLICAS, nullable="0+"),
-        F("addingReplicas", _REPLICAS, nullable="0+"),
+        F("removingReplicas", _REPLICAS),
+        F("addingReplicas", _REPLICAS),
         F("leader", "int32", default=-1),
+        F("leaderRecoveryState", "int8", tag=0),
         F("leaderEpoch", "int32", default=-1),
         F("partitionEpoch", "int32", default=-1),
-        F("leaderRecoveryState", "int8", "1+", tag=0, default=0))),
-    4: ("CONFIG_RECORD", _record(
-        "ConfigRecord", "0",
-        F("resourceType", "int8"), F("resourceName", "string"), F("name", "string"),
-        F("value", "string", nullable="0+"))),
+        F("directories", "[]uuid", "1+"),  # KIP-858
+        # eligible leader replicas (KIP-966), on by default for new clusters from 4.1
+        F("eligibleLeaderReplicas", _REPLICAS, "2+", nullable="2+", tag=1, default=None),
+        F("lastKnownElr", _REPLICAS, "2+", nullable="2+", tag=2, default=None))),
     5: ("PARTITION_CHANGE_RECORD", _record(
-        "PartitionChangeRecord", "0-1",
+        "PartitionChangeRecord", "0-2",
         F("partitionId", "int32", default=-1),
         F("topicId", "uuid"),
-        F("isr", _REPLICAS, nullable="0+", tag=0),
+        F("isr", _REPLICAS, nullable="0+", tag=0, default=None),
         F("leader", "int32", tag=1, default=-2),
-        F("replicas", _REPLICAS, nullable="0+", tag=2),
-        F("removingReplicas", _REPLICAS, nullable="0+", tag=3),
-        F("addingReplicas", _REPLICAS, nullable="0+", tag=4),
-        F("leaderRecoveryState", "int8", "1+", tag=5, default=-1))),
+        F("replicas", _REPLICAS, nullable="0+", tag=2, default=None),
+        F("removingReplicas", _REPLICAS, nullable="0+", tag=3, default=None),
+        F("addingReplicas", _REPLICAS, nullable="0+", tag=4, default=None),
+        F("leaderRecoveryState", "int8", tag=5, default=-1),
+        F("directories", "[]uuid", "1+", nullable="1+", tag=8, default=None),
+        F("eligibleLeaderReplicas", _REPLICAS, "2+", nullable="2+", tag=6, default=None),
+        F("lastKnownElr", _REPLICAS, "2+", nullable="2+", tag=7, default=None))),
     7: ("FENCE_BROKER_RECORD", _record(
         "FenceBrokerRecord", "0", F("id", "int32"), F("epoch", "int64"))),
     8: ("UNFENCE_BROKER_RECORD", _record(
         "UnfenceBrokerRecord", "0", F("id", "int32"), F("epoch", "int64"))),
     9: ("REMOVE_TOPIC_RECORD", _record(
         "RemoveTopicRecord", "0", F("topicId", "uuid"))),
-    10: ("DELEGATION_TOKEN_RECORD", _record(
-        "DelegationTokenRecord", "0",
-        F("owner", "string"), F("requester", "string"), F("renewers", "[]string"),
-        F("issueTimestamp", "int64"), F("maxTimestamp", "int64"),
-        F("expirationTimestamp", "int64"), F("tokenId", "string"))),
-    11: ("USER_SCRAM_CREDENTIAL_RECORD", _record(
-        "UserScramCredentialRecord", "0",
-        F("name", "string"), F("mechanism", "int8"), F("salt", "bytes"),
-        F("storedKey", "bytes"), F("serverKey", "bytes"), F("iterations", "int32"))),
     12: ("FEATURE_LEVEL_RECORD", _record(
         "FeatureLevelRecord", "0", F("name", "string"), F("featureLevel", "int16"))),
-    14: ("CLIENT_QUOTA_RECORD", _record(
-        "ClientQuotaRecord", "0",
-        F("entity", "[]EntityData", fields=(
-            F("entityType", "string"), F("entityName", "string", nullable="0+"))),
-        F("key", "string"), F("value", "float64"), F("remove", "bool"))),
     15: ("PRODUCER_IDS_RECORD", _record(
         "ProducerIdsRecord", "0",
-        F("brokerId", "int32"), F("brokerEpoch", "int64"), F("nextProducerId", "int64"))),
+        F("brokerId", "int32"), F("brokerEpoch", "int64", default=-1), F("nextProducerId", "int64"))),
     17: ("BROKER_REGISTRATION_CHANGE_RECORD", _record(
-        "BrokerRegistrationChangeRecord", "0-1",
+        "BrokerRegistrationChangeRecord", "0-2",
         F("brokerId", "int32"),
         F("brokerEpoch", "int64"),
         F("fenced", "int8", tag=0),
-        F("inControlledShutdown", "int8", "1+", tag=1))),
-    18: ("ACCESS_CONTROL_ENTRY_RECORD", _record(
-        "AccessControlEntryRecord", "0",
-        F("id", "uuid"), F("resourceType", "int8"), F("resourceName", "string"),
-        F("patternType", "int8"), F("principal", "string"), F("host", "string"),
-        F("operation", "int8"), F("permissionType", "int8"))),
-    19: ("REMOVE_ACCESS_CONTROL_ENTRY_RECORD", _record(
-        "RemoveAccessControlEntryRecord", "0", F("id", "uuid"))),
+        F("inControlledShutdown", "int8", "1+", tag=1),
+        F("logDirs", "[]uuid", "2+", tag=2))),
     20: ("NO_OP_RECORD", _record("NoOpRecord", "0")),
     21: ("ZK_MIGRATION_STATE_RECORD", _record(
         "ZkMigrationStateRecord", "0", F("zkMigrationState", "int8"))),
-    22: ("REMOVE_USER_SCRAM_CREDENTIAL_RECORD", _record(
-        "RemoveUserScramCredentialRecord", "0", F("name", "string"), F("mechanism", "int8"))),
     23: ("BEGIN_TRANSACTION_RECORD", _record(
-        "BeginTransactionRecord", "0", F("name", "string", nullable="0+", tag=0))),
+        "BeginTransactionRecord", "0", F("name", "string", nullable="0+", tag=0, default=None))),
     24: ("END_TRANSACTION_RECORD", _record("EndTransactionRecord", "0")),
     25: ("ABORT_TRANSACTION_RECORD", _record(
-        "AbortTransactionRecord", "0", F("reason", "string", nullable="0+", tag=0))),
+        "AbortTransactionRecord", "0", F("reason", "string", nullable="0+", tag=0, default=None))),
+    27: ("REGISTER_CONTROLLER_RECORD", _record(
+        "RegisterControllerRecord", "0",
+        F("controllerId", "int32"),
+        F("incarnationId", "uuid"),
+        F("zkMigrationReady", "bool"),
+        F("endPoints", "[]ControllerEndpoint", fields=_ENDPOINT),
+        F("features", "[]ControllerFeature", fields=_FEATURE))),
+    28: ("CLEAR_ELR_RECORD", _record(  # Kafka 4.0
+        "ClearElrRecord", "0", F("topicName", "string"))),
+    29: ("UNREGISTER_CONTROLLER_RECORD", _record(  # Kafka 4.1
+        "UnregisterControllerRecord", "0", F("controllerId", "int32"))),
 }
+
+TYPES = {**CLUSTER_TYPES, **SECURITY_TYPES}
+
+# api key -> the highest record version Kafka 3.6's MetadataRecordSerde read (metadata.version up
+# to 3.6-IV2); the types it did not know are absent
+KAFKA_36 = {0: 2, 1: 0, 2: 0, 3: 0, 4: 0, 5: 0, 7: 0, 8: 0, 9: 0, 10: 0, 11: 0, 12: 0, 14: 0, 15: 0,
+            17: 1, 18: 0, 19: 0, 20: 0, 21: 0, 22: 0, 23: 0, 24: 0, 25: 0, 26: 0}

@@ -1,5 +1,7 @@
-"""`__transaction_state` record schemas (Kafka 3.6's transaction coordinator): a TransactionLogKey
-(version 0) and a TransactionLogValue (0, or 1 = flexible, KIP-915)."""
+"""`__transaction_state` record schemas (Kafka's transaction coordinator,
+transaction-coordinator/src/main/resources/common/message/): a TransactionLogKey (record type 0,
+read at version 0) and a TransactionLogValue (0, or 1 = flexible, KIP-915, with the tagged fields
+of transaction version 2, KIP-890)."""
 from __future__ import annotations
 
 from kfmt.inspect.dump.decoders.protocol import F, message
@@ -12,6 +14,8 @@ TRANSACTION_LOG_KEY = message(
 TRANSACTION_LOG_VALUE = message(
     "TransactionLogValue", "0-1", "1+",
     F("producerId", "int64"),
+    F("previousProducerId", "int64", None, tagged="1+", tag=0, default=-1),
+    F("nextProducerId", "int64", None, tagged="1+", tag=1, default=-1),
     F("producerEpoch", "int16"),
     F("transactionTimeoutMs", "int32"),
     F("transactionStatus", "int8"),
@@ -21,7 +25,11 @@ TRANSACTION_LOG_VALUE = message(
     )),
     F("transactionLastUpdateTimestampMs", "int64"),
     F("transactionStartTimestampMs", "int64"),
+    F("clientTransactionVersion", "int16", None, tagged="1+", tag=2),
 )
+
+# CoordinatorRecordType -> (key, value)
+TRANSACTION_RECORDS = {0: (TRANSACTION_LOG_KEY, TRANSACTION_LOG_VALUE)}
 
 # TransactionState's ids and the names its Scala case objects print (Kafka 3.6)
 TRANSACTION_STATES = {0: "Empty", 1: "Ongoing", 2: "PrepareCommit", 3: "PrepareAbort",

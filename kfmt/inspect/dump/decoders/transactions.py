@@ -1,5 +1,5 @@
-"""`--transaction-log-decoder`: `__transaction_state` records as Kafka 3.6's kafka-dump-log prints
-them (TransactionLogMessageParser):
+"""`--transaction-log-decoder --kafka-version 3.6`: `__transaction_state` records as Kafka 3.6's
+kafka-dump-log prints them (TransactionLogMessageParser; 4.x's JSON is coordinator.py's):
 
     key: transaction_metadata::transactionalId=ID
     payload: producerId:N,producerEpoch:E,state=S,partitions=[t-0,t-1],txnLastUpdateTimestamp=T,txnTimeoutMs=M
