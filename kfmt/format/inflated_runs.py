@@ -178,6 +178,9 @@ def inflated_wrapper(data, row, base: int, options: ReadOptions, formats=None) -
 
 
 
+_V2_HEADER = V2_BATCH.struct
+
+
 def inflated_v2(data, row, base: int, options: ReadOptions, formats=None) -> tuple | None:
     """(records section, count, base offset, base timestamp, LogAppendTime or None) of a compressed
     v2 data batch, checked (CRC, codec) as the v2 format's decode checks it, for the kernels that walk
@@ -192,7 +195,7 @@ def inflated_v2(data, row, base: int, options: ReadOptions, formats=None) -> tup
     if size < V2_BATCH_OVERHEAD or len(entry) != size:
         return None
     (base_offset, _length, _epoch, magic, crc, attributes, _last_delta, base_ts, max_ts, _pid, _pepoch,
-     _seq, count) = V2_BATCH.struct.unpack_from(entry)
+     _seq, count) = _V2_HEADER.unpack_from(entry)
     if magic != MAGIC_V2 or attributes & ATTR_CONTROL or not attributes & CODEC_MASK or count < 0:
         return None
     if count == 0:

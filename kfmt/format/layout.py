@@ -20,6 +20,7 @@ A field after one of variable size has no fixed offset.
 """
 from __future__ import annotations
 
+import functools
 import re
 import struct
 from dataclasses import dataclass
@@ -90,11 +91,12 @@ class Layout:
         """The fewest bytes the whole structure takes (each variable field at its smallest)."""
         return sum(f.size if f.size is not None else VARIABLE[f.type] for f in self.fields)
 
-    @property
+    @functools.cached_property
     def struct(self) -> struct.Struct:
         """The fixed part, big-endian."""
         return self.struct_of(self.fixed[0].name, self.fixed[-1].name)
 
+    @functools.lru_cache(maxsize=None)  # noqa: B019 (layouts are few and live as long as the module)
     def struct_of(self, first: str, last: str) -> struct.Struct:
         """Fields `first` to `last` (both included, all fixed), big-endian."""
         names = [f.name for f in self.fields]
@@ -103,6 +105,7 @@ class Layout:
             raise ValueError(f"{first}..{last} of {self.title} are not all of fixed size")
         return struct.Struct(">" + "".join(FIXED[f.type][0] for f in chosen))
 
+    @functools.lru_cache(maxsize=None)  # noqa: B019
     def dtype(self):
         """A numpy dtype of the structure (fixed size): one row per entry of a file of them."""
         import numpy as np  # only where a file of entries is read as columns

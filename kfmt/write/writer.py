@@ -36,6 +36,7 @@ from kfmt.storage.manifest import FileRecord
 from kfmt.storage.staging import StagedFiles, StagedOutput
 from kfmt.write.planner import FIRST, REQUESTED, RollPolicy, SegmentPlanner
 
+_ENTRY_START = LOG_ENTRY.dtype()  # offset, size, crc_or_leader_epoch, magic: the reference check's view
 # --- writing ---
 
 @dataclass(frozen=True)
@@ -97,7 +98,7 @@ def checked_rows(rows: np.ndarray, entries) -> tuple[np.ndarray, int]:
         bad = native.frames_describe(entries, rows, 0, len(rows), base)
     else:
         starts_of_entries = (starts - base)[:, None] + np.arange(HEADER_SIZE_UP_TO_MAGIC)
-        head = np.frombuffer(entries, np.uint8)[starts_of_entries].copy().view(LOG_ENTRY.dtype()).ravel()
+        head = np.frombuffer(entries, np.uint8)[starts_of_entries].copy().view(_ENTRY_START).ravel()
         stored = np.where(rows["magic"] >= MAGIC_V2, rows["base_offset"], rows["last_offset"])
         wrong = np.flatnonzero((head["size"].astype(np.int64) + LOG_OVERHEAD != sizes)
                                | (head["magic"] != rows["magic"]) | (head["offset"] != stored))

@@ -30,6 +30,7 @@ from .v2_records import decode_records, encode_records
 HEADER = V2_BATCH.struct
 UP_TO_CRC = V2_BATCH.struct_of("baseOffset", "crc")  # the fields before those the CRC covers, and it
 AFTER_CRC = V2_BATCH.struct_of("attributes", "recordsCount")
+LENGTH_FROM_CRC = V2_CRC_FROM - V2_BATCH.at("partitionLeaderEpoch")  # partitionLeaderEpoch, magic, crc
 
 
 def attributes_of(header: BatchHeader) -> int:
@@ -106,7 +107,7 @@ class RecordBatchV2(MessageFormat):
             header.max_timestamp, header.producer_id, header.producer_epoch, header.base_sequence,
             records.num_rows) + body
         crc = crc32c(after_crc)
-        batch_length = V2_CRC_FROM - V2_BATCH.at("partitionLeaderEpoch") + len(after_crc)  # after itself
+        batch_length = LENGTH_FROM_CRC + len(after_crc)  # batchLength counts the bytes after itself
         return UP_TO_CRC.pack(header.base_offset, batch_length, header.partition_leader_epoch, MAGIC_V2,
                               crc) + after_crc
 
