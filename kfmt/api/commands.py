@@ -10,7 +10,9 @@ Keyword arguments every transform takes (as the flags of docs/cli.md "Transforms
 `topic` (a glob on topic names), `partition` (a number), `dry_run` (plan only, write nothing),
 `progress` (tqdm bars on stderr) and, for the commands that run on an engine, `master` (a Spark master
 URL, or "inprocess"). Those that regenerate companion files also take `index_interval_bytes`, `now_ms`
-and `producer_expiration_ms` (kfmt.partition.companions.CompanionOptions).
+and `producer_expiration_ms` (kfmt.partition.companions.CompanionOptions); those that write
+partition directories (upgrade, resegment, recompress, compact, retain, reindex, restore) take
+`topic_id` and `cluster_metadata`, the target cluster's topic ids (`_target`).
 
 Heavy modules (the transforms, pyspark) are imported when a command runs, never by `import kfmt`.
 """
@@ -62,6 +64,20 @@ def _companions(index_interval_bytes, now_ms, producer_expiration_ms):
     return CompanionOptions(index_interval_bytes, now_ms, producer_expiration_ms)
 
 
+def _target(topic_id, cluster_metadata, storage_options):
+    """The topic ids a transform's output is for (kfmt.partition.topic_identity): `topic_id` is an
+    id for SRC's only topic, "TOPIC=ID", a list of those or a {topic: id} dict; `cluster_metadata`
+    a copy of the target cluster's `__cluster_metadata-0` (or the log directory holding it), read
+    with `storage_options`. None when neither is given: every partition keeps its own id."""
+    if topic_id is None and cluster_metadata is None:
+        return None
+    from kfmt.partition.topic_identity import TargetTopics
+
+    ids = [topic_id] if isinstance(topic_id, str) else topic_id
+    return TargetTopics.of(ids, None if cluster_metadata is None else os.fspath(cluster_metadata),
+                           storage_options)
+
+
 def _bar(progress: bool, **kwargs):
     """A tqdm bar on stderr, or one that shows nothing."""
     from tqdm import tqdm
@@ -77,7 +93,9 @@ def upgrade(src: Where, dst: Where, *, rebatch: bool = False, max_batch_bytes: i
             storage_options: dict | None = None, dst_storage_options: dict | None = None,
             topic: str | None = None, partition: int | None = None, master: str | None = None,
             dry_run: bool = False, progress: bool = False,
-            include_deleted: bool = False) -> Report:
+            include_deleted: bool = False,
+            topic_id: str | Sequence[str] | dict | None = None,
+            cluster_metadata: Where | None = None) -> Report:
     """Message formats v0/v1 to v2 by Kafka 4.0's rules (`kfmt upgrade`); `rebatch` groups runs of
     uncompressed legacy messages into batches of at most `max_batch_bytes`."""
     from kfmt.transforms.upgrade import DEFAULT_MAX_BATCH_BYTES
@@ -89,19 +107,23 @@ def upgrade(src: Where, dst: Where, *, rebatch: bool = False, max_batch_bytes: i
         *_paths(src, dst), rebatch=rebatch, max_batch_bytes=max_batch_bytes or DEFAULT_MAX_BATCH_BYTES,
         companions=_companions(index_interval_bytes, now_ms, producer_expiration_ms),
         include_deleted=include_deleted,
+        target=_target(topic_id, cluster_metadata, storage_options),
         **_run(storage_options, dst_storage_options, topic, partition, dry_run, master, progress)))
 
 
 def resegment(src: Where, dst: Where, *, segment_bytes: int, segment_ms: int | None = None,
-              segment_index_bytes: int | None = None,
+              segment_index_bytes: int | None = None, kafka_version: str | None = None,
               index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES, now_ms: int | None = None,
               producer_expiration_ms: int = DEFAULT_PRODUCER_EXPIRATION_MS,
               storage_options: dict | None = None, dst_storage_options: dict | None = None,
               topic: str | None = None, partition: int | None = None, master: str | None = None,
               dry_run: bool = False, progress: bool = False,
-              include_deleted: bool = False) -> Report:
+              include_deleted: bool = False,
+              topic_id: str | Sequence[str] | dict | None = None,
+              cluster_metadata: Where | None = None) -> Report:
     """The same batches in segments cut by other segment.bytes / segment.ms / segment.index.bytes
-    (`kfmt resegment`; None: the topic defaults)."""
+    (`kfmt resegment`; None: the topic defaults), for the broker `kafka_version` names (default 4.x,
+    whose segment.bytes is at least 1 MiB)."""
     from kfmt.transforms.resegment import resegment as run_resegment
     from kfmt.defaults import DEFAULT_MAX_INDEX_BYTES, DEFAULT_SEGMENT_MS
 
@@ -109,8 +131,10 @@ def resegment(src: Where, dst: Where, *, segment_bytes: int, segment_ms: int | N
         *_paths(src, dst), segment_bytes=segment_bytes,
         segment_ms=DEFAULT_SEGMENT_MS if segment_ms is None else segment_ms,
         segment_index_bytes=DEFAULT_MAX_INDEX_BYTES if segment_index_bytes is None else segment_index_bytes,
+        kafka_version=kafka_version,
         companions=_companions(index_interval_bytes, now_ms, producer_expiration_ms),
         include_deleted=include_deleted,
+        target=_target(topic_id, cluster_metadata, storage_options),
         **_run(storage_options, dst_storage_options, topic, partition, dry_run, master, progress)))
 
 
@@ -120,7 +144,9 @@ def recompress(src: Where, dst: Where, *, compression: str, level: int | None = 
                storage_options: dict | None = None, dst_storage_options: dict | None = None,
                topic: str | None = None, partition: int | None = None, master: str | None = None,
                dry_run: bool = False, progress: bool = False,
-               include_deleted: bool = False) -> Report:
+               include_deleted: bool = False,
+               topic_id: str | Sequence[str] | dict | None = None,
+               cluster_metadata: Where | None = None) -> Report:
     """Every data batch in v2 with another codec (none, gzip, snappy, lz4, zstd) or level
     (`kfmt recompress`)."""
     from kfmt.transforms.recompress import recompress as run_recompress
@@ -129,6 +155,7 @@ def recompress(src: Where, dst: Where, *, compression: str, level: int | None = 
         *_paths(src, dst), compression=compression, level=level,
         companions=_companions(index_interval_bytes, now_ms, producer_expiration_ms),
         include_deleted=include_deleted,
+        target=_target(topic_id, cluster_metadata, storage_options),
         **_run(storage_options, dst_storage_options, topic, partition, dry_run, master, progress)))
 
 
@@ -175,11 +202,14 @@ def compact(src: Where, dst: Where, *, delete_retention_ms: int | None = None, n
             segment_bytes: int | None = None, segment_index_bytes: int | None = None,
             offset_map_bytes: int | None = None, offset_map_load_factor: float | None = None,
             fail_when_map_full: bool = False, keep_format: bool = False,
+            cleanup_policy: str = "compact",
             index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
             producer_expiration_ms: int = DEFAULT_PRODUCER_EXPIRATION_MS,
             storage_options: dict | None = None, dst_storage_options: dict | None = None,
             topic: str | None = None, partition: int | None = None, master: str | None = None,
-            dry_run: bool = False, progress: bool = False) -> Report:
+            dry_run: bool = False, progress: bool = False,
+            topic_id: str | Sequence[str] | dict | None = None,
+            cluster_metadata: Where | None = None) -> Report:
     """Kafka's log cleaner (cleanup.policy=compact) applied to a copy (`kfmt compact`); None: the
     topic or broker default. A dry run's report says what would be removed."""
     from kfmt.transforms.cleanup.compact import compact as run_compact
@@ -203,27 +233,32 @@ def compact(src: Where, dst: Where, *, delete_retention_ms: int | None = None, n
         index_interval_bytes=index_interval_bytes, offset_map_bytes=given(offset_map_bytes, DEFAULT_OFFSET_MAP_MEMORY),
         offset_map_load_factor=given(offset_map_load_factor, DEFAULT_OFFSET_MAP_LOAD_FACTOR),
         fail_when_map_full=fail_when_map_full, keep_format=keep_format,
-        producer_expiration_ms=producer_expiration_ms)
-    plan, report = run_compact(*_paths(src, dst), options, **_run(
+        producer_expiration_ms=producer_expiration_ms, cleanup_policy=cleanup_policy)
+    plan, report = run_compact(*_paths(src, dst), options,
+                               target=_target(topic_id, cluster_metadata, storage_options), **_run(
         storage_options, dst_storage_options, topic, partition, dry_run, master, progress))
     return Report(report, plan=plan)
 
 
 def retain(src: Where, dst: Where, *, retention_ms: int = -1, retention_bytes: int = -1,
            log_start_offset: int | None = None, now_ms: int | None = None, include_active: bool = False,
+           cleanup_policy: str = "delete",
            index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
            producer_expiration_ms: int = DEFAULT_PRODUCER_EXPIRATION_MS,
            storage_options: dict | None = None, dst_storage_options: dict | None = None,
            topic: str | None = None, partition: int | None = None, master: str | None = None,
-           dry_run: bool = False, progress: bool = False) -> Report:
+           dry_run: bool = False, progress: bool = False,
+           topic_id: str | Sequence[str] | dict | None = None,
+           cluster_metadata: Where | None = None) -> Report:
     """Kafka's delete policy (retention.ms, retention.bytes, a DeleteRecords log start offset)
     applied to a copy (`kfmt retain`); -1 turns a rule off. A dry run's report says what would go."""
     from kfmt.transforms.cleanup.retain import retain as run_retain
     from kfmt.transforms.cleanup.retention import RetentionOptions
 
     options = RetentionOptions(retention_ms, retention_bytes, log_start_offset, now_ms or 0, include_active,
-                               index_interval_bytes, producer_expiration_ms)
-    plan, report = run_retain(*_paths(src, dst), options, **_run(
+                               index_interval_bytes, producer_expiration_ms, cleanup_policy)
+    plan, report = run_retain(*_paths(src, dst), options,
+                              target=_target(topic_id, cluster_metadata, storage_options), **_run(
         storage_options, dst_storage_options, topic, partition, dry_run, master, progress))
     return Report(report, plan=plan)
 
@@ -234,7 +269,9 @@ def reindex(src: Where, dst: Where, *, index_interval_bytes: int = DEFAULT_INDEX
             now_ms: int | None = None, producer_expiration_ms: int = DEFAULT_PRODUCER_EXPIRATION_MS,
             storage_options: dict | None = None, dst_storage_options: dict | None = None,
             topic: str | None = None, partition: int | None = None, master: str | None = None,
-            dry_run: bool = False, progress: bool = False) -> Report:
+            dry_run: bool = False, progress: bool = False,
+            topic_id: str | Sequence[str] | dict | None = None,
+            cluster_metadata: Where | None = None) -> Report:
     """A copy with .index, .timeindex, .txnindex, producer snapshots and leader-epoch-checkpoint
     regenerated as Kafka's log recovery builds them (`kfmt reindex`)."""
     from kfmt.transforms.reindex import reindex as run_reindex
@@ -242,7 +279,7 @@ def reindex(src: Where, dst: Where, *, index_interval_bytes: int = DEFAULT_INDEX
     with _bar(progress, unit="B", unit_scale=True, desc="reindex") as bar:
         return _outcome(*run_reindex(
             *_paths(src, dst), options=_companions(index_interval_bytes, now_ms, producer_expiration_ms),
-            on_progress=bar.update,
+            on_progress=bar.update, target=_target(topic_id, cluster_metadata, storage_options),
             **_run(storage_options, dst_storage_options, topic, partition, dry_run, master, progress)))
 
 
@@ -304,13 +341,16 @@ def restore(url: Where, dst: Where, *, index_interval_bytes: int = DEFAULT_INDEX
             now_ms: int | None = None, producer_expiration_ms: int = DEFAULT_PRODUCER_EXPIRATION_MS,
             storage_options: dict | None = None, dst_storage_options: dict | None = None,
             topic: str | None = None, partition: int | None = None, master: str | None = None,
-            dry_run: bool = False, progress: bool = False, generation: int | None = None) -> Report:
+            dry_run: bool = False, progress: bool = False, generation: int | None = None,
+            topic_id: str | Sequence[str] | dict | None = None,
+            cluster_metadata: Where | None = None) -> Report:
     """A generation of an archive (default the latest) back to a broker-ready directory, checksums
     checked and companion files regenerated (`kfmt restore`)."""
     from kfmt.transforms.archive.restore import restore as run_restore
 
     result = run_restore(*_paths(url, dst), generation=generation,
                          options=_companions(index_interval_bytes, now_ms, producer_expiration_ms),
+                         target=_target(topic_id, cluster_metadata, storage_options),
                          **_run(storage_options, dst_storage_options, topic, partition, dry_run, master,
                                 progress))
     return _outcome(result, result.report)
@@ -319,10 +359,12 @@ def restore(url: Where, dst: Where, *, index_interval_bytes: int = DEFAULT_INDEX
 # --- inspection ---
 
 def verify(path: Where, *, storage_options: dict | None = None, topic: str | None = None,
-           partition: int | None = None, progress: bool = False) -> Report:
+           partition: int | None = None, progress: bool = False,
+           cluster_metadata: Where | None = None) -> Report:
     """Every check of `kfmt verify`. Problems do not raise: the report's "ok" says whether there
     were errors (the command exits 65 then) and lists them; `Report.detail` is the
-    kfmt.inspect.verify Report."""
+    kfmt.inspect.verify Report. `cluster_metadata`: a copy of a KRaft cluster's metadata log to
+    check topic ids against (default: a log directory's own)."""
     from kfmt.inspect.verify import verify as run_verify
     from kfmt.storage.store import open_storage
 
@@ -335,7 +377,9 @@ def verify(path: Where, *, storage_options: dict | None = None, topic: str | Non
         return lambda: bar.update(1)
 
     try:
-        report = run_verify(storage, where, topic, partition, start_progress)
+        report = run_verify(storage, where, topic, partition, start_progress,
+                            None if cluster_metadata is None else os.fspath(cluster_metadata),
+                            storage_options or {})
     finally:
         if bar is not None:
             bar.close()

@@ -95,6 +95,24 @@ def companion_arguments(args) -> dict:
                 producer_expiration_ms=args.producer_expiration_ms)
 
 
+def add_target_arguments(p) -> None:
+    """The target cluster's topic ids (kfmt.partition.topic_identity): what partition.metadata the
+    output carries, so that a KRaft broker of that cluster loads it instead of setting it aside."""
+    p.add_argument("--topic-id", action="append", metavar="[TOPIC=]ID", dest="topic_id",
+                   help="the target cluster's id of a topic (as kafka-topics --describe prints it), "
+                        "written into partition.metadata; ID alone when SRC holds one topic, TOPIC=ID "
+                        "(repeatable) otherwise (default: each partition keeps its own)")
+    p.add_argument("--cluster-metadata", metavar="DIR",
+                   help="a copy of the target cluster's KRaft metadata log (its __cluster_metadata-0, "
+                        "or the log directory holding it): each topic's id is looked up by name, and a "
+                        "partition the target cluster would set aside as a stray is warned about")
+
+
+def target_arguments(args) -> dict:
+    """The keyword arguments add_target_arguments' flags give a command function of kfmt.api."""
+    return dict(topic_id=args.topic_id, cluster_metadata=args.cluster_metadata)
+
+
 def print_outcome(plan, report: dict | None, as_json: bool, summary: Callable[[dict], str]) -> int:
     """Print what a transform did: for a dry run (no report) the plan, else the report as JSON or
     `summary(report)` as one line of text. Returns the exit code (0)."""
@@ -110,11 +128,12 @@ def print_outcome(plan, report: dict | None, as_json: bool, summary: Callable[[d
 
 def run_transform_command(args, command, **options) -> int:
     """Run a transform's kfmt.api function (upgrade, resegment, recompress) for the arguments
-    add_transform_arguments and add_companion_arguments defined; print the plan (--dry-run) or what
-    was written."""
+    add_transform_arguments, add_companion_arguments and add_target_arguments defined; print the plan
+    (--dry-run) or what was written."""
     from kfmt.transforms.run import summary_line
 
-    result = command(args.src, args.dst, **companion_arguments(args), **run_arguments(args), **options)
+    result = command(args.src, args.dst, **companion_arguments(args), **run_arguments(args),
+                     **target_arguments(args), **options)
     return print_outcome(result.plan, None if result.is_plan else result, args.format == "json",
                          lambda r: summary_line(r, result.plan.layout.destination))
 

@@ -5,7 +5,13 @@ from __future__ import annotations
 import sys
 
 from kfmt.cli._common import dumps
-from kfmt.cli._transform import add_companion_arguments, add_transform_arguments, run_arguments
+from kfmt.cli._transform import (
+    add_companion_arguments,
+    add_target_arguments,
+    add_transform_arguments,
+    run_arguments,
+    target_arguments,
+)
 from kfmt.defaults import (
     DEFAULT_DELETE_RETENTION_MS,
     DEFAULT_MAX_INDEX_BYTES,
@@ -51,6 +57,11 @@ def add_arguments(p):
     p.add_argument("--keep-format", action="store_true",
                    help="keep v0/v1 batches in their format, as Kafka 3.x's cleaner did (default: rewrite "
                         "them as v2, as Kafka 4.0's cleaner does)")
+    p.add_argument("--cleanup-policy", default="compact", metavar="POLICY",
+                   help="the topic's cleanup.policy: delete, compact, both (delete,compact), or empty "
+                        "('', Kafka 4.2's infinite retention, KIP-1161); without 'compact' nothing is "
+                        "cleaned (default compact)")
+    add_target_arguments(p)
     add_companion_arguments(p, now=False)
 
 
@@ -65,7 +76,8 @@ def run(args) -> int:
         index_interval_bytes=args.index_interval_bytes, offset_map_bytes=args.offset_map_bytes,
         offset_map_load_factor=args.offset_map_load_factor, fail_when_map_full=args.fail_when_map_full,
         keep_format=args.keep_format, producer_expiration_ms=args.producer_expiration_ms,
-        **run_arguments(args))
+        cleanup_policy=args.cleanup_policy,
+        **run_arguments(args), **target_arguments(args))
     plan, out = report.plan, sys.stdout
     if args.format == "json":
         out.write(dumps(report) + "\n")

@@ -2,7 +2,12 @@
 (kfmt.transforms.recompress)."""
 from __future__ import annotations
 
-from kfmt.cli._transform import add_companion_arguments, add_transform_arguments, run_transform_command
+from kfmt.cli._transform import (
+    add_companion_arguments,
+    add_target_arguments,
+    add_transform_arguments,
+    run_transform_command,
+)
 
 NAME = "recompress"
 HELP = ("re-encode every data batch in v2 with another compression codec or level (legacy data "
@@ -19,6 +24,7 @@ def add_arguments(p):
     p.add_argument("--level", type=int, metavar="L",
                    help="the codec's compression level, in the range its plugin declares (default: "
                         "Kafka's); given, batches already in the codec are re-encoded too")
+    add_target_arguments(p)
     add_companion_arguments(p)
 
 

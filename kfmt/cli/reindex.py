@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from kfmt.cli._transform import (
     add_companion_arguments,
+    add_target_arguments,
     add_transform_arguments,
     companion_arguments,
     print_outcome,
     run_arguments,
+    target_arguments,
 )
 from kfmt.pipelines.engine import engine_note
 
@@ -18,13 +20,15 @@ HELP = ("copy partitions with .index, .timeindex, .txnindex, producer snapshots 
 
 def add_arguments(p):
     add_transform_arguments(p)
+    add_target_arguments(p)
     add_companion_arguments(p)
 
 
 def run(args) -> int:
     from kfmt.api.commands import reindex
 
-    result = reindex(args.src, args.dst, **companion_arguments(args), **run_arguments(args))
+    result = reindex(args.src, args.dst, **companion_arguments(args), **run_arguments(args),
+                     **target_arguments(args))
     plan = result.plan
     return print_outcome(plan, None if result.is_plan else result, args.format == "json",
                          lambda r: f"reindexed {r['totals']['partitions']} partition(s): "

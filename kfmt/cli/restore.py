@@ -9,10 +9,12 @@ import time
 from kfmt.cli._common import dumps
 from kfmt.cli._transform import (
     add_companion_arguments,
+    add_target_arguments,
     add_transform_arguments,
     companion_arguments,
     print_outcome,
     run_arguments,
+    target_arguments,
 )
 from kfmt.errors import UsageError
 from kfmt.storage.store import parse_storage_options
@@ -31,6 +33,7 @@ def add_arguments(p):
                    help="the generation to restore (default: the latest)")
     p.add_argument("--list-generations", action="store_true",
                    help="list the archive's generations (number, time, offsets per partition); DST not given")
+    add_target_arguments(p)
     add_companion_arguments(p)
 
 
@@ -47,7 +50,7 @@ def run(args) -> int:
     if args.dst is None:
         raise UsageError("DST is required (or --list-generations)")
     outcome = restore(args.src, args.dst, generation=args.generation, **companion_arguments(args),
-                      **run_arguments(args))
+                      **run_arguments(args), **target_arguments(args))
     result = outcome.plan  # the RestoreResultSet: its plan and the archive restored
     return print_outcome(result, None if outcome.is_plan else outcome, args.format == "json",
                          lambda r: f"restored generation {r['archive']['generation']}: "

@@ -5,7 +5,13 @@ from __future__ import annotations
 import sys
 
 from kfmt.cli._common import dumps
-from kfmt.cli._transform import add_companion_arguments, add_transform_arguments, run_arguments
+from kfmt.cli._transform import (
+    add_companion_arguments,
+    add_target_arguments,
+    add_transform_arguments,
+    run_arguments,
+    target_arguments,
+)
 
 NAME = "retain"
 HELP = ("delete the segments Kafka's retention would (retention.ms, retention.bytes, log start "
@@ -29,6 +35,11 @@ def add_arguments(p):
     p.add_argument("--include-active", action="store_true",
                    help="let the last (active) segment go too when it qualifies, as a broker does (an "
                         "empty segment at the log end offset then replaces a log deleted whole)")
+    p.add_argument("--cleanup-policy", default="delete", metavar="POLICY",
+                   help="the topic's cleanup.policy: delete, compact, both (delete,compact), or empty "
+                        "('', Kafka 4.2's infinite retention, KIP-1161); without 'delete' retention.ms "
+                        "and retention.bytes do not apply, only the log start offset (default delete)")
+    add_target_arguments(p)
     add_companion_arguments(p, now=False)
 
 
@@ -39,7 +50,8 @@ def run(args) -> int:
     report = retain(args.src, args.dst, retention_ms=args.retention_ms, retention_bytes=args.retention_bytes,
                     log_start_offset=args.log_start_offset, now_ms=args.now_ms,
                     include_active=args.include_active, index_interval_bytes=args.index_interval_bytes,
-                    producer_expiration_ms=args.producer_expiration_ms, **run_arguments(args))
+                    producer_expiration_ms=args.producer_expiration_ms, cleanup_policy=args.cleanup_policy,
+                    **run_arguments(args), **target_arguments(args))
     plan, out = report.plan, sys.stdout
     if args.format == "json":
         out.write(dumps(report) + "\n")

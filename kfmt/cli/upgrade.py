@@ -2,7 +2,12 @@
 (kfmt.transforms.upgrade)."""
 from __future__ import annotations
 
-from kfmt.cli._transform import add_companion_arguments, add_transform_arguments, run_transform_command
+from kfmt.cli._transform import (
+    add_companion_arguments,
+    add_target_arguments,
+    add_transform_arguments,
+    run_transform_command,
+)
 
 NAME = "upgrade"
 HELP = ("convert message formats v0/v1 to v2 by Kafka 4.0's rules (offsets kept, one v2 batch per "
@@ -17,6 +22,7 @@ def add_arguments(p):
     p.add_argument("--max-batch-bytes", type=int, metavar="N",
                    help="with --rebatch: the largest batch to make (default 1048588, Kafka's "
                         "message.max.bytes)")
+    add_target_arguments(p)
     add_companion_arguments(p)
 
 

@@ -18,6 +18,10 @@ def add_arguments(p):
     add_path_arguments(p)
     add_format_argument(p)
     add_progress_argument(p)
+    p.add_argument("--cluster-metadata", metavar="DIR",
+                   help="a copy of a KRaft cluster's metadata log (its __cluster_metadata-0, or the log "
+                        "directory holding it): note every partition its brokers would set aside as a "
+                        "stray (default: a log directory's own metadata log, if it has one)")
     p.add_argument("--no-notes", action="store_true",
                    help="leave out notes (genuine broker behaviour that is not a problem) in text output")
 
@@ -26,7 +30,8 @@ def run(args) -> int:
     from kfmt.api.commands import verify
 
     outcome = verify(args.path, storage_options=parse_storage_options(args.storage_option), topic=args.topic,
-                     partition=args.partition, progress=show_progress(args))
+                     partition=args.partition, progress=show_progress(args),
+                     cluster_metadata=args.cluster_metadata)
     report, out = outcome.detail, sys.stdout
     if args.format == "json":
         out.write(json.dumps(outcome, indent=1))

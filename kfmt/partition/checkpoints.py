@@ -175,6 +175,15 @@ def read_partition_metadata(text: str, file: str) -> str:
     return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
 
 
+def parse_topic_id(value: str) -> str | None:
+    """A topic id as Uuid.fromString reads it, in its canonical 22-character form; None when it is
+    not one (or is the all-zero id, which Kafka refuses)."""
+    raw = _uuid_bytes(value)
+    if raw is None or raw == bytes(16):
+        return None
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
 _BASE64_URL = re.compile(r"[A-Za-z0-9_-]*(={0,2})", re.ASCII)
 
 

@@ -1,4 +1,4 @@
-"""Producer state as Kafka 3.6's log recovery rebuilds it (docs/format.md §7, §8).
+"""Producer state as Kafka's log recovery rebuilds it, 3.x and 4.x alike (docs/format.md §7, §8).
 
 A model of `ProducerStateManager`, `ProducerAppendInfo` and `ProducerStateEntry` (storage/.../log/)
 for batches replayed from the log (origin REPLICATION: no sequence checks, an older producer epoch is
@@ -10,8 +10,11 @@ only logged), plus the snapshot-file bookkeeping recovery does with them (`trunc
   a transactional batch opens a transaction at its base offset unless one is open; a non-transactional
   batch while a transaction is open is the `InvalidTxnStateException` that stops a broker from
   loading the partition (docs/format.md §8).
-* A transaction marker (ABORT/COMMIT) closes the transaction, sets the coordinator epoch and the
-  timestamp (the marker's: the coordinator's clock), and a new epoch forgets the batch metadata.
+* A transaction marker (ABORT/COMMIT) closes the producer's open transaction whatever the marker's
+  epoch (transaction version 2 writes it one above the data's; replay knows no version and only logs
+  an epoch that went down: docs/format.md §7.1), sets the producer's epoch to the marker's, the
+  coordinator epoch and the timestamp (the marker's: the coordinator's clock); a new epoch forgets
+  the batch metadata.
   Only markers of transactions with data complete one: an aborted one becomes a `.txnindex` entry whose
   last stable offset is the first offset of the earliest other producer's open transaction (docs/format.md §7).
 * Loading a snapshot drops every producer without an open transaction whose timestamp is at least

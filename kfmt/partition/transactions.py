@@ -1,8 +1,9 @@
 """read_committed: which batches a committed reader may see.
 
 The rule, defined here once: a transactional data batch is settled by the next end-transaction marker
-(control record ABORT or COMMIT, docs/format.md §4.6) its producer writes after it. The batches of a
-producer from its first transactional batch after a marker up to the next marker form one
+(control record ABORT or COMMIT, docs/format.md §4.6) its producer id writes after it, whatever the
+marker's epoch (transaction version 2 bumps it at every transaction end, docs/format.md §7.1). The
+batches of a producer from its first transactional batch after a marker up to the next marker form one
 transaction; an ABORT marker makes it an *aborted transaction* (producer, first offset, marker
 offset), the entry Kafka's `.txnindex` holds. A transaction with no marker yet is *open*: the *last
 stable offset* is the first offset of the earliest open transaction, and a committed reader sees

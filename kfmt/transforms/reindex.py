@@ -29,12 +29,13 @@ Log-directory files (docs/format.md §11), for a log-directory SRC:
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import numpy as np
 
-from kfmt.errors import DataError, UsageError
+from kfmt.errors import DataError, KfmtWarning, UsageError
 from kfmt.format import batch_runs, segment
 from kfmt.format.batch_runs import CheckedRun
 from kfmt.format.model import Batch
@@ -51,6 +52,7 @@ from kfmt.partition.layout import (
 )
 from kfmt.partition.log_start import first_kept_position, kept_segments, segment_start, segment_start_note
 from kfmt.partition.summary import PartitionSummary, PartitionTally
+from kfmt.partition.topic_identity import TargetTopics, TopicIdentity
 from kfmt.pipelines.engine import Engine, choose_engine, is_process_local
 from kfmt.pipelines.runner import run_tasks
 from kfmt.storage.staging import StagedOutput, StagingTarget
@@ -75,9 +77,15 @@ class PartitionPlan:
     # a partition-directory DST: the first segment begins here, named after the log start offset
     # (kfmt.partition.log_start.segment_start); None: the segments as they are
     segment_start: int | None = None
+    # the partition.metadata written (kfmt.partition.topic_identity); None: the source's, as it is
+    identity: TopicIdentity | None = None
 
     def rel_path(self, name: str) -> str:
         return f"{self.rel}/{name}" if self.rel else name
+
+    def write_identity(self, out) -> None:
+        """partition.metadata into the partition's directory of `out` (staged output or files)."""
+        TopicIdentity.of(self.identity, self.part).write_into(out, self.rel_path(PARTITION_METADATA))
 
 
 @dataclass
@@ -95,6 +103,17 @@ class DirectoryPlan:
     partitions: list[PartitionPlan]
     log_dir_files: list[LogDirFile]
 
+    def warn_strays(self) -> None:
+        """A warning for each partition written (or planned, in a dry run) that a KRaft broker would
+        set aside as a stray; called once the run succeeded, so that a failure stays one line."""
+        for p in self.partitions:
+            if p.identity is not None and p.identity.warning:
+                warnings.warn(p.identity.warning, KfmtWarning, stacklevel=2)
+
+    def identity_notes(self) -> list[str]:
+        """What each partition's partition.metadata is (and a warning's text where it is a stray)."""
+        return [p.identity.note(p.part.name) for p in self.partitions if p.identity is not None]
+
     def lines(self) -> list[str]:
         """The plan as text (--dry-run)."""
         out = [f"reindex {self.source} -> {self.destination} "
@@ -106,7 +125,7 @@ class DirectoryPlan:
             out.append(f"  {p.part.name} -> {target}/: {len(p.part.segments)} segment(s), "
                        f"{log_bytes} bytes of .log copied byte for byte; .index, .timeindex, "
                        f".txnindex, .snapshot and {LEADER_EPOCH_CHECKPOINT} regenerated"
-                       + (f"; {PARTITION_METADATA} copied" if p.part.file(PARTITION_METADATA) else ""))
+                       + (f"; {PARTITION_METADATA} {p.identity.origin}" if p.identity else ""))
             if p.log_start_offset:
                 out.append(f"    log start offset {p.log_start_offset} (log-start-offset-checkpoint)")
             for name in p.skipped:
@@ -182,7 +201,10 @@ def source_partitions(src_storage: Storage, src_path: str, dst_storage: Storage,
 
 
 def plan_reindex(src_storage: Storage, src_path: str, dst_storage: Storage, dst_path: str,
-                 topic: str | None = None, partition: int | None = None) -> DirectoryPlan:
+                 topic: str | None = None, partition: int | None = None,
+                 target: TargetTopics | None = None) -> DirectoryPlan:
+    """What a transform reads and writes. `target`: the topic ids the output is for
+    (kfmt.partition.topic_identity; None: every partition keeps its own partition.metadata)."""
     parts, source, destination, log_dir = source_partitions(src_storage, src_path, dst_storage, dst_path,
                                                             topic, partition)
     parts, metadata = split_metadata_log(parts, log_dir, src_storage, src_path)
@@ -194,8 +216,11 @@ def plan_reindex(src_storage: Storage, src_path: str, dst_storage: Storage, dst_
         if src_storage.exists(checkpoint):
             log_starts = read_offset_checkpoint(_text(src_storage, checkpoint),
                                                 src_storage.url_of(checkpoint))
+    target = target or TargetTopics()
+    target.check_topics({p.topic for p in parts if p.topic is not None})
     plans = [PartitionPlan(p, p.name if log_dir else "", log_starts.get((p.topic, p.partition), 0),
-                           _skipped_files(p), segment_start(p, p.log_start_offset, log_dir)) for p in parts]
+                           _skipped_files(p), segment_start(p, p.log_start_offset, log_dir),
+                           target.identity(p)) for p in parts]
     return DirectoryPlan(source, destination, log_dir, plans, log_dir_files)
 
 
@@ -247,10 +272,7 @@ def reindex_partition(plan: PartitionPlan, out: StagedOutput, options: Companion
             on_progress(len(data))
     for name, content in builder.finish().files().items():
         out.write(plan.rel_path(name), content)
-    metadata = part.file(PARTITION_METADATA)
-    if metadata is not None:
-        out.write(plan.rel_path(PARTITION_METADATA), bytes(storage.read(metadata.path)),
-                  metadata.mtime_ms)
+    plan.write_identity(out)
     return tally.finish()
 
 
@@ -401,17 +423,19 @@ def reindex(src: str, dst: str, *, src_options: dict | None = None, dst_options:
             topic: str | None = None, partition: int | None = None,
             options: CompanionOptions | None = None, master: "str | Engine | None" = None,
             dry_run: bool = False, progress: bool = True,
-            on_progress: Callable[[int], None] | None = None) -> tuple[DirectoryPlan, dict | None]:
+            on_progress: Callable[[int], None] | None = None,
+            target: TargetTopics | None = None) -> tuple[DirectoryPlan, dict | None]:
     """Reindex SRC into DST. Returns the plan and the report (None for a dry run, which writes
     nothing). `on_progress(bytes)` is called as segments are done when the work runs in this process."""
     options = (options or CompanionOptions()).with_clock()
     src_storage, src_path = open_storage(src, src_options)
     dst_storage, dst_path = open_storage(dst, dst_options if dst_options is not None else src_options)
-    plan = plan_reindex(src_storage, src_path, dst_storage, dst_path, topic, partition)
+    plan = plan_reindex(src_storage, src_path, dst_storage, dst_path, topic, partition, target)
     if dry_run:
         if dst_storage.exists(dst_path) and (not dst_storage.isdir(dst_path)
                                              or dst_storage.listdir(dst_path)):
             raise UsageError(f"{plan.destination}: the destination exists and is not empty")
+        plan.warn_strays()
         return plan, None
     engine = plan_engine(master, sum(s.size for p in plan.partitions for s in p.part.segments),
                          src_storage, dst_storage)
@@ -442,13 +466,15 @@ def reindex(src: str, dst: str, *, src_options: dict | None = None, dst_options:
             inputs, outputs, out.files, _notes(plan) + tails)
         report["engine"] = engine.to_json()
         out.write(REPORT_NAME, report_bytes(report))
+    plan.warn_strays()
     return plan, report
 
 
 def _notes(plan: DirectoryPlan) -> list[str]:
     notes = [".log segments copied byte for byte with their modification times; .index, .timeindex, "
              ".txnindex, producer .snapshot files and leader-epoch-checkpoint regenerated as Kafka "
-             "3.6's log recovery builds them; partition.metadata copied"]
+             "3.6's log recovery builds them"]
+    notes += plan.identity_notes()
     for p in plan.partitions:
         notes += [f"{p.part.name}: skipped {name}" for name in p.skipped]
         if p.segment_start is not None:

@@ -56,6 +56,8 @@ from kfmt.write.planner import (
     RollPolicy,
     SegmentPlan,
     SegmentPlanner,
+    check_segment_bytes_for,
+    kafka_version as parse_kafka_version,
 )
 from kfmt.write.segment_writer import write_segment
 
@@ -270,7 +272,10 @@ class ResegmentTransform(Transform):
 
 def resegment(src: str, dst: str, *, segment_bytes: int, segment_ms: int = DEFAULT_SEGMENT_MS,
               segment_index_bytes: int = DEFAULT_MAX_INDEX_BYTES,
-              companions: CompanionOptions = CompanionOptions(), **run) -> tuple[RunPlan, dict | None]:
-    """Resegment SRC (a partition or log directory) into DST. `run`: run_transform's arguments."""
+              companions: CompanionOptions = CompanionOptions(), kafka_version: str | None = None,
+              **run) -> tuple[RunPlan, dict | None]:
+    """Resegment SRC (a partition or log directory) into DST. `kafka_version`: the broker the output
+    is for ('3.9', '4.1'; None: 4.x), which bounds segment.bytes. `run`: run_transform's arguments."""
     policy = RollPolicy(segment_bytes, segment_ms, companions.index_interval_bytes, segment_index_bytes)
+    check_segment_bytes_for(segment_bytes, parse_kafka_version(kafka_version or "4"))
     return run_transform(ResegmentTransform(policy, companions), src, dst, **run)

@@ -41,6 +41,7 @@ from kfmt.partition.log_start import (
     transform_floor,
 )
 from kfmt.partition.summary import PartitionSummary, PartitionTally, merge_tallies
+from kfmt.partition.topic_identity import TargetTopics
 from kfmt.pipelines.engine import engine_note
 from kfmt.pipelines.runner import run_tasks
 from kfmt.storage.manifest import FileRecord
@@ -243,14 +244,16 @@ def _run_task(task):
 def run_transform(transform: Transform, src: str, dst: str, *, src_options: dict | None = None,
                   dst_options: dict | None = None, topic: str | None = None,
                   partition: int | None = None, master: str | None = None, dry_run: bool = False,
-                  progress: bool = True, include_deleted: bool = False) -> tuple[RunPlan, dict | None]:
+                  progress: bool = True, include_deleted: bool = False,
+                  target: TargetTopics | None = None) -> tuple[RunPlan, dict | None]:
     """Run `transform` from SRC into DST. Returns the plan and the report (None for a dry run, which
-    writes nothing). `include_deleted`: also carry what lies below each log start offset."""
+    writes nothing). `include_deleted`: also carry what lies below each log start offset; `target`:
+    the topic ids the output is for (kfmt.partition.topic_identity)."""
     started = time.time()
     transform.companions = transform.companions.with_clock()
     src_storage, src_path = open_storage(src, src_options)
     dst_storage, dst_path = open_storage(dst, dst_options if dst_options is not None else src_options)
-    layout = plan_reindex(src_storage, src_path, dst_storage, dst_path, topic, partition)
+    layout = plan_reindex(src_storage, src_path, dst_storage, dst_path, topic, partition, target)
     work = []
     for i, p in enumerate(layout.partitions):
         floor = transform_floor(p.part, include_deleted)
@@ -272,6 +275,7 @@ def run_transform(transform: Transform, src: str, dst: str, *, src_options: dict
                                              or dst_storage.listdir(dst_path)):
             raise UsageError(f"{layout.destination}: the destination exists and is not empty")
         prepare()
+        layout.warn_strays()
         return plan, None
     with StagedOutput(dst_storage, dst_path) as out:  # refuses a DST in use before any work is done
         prepare()
@@ -290,6 +294,7 @@ def run_transform(transform: Transform, src: str, dst: str, *, src_options: dict
         report["engine"] = engine.to_json()
         report["duration_ms"] = int((time.time() - started) * 1000)
         out.write(REPORT_NAME, report_bytes(report))
+    layout.warn_strays()
     return plan, report
 
 
@@ -309,7 +314,8 @@ def _finish_partitions(transform: Transform, work: list[PartitionWork], results:
         options = {"now_ms": c.now_ms, "producer_expiration_ms": c.producer_expiration_ms,
                    "log_start_offset": w.plan.log_start_offset,
                    "leader_epochs": existing_leader_epochs(part)}  # recovery starts from them (as reindex)
-        write_companions(out.staged, w.plan.rel, segments, transform.policy(), source=part, **options)
+        write_companions(out.staged, w.plan.rel, segments, transform.policy(), source=part,
+                         identity=w.plan.identity, **options)
         source_url = part.storage.url_of(part.path)
         dst_url = dst_storage.url_of(dst_storage.join(dst_path, w.plan.rel) if w.plan.rel else dst_path)
         before = merge_tallies(befores, source_url, part.topic, part.partition)
@@ -331,9 +337,10 @@ def _notes(transform: Transform, layout: DirectoryPlan, work: list[PartitionWork
     notes += [w.below.note(w.label, layout.log_dir) for w in work if w.below is not None]
     notes += [segment_start_note(w.label, w.start) for w in work if w.start is not None]
     notes += [n for w in work for n in w.notes]
+    notes += layout.identity_notes()
     notes.append(".index, .timeindex, .txnindex, producer .snapshot files and leader-epoch-checkpoint "
-                 "built as Kafka 3.6's log recovery builds them; partition.metadata copied; the "
-                 "content digest of the records written was checked against the records read")
+                 "built as Kafka 3.6's log recovery builds them; the content digest of the records "
+                 "written was checked against the records read")
     for p in layout.partitions:
         notes += [f"{p.part.name}: skipped {name}" for name in p.skipped]
     notes += [f"log directory: {f.action} {f.name} ({f.reason})" for f in layout.log_dir_files]

@@ -28,6 +28,32 @@ _INT64_MAX = 2**63 - 1
 
 
 
+# segment.bytes has a floor of 1 MiB from Kafka 4.0 (LogConfig: atLeast(1024 * 1024); 3.x: 14, the
+# smallest v0 message): a 4.x broker refuses a topic configured below it, and rolls no smaller segment.
+KAFKA4_MIN_SEGMENT_BYTES = 1024 * 1024
+
+
+def kafka_version(value: str) -> tuple[int, int]:
+    """'3.9', '4.1.0', '4' -> (major, minor)."""
+    parts = str(value).split(".")
+    try:
+        numbers = [int(p) for p in parts[:2]] + [0] * (2 - len(parts[:2]))
+    except ValueError:
+        numbers = []
+    if len(numbers) != 2 or min(numbers) < 0:
+        raise UsageError(f"--kafka-version {value!r}: expected a Kafka version such as 3.9 or 4.1")
+    return numbers[0], numbers[1]
+
+
+def check_segment_bytes_for(segment_bytes: int, version: tuple[int, int]) -> None:
+    """A segment.bytes the target Kafka version accepts as a topic config."""
+    if version >= (4, 0) and segment_bytes < KAFKA4_MIN_SEGMENT_BYTES:
+        raise UsageError(f"segment.bytes {segment_bytes} is below Kafka 4's floor of "
+                         f"{KAFKA4_MIN_SEGMENT_BYTES} (1 MiB): a 4.x broker neither accepts such a topic "
+                         f"config nor rolls such segments; give --kafka-version 3.9 (or older) to cut "
+                         f"segments for a 3.x broker")
+
+
 # Why a segment starts (SegmentPlan.reason)
 FIRST = "first"
 SEGMENT_BYTES = "segment.bytes"

@@ -15,6 +15,7 @@ from kfmt.format.frames import header_of
 from kfmt.format.model import BatchHeader
 from kfmt.partition.layout import PartitionDir, Segment, segment_file_name
 from kfmt.partition.segment_recovery import RecoveredSegmentBuilder
+from kfmt.partition.topic_identity import TopicIdentity
 from kfmt.partition.txnindex import write_txn_index
 from kfmt.storage.staging import StagedFiles
 from kfmt.write.planner import FIRST, RollPolicy, SegmentPlan, SegmentPlanner
@@ -170,9 +171,10 @@ class SegmentRunWriter:
 
 def write_companions(files: StagedFiles, rel_dir: str, segments: Iterable[WrittenSegment],
                      policy: RollPolicy = RollPolicy(), *, source: PartitionDir | None = None,
-                     **companion_options) -> WriteSummary:
+                     identity: TopicIdentity | None = None, **companion_options) -> WriteSummary:
     """The partition-level companion files (`.txnindex`, producer snapshots, leader-epoch-checkpoint,
-    partition.metadata) of segments written by parallel tasks, given in offset order."""
+    partition.metadata: `identity`'s, else the source's) of segments written by parallel tasks, given
+    in offset order."""
     companions = CompanionWriter(files, rel_dir, policy, companion_options)
     summary = WriteSummary()
     for segment in segments:
@@ -183,7 +185,7 @@ def write_companions(files: StagedFiles, rel_dir: str, segments: Iterable[Writte
         summary.segments.append(SegmentSummary(segment.base_offset, segment.log.size,
                                                segment.facts.batches, segment.facts.last_offset,
                                                segment.reason))
-    summary.log_end_offset = companions.finish(source).log_end_offset
+    summary.log_end_offset = companions.finish(source, identity).log_end_offset
     return summary
 
 

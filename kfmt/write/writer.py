@@ -8,7 +8,8 @@ Every transform (upgrade, resegment, recompress, compaction, restore, salvage) w
   the store's write buffer; `roll()` adds boundaries a transform must keep) and gives each segment its companion files from kfmt.partition.companions'
   CompanionBuilder, the one place that computes indexes, snapshots and leader epochs. It copies
   already-encoded batches byte for byte (`append`) or encodes decoded ones through their format
-  plugin (`append_batch`), and carries `partition.metadata` over unchanged.
+  plugin (`append_batch`), and carries `partition.metadata` over unchanged (or writes the one the
+  transform's target gives, kfmt.partition.topic_identity).
 * For parallel writers the same steps are separable and picklable: kfmt.write.segment_writer.
 
 Modification times: a segment gets the newest `mtime_ms` of the batches written into it (the source
@@ -31,6 +32,7 @@ from kfmt.format.wire import OFFSET_AND_SIZE
 from kfmt.partition.companions import CompanionBuilder, control_facts
 from kfmt.partition.layout import PARTITION_METADATA, PartitionDir, segment_file_name
 from kfmt.partition.segment_recovery import RecoveredSegment
+from kfmt.partition.topic_identity import TopicIdentity
 from kfmt.plugin import registry
 from kfmt.storage.manifest import FileRecord
 from kfmt.storage.staging import StagedFiles, StagedOutput
@@ -178,14 +180,15 @@ class CompanionWriter:
             self.files.set_mtime(log.rel, mtime_ms)
         return result
 
-    def finish(self, source: PartitionDir | None):
+    def finish(self, source: PartitionDir | None, identity: TopicIdentity | None = None):
+        """The partition-level files; partition.metadata is `identity`'s (kfmt.partition.topic_identity)
+        or, without one, the source's as it is."""
         result = self.builder.finish()
         for name, data in result.files().items():
             self.files.write(rel_path(self.rel_dir, name), data)
-        if source is not None and source.file(PARTITION_METADATA) is not None:
-            info = source.file(PARTITION_METADATA)
-            self.files.write(rel_path(self.rel_dir, PARTITION_METADATA), source.storage.read(info.path),
-                             info.mtime_ms)
+        if identity is not None or source is not None:
+            TopicIdentity.of(identity, source).write_into(self.files,
+                                                          rel_path(self.rel_dir, PARTITION_METADATA))
         return result
 
 
@@ -215,17 +218,19 @@ class PartitionWriter:
 
     `start_offset` is the first segment's base offset (default: the source's first segment base, so a
     compacted log keeps a base below its first record; else the first batch's base offset).
-    `source` is the partition being transformed: its partition.metadata is carried over unchanged.
+    `source` is the partition being transformed: its partition.metadata is carried over unchanged,
+    unless `identity` says which to write (kfmt.partition.topic_identity).
     `companion_options` go to CompanionBuilder (now_ms, producer_expiration_ms, ...).
     """
 
     def __init__(self, out: StagedOutput | StagedFiles, rel_dir: str = "",
                  policy: RollPolicy = RollPolicy(), *, start_offset: int | None = None,
-                 source: PartitionDir | None = None, **companion_options):
+                 source: PartitionDir | None = None, identity: TopicIdentity | None = None,
+                 **companion_options):
         self.files = _files_of(out)
         self.rel_dir = rel_dir
         self.policy = policy
-        self.source = source
+        self.source, self.identity = source, identity
         if start_offset is None and source is not None and source.segments:
             start_offset = source.segments[0].base_offset
         self.start_offset = start_offset
@@ -327,7 +332,7 @@ class PartitionWriter:
         if not self.summary.segments:
             self._begin_segment(self.start_offset or 0, FIRST)
         self._end_segment()
-        result = self.companions.finish(self.source)
+        result = self.companions.finish(self.source, self.identity)
         self.summary.log_end_offset = result.log_end_offset
         self._closed = True
         return self.summary

@@ -126,7 +126,7 @@ def transform(command: str, src, dst, *args) -> dict:
     return json.loads(result.out)
 
 
-TRANSFORMS = [("upgrade",), ("recompress", "--compression", "zstd"), ("resegment", "--segment-bytes", "20000")]
+TRANSFORMS = [("upgrade",), ("recompress", "--compression", "zstd"), ("resegment", "--segment-bytes", "20000", "--kafka-version", "3.9")]
 
 
 @pytest.mark.parametrize("case", CASES)

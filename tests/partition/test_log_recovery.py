@@ -147,7 +147,7 @@ def test_a_crash_cut_tail_gives_every_complete_record_and_one_warning(name, how,
 
 
 @pytest.mark.parametrize("command", [("upgrade",), ("recompress", "--compression", "lz4"),
-                                     ("resegment", "--segment-bytes", "50000"), ("reindex",)],
+                                     ("resegment", "--segment-bytes", "50000", "--kafka-version", "3.9"), ("reindex",)],
                          ids=lambda c: c[0])
 @pytest.mark.parametrize("name", ["v1-gzip-0", "txn-v2-none-0"])
 def test_transforms_leave_a_crash_cut_tail_out_and_say_so(name, command, tmp_path):

@@ -80,7 +80,7 @@ def test_the_cluster_listens_on_loopback_only(spark_cluster):
 
 TRANSFORMS = {  # command -> its options (the source is the log directory, the destination a new folder)
     "upgrade": ["--now", NOW_MS],
-    "resegment": ["--segment-bytes", "3000"],
+    "resegment": ["--segment-bytes", "3000", "--kafka-version", "3.9"],
     "recompress": ["--compression", "zstd"],
     "compact": ["--now", NOW_MS, "--keep-format"],
     "retain": ["--retention-ms", "1000", "--include-active", "--now", "1700000300000"],

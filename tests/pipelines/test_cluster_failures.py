@@ -153,7 +153,8 @@ def test_all_workers_lost_fails_in_one_line_and_reruns(spark_cluster, s3_server,
     dst = s3_server.url("failures-lost") + "/resegment"
     hold = tmp_path / "hold"
     (hold / "resegment: segments").mkdir(parents=True)
-    args = kfmt_args("resegment", src, dst, s3_server, spark_cluster.master_url, "--segment-bytes", 3000)
+    args = kfmt_args("resegment", src, dst, s3_server, spark_cluster.master_url, "--segment-bytes", 3000,
+                     "--kafka-version", "3.9")
     env = {**spark_cluster.env(), HOLD_ENV: str(hold), "KFMT_SPARK_EXECUTOR_WAIT": "5"}
     driver = subprocess.Popen([sys.executable, "-m", "kfmt", *map(str, args)], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -185,5 +186,5 @@ def test_all_workers_lost_fails_in_one_line_and_reruns(spark_cluster, s3_server,
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     expected = tmp_path / "expected"
     local_kfmt("resegment", local_src, expected, "--no-progress", "--segment-bytes", 3000,
-               "--master", "inprocess")
+               "--kafka-version", "3.9", "--master", "inprocess")
     same_tree(s3_server, dst, expected)

@@ -44,7 +44,7 @@ COMMANDS = {
     "reindex": NOW,
     "salvage": NOW,
     "upgrade": [*NOW, *INPROCESS],
-    "resegment": ["--segment-bytes", "20000", *NOW, *INPROCESS],
+    "resegment": ["--segment-bytes", "20000", "--kafka-version", "3.9", *NOW, *INPROCESS],
     "recompress": ["--compression", "lz4", *NOW, *INPROCESS],
     "compact": [*NOW, *INPROCESS],
     "retain": ["--retention-bytes", "40000", *NOW, *INPROCESS],

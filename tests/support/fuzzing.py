@@ -69,7 +69,7 @@ TIERS = ("readers", "commands")
 #: verify's checks of what a batch's records say (as opposed to framing, order and companion files)
 RECORD_CHECKS = {"record-timestamp", "record-offsets", "control-record", "txn-state"}
 #: the other transforms, one per case in turn (they read through the same readers); Spark stays out
-TRANSFORMS = (("upgrade",), ("resegment", "--segment-bytes", "4096"), ("recompress", "--compression", "zstd"),
+TRANSFORMS = (("upgrade",), ("resegment", "--segment-bytes", "4096", "--kafka-version", "3.9"), ("recompress", "--compression", "zstd"),
               ("retain", "--retention-bytes", "20000"), ("compact",), ("export", "--format", "jsonl"))
 
 

@@ -28,7 +28,7 @@ from kfmt.partition.checkpoints import read_offset_checkpoint
 RETENTION = REALKAFKA / "_retention"
 KAFKA41 = TESTS / "data" / "delete-records-4.1"
 TRANSFORMS = [("reindex",), ("upgrade",), ("recompress", "--compression", "zstd"),
-              ("resegment", "--segment-bytes", "20000"), ("retain",)]
+              ("resegment", "--segment-bytes", "20000", "--kafka-version", "3.9"), ("retain",)]
 
 
 def broker_log_start(partition_dir: Path, checkpoint: Path | None, tp) -> int:

@@ -189,7 +189,7 @@ def batches_of_file(log: Path):
 @pytest.mark.parametrize("segment_bytes", [3000, 50_000])
 def test_every_corpus_partition_resegmented(tmp_path, name, segment_bytes):
     src, out = REALKAFKA / name, tmp_path / "out"
-    report = transform("resegment", src, out, "--segment-bytes", segment_bytes)
+    report = transform("resegment", src, out, "--segment-bytes", segment_bytes, "--kafka-version", "3.9")
     assert cat_json(out) == cat_json(src)
     assert_rolls_justified(out, segment_bytes, 7 * 24 * 3600 * 1000)
     # the batches, byte for byte, in order
@@ -223,7 +223,7 @@ def test_a_partition_without_batches_keeps_one_empty_segment(tmp_path):
     src.mkdir()
     for base in (0, 40):
         (src / f"{base:020d}.log").write_bytes(b"")
-    transform("resegment", src, tmp_path / "out", "--segment-bytes", 1000)
+    transform("resegment", src, tmp_path / "out", "--segment-bytes", 1000, "--kafka-version", "3.9")
     assert sorted(os.listdir(tmp_path / "out")) == [
         "00000000000000000000.index", "00000000000000000000.log", "00000000000000000000.timeindex",
         "kfmt-report.json"]
@@ -233,7 +233,7 @@ def test_dry_run_plans_from_headers_and_writes_nothing(tmp_path):
     src = write_mixed(tmp_path / "mixed-0")
     size = (src / f"{5:020d}.log").stat().st_size
     out = kfmt_ok("resegment", src, tmp_path / "out", "--segment-bytes", size, "--dry-run",
-                  "--master", "inprocess")
+                  "--master", "inprocess", "--kafka-version", "3.9")
     assert not (tmp_path / "out").exists()
     lines = out.splitlines()
     assert lines[0].startswith("resegment ") and "(partition directory, 1 partition(s))" in lines[0]
@@ -241,7 +241,7 @@ def test_dry_run_plans_from_headers_and_writes_nothing(tmp_path):
     assert planned and planned[0].startswith("00000000000000000000.log: ")
     assert all("bytes" in line and "starts:" in line for line in planned)
     plan = json.loads(kfmt_ok("resegment", src, tmp_path / "out", "--segment-bytes", size, "--dry-run",
-                              "--master", "inprocess", "--format", "json"))
+                              "--master", "inprocess", "--format", "json", "--kafka-version", "3.9"))
     assert plan["options"]["segment_bytes"] == size
 
 
@@ -249,7 +249,8 @@ def test_usage_errors_exit_2(tmp_path):
     src = write_mixed(tmp_path / "mixed-0")
     for args in (["--segment-bytes", "13"], ["--segment-bytes", "1000", "--segment-ms", "0"],
                  ["--segment-bytes", "1000", "--index-interval-bytes", "-1"], []):
-        result = run_kfmt("resegment", src, tmp_path / "out", "--master", "inprocess", *args)
+        result = run_kfmt("resegment", src, tmp_path / "out", "--master", "inprocess", "--kafka-version", "3.9",
+                          *args)
         assert result.code == 2, args
     assert sorted(os.listdir(tmp_path)) == ["mixed-0"]
 
@@ -259,7 +260,7 @@ def test_a_log_directory_resegmented_on_spark(tmp_path):
     names = ["txn-v2-none-0", "compact-v2-none-0", "v1-gzip-0", "v2-lz4-0"]
     src = log_dir_of(tmp_path, names)
     out = tmp_path / "out"
-    report = transform("resegment", src, out, "--segment-bytes", 20_000, "--index-interval-bytes", 1024,
+    report = transform("resegment", src, out, "--segment-bytes", 20_000, "--kafka-version", "3.9", "--index-interval-bytes", 1024,
                        master=SPARK)
     assert report["totals"]["content_unchanged"]
     for name in names:

@@ -3,7 +3,8 @@
 One module per file kind: `log` (segments: framing, CRCs, offsets, records, control records),
 `indexes` (.index/.timeindex against the log), `txn` (.txnindex and transactional state),
 `snapshots` (producer snapshots), `checkpoints` (leader-epoch-checkpoint, partition.metadata and the
-log directory's checkpoint files), `partition` (putting them together), `problems` (the findings).
+log directory's checkpoint files), `identity` (topic ids against a KRaft cluster's metadata),
+`partition` (putting them together), `problems` (the findings).
 
 Problems make verification fail; notes record genuine broker behaviour (a copy taken from a running
 broker, files Kafka would delete at startup) and never do. Genuine broker-written directories verify
@@ -20,6 +21,7 @@ from kfmt.partition.load_recovery import TRUSTED, LoadRecovery, load_recoveries
 from kfmt.storage.store import Storage
 
 from .checkpoints import check_log_dir
+from .identity import check_topic_ids, cluster_of
 from .partition import verify_partition
 from .problems import Problem, Report, Severity
 
@@ -27,9 +29,11 @@ __all__ = ["Problem", "Report", "Severity", "verify", "verify_partition"]
 
 
 def verify(storage: Storage, path: str, topic: str | None = None, partition: int | None = None,
-           progress=None) -> Report:
+           progress=None, cluster_metadata: str | None = None,
+           storage_options: dict | None = None) -> Report:
     """Verify the partition or log directory at `path`; `progress(total_segments)` may return a
-    callable invoked after each segment."""
+    callable invoked after each segment. Topic ids are checked against `cluster_metadata` (a copy of
+    a cluster's metadata log, read with `storage_options`), else a log directory's own."""
     report = Report()
     parts = find_partitions(storage, path, topic, partition)
     log_dir = is_log_dir(parts, storage, path)
@@ -47,6 +51,9 @@ def verify(storage: Storage, path: str, topic: str | None = None, partition: int
     if log_dir:
         complete = topic is None and partition is None
         check_log_dir(storage, path, [r for r in ranges if r.topic is not None], report, complete)
+    cluster = cluster_of(storage, path, log_dir, cluster_metadata, storage_options, report)
+    if cluster is not None:
+        check_topic_ids(parts, cluster, report)
     return report
 
 

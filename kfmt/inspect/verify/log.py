@@ -57,6 +57,7 @@ class BatchFacts:
     max_timestamp: int
     magic: int
     producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = -1
     is_transactional: bool = False
     is_control: bool = False
     partition_leader_epoch: int = -1
@@ -201,7 +202,8 @@ class LogChecker:
             position=header.position, size=header.size,
             base_offset=h.base_offset if h.base_offset is not None else h.last_offset,
             last_offset=h.last_offset, max_timestamp=h.max_timestamp, magic=h.magic,
-            producer_id=h.producer_id, is_transactional=h.is_transactional, is_control=h.is_control,
+            producer_id=h.producer_id, producer_epoch=h.producer_epoch,
+            is_transactional=h.is_transactional, is_control=h.is_control,
             partition_leader_epoch=h.partition_leader_epoch)
         self._check_offsets(facts, seg, file, first)
         if batch is not None:

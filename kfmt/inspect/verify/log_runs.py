@@ -167,10 +167,11 @@ def _observe(observers, rows: np.ndarray, file: str, report, batch_facts) -> Non
         return
     columns = [rows[c][picked].tolist() for c in ("position", "size", "base_offset", "last_offset",
                                                   "max_timestamp", "magic", "producer_id",
-                                                  "partition_leader_epoch", "attributes")]
-    for i, (position, size, base, last, max_ts, magic, pid, epoch, attrs) in zip(picked.tolist(), zip(*columns)):
+                                                  "producer_epoch", "partition_leader_epoch", "attributes")]
+    for i, (position, size, base, last, max_ts, magic, pid, pepoch, epoch, attrs) in zip(picked.tolist(),
+                                                                                        zip(*columns)):
         facts = batch_facts(position=position, size=size, base_offset=base, last_offset=last,
-                           max_timestamp=max_ts, magic=magic, producer_id=pid,
+                           max_timestamp=max_ts, magic=magic, producer_id=pid, producer_epoch=pepoch,
                            is_transactional=magic >= MAGIC_V2 and bool(attrs & ATTR_TRANSACTIONAL),
                            is_control=False, partition_leader_epoch=epoch)
         for observer, mask in zip(observers, masks):

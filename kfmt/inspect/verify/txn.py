@@ -17,7 +17,12 @@ LogSegment.updateTxnIndex, LogCleaner's CleanedTransactionMetadata):
   cleaner also writes entries into cleaned segments where the transaction's data lies, and keeps them
   after it removed the marker (then no batch holds the named offset);
 * replaying the log (producer-state rebuild on load) fails with InvalidTxnStateException when a
-  producer with an open transaction writes a non-transactional batch (docs/format.md §8).
+  producer with an open transaction writes a non-transactional batch (docs/format.md §8);
+* a producer id's epoch never goes down along the log: a leader refuses a batch or marker below the
+  epoch it holds (InvalidProducerEpochException, under transaction version 1 and 2 alike), while
+  replay only logs it and takes the lower epoch. Markers one epoch above their data (version 2), a
+  duplicate marker of the same epoch (a version 2 retry) and any epoch after a fencing are the rule,
+  not problems (docs/format.md §7.1).
 """
 from __future__ import annotations
 
@@ -65,6 +70,7 @@ class TxnChecker:
         self.by_marker: dict[int, list[IndexedTxn]] = {}
         self.open: dict[int, int] = {}  # producer id -> first offset of its open transaction
         self.last_marker: dict[int, int] = {}  # producer id -> offset of its latest ABORT/COMMIT marker
+        self.epochs: dict[int, tuple[int, int]] = {}  # producer id -> (highest epoch, at which offset)
         self.aborts: list[CompletedAbort] = []
         for seg in part.segments:
             if seg.txnindex is not None:
@@ -118,6 +124,7 @@ class TxnChecker:
         if facts.magic < MAGIC_V2 or facts.producer_id <= NO_PRODUCER_ID:  # no producer id (hasProducerId)
             return
         pid = facts.producer_id
+        self._check_epoch(facts, file, report)
         if not facts.is_control:
             if facts.is_transactional:
                 self.open.setdefault(pid, facts.base_offset)
@@ -133,6 +140,19 @@ class TxnChecker:
             first = self.open.pop(pid, None)
             if first is not None and facts.control == ControlType.ABORT:
                 self.aborts.append(CompletedAbort(pid, first, facts.base_offset, file, facts.position))
+
+    def _check_epoch(self, facts: BatchFacts, file: str, report: Report) -> None:
+        """Transactional batches and markers (the batches shown here) keep their producer id's epoch
+        from going down (ProducerAppendInfo.checkProducerEpoch, docs/format.md §7.1)."""
+        pid, epoch = facts.producer_id, facts.producer_epoch
+        highest = self.epochs.get(pid)
+        if highest is None or epoch > highest[0]:
+            self.epochs[pid] = (epoch, facts.base_offset)
+        elif epoch < highest[0] and (facts.is_transactional or facts.is_control):
+            report.note("txn-epoch", f"{facts.describe()} carries producer epoch {epoch}, below the epoch "
+                        f"{highest[0]} the producer reached at offset {highest[1]}: a leader refuses such a "
+                        f"batch (InvalidProducerEpochException); replay only logs it and takes the lower "
+                        f"epoch", file, facts.position, facts.base_offset)
 
     def wants(self, rows):
         """Which rows of frames (kfmt.format.frames) on_batch has anything to do for: v2 batches of a

@@ -18,6 +18,7 @@ from kfmt.errors import DataError, UsageError
 from kfmt.partition.companions import CompanionOptions
 from kfmt.partition.layout import load_partition
 from kfmt.partition.summary import PartitionSummary
+from kfmt.partition.topic_identity import TargetTopics, TopicIdentity
 from kfmt.pipelines.runner import run_tasks
 from kfmt.storage.manifest import FileRecord, Manifest
 from kfmt.storage.staging import StagedOutput, StagingTarget
@@ -49,6 +50,7 @@ class RestoreTask:
     skipped: tuple[str, ...]
     options: CompanionOptions
     target: StagingTarget
+    identity: TopicIdentity | None = None  # the partition.metadata to write (kfmt.partition.topic_identity)
 
 
 @dataclass(frozen=True)
@@ -62,8 +64,8 @@ def restore_partition(task: RestoreTask) -> RestoreResult:
     view = ArchiveView(storage, task.manifest, [task.rel], task.objects)
     part = load_partition(view, task.part_path)
     files = task.target.files()
-    summary = reindex_partition(PartitionPlan(part, task.rel, task.log_start_offset, list(task.skipped)),
-                                files, task.options)
+    summary = reindex_partition(PartitionPlan(part, task.rel, task.log_start_offset, list(task.skipped),
+                                              identity=task.identity), files, task.options)
     return RestoreResult(summary, list(files.records.values()))
 
 
@@ -103,19 +105,21 @@ class RestoreResultSet:
 def restore(url: str, dst: str, *, src_options: dict | None = None, dst_options: dict | None = None,
             topic: str | None = None, partition: int | None = None,
             options: CompanionOptions | None = None, master: str | None = None, dry_run: bool = False,
-            progress: bool = True, generation: int | None = None) -> RestoreResultSet:
+            progress: bool = True, generation: int | None = None,
+            target: TargetTopics | None = None) -> RestoreResultSet:
     started = time.monotonic()
     options = (options or CompanionOptions()).with_clock()
     storage, path = open_storage(url, src_options)
     dst_storage, dst_path = open_storage(dst, dst_options if dst_options is not None else src_options)
     archive = open_archive(storage, path, generation)
     view = archive.view(storage)
-    plan = plan_reindex(view, path, dst_storage, dst_path, topic, partition)
+    plan = plan_reindex(view, path, dst_storage, dst_path, topic, partition, target)
     result = RestoreResultSet(plan, archive)
     if dry_run:
         if dst_storage.exists(dst_path) and (not dst_storage.isdir(dst_path)
                                              or dst_storage.listdir(dst_path)):
             raise UsageError(f"{plan.destination}: the destination exists and is not empty")
+        plan.warn_strays()
         return result
     archived = {p.dir: p for p in archive.partitions}
     manifest, objects = archive.manifest, archive.objects()
@@ -126,7 +130,7 @@ def restore(url: str, dst: str, *, src_options: dict | None = None, dst_options:
                              {rel: objects[rel] for rel in part_manifest.files if rel in objects},
                              pp.part.path, pp.rel,
                              archived[pp.rel].log_start_offset if pp.rel in archived else pp.log_start_offset,
-                             tuple(pp.skipped), options, target)
+                             tuple(pp.skipped), options, target, pp.identity)
                  for pp in plan.partitions]
         engine = plan_engine(master, sum(s.size for pp in plan.partitions for s in pp.part.segments),
                              storage, dst_storage)
@@ -158,6 +162,7 @@ def restore(url: str, dst: str, *, src_options: dict | None = None, dst_options:
         report["duration_ms"] = int((time.monotonic() - started) * 1000)
         out.write(REPORT_NAME, report_bytes(report))
     result.report = report
+    plan.warn_strays()
     return result
 
 
@@ -182,7 +187,8 @@ def _notes(plan: DirectoryPlan, archive: PublishedArchive) -> list[str]:
     notes = [".log segments restored byte for byte (SHA-256 checked against the archive manifest) "
              "with their archived modification times; .index, .timeindex, .txnindex, producer "
              ".snapshot files and leader-epoch-checkpoint regenerated as Kafka 3.6's log recovery "
-             "builds them; partition.metadata restored"]
+             "builds them"]
+    notes += plan.identity_notes()
     for p in plan.partitions:
         notes += [f"{p.part.name}: skipped {name}" for name in p.skipped]
     notes += [f"log directory: {f.action} {f.name} ({f.reason})" for f in plan.log_dir_files]

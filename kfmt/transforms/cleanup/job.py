@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 from kfmt.errors import KfmtWarning
 from kfmt.partition.summary import PartitionSummary
+from kfmt.partition.topic_identity import TargetTopics
 from kfmt.pipelines.runner import run_tasks
 from kfmt.storage.staging import StagedOutput, StagingTarget
 from kfmt.storage.store import open_storage
@@ -60,15 +61,16 @@ def run_task(task: CleanupTask):
 
 def run_cleanup(policy: CleanupPolicy, src: str, dst: str, options, *, src_options: dict | None = None,
                 dst_options: dict | None = None, topic: str | None = None, partition: int | None = None,
-                dry_run: bool = False, master: str | None = None,
-                progress: bool = True) -> tuple[CleanupPlan, dict]:
+                dry_run: bool = False, master: str | None = None, progress: bool = True,
+                target: TargetTopics | None = None) -> tuple[CleanupPlan, dict]:
     """Clean SRC into DST by `policy`; returns the plan and the report (for a dry run, what would be
-    removed; nothing is written). `options` is the policy's options dataclass (with a now_ms field)."""
+    removed; nothing is written). `options` is the policy's options dataclass (with a now_ms field);
+    `target` the topic ids the output is for (kfmt.partition.topic_identity)."""
     if not options.now_ms:  # one clock for the whole run, recorded in the report
         options = replace(options, now_ms=int(time.time() * 1000))
     src_storage, src_path = open_storage(src, src_options)
     dst_storage, dst_path = open_storage(dst, dst_options if dst_options is not None else src_options)
-    plan = plan_cleanup(src_storage, src_path, dst_storage, dst_path, topic, partition)
+    plan = plan_cleanup(src_storage, src_path, dst_storage, dst_path, topic, partition, target)
     layout = plan.layout
     options_json = {**{k: getattr(options, k) for k in options.__dataclass_fields__}, "topic": topic,
                     "partition": partition}
@@ -90,10 +92,11 @@ def run_cleanup(policy: CleanupPolicy, src: str, dst: str, options, *, src_optio
     if dry_run:
         check_destination_empty(dst_storage, dst_path)
         results = tasks(None)
+        layout.warn_strays()
         return plan, {"command": policy.command, "dry_run": True, "source": layout.source,
                       "destination": layout.destination, "options": options_json,
                       "partitions": [r.report_entry() for r in results],
-                      "notes": policy.notes(plan, results) + tail_notes,
+                      "notes": policy.notes(plan, results) + layout.identity_notes() + tail_notes,
                       "engine": engine.to_json()}
     with StagedOutput(dst_storage, dst_path) as out:
         results = tasks(out.target())
@@ -105,8 +108,9 @@ def run_cleanup(policy: CleanupPolicy, src: str, dst: str, options, *, src_optio
                                                               else dst_path)) for r in results]
         report = make_report(policy.command, layout.source, layout.destination, options_json,
                              [policy.input_summary(r) for r in results], outputs, out.files,
-                             policy.notes(plan, results) + tail_notes)
+                             policy.notes(plan, results) + layout.identity_notes() + tail_notes)
         report["partitions"] = [r.report_entry() for r in results]
         report["engine"] = engine.to_json()
         out.write(REPORT_NAME, report_bytes(report))
+    layout.warn_strays()
     return plan, report

@@ -21,12 +21,26 @@ from dataclasses import dataclass
 from kfmt.errors import UsageError
 from kfmt.partition.checkpoints import checkpoint_text, read_offset_checkpoint
 from kfmt.partition.layout import PartitionDir, find_partitions
+from kfmt.partition.topic_identity import TargetTopics, TopicIdentity
 from kfmt.storage.store import Storage, StorageSpec
 from kfmt.transforms.reindex import DirectoryPlan, plan_reindex
 
+COMPACT, DELETE = "compact", "delete"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+
+
+def cleanup_policy(value: str) -> frozenset[str]:
+    """The topic's cleanup.policy as LogConfig reads it: a comma-separated list of `delete` and
+    `compact` (duplicates and spaces ignored). An empty policy, which Kafka 4.2 documents as infinite
+    retention (KIP-1161), neither deletes by time or size nor compacts: only DeleteRecords (the log
+    start offset) removes data, as with `compact` alone (UnifiedLog.deleteOldSegments)."""
+    policy = frozenset(p.strip() for p in value.split(",") if p.strip())
+    if policy - {COMPACT, DELETE}:
+        raise UsageError(f"cleanup.policy {value!r}: expected a comma-separated list of "
+                         f"{DELETE!r} and {COMPACT!r}, or nothing (infinite retention)")
+    return policy
 
 
 @dataclass(frozen=True)
@@ -42,6 +56,7 @@ class PartitionJob:
     high_watermark: int | None  # replication-offset-checkpoint entry
     cleaner_offset: int | None  # cleaner-offset-checkpoint entry
     checkpoints_from: str | None  # the directory the entries were read from
+    identity: TopicIdentity | None = None  # the partition.metadata to write (kfmt.partition.topic_identity)
 
     def open(self) -> PartitionDir:
         storage, _ = self.source.open()
@@ -64,8 +79,9 @@ class CleanupPlan:
 
 
 def plan_cleanup(src_storage: Storage, src_path: str, dst_storage: Storage, dst_path: str,
-                 topic: str | None = None, partition: int | None = None) -> CleanupPlan:
-    layout = plan_reindex(src_storage, src_path, dst_storage, dst_path, topic, partition)
+                 topic: str | None = None, partition: int | None = None,
+                 target: TargetTopics | None = None) -> CleanupPlan:
+    layout = plan_reindex(src_storage, src_path, dst_storage, dst_path, topic, partition, target)
     checkpoints_dir = src_path if layout.log_dir else src_storage.parent(src_path)
     offsets = {name: _checkpoint(src_storage, checkpoints_dir, name)
                for name in (LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
@@ -80,7 +96,7 @@ def plan_cleanup(src_storage: Storage, src_path: str, dst_storage: Storage, dst_
             offsets[LOG_START_OFFSET_CHECKPOINT].get(tp),
             offsets[REPLICATION_OFFSET_CHECKPOINT].get(tp),
             offsets[CLEANER_OFFSET_CHECKPOINT].get(tp),
-            src_storage.url_of(checkpoints_dir) if found else None))
+            src_storage.url_of(checkpoints_dir) if found else None, p.identity))
     return CleanupPlan(layout, jobs)
 
 

@@ -39,12 +39,12 @@ from kfmt.format.frames import header_of
 from kfmt.format.kernels import native
 from kfmt.format.model import NO_TIMESTAMP
 from kfmt.partition.companions import CompanionBuilder, CompanionOptions, existing_leader_epochs
-from kfmt.partition.layout import PARTITION_METADATA, Segment, segment_file_name
+from kfmt.partition.layout import Segment, segment_file_name
 from kfmt.partition.log_start import segment_start
 from kfmt.partition.reader import PartitionReader, log_end_offset
 from kfmt.partition.summary import PartitionSummary
 from kfmt.storage.manifest import FileRecord
-from kfmt.transforms.cleanup.plan import LOG_START_OFFSET_CHECKPOINT, PartitionJob
+from kfmt.transforms.cleanup.plan import DELETE, LOG_START_OFFSET_CHECKPOINT, PartitionJob, cleanup_policy
 from kfmt.transforms.reindex import PartitionPlan, reindex_partition
 
 LOG_START_OFFSET = "log start offset"
@@ -61,8 +61,10 @@ class RetentionOptions:
     include_active: bool = False
     index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES
     producer_expiration_ms: int = DEFAULT_PRODUCER_EXPIRATION_MS
+    cleanup_policy: str = DELETE  # the topic's: without `delete`, only the log start offset rule applies
 
     def __post_init__(self):
+        cleanup_policy(self.cleanup_policy)  # checks it
         if self.retention_ms < -1:
             raise UsageError(f"retention.ms must be -1 (off) or >= 0, got {self.retention_ms}")
         if self.retention_bytes < -1:
@@ -186,6 +188,13 @@ def decide_retention(segments: list[SegmentAge], *, log_end_offset: int, log_sta
         return None
 
     delete_prefix(LOG_START_OFFSET, below_log_start)
+    if DELETE not in cleanup_policy(options.cleanup_policy):
+        if options.retention_bytes >= 0 or options.retention_ms >= 0:
+            decision.notes.append(f"cleanup.policy {options.cleanup_policy!r} has no 'delete': retention.ms "
+                                  f"and retention.bytes do not apply, only the log start offset does "
+                                  f"(UnifiedLog.deleteOldSegments; an empty policy is infinite "
+                                  f"retention, KIP-1161)")
+        options = replace(options, retention_bytes=-1, retention_ms=-1)
     if options.retention_bytes >= 0:
         size = sum(s.size for s in segs)
         diff = size - options.retention_bytes
@@ -274,7 +283,8 @@ def retain_partition(job: PartitionJob, files, options: RetentionOptions, dry_ru
     if dry_run:
         return result
     result.removed = _count_removed(reader, [s for s in part.segments if s not in kept])
-    plan = PartitionPlan(replace(part, segments=kept), job.rel, decision.log_start_offset, segment_start=start)
+    plan = PartitionPlan(replace(part, segments=kept), job.rel, decision.log_start_offset,
+                         segment_start=start, identity=job.identity)
     before = set(files.records)
     if decision.rolled is None:  # (a partition without segments stays one, as reindex keeps it)
         result.output = reindex_partition(plan, files, options.companions, on_progress)
@@ -360,10 +370,7 @@ def _write_rolled(plan: PartitionPlan, files, decision: RetentionDecision,
         files.write(plan.rel_path(name), content, options.now_ms)
     for name, content in builder.finish().files().items():
         files.write(plan.rel_path(name), content)
-    metadata = part.file(PARTITION_METADATA)
-    if metadata is not None:
-        files.write(plan.rel_path(PARTITION_METADATA), bytes(part.storage.read(metadata.path)),
-                    metadata.mtime_ms)
+    plan.write_identity(files)
     summary = PartitionSummary(part.storage.url_of(part.path), part.topic, part.partition, segments=1,
                                next_offset=base)
     return summary

@@ -26,6 +26,7 @@ from kfmt.format.layout import MAGIC_V2
 from kfmt.format.model import Batch, BatchHeader
 from kfmt.partition.companions import control_facts, existing_leader_epochs
 from kfmt.partition.layout import PARTITION_METADATA, Segment, segment_file_name
+from kfmt.partition.topic_identity import TopicIdentity
 from kfmt.partition.reader import PartitionReader
 from kfmt.partition.summary import PartitionSummary, PartitionTally
 from kfmt.transforms.cleanup.compaction import message_runs
@@ -61,7 +62,7 @@ from kfmt.transforms.cleanup.compaction.plan import (
 )
 from kfmt.transforms.cleanup.compaction.rewrite import empty_batch, retained_batch
 from kfmt.transforms.cleanup.compaction.transactions import CleanedTransactions
-from kfmt.transforms.cleanup.plan import PartitionJob
+from kfmt.transforms.cleanup.plan import COMPACT, PartitionJob, cleanup_policy
 from kfmt.transforms.rewrite import walked
 from kfmt.write.writer import PartitionWriter, WriteSummary
 
@@ -84,11 +85,12 @@ def compact_partition(job: PartitionJob, files, options: CompactOptions,
     rng = cleanable_range(facts.segments, log_start_offset=log_start, log_end_offset=facts.log_end_offset,
                           checkpoint=job.cleaner_offset, last_stable_offset=stable,
                           clean_until=options.clean_until,
-                          min_compaction_lag_ms=options.min_compaction_lag_ms, now_ms=options.now_ms)
+                          min_compaction_lag_ms=options.min_compaction_lag_ms, now_ms=options.now_ms,
+                          compacts=COMPACT in cleanup_policy(options.cleanup_policy))
     cleaner = _Cleaner(job, reader, facts, rng, options)
     before = set(files.records) if not dry_run else set()
     sink = DrySink() if dry_run else PartitionWriter(
-        files, job.rel, options.roll_policy(), source=part, now_ms=options.now_ms,
+        files, job.rel, options.roll_policy(), source=part, identity=job.identity, now_ms=options.now_ms,
         producer_expiration_ms=options.producer_expiration_ms, log_start_offset=job.log_start_offset or 0,
         leader_epochs=existing_leader_epochs(part))
     try:
@@ -115,10 +117,7 @@ def _without_segments(job: PartitionJob, part, files, dry_run: bool) -> CompactR
         before = set(files.records)
         if job.rel:
             files.makedirs(job.rel)
-        metadata = part.file(PARTITION_METADATA)
-        if metadata is not None:
-            files.write(job.rel_path(PARTITION_METADATA), bytes(part.storage.read(metadata.path)),
-                        metadata.mtime_ms)
+        TopicIdentity.of(job.identity, part).write_into(files, job.rel_path(PARTITION_METADATA))
         written = [r for rel, r in files.records.items() if rel not in before]
     details = {"cleanable": False, "first_dirty_offset": None, "first_uncleanable_offset": None,
                "notes": ["the partition has no segments: nothing to clean"]}

@@ -21,6 +21,7 @@ from kfmt.partition.summary import PartitionSummary
 from kfmt.plugin import registry
 from kfmt.storage.manifest import FileRecord
 from kfmt.transforms.cleanup.compaction.filter import Action, Removed
+from kfmt.transforms.cleanup.plan import COMPACT, cleanup_policy
 from kfmt.write.planner import REQUESTED, RollPolicy
 from kfmt.write.writer import SegmentSummary, WriteSummary
 
@@ -41,8 +42,10 @@ class CompactOptions:
     fail_when_map_full: bool = False
     keep_format: bool = False  # Kafka 3.x: v0/v1 batches stay v0/v1 (else 4.0: they become v2)
     producer_expiration_ms: int = DEFAULT_PRODUCER_EXPIRATION_MS
+    cleanup_policy: str = COMPACT  # the topic's: without `compact` the cleaner leaves the log alone
 
     def __post_init__(self):
+        cleanup_policy(self.cleanup_policy)  # checks it
         for name in ("delete_retention_ms", "min_compaction_lag_ms", "producer_expiration_ms"):
             if getattr(self, name) < 0:
                 raise UsageError(f"{name.replace('_', '.')} must be >= 0, got {getattr(self, name)}")

@@ -54,7 +54,9 @@ def segments_between(segments: list[SegmentInfo], start: int, end: int) -> list[
 
 def cleanable_range(segments: list[SegmentInfo], *, log_start_offset: int, log_end_offset: int,
                     checkpoint: int | None, last_stable_offset: int, clean_until: int | None,
-                    min_compaction_lag_ms: int, now_ms: int) -> CleanableRange:
+                    min_compaction_lag_ms: int, now_ms: int, compacts: bool = True) -> CleanableRange:
+    """`compacts`: the topic's cleanup.policy includes compact (without it the cleaner never takes
+    the log: nothing is cleanable)."""
     note = None
     first_dirty = log_start_offset if checkpoint is None else checkpoint
     if checkpoint is not None and checkpoint < log_start_offset:
@@ -67,6 +69,8 @@ def cleanable_range(segments: list[SegmentInfo], *, log_start_offset: int, log_e
     bounds = [(last_stable_offset, "the last stable offset"), (active.base_offset, "the active segment")]
     if clean_until is not None:
         bounds.append((clean_until, "--clean-until"))
+    if not compacts:  # first, so that it names the bound when others coincide
+        bounds.insert(0, (first_dirty, "cleanup.policy without compact"))
     if min_compaction_lag_ms > 0:
         for seg in _non_active_from(segments, first_dirty):
             if seg.largest_timestamp > now_ms - min_compaction_lag_ms:
