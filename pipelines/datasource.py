@@ -23,6 +23,11 @@ Options (case-insensitive, as all Spark options; Spark's Kafka source names wher
 * `pushFilters`: `false` to read every byte even when Spark pushes filters (default `true`; results
   are the same either way, kfmt/pipelines/pushdown.py).
 * `storage.<key>`: an fsspec storage option, e.g. `storage.endpoint_url`, `storage.key`.
+* `keyFormat`, `valueFormat`: decode keys and values (a value format name, or comma-separated
+  `TOPIC_GLOB:NAME`; kfmt.rows.typed, docs/typed-export.md), with `keyFormatOption.<k>` /
+  `valueFormatOption.<k>`, `schemas` (a registry URL, schema directory or `_schemas` partition;
+  default: the log directory's), `onDecodeError` (`skip`: null, the default; `fail`) and `keepRaw`.
+  The topics read must decode to one type.
 Spark Kafka source options that have no meaning here (`kafka.bootstrap.servers`, `failOnDataLoss`,
 ...) and unknown options are refused rather than ignored: a query must not silently read something
 else than it asks for.
@@ -41,7 +46,9 @@ from kfmt.rows.columns import EXPORT_DDL
 NAME = "kafka-log"
 STORAGE_PREFIX = "storage."
 OPTIONS = ("path", "subscribe", "subscribepattern", "assign", "kafka.isolation.level",
-           "includecontrol", "includedeleted", "maxbytespersplit", "pushfilters", *kafka_options.OPTIONS)
+           "includecontrol", "includedeleted", "maxbytespersplit", "pushfilters", *kafka_options.OPTIONS,
+           "keyformat", "valueformat", "schemas", "ondecodeerror", "keepraw")
+FORMAT_OPTION_PREFIXES = ("keyformatoption.", "valueformatoption.")
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 # Rows per Arrow batch handed to Spark: a task's Python worker builds a batch while the JVM takes in
 # the one before, so batches a quarter of the export's 65,536 rows keep both busy (a 2 GB full scan
@@ -75,14 +82,20 @@ class KafkaLogDataSource(DataSource):
     def name(cls) -> str:
         return NAME
 
-    def schema(self) -> str:
-        return EXPORT_DDL
+    def schema(self):
+        typing = typed_topics(SourceOptions.parse(self.options))
+        if not typing:
+            return EXPORT_DDL
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        return from_arrow_schema(_typed_schema(typing))
 
     def reader(self, schema) -> "KafkaLogReader":
         options = SourceOptions.parse(self.options)
-        if self.filter_pushdown and options.push_filters:
-            return PushdownReader(options, self.parallelism)
-        return KafkaLogReader(options)
+        reader = PushdownReader(options, self.parallelism) if self.filter_pushdown and options.push_filters \
+            else KafkaLogReader(options)
+        reader.typing = typed_topics(options)
+        return reader
 
 
 class SourceOptions:
@@ -104,14 +117,16 @@ class SourceOptions:
         from kfmt.storage.store import parse_storage_options
 
         opts = {k.lower(): v for k, v in dict(options).items()}
-        unknown = sorted(k for k in opts if k not in OPTIONS and not k.startswith(STORAGE_PREFIX))
+        unknown = sorted(k for k in opts if k not in OPTIONS and not k.startswith(STORAGE_PREFIX)
+                         and not k.startswith(FORMAT_OPTION_PREFIXES))
         if unknown:
             raise ValueError(f"{NAME}: unsupported option(s) {', '.join(unknown)} (supported: path, "
                              f"subscribe, subscribePattern, assign, kafka.isolation.level, "
                              f"includeControl, includeDeleted, maxBytesPerSplit, pushFilters, startingOffsets, endingOffsets, "
                              f"startingTimestamp, endingTimestamp, startingOffsetsByTimestamp, "
                              f"endingOffsetsByTimestamp, startingOffsetsByTimestampStrategy, "
-                             f"minPartitions, storage.<fsspec option>)")
+                             f"minPartitions, storage.<fsspec option>, keyFormat, valueFormat, "
+                             f"keyFormatOption.<k>, valueFormatOption.<k>, schemas, onDecodeError, keepRaw)")
         if "path" not in opts:
             raise ValueError(f'{NAME}: no path: use spark.read.format("{NAME}").load(PATH)')
         storage = parse_storage_options([f"{k[len(STORAGE_PREFIX):]}={v}" for k, v in opts.items()
@@ -120,11 +135,52 @@ class SourceOptions:
         if isolation not in ISOLATION_LEVELS:
             raise ValueError(f"{NAME}: kafka.isolation.level must be one of {', '.join(ISOLATION_LEVELS)}, "
                              f"not {isolation!r}")
-        return cls(opts["path"], storage, TopicFilter.parse(opts), isolation == "read_committed",
+        source = cls(opts["path"], storage, TopicFilter.parse(opts), isolation == "read_committed",
                    _boolean(opts, "includecontrol", "includeControl"),
                    _positive(opts, "maxbytespersplit", "maxBytesPerSplit", DEFAULT_SPLIT_BYTES),
                    OffsetRange.parse(opts), _boolean(opts, "includedeleted", "includeDeleted"),
                    _boolean(opts, "pushfilters", "pushFilters", default="true"))
+        source.typing = _typing_options(opts)
+        return source
+
+
+def _typing_options(opts: dict):
+    from kfmt.rows.typed import TypingOptions
+
+    def formats(key):
+        return [f.strip() for f in opts[key].split(",") if f.strip()] if key in opts else None
+
+    def given(prefix):
+        return {k[len(prefix):]: v for k, v in opts.items() if k.startswith(prefix)}
+    on_error = opts.get("ondecodeerror", "skip")
+    if on_error not in ("skip", "fail"):
+        raise ValueError(f"{NAME}: onDecodeError must be skip or fail, not {on_error!r}")
+    return TypingOptions.of(formats("keyformat"), formats("valueformat"),
+                            key_options=given(FORMAT_OPTION_PREFIXES[0]),
+                            value_options=given(FORMAT_OPTION_PREFIXES[1]), schemas=opts.get("schemas"),
+                            on_decode_error=on_error, keep_raw=_boolean(opts, "keepraw", "keepRaw"))
+
+
+def typed_topics(options: "SourceOptions") -> dict:
+    """topic -> kfmt.rows.typed.TopicTyping of the partitions the options read (on the driver)."""
+    from kfmt.partition.layout import find_partitions
+    from kfmt.rows.typed import bind_typing
+
+    if not options.typing.active:
+        return {}
+    storage, path = open_storage_of(options)
+    parts = [p for p in find_partitions(storage, path) if options.topics(p.topic, p.partition)]
+    return bind_typing(options.typing, parts, storage.url_of(path), options.storage)
+
+
+def _typed_schema(typing: dict):
+    from kfmt.rows.columns import EXPORT_SCHEMA
+
+    schemas = {t.schema(EXPORT_SCHEMA) for t in typing.values()}
+    if len(schemas) > 1:
+        raise ValueError(f"{NAME}: the topics read decode to different types: read them one at a time "
+                         f"(subscribe)")
+    return schemas.pop()
 
 
 def _boolean(opts: dict, key: str, name: str, default: str = "false") -> bool:
@@ -195,6 +251,8 @@ def _assignment(text: str) -> dict:
 
 
 class KafkaLogReader(DataSourceReader):
+    typing: dict = {}  # topic -> kfmt.rows.typed.TopicTyping (keyFormat, valueFormat)
+
     def __init__(self, options: SourceOptions, parallelism: int | None = None):
         self.options = options
         self.pushed = None  # kfmt.pipelines.pushdown.Pushed, when Spark pushed filters
@@ -282,7 +340,8 @@ class KafkaLogReader(DataSourceReader):
                 if unit.pushed is not None:
                     batch = unit.pushed.filter_rows(batch)
                 if batch.num_rows:
-                    yield batch
+                    typing = self.typing.get(rng.topic)
+                    yield typing.apply(batch)[0] if typing is not None else batch
 
 
 class PushdownReader(KafkaLogReader):

@@ -78,19 +78,26 @@ def _main_hidden():
         sys.modules["__main__"] = main
 
 
-def run_on_pool(call, indexed_tasks: list, workers: int, description: str, bar) -> list:
-    """call((index, task)) for every item on the pool; [(index, result)] in task order.
+def run_on_pool(call, indexed_tasks: list, workers: int, description: str, bar, failed=None) -> list:
+    """call((index, task)) for every item on the pool; what each call returned ((index, result,
+    retries)), in task order. Once a call returns what `failed` says is a failure, the tasks not
+    started are not started (their calls are left out).
 
     `call` and the tasks must pickle by reference/value (top-level functions, dataclasses)."""
     pool = executor(workers)
     name = description or "kfmt"
-    with _main_hidden():  # workers spawn as tasks are submitted
-        futures = [pool.submit(call, item) for item in indexed_tasks]
-    # the processes serving this job (spawned by submit): their exit codes explain a broken pool
-    processes = list((getattr(pool, "_processes", None) or {}).values())
+    # the processes serving this job, kept from a warm pool and spawned by submit: their exit codes
+    # explain a broken pool
+    processes = _processes(pool, [])
     try:
-        return _results(futures, bar)
+        with _main_hidden():  # workers spawn as tasks are submitted
+            futures = []
+            for item in indexed_tasks:  # on a warm pool a worker can die before the last submit
+                futures.append(pool.submit(call, item))
+                processes = _processes(pool, processes)
+        return _results(futures, bar, failed)
     except BrokenProcessPool as err:
+        processes = _processes(pool, processes)
         shutdown(kill=True)
         raise KfmtError(f"{name}: {_died(processes)}; nothing was published") from err
     except KeyboardInterrupt:
@@ -105,26 +112,33 @@ def run_on_pool(call, indexed_tasks: list, workers: int, description: str, bar) 
         bar.close()
 
 
-def run_on_threads(call, indexed_tasks: list, workers: int, bar) -> list:
-    """call((index, task)) for every item on `workers` threads of this process; [(index, result)] in
-    task order. No process to start, nothing to pickle: the engine for work that releases the GIL
-    (kfmt.pipelines.engine). The first exception (Ctrl-C too) is raised once the running tasks are
-    done: a thread cannot be stopped, but the tasks not started yet are not started."""
+def run_on_threads(call, indexed_tasks: list, workers: int, bar, failed=None) -> list:
+    """call((index, task)) for every item on `workers` threads of this process; what each call
+    returned ((index, result, retries)), in task order, stopping as run_on_pool does. No process to
+    start, nothing to pickle: the engine for work that releases the GIL (kfmt.pipelines.engine). The
+    first exception (Ctrl-C too) is raised once the running tasks are done: a thread cannot be
+    stopped, but the tasks not started yet are not started."""
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kfmt-task") as threads:
         futures = [threads.submit(call, item) for item in indexed_tasks]
         try:
-            return _results(futures, bar)
+            return _results(futures, bar, failed)
         finally:
             for f in futures:  # after a failure (or Ctrl-C) the tasks not started are not started
                 f.cancel()
             bar.close()
 
 
+def _processes(pool, known: list) -> list:
+    """The worker processes `known` plus those the pool holds now (a dead one is never dropped)."""
+    current = list((getattr(pool, "_processes", None) or {}).values())
+    return known + [p for p in current if all(p is not k for k in known)]
+
+
 def _died(processes) -> str:
-    for p in processes:
-        p.join(timeout=1)
+    for p in processes:  # the pool's own thread is terminating the others: let their codes settle
+        p.join(timeout=5)
     codes = [p.exitcode for p in processes if p.exitcode not in (None, 0)]
     if not codes:
         return "a worker process of the pool ended abruptly"
@@ -141,13 +155,19 @@ def _died(processes) -> str:
     return f"a worker process of the pool exited with status {code}"
 
 
-def _results(futures: list, bar) -> list:
+def _results(futures: list, bar, failed=None) -> list:
     """The futures' results in order, the progress bar moved as they finish; the first task that
-    failed raises as soon as it is seen, without waiting for the others."""
+    raised raises as soon as it is seen, without waiting for the others. A result `failed` names
+    (a runtime failure a task reported) stops the tasks not started yet: nothing will be published,
+    and through a storage outage each would spend its whole retry bound first."""
     pending = set(futures)
     while pending:
         done, pending = wait(pending, timeout=0.5, return_when=FIRST_EXCEPTION)
         bar.update(len(done))
         if any(f.exception() is not None for f in done):
             break
-    return [f.result() for f in futures]
+        if failed is not None and any(failed(f.result()) for f in done):
+            for f in pending:
+                f.cancel()
+            break
+    return [f.result() for f in futures if not f.cancelled()]

@@ -17,7 +17,8 @@ the watcher (kfmt.pipelines.watch) cancels it after KFMT_SPARK_EXECUTOR_WAIT sec
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from kfmt.errors import EXIT_USAGE, DataError, EngineError, KfmtError, UsageError
@@ -25,6 +26,7 @@ from kfmt.pipelines.engine import INPROCESS, THREADS, Engine, choose_engine
 from kfmt.pipelines.task_hold import hold_directory
 from kfmt.pipelines.watch import collect_watched
 from kfmt.pipelines.watch import progress_bar as _progress
+from kfmt.storage.retries import retry_log
 
 @dataclass(frozen=True)
 class TaskFailure:
@@ -52,22 +54,27 @@ class TaskFailure:
 @dataclass(frozen=True)
 class _Guarded:
     """fn(task) with a kfmt error turned into a TaskFailure (picklable by reference for the pool;
-    Spark's cloudpickle takes it as it is)."""
+    Spark's cloudpickle takes it as it is). Returns (index, result, the storage retries logged while
+    it ran): a worker process logs them quietly, the driver says them (kfmt.storage.retries)."""
 
     fn: Callable
     hold: str | None = None  # a test's barrier directory (kfmt.pipelines.task_hold), None in production
+    driver: int = field(default_factory=os.getpid)
 
     def __call__(self, indexed):
         index, task = indexed
+        if os.getpid() != self.driver:
+            retry_log.echo = False
+        mark = retry_log.mark()
         try:
             result = self.fn(task)
         except KfmtError as err:
-            return index, TaskFailure.of(err)
+            return index, TaskFailure.of(err), retry_log.since(mark)
         if self.hold is not None:
             from kfmt.pipelines.task_hold import hold
 
             hold(self.hold, index)
-        return index, result
+        return index, result, retry_log.since(mark)
 
 
 def run_tasks(fn: Callable, tasks: Sequence, *, master: "str | Engine | None" = None, description: str = "",
@@ -81,24 +88,44 @@ def run_tasks(fn: Callable, tasks: Sequence, *, master: "str | Engine | None" = 
     engine = master if isinstance(master, Engine) else choose_engine(master, _UNKNOWN_SIZE)
     call = _Guarded(fn, hold_directory(description))
     if engine.engine == INPROCESS:
-        results = [call((i, t)) for i, t in enumerate(_progress(tasks, description, progress))]
+        results = _run_in_process(call, tasks, description, progress)
     elif engine.engine == THREADS:
         from kfmt.pipelines.pool import run_on_threads
 
         results = run_on_threads(call, list(enumerate(tasks)), engine.workers,
-                                 _progress(range(len(tasks)), description, progress))
+                                 _progress(range(len(tasks)), description, progress), _failed)
     elif engine.engine == "pool":
         from kfmt.pipelines.pool import run_on_pool
 
         results = run_on_pool(call, list(enumerate(tasks)), engine.workers, description,
-                              _progress(range(len(tasks)), description, progress))
+                              _progress(range(len(tasks)), description, progress), _failed)
     else:
         results = _run_on_spark(call, list(tasks), engine.spark_master, description, progress)
-    ordered = [r for _, r in sorted(results, key=lambda r: r[0])]
+    results = sorted(results, key=lambda r: r[0])
+    for _index, _result, retries in results:
+        retry_log.adopt(retries)
+    ordered = [result for _index, result, _retries in results]
     for result in ordered:
         if isinstance(result, TaskFailure):
             result.raise_again()
     return ordered
+
+
+def _failed(outcome) -> bool:
+    """Whether a task's (index, result, retries) is a runtime failure (storage gone, full, refusing):
+    the tasks after it would meet it too, each after its own retries, so they are not started. Bad
+    data in one task says nothing about the others: they run on (an archive keeps their uploads for
+    the next run)."""
+    return isinstance(outcome[1], TaskFailure) and outcome[1].kind == "failure"
+
+
+def _run_in_process(call, tasks, description: str, progress: bool) -> list:
+    results = []
+    for indexed in enumerate(_progress(tasks, description, progress)):
+        results.append(call(indexed))
+        if _failed(results[-1]):
+            break
+    return results
 
 
 # an unresolved `auto` (a caller that did not measure its input) lands between the thresholds: the pool

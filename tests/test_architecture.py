@@ -147,9 +147,11 @@ def test_no_test_module_imports_another():
 
 # --- the bytes are described in one place: kfmt.format.layout (docs/architecture.md) ---
 
-# Where a module may spell how bytes are laid out: the format layer itself, and the codec plugins,
-# whose framings (gzip members, xerial snappy, LZ4 frames: docs/format.md §5) are each codec's own.
-LAYOUT_HOMES = ("kfmt.format", "kfmt.default_plugins.compression")
+# Where a module may spell how bytes are laid out: the format layer itself, the codec plugins, whose
+# framings (gzip members, xerial snappy, LZ4 frames: docs/format.md §5) are each codec's own, and the
+# value format plugins, whose encodings (Avro's binary datums and single-object fingerprints, the
+# schema registry's wire format: docs/typed-export.md) are each value format's own, not Kafka's.
+LAYOUT_HOMES = ("kfmt.format", "kfmt.default_plugins.compression", "kfmt.default_plugins.values")
 # Modules outside them that lay out bytes which are none of Kafka's structures, and why.
 NOT_KAFKA_LAYOUTS = {
     "kfmt.transforms.cleanup.compaction.offset_map": "MD5 key hashes as two uint64 (SkimpyOffsetMap)",

@@ -9,6 +9,9 @@ import zipfile
 import pytest
 from support.corpus import REPO
 
+# one worker builds the wheel once for both tests (pytest-xdist deals tests out one by one otherwise)
+pytestmark = pytest.mark.xdist_group("packaging")
+
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory):

@@ -18,6 +18,7 @@ Heavy modules (the transforms, pyspark) are imported when a command runs, never 
 """
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 from typing import Sequence
@@ -166,17 +167,21 @@ def export(src: Where, dst: Where, *, format: str = "parquet",
            include_deleted: bool = False, append: bool = False,
            storage_options: dict | None = None, dst_storage_options: dict | None = None,
            topic: str | None = None, partition: int | None = None, master: str | None = None,
-           dry_run: bool = False, progress: bool = False, **settings) -> Report:
+           dry_run: bool = False, progress: bool = False, mode: str = "records", **keywords) -> Report:
     """Records to Parquet or JSON Lines files in Hive-style directories, or to an Iceberg table
     (`kfmt export`); `partition_by` "topic,partition" or "topic,partition,date" (a string or a
     sequence); `append` adds what is new since the export's last run (docs/export.md).
-    `settings`: the options the chosen exporter declares, as `<format>_<option>` keywords
+    `mode="upsert"`: one row per key, its last value (a changelog's table). `keywords`: how keys
+    and values are decoded (key_format, value_format, key_format_options, value_format_options,
+    schemas, schema_registry_auth, schema_registry_token, on_decode_error, keep_raw: typing_options;
+    docs/typed-export.md), and the options the chosen exporter declares, as `<format>_<option>`
     (`iceberg_catalog`, `iceberg_table`, `iceberg_properties`; `kfmt plugins` lists them)."""
     from kfmt.defaults import DEFAULT_SPLIT_BYTES, DEFAULT_TARGET_FILE_BYTES
     from kfmt.rows.exporters import settings_from_keywords
     from kfmt.transforms.export import ExportOptions
     from kfmt.transforms.export import export as run_export
 
+    typing = {k: keywords.pop(k) for k in list(keywords) if k in _TYPING_KEYWORDS}
     if isinstance(partition_by, str):
         partition_by = partition_by.split(",")
     if max_bytes_per_task is None:
@@ -189,10 +194,30 @@ def export(src: Where, dst: Where, *, format: str = "parquet",
         raise UsageError("--target-file-size (target_file_size) must be positive")
     options = ExportOptions(format, tuple(c.strip() for c in partition_by), include_control, isolation,
                             max_bytes_per_task, target_file_size, include_deleted,
-                            settings_from_keywords(format, settings))
+                            typing_options(**typing), mode, settings_from_keywords(format, keywords))
     return _outcome(*run_export(*_paths(src, dst), options=options, append=append,
                                 **_run(storage_options, dst_storage_options, topic, partition, dry_run,
                                        master, progress)))
+
+
+def typing_options(key_format=None, value_format=None, key_format_options: dict | None = None,
+                   value_format_options: dict | None = None, schemas: str | None = None,
+                   schema_registry_auth: str | None = None, schema_registry_token: str | None = None,
+                   schema_registry_headers: dict | None = None, on_decode_error: str = "dead-letter",
+                   keep_raw: bool = False):
+    """kfmt.rows.typed.TypingOptions from keyword arguments (formats as a name or a list of
+    `[TOPIC_GLOB:]NAME`)."""
+    from kfmt.rows.schemas.sources import RegistryAuth
+    from kfmt.rows.typed import TypingOptions
+
+    auth = RegistryAuth(schema_registry_auth, schema_registry_token,
+                        tuple(sorted((schema_registry_headers or {}).items())))
+    return TypingOptions.of(key_format, value_format, key_options=key_format_options,
+                            value_options=value_format_options, schemas=schemas, registry_auth=auth,
+                            on_decode_error=on_decode_error, keep_raw=keep_raw)
+
+
+_TYPING_KEYWORDS = frozenset(inspect.signature(typing_options).parameters)
 
 
 # --- cleanup policies (kfmt.transforms.cleanup) ---
@@ -287,16 +312,20 @@ def salvage(src: Where, dst: Where, *, index_interval_bytes: int = DEFAULT_INDEX
             now_ms: int | None = None, producer_expiration_ms: int = DEFAULT_PRODUCER_EXPIRATION_MS,
             storage_options: dict | None = None, dst_storage_options: dict | None = None,
             topic: str | None = None, partition: int | None = None, master: str | None = None,
-            dry_run: bool = False, progress: bool = False) -> Report:
+            dry_run: bool = False, progress: bool = False,
+            topic_id: str | Sequence[str] | dict | None = None,
+            cluster_metadata: Where | None = None) -> Report:
     """Every intact batch of a damaged partition or log directory into a broker-ready copy, with
-    every byte range dropped in the report (`kfmt salvage`)."""
+    every byte range dropped in the report (`kfmt salvage`); `topic_id`, `cluster_metadata`: the
+    cluster the copy is for, as for reindex."""
     from kfmt.transforms.salvage import SalvageOptions
     from kfmt.transforms.salvage import salvage as run_salvage
 
     options = SalvageOptions(**_companions(index_interval_bytes, now_ms,
                                            producer_expiration_ms).builder_options())
     with _bar(progress, unit="B", unit_scale=True, desc="salvage") as bar:
-        plan, report = run_salvage(*_paths(src, dst), options=options, on_progress=bar.update, **_run(
+        plan, report = run_salvage(*_paths(src, dst), options=options, on_progress=bar.update,
+                                   target=_target(topic_id, cluster_metadata, storage_options), **_run(
             storage_options, dst_storage_options, topic, partition, dry_run, master, progress))
     return Report(report, plan=plan)
 

@@ -32,6 +32,8 @@ from kfmt.partition.layout import PartitionDir, find_partitions
 from kfmt.partition.reader import PartitionReader
 from kfmt.rows.columns import EXPORT_SCHEMA
 from kfmt.rows.ranges import ROWS_PER_CHUNK, Selection, plan_ranges, read_range
+from kfmt.rows.schemas.sources import RegistryAuth
+from kfmt.rows.typed import TypingOptions, bind_typing
 from kfmt.storage.store import open_storage
 
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
@@ -56,6 +58,7 @@ class Log:
     def __init__(self, path: str | os.PathLike, *, storage_options: dict | None = None, topics: str | None = None,
                  partitions: int | Iterable[int] | None = None):
         self.storage, self.path = open_storage(os.fspath(path), storage_options)
+        self.storage_options = storage_options
         wanted = _partition_set(partitions)
         parts = find_partitions(self.storage, self.path, topics, None)
         self.parts = [p for p in parts if wanted is None or p.partition in wanted]
@@ -74,9 +77,20 @@ class Log:
     def read(self, *, from_offset: int | None = None, to_offset: int | None = None,
              from_timestamp: int | None = None, to_timestamp: int | None = None,
              isolation: str = "read_uncommitted", include_control: bool = False,
-             include_deleted: bool = False, batch_rows: int = ROWS_PER_CHUNK) -> pa.RecordBatchReader:
+             include_deleted: bool = False, batch_rows: int = ROWS_PER_CHUNK,
+             key_format=None, value_format=None, key_format_options: dict | None = None,
+             value_format_options: dict | None = None, schemas: str | None = None,
+             schema_registry_auth: str | None = None, schema_registry_token: str | None = None,
+             on_decode_error: str = "skip", keep_raw: bool = False) -> pa.RecordBatchReader:
         """The selected records of every partition, partition after partition in (topic, partition)
-        order, each in offset order (see the module's description of the selection)."""
+        order, each in offset order (see the module's description of the selection).
+
+        `key_format` / `value_format`: a value format name or a list of `TOPIC_GLOB:NAME`
+        (kfmt.rows.typed, docs/typed-export.md) to get keys and values decoded; `schemas` where their
+        schemas are (default: the log directory's `_schemas` partition; a registry URL takes
+        `schema_registry_auth="user:password"` or a bearer `schema_registry_token`); a value that does not decode
+        is null (`on_decode_error="fail"` raises instead). Topics with different types need separate
+        reads: the stream has one schema."""
         if isolation not in ISOLATION_LEVELS:
             raise UsageError(f"isolation must be one of {', '.join(ISOLATION_LEVELS)}, not {isolation!r}")
         if batch_rows <= 0:
@@ -85,7 +99,31 @@ class Log:
         selection = Selection(include_control, isolation == "read_committed", include_deleted)
         batches = (rows for part in self.parts
                    for rows in self._partition_rows(part, bounds, selection, batch_rows))
-        return pa.RecordBatchReader.from_batches(EXPORT_SCHEMA, batches)
+        typing = TypingOptions.of(key_format, value_format, key_options=key_format_options,
+                                  value_options=value_format_options, schemas=schemas,
+                                  registry_auth=RegistryAuth(schema_registry_auth, schema_registry_token),
+                                  on_decode_error=on_decode_error, keep_raw=keep_raw)
+        if not typing.active:
+            return pa.RecordBatchReader.from_batches(EXPORT_SCHEMA, batches)
+        return self._typed(typing, batches)
+
+    def _typed(self, options: TypingOptions, batches) -> pa.RecordBatchReader:
+        """The stream with keys and values decoded: one schema, so every topic read must decode to
+        the same types."""
+        bound = bind_typing(options, self.parts, self.storage.url_of(self.path),
+                            self.storage_options)
+        schemas = {t: bound[t].schema(EXPORT_SCHEMA) if t in bound else EXPORT_SCHEMA
+                   for t in {p.topic for p in self.parts}}
+        if len(set(schemas.values())) > 1:
+            raise UsageError("the topics read decode to different types: read them one at a time "
+                             "(topics=...)")
+        schema = next(iter(schemas.values()))
+
+        def decoded():
+            for rows in batches:
+                typing = bound.get(rows.column("topic")[0].as_py())
+                yield typing.apply(rows)[0] if typing is not None else rows
+        return pa.RecordBatchReader.from_batches(schema, decoded())
 
     def _partition_rows(self, part: PartitionDir, bounds: "_Bounds", selection: Selection,
                         batch_rows: int) -> Iterator[pa.RecordBatch]:
@@ -172,10 +210,11 @@ def read(path: str | os.PathLike, *, topics: str | None = None, partitions: int 
          from_timestamp: int | None = None, to_timestamp: int | None = None,
          isolation: str = "read_uncommitted", include_control: bool = False,
          include_deleted: bool = False, storage_options: dict | None = None,
-         batch_rows: int = ROWS_PER_CHUNK) -> pa.RecordBatchReader:
+         batch_rows: int = ROWS_PER_CHUNK, **typing) -> pa.RecordBatchReader:
     """The records of a partition or log directory as a `pyarrow.RecordBatchReader` of export rows:
-    `open_log(path, ...).read(...)` in one call."""
+    `open_log(path, ...).read(...)` in one call (`typing`: key_format, value_format, ..., as
+    Log.read takes them)."""
     return open_log(path, storage_options=storage_options, topics=topics, partitions=partitions).read(
         from_offset=from_offset, to_offset=to_offset, from_timestamp=from_timestamp,
         to_timestamp=to_timestamp, isolation=isolation, include_control=include_control,
-        include_deleted=include_deleted, batch_rows=batch_rows)
+        include_deleted=include_deleted, batch_rows=batch_rows, **typing)

@@ -21,6 +21,7 @@ from kfmt import __version__
 from kfmt.errors import EXIT_DATA, EXIT_FAILURE, EXIT_USAGE, DataError, KfmtError, KfmtWarning, UsageError
 from kfmt.memory import keep_freed_memory
 from kfmt.plugin import registry
+from kfmt.storage.retries import retry_log
 
 
 def _builtin_commands(only: str | None = None):
@@ -93,10 +94,15 @@ def main(argv: list[str] | None = None) -> int:
             shown.add(line)
             print(line, file=sys.stderr)
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("always", KfmtWarning)
-        warnings.showwarning = show
-        return _main(argv)
+    retry_log.take()  # a report lists this run's retries, not those of an earlier run in this process
+    said_before, retry_log.say = retry_log.say, lambda line: show(line, KfmtWarning)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", KfmtWarning)
+            warnings.showwarning = show
+            return _main(argv)
+    finally:
+        retry_log.say = said_before
 
 
 def _main(argv: list[str] | None) -> int:

@@ -63,3 +63,52 @@ def java_utf8(data: bytes) -> str:
 
 def dumps(obj) -> str:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+
+
+def add_typing_arguments(p: argparse.ArgumentParser, on_error_default: str = "dead-letter") -> None:
+    """--key-format, --value-format and what they need (kfmt.rows.typed, docs/typed-export.md)."""
+    for side in ("key", "value"):
+        p.add_argument(f"--{side}-format", action="append", metavar="[TOPIC_GLOB:]NAME",
+                       help=f"decode {side}s: raw (the stored bytes, default), string, json, avro, "
+                            f"protobuf, json-schema, registry, avro-single, or a plugin's; TOPIC_GLOB:NAME "
+                            f"for the topics the glob matches (repeatable, the last match wins; NAME "
+                            f"alone leaves topics starting with _ raw)")
+        p.add_argument(f"--{side}-format-option", action="append", metavar="KEY=VALUE", default=[],
+                       help=f"an option of the {side} format (repeatable), e.g. subject=NAME")
+    p.add_argument("--schemas", metavar="SOURCE",
+                   help="where the schemas are: a schema registry URL, a directory with schemas.json, "
+                        "or a _schemas partition or a log directory holding one (default: the "
+                        "_schemas partition of the source, if it has one)")
+    p.add_argument("--schema-registry-auth", metavar="USER:PASSWORD",
+                   help="HTTP basic authentication for a registry URL")
+    p.add_argument("--schema-registry-token", metavar="TOKEN", help="a bearer token for a registry URL")
+    p.add_argument("--on-decode-error", choices=("dead-letter", "fail", "skip"), default=on_error_default,
+                   help="a key or value that does not decode is null in its row, and: dead-letter "
+                        "(also written with the reason to _errors/), skip (only counted) or fail "
+                        f"(exit 65 naming it); default {on_error_default}")
+    p.add_argument("--keep-raw", action="store_true",
+                   help="also keep the stored bytes as key_bytes and value_bytes")
+
+
+def key_value_pairs(given: list[str] | None, flag: str) -> dict:
+    """Repeated KEY=VALUE arguments as a dict (a UsageError naming the flag for one without `=`)."""
+    from kfmt.errors import UsageError
+
+    out = {}
+    for pair in given or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"{flag} {pair!r}: give it as KEY=VALUE")
+        out[key] = value
+    return out
+
+
+def typing_arguments(args) -> dict:
+    """The typing options of the command line as keyword arguments of kfmt.api.commands."""
+    pairs = key_value_pairs
+    return {"key_format": args.key_format, "value_format": args.value_format,
+            "key_format_options": pairs(args.key_format_option, "--key-format-option"),
+            "value_format_options": pairs(args.value_format_option, "--value-format-option"),
+            "schemas": args.schemas, "schema_registry_auth": args.schema_registry_auth,
+            "schema_registry_token": args.schema_registry_token,
+            "on_decode_error": args.on_decode_error, "keep_raw": args.keep_raw}

@@ -8,10 +8,12 @@ from kfmt.cli._common import (
     add_format_argument,
     add_include_deleted_argument,
     add_path_arguments,
+    add_typing_arguments,
     b64,
     dumps,
     java_utf8,
     open_partitions,
+    typing_arguments,
 )
 from kfmt.errors import DataError, KfmtWarning, UsageError
 
@@ -32,12 +34,14 @@ def add_arguments(p):
                    help="also print control records (transaction markers)")
     add_include_deleted_argument(p)
     add_format_argument(p)
+    add_typing_arguments(p, on_error_default="skip")
 
 
 def run(args) -> int:
     if args.max_records is not None and args.max_records < 0:
         raise UsageError("--max-records must be >= 0")
     parts, is_log_dir = open_partitions(args)
+    args.typing = _bind_typing(args, parts)
     out = sys.stdout
     raw = getattr(out, "buffer", None)
     for part in parts:
@@ -106,6 +110,13 @@ def partition_lines(part, args, where: dict, progress: _Progress | None = None):
                 return  # the last stable offset: a committed reader sees nothing beyond it
             if status == ABORTED:
                 continue
+        typing = args.typing.get(part.topic) if getattr(args, "typing", None) else None
+        if typing is not None:
+            try:
+                yield from typed_records_of(batch, skip, where, args.format == "json", typing)
+            except DataError as err:
+                raise err.located(file=part.display(seg.log), base_position=h.position) from None
+            continue
         if left is None and args.format == "json":
             block = json_lines.record_block(batch, skip, where)  # a batch's lines in one call
             if block is not None:
@@ -122,6 +133,58 @@ def partition_lines(part, args, where: dict, progress: _Progress | None = None):
         except DataError as err:  # a malformed control record: name where it is
             raise err.located(file=part.display(seg.log), base_position=h.position,
                               offset=h.base_offset) from None
+
+
+def _bind_typing(args, parts) -> dict:
+    from kfmt.api.commands import typing_options
+    from kfmt.rows.typed import bind_typing
+    from kfmt.storage.store import parse_storage_options
+
+    options = typing_options(**typing_arguments(args))
+    if args.max_records is not None and options.active:
+        raise UsageError("--max-records with --key-format/--value-format: not supported yet")
+    return bind_typing(options, parts, args.path, parse_storage_options(args.storage_option))
+
+
+def typed_records_of(batch, skip: int, where: dict, as_json: bool, typing):
+    """records_of with keys and values decoded by the topic's value formats (kfmt.rows.typed): JSON
+    values of the decoded columns (docs/typed-export.md, "cat")."""
+    from kfmt.rows.typed import plain_values
+
+    h = batch.header
+    records = batch.records.slice(skip)
+    decoded = {}
+    for side in ("key", "value"):
+        decoder = typing.decoders.get(side)
+        if decoder is None:
+            continue
+        out = decoder.decode(records.column(side))
+        if len(out.failed) and not h.is_control:
+            row = int(out.failed[0])
+            message = (f"{typing.topic}: offset {records.column('offset')[row].as_py()}: the {side} "
+                       f"does not decode as {typing.formats[side]}: {out.reasons[0]}")
+            if typing.on_decode_error == "fail":
+                raise DataError(message)
+            for i, reason in zip(out.failed.tolist(), out.reasons):
+                warnings.warn(f"{typing.topic}: offset {records.column('offset')[i].as_py()}: the {side} "
+                              f"does not decode as {typing.formats[side]}: {reason}", KfmtWarning)
+        decoded[side] = plain_values(out.column)
+    for i, obj in enumerate(_plain_records(batch, skip, where)):
+        for side, values in decoded.items():
+            obj[side] = values[i]
+        yield dumps(obj) if as_json else text_line(obj, None, None, [])
+
+
+def _plain_records(batch, skip: int, where: dict):
+    h = batch.header
+    cols = batch.records.slice(skip).to_pydict()
+    epoch = h.partition_leader_epoch if h.partition_leader_epoch >= 0 else None
+    for offset, ts, key, value, headers in zip(cols["offset"], cols["timestamp"], cols["key"],
+                                                cols["value"], cols["headers"]):
+        yield {"offset": offset, "timestamp": ts, "timestampType": h.timestamp_type.java_name,
+               "key": b64(key), "value": b64(value),
+               "headers": [{"key": java_utf8(x["key"]), "value": b64(x["value"])} for x in headers],
+               "leaderEpoch": epoch, **where}
 
 
 def records_of(batch, skip: int, where: dict, as_json: bool):

@@ -2,7 +2,13 @@
 ones, in Hive-style topic=/partition=/ directories (kfmt.transforms.export, docs/export.md)."""
 from __future__ import annotations
 
-from kfmt.cli._common import add_include_deleted_argument, add_progress_argument, add_storage_arguments
+from kfmt.cli._common import (
+    add_include_deleted_argument,
+    add_progress_argument,
+    add_storage_arguments,
+    add_typing_arguments,
+    typing_arguments,
+)
 from kfmt.cli._transform import (
     add_fail_on_loss_argument,
     add_master_argument,
@@ -46,6 +52,11 @@ def add_arguments(p):
     p.add_argument("--include-control", action="store_true",
                    help="also export control records (transaction markers)")
     add_include_deleted_argument(p)
+    add_typing_arguments(p)
+    p.add_argument("--mode", choices=("records", "upsert"), default="records",
+                   help="records: every record (default); upsert: a changelog as the table it describes, "
+                        "one row per key with its last value, tombstones removing keys (Parquet written "
+                        "whole; an Iceberg table replaced in one commit by --append)")
     p.add_argument("--max-bytes-per-task", type=int, default=DEFAULT_SPLIT_BYTES, metavar="N",
                    help="bytes of log per task: bigger segments are cut at batch boundaries, smaller "
                         f"consecutive ones share a task (default {DEFAULT_SPLIT_BYTES})")
@@ -77,7 +88,7 @@ def run(args) -> int:
                     include_control=args.include_control, isolation=args.isolation,
                     max_bytes_per_task=args.max_bytes_per_task,
                     target_file_size=args.target_file_size, append=args.append,
-                    **_settings(args), **run_arguments(args))
+                    mode=args.mode, **typing_arguments(args), **_settings(args), **run_arguments(args))
     plan = result.plan
 
     def summary(r: dict) -> str:
@@ -89,7 +100,8 @@ def run(args) -> int:
         if r.get("written") is False:
             return (f"nothing new to export from {plan.source} since the last run: {r['destination']} "
                     f"left as it was ({r['duration_ms'] / 1000:.1f} s)")
-        files = sum(p["files"] for p in r["outputs"])
+        files = sum(p["files"] for p in r["outputs"]) if r["outputs"] else sum(
+            1 for name in r.get("files", {}) if not name.startswith("_"))  # --mode upsert
         return (f"exported {r['totals']['output_records']} records of {r['totals']['partitions']} "
                 f"partition(s) into {files} {args.format} file(s) in {plan.destination} "
                 f"({r['duration_ms'] / 1000:.1f} s{engine_note(r)}){summary_suffix(r.get('lost', []))}")

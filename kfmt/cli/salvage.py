@@ -8,9 +8,11 @@ import sys
 from kfmt.cli._common import dumps
 from kfmt.cli._transform import (
     add_companion_arguments,
+    add_target_arguments,
     add_transform_arguments,
     companion_arguments,
     run_arguments,
+    target_arguments,
 )
 from kfmt.pipelines.engine import engine_note
 
@@ -22,13 +24,15 @@ HELP = ("recover every intact batch of a damaged partition directory into a brok
 def add_arguments(p):
     add_transform_arguments(p)
     add_companion_arguments(p)
+    add_target_arguments(p)
 
 
 def run(args) -> int:
     from kfmt.api.commands import salvage
     from kfmt.transforms.report import REPORT_NAME
 
-    report = salvage(args.src, args.dst, **companion_arguments(args), **run_arguments(args))
+    report = salvage(args.src, args.dst, **companion_arguments(args), **run_arguments(args),
+                     **target_arguments(args))
     plan, out = report.plan, sys.stdout
     if args.format == "json":
         out.write(dumps(report) + "\n")

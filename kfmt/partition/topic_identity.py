@@ -31,6 +31,7 @@ from kfmt.partition.checkpoints import (
 )
 from kfmt.partition.cluster_topics import ClusterTopics, read_cluster_topics
 from kfmt.partition.layout import PARTITION_METADATA, PartitionDir
+from kfmt.partition.meta_properties import NodeIdentity
 from kfmt.storage.store import open_storage
 
 FIX = ("give the target cluster's topic id with --topic-id TOPIC=ID, or a copy of its metadata log with "
@@ -75,6 +76,13 @@ class TopicIdentity:
     topic_id: str | None
     origin: str  # how the id was chosen, for the report
     warning: str | None = None  # set when a KRaft broker would set the output aside as a stray
+    source_id: str | None = None  # the id of the source's own partition.metadata (None: none, or unreadable)
+    stamped: bool = False  # the target's id, not the source's file
+
+    @property
+    def changes_id(self) -> bool:
+        """Whether the output carries another topic id than the source did."""
+        return self.stamped and self.topic_id != self.source_id
 
     @staticmethod
     def of(identity: "TopicIdentity | None", part: PartitionDir) -> "TopicIdentity":
@@ -157,7 +165,7 @@ class TargetTopics:
             reason = stray_reason(topic, part.partition or 0, stamped, self.cluster,
                                   self.cluster.node_id if self.cluster is not None else None)
             return TopicIdentity(write_partition_metadata(stamped).encode("ascii"), None, stamped,
-                                 f"{origin} ({stamped})", _warning(name, reason))
+                                 f"{origin} ({stamped})", _warning(name, reason), source_id, stamped=True)
         if content is None:
             reason = stray_reason(topic, part.partition or 0, None, None)
             return TopicIdentity(None, None, None, "not written (the source has none)",
@@ -167,11 +175,32 @@ class TargetTopics:
             reason = f"the target cluster's metadata ({self.cluster.source}) has no topic {topic}"
             fix = (f"create topic {topic} on the target cluster and copy its metadata log again, or give "
                    f"--topic-id {topic}=ID")
-            return TopicIdentity(content, mtime, source_id, origin, _warning(name, reason, fix))
+            return TopicIdentity(content, mtime, source_id, origin, _warning(name, reason, fix), source_id)
         if not self.given:  # right for the cluster it came from, a stray in any other: said, not warned
             origin += ("; a KRaft cluster that does not know the topic by this id sets the directory "
                        "aside as a stray: " + FIX)
-        return TopicIdentity(content, mtime, source_id, origin)
+        return TopicIdentity(content, mtime, source_id, origin, source_id=source_id)
+
+    def other_cluster(self, source: NodeIdentity | None, identities: list[TopicIdentity]) -> str | None:
+        """Why the output is for another cluster than the node SRC's log directory belongs to (None:
+        the same cluster, or no target given). The cluster ids decide when both are known (the
+        target metadata's meta.properties against SRC's); else a topic id written that differs from
+        the source's own says so (topic ids are random per cluster: a recreated topic in the same
+        cluster is the one case that needs --cluster-metadata of that cluster to say so)."""
+        if not self.given:
+            return None
+        target = self.cluster.cluster_id if self.cluster is not None else None
+        if target is not None and source is not None and source.cluster_id is not None:
+            if target == source.cluster_id:
+                return None
+            return (f"the target metadata ({self.cluster.source}) is cluster {target}, SRC's log directory "
+                    f"cluster {source.cluster_id} ({source.file})")
+        changed = [i for i in identities if i.changes_id]
+        if not changed:
+            return None
+        first = changed[0]
+        return (f"{len(changed)} partition(s) get another topic id than the source's (as {first.topic_id} "
+                f"for {first.source_id or 'none'})")
 
 
 def _split(value: str) -> tuple[str | None, str]:

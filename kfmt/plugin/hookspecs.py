@@ -28,5 +28,11 @@ def kfmt_register_exporters(register):
 
 
 @hookspec
+def kfmt_register_value_formats(register):
+    """Register value formats (how key and value bytes decode to typed columns: `--key-format`,
+    `--value-format`): call register(fmt) with a kfmt.format.value_formats.ValueFormat."""
+
+
+@hookspec
 def kfmt_register_commands(register):
     """Register CLI subcommands: call register(name, add_arguments, run, help)."""

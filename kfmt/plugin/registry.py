@@ -1,5 +1,5 @@
 """What the loaded plugins provide, looked up by key: formats by magic, codecs by id or name,
-storage backends by URL, exporters and CLI commands by name. Built lazily from the plugin manager,
+storage backends by URL, exporters, value formats and CLI commands by name. Built lazily from the plugin manager,
 and again whenever a plugin is registered or unregistered at run time.
 
 Two plugins may not provide the same key (a codec id, a magic, an exporter or command name, a
@@ -29,6 +29,7 @@ class Registry:
     compressions: dict = field(default_factory=dict)  # id -> Compression
     storage: list = field(default_factory=list)  # StorageBackend, in registration order
     exporters: dict = field(default_factory=dict)  # name -> Exporter
+    value_formats: dict = field(default_factory=dict)  # name -> ValueFormat
     commands: dict = field(default_factory=dict)  # name -> Command
 
     def format_for(self, magic: int):
@@ -118,6 +119,8 @@ def get() -> Registry:
     _call_each(hook.kfmt_register_storage, _Keyed("storage backend", backends, lambda b: (b.name,), repr))
     reg.storage = list(reversed(backends.values()))  # the latest plugin is asked first
     _call_each(hook.kfmt_register_exporters, _Keyed("exporter", reg.exporters, lambda e: (e.name,), repr))
+    _call_each(hook.kfmt_register_value_formats,
+               _Keyed("value format", reg.value_formats, lambda f: (f.name,), repr))
     reg.commands = _commands()
     _cached = (manager.generation, reg)
     return reg

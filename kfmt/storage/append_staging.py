@@ -28,7 +28,16 @@ import time
 
 from kfmt.errors import KfmtError
 from kfmt.storage.manifest import MANIFEST, Manifest, encode_manifest
-from kfmt.storage.staging import OWNER, StagedFiles, StagingTarget, another_run, new_run_id, owner_alive
+from kfmt.storage.staging import (
+    OWNER,
+    StagedFiles,
+    StagingTarget,
+    another_run,
+    new_run_id,
+    owner_alive,
+    run_ended,
+    tidy_after_failure,
+)
 from kfmt.storage.store import Storage
 
 TEMPORARY = "_temporary"  # below DST: the staging directories of runs that add files
@@ -111,8 +120,12 @@ class AppendStaging:
         if self._closed:
             return
         self._closed = True
-        self.storage.remove_tree(self.root)
-        _remove_if_empty(self.storage, self.temporary)
+        run_ended(self.run)
+
+        def remove_staging():
+            self.storage.remove_tree(self.root)
+            _remove_if_empty(self.storage, self.temporary)
+        tidy_after_failure(remove_staging, self.url, "what this run staged could not be removed")
 
     def __enter__(self) -> "AppendStaging":
         return self

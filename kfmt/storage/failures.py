@@ -16,6 +16,7 @@ import functools
 import re
 
 from kfmt.errors import KfmtError, StorageError, StorageNotFound, StoragePermissionError
+from kfmt.storage.retries import ATTEMPTS
 
 #: the Storage methods whose failures are translated, and what they were doing (for the message)
 STORAGE_VERBS = {"listdir": "list", "walk": "list", "info": "read", "exists": "look up",
@@ -35,6 +36,13 @@ _UNREACHABLE = {"EndpointConnectionError", "ConnectTimeoutError", "ReadTimeoutEr
                 "ServerDisconnectedError", "ServerTimeoutError", "ConnectionError", "TimeoutError",
                 "FSTimeoutError", "gaierror"}
 _NO_CREDENTIALS = {"NoCredentialsError", "PartialCredentialsError", "CredentialRetrievalError"}
+#: what the body of a streamed reply (an object read) fails with once botocore has returned the reply:
+#: aiohttp's and botocore's names for a body cut short, and aiobotocore's for one that stalled
+_BODY_CUT_SHORT = {"ClientPayloadError", "ResponseStreamingError", "IncompleteReadError", "IncompleteRead"}
+_BODY_STALLED = {"AioReadTimeoutError"}
+#: S3 error codes that ask the client to slow down (botocore's standard retry mode retries them)
+_THROTTLED = {"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded",
+              "TooManyRequestsException", "RequestThrottled", "ServiceUnavailable"}
 
 
 def translated_method(method, verb: str):
@@ -113,6 +121,38 @@ def _connection_reason(chain: list[BaseException]) -> str:
     return "connection failed"
 
 
+def _http_status(chain: list[BaseException]) -> int | None:
+    for e in chain:
+        response = getattr(e, "response", None)
+        if isinstance(response, dict):
+            status = (response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
+            if isinstance(status, int):
+                return status
+    return None
+
+
+def body_failure(err: BaseException) -> str | None:
+    """How the body of a reply failed after its headers came (cut short, or stalled past the read
+    timeout), or None for any other failure: only these are left for kfmt to retry
+    (kfmt.storage.retries)."""
+    names = {c.__name__ for e in _causes(err) for c in type(e).__mro__}
+    if names & _BODY_CUT_SHORT:
+        return "the reply was cut short"
+    if names & _BODY_STALLED:
+        return "the reply stalled past the read timeout"
+    return None
+
+
+def attempt_failure(status: int | None, code: str | None, exception: BaseException | None) -> str | None:
+    """What one failed attempt of a request met, as a retry line says it: the reply's status and S3
+    error code, or why the connection failed; None for an attempt that did not fail."""
+    if exception is not None:
+        return _connection_reason(list(_causes(exception)))
+    if status is not None and (status >= 500 or code in _THROTTLED):
+        return f"HTTP {status} {code}" if code else f"HTTP {status}"
+    return None
+
+
 def _bucket_url(where: str) -> str:
     m = re.match(r"^([a-z0-9]+://[^/]+)", where)
     return m[1] if m else where
@@ -142,6 +182,13 @@ def storage_failure(err: BaseException, storage, path: str, verb: str) -> KfmtEr
     if names & _NO_CREDENTIALS:
         return StorageError(f"{service}: no credentials for {where} (give key= and secret= storage "
                             f"options, or set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)")
+    status = _http_status(chain)
+    if remote is not None and status is not None and (status >= 500 or code in _THROTTLED):
+        return StorageError(f"{where}: {remote} answered HTTP {status}{f' {code}' if code else ''} "
+                            f"(cannot {verb}; gave up after {ATTEMPTS} attempts)")
+    if remote is not None and (body := body_failure(err)) is not None:
+        return StorageError(f"{where}: cannot {verb} it from {remote}: {body} (gave up after "
+                            f"{ATTEMPTS} attempts)")
     if remote is not None and names & _UNREACHABLE:
         return StorageError(f"cannot reach {remote}: {_connection_reason(chain)} (trying to {verb} {where})")
     if isinstance(err, PermissionError):

@@ -259,9 +259,13 @@ class StagedOutput:
         if self._closed:
             return
         self._closed = True
-        for stream in list(self.staged._open):
-            stream.abort()
-        self.storage.remove_tree(self.root)
+        run_ended(self.run)
+
+        def remove_staging():
+            for stream in list(self.staged._open):
+                stream.abort()
+            self.storage.remove_tree(self.root)
+        tidy_after_failure(remove_staging, self.url, "what this run staged could not be removed")
 
     def __enter__(self) -> "StagedOutput":
         return self
@@ -393,9 +397,31 @@ class StagedOutput:
             return None
 
 
+def tidy_after_failure(cleanup, url: str, what: str) -> None:
+    """cleanup() for a run that is failing anyway. When storage fails that too (the outage that
+    failed the run goes on), one warning says so and the run's own error goes through, not this
+    one: what is left is no output a reader takes (no manifest; a local staging directory named for
+    deletion), and the next run into the destination removes it once this process is gone."""
+    try:
+        cleanup()
+    except (KfmtError, OSError) as err:
+        warnings.warn(f"{url}: {what} ({err}); the next run into it removes it", KfmtWarning, stacklevel=3)
+
+
+#: runs of this process that have ended (failed): their claims count as dead even though the process
+#: lives on (the Python API), also when storage would not let them be removed or marked
+_ended_runs: set[str] = set()
+
+
+def run_ended(run: str) -> None:
+    _ended_runs.add(run)
+
+
 def owner_alive(owner: dict) -> bool:
     """Whether the run that wrote `owner` may still be running. A run on another machine cannot be
     checked, so it counts as alive (the user removes its leftovers)."""
+    if owner.get("run") in _ended_runs:
+        return False
     if owner.get("host") != socket.gethostname():
         return True
     pid = owner.get("pid")

@@ -48,6 +48,7 @@ from kfmt.transforms.export_job import (  # noqa: F401
     ExportOptions,
     ExportPlan,
     _notes,
+    decode_report,
     hive_value,
     plan_export,
     run_export_job,
@@ -76,6 +77,9 @@ def export(src: str, dst: str, *, src_options: dict | None = None, dst_options: 
         return table_export(src_storage, src_path, dst_storage, dst_path, dst,
                             dst_options if dst_options is not None else src_options, options,
                             options.settings, topic, partition, append, progress, started, dry_run)
+    if options.mode == "upsert":
+        return _upsert(src_storage, src_path, dst_storage, dst_path, options, topic, partition, append,
+                       progress, started, dry_run)
     appending = append and dst_storage.isdir(dst_path) and bool(dst_storage.listdir(dst_path))
     if appending:
         return append_export(src_storage, src_path, dst_storage, dst_path, options, topic, partition,
@@ -91,13 +95,30 @@ def export(src: str, dst: str, *, src_options: dict | None = None, dst_options: 
         job = run_export_job(plan, out.target(), dst_storage, dst_path, master, progress)
         for files in job.files:
             out.adopt(files)
+        decoding, decode_notes = decode_report(plan, job.decode)
         report = make_report("export", plan.source, plan.destination,
                              {**options.to_json(), "topic": topic, "partition": partition,
                               "master": master}, job.inputs, job.outputs, out.files,
-                             _notes(plan, job.inputs) + job.tails)
+                             _notes(plan, job.inputs) + job.tails + decode_notes)
+        if decoding:
+            report["decoding"] = decoding
         report["engine"] = job.engine.to_json()
         report["duration_ms"] = round((time.monotonic() - started) * 1000)
         out.write(REPORT_NAME, report_bytes(report))
         out.write(SUCCESS_NAME, b"")
         out.write(STATE_NAME, ExportState(options.to_json(), job.next_offsets, 1).to_bytes())
     return plan, report
+
+
+def _upsert(src_storage, src_path, dst_storage, dst_path, options, topic, partition, append, progress,
+            started, dry_run):
+    """--mode upsert into files: the table written whole (kfmt.transforms.export_upsert)."""
+    from kfmt.transforms.export_upsert import upsert_files
+
+    if append:
+        raise UsageError("--mode upsert into files writes the whole table: export into a new DST (an "
+                         "Iceberg table, --format iceberg, is replaced in place by --append)")
+    plan = plan_export(src_storage, src_path, dst_storage, dst_path, options, topic, partition)
+    if dry_run:
+        return plan, None
+    return plan, upsert_files(plan, dst_storage, dst_path, progress, started)

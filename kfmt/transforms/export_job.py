@@ -25,6 +25,7 @@ from kfmt.pipelines.runner import run_tasks
 from kfmt.rows.columns import EXPORT_SCHEMA, record_dates, rows_to_records
 from kfmt.rows.exporters import exporter_named, exporters
 from kfmt.rows.part_files import PartFiles
+from kfmt.rows.typed import DEAD_LETTER_SCHEMA, DecodeTally, TopicTyping, TypingOptions, bind_typing
 from kfmt.rows.ranges import (
     RangeTally,
     SegmentRange,
@@ -37,6 +38,7 @@ from kfmt.rows.ranges import (
 from kfmt.storage.manifest import FileRecord
 from kfmt.storage.staging import StagingTarget
 from kfmt.storage.store import Storage, StorageSpec
+from kfmt.transforms.export_decode import DEAD_LETTER_DIR, decode_report, merge_decode  # noqa: F401
 from kfmt.transforms.reindex import plan_engine
 
 PARTITION_BY = {"topic,partition": ("topic", "partition"),
@@ -57,6 +59,8 @@ class ExportOptions:
     split_bytes: int = DEFAULT_SPLIT_BYTES  # segments bigger than this are cut into ranges
     target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES  # a part file is closed once this big
     include_deleted: bool = False  # also the records below each partition's log start offset
+    typing: TypingOptions = TypingOptions()  # how keys and values are decoded (kfmt.rows.typed)
+    mode: str = "records"  # or "upsert": one row per key (kfmt.transforms.export_upsert)
     # the exporter's settings: each of its options' value (kfmt.plugin.options.settings)
     settings: dict = field(default_factory=dict)
 
@@ -71,6 +75,11 @@ class ExportOptions:
             raise UsageError(f"the split size must be positive, not {self.split_bytes}")
         if self.target_file_bytes <= 0:
             raise UsageError(f"the target file size must be positive, not {self.target_file_bytes}")
+        if self.mode not in ("records", "upsert"):
+            raise UsageError(f"unknown export mode {self.mode!r} (records or upsert)")
+        if self.typing.active and self.format == "jsonl":
+            raise UsageError("--key-format/--value-format write typed columns: export them to parquet "
+                             "or iceberg (jsonl keeps the stored bytes only)")
 
     @property
     def selection(self) -> Selection:
@@ -91,6 +100,8 @@ class ExportOptions:
                 "include_control": self.include_control, "isolation": self.isolation,
                 "split_bytes": self.split_bytes, "target_file_bytes": self.target_file_bytes,
                 "include_deleted": self.include_deleted,
+                **({"typing": self.typing.to_json()} if self.typing.active else {}),
+                **({"mode": self.mode} if self.mode != "records" else {}),
                 # only when the exporter has settings: the reports and states of those without stay as they were
                 **({"settings": self.settings} if self.settings else {})}
 
@@ -113,6 +124,7 @@ class ExportPlan:
     destination: str
     options: ExportOptions
     partitions: list[ExportPartitionPlan]
+    typing: dict = field(default_factory=dict)  # topic -> TopicTyping (kfmt.rows.typed), bound on the driver
 
     @property
     def tasks(self) -> int:
@@ -172,7 +184,9 @@ def plan_export(src_storage: Storage, src_path: str, dst_storage: Storage, dst_p
             ranges, from_offset, lost = resume(part, ranges)
         plans.append(ExportPartitionPlan(part, f"topic={hive_value(t)}/partition={p}", ranges,
                                          pack_ranges(ranges, options.split_bytes), from_offset, lost))
-    return ExportPlan(source, destination, options, plans)
+    typing = bind_typing(options.typing, [p.part for p in plans], source,
+                         src_storage.spec.options if src_storage.spec else None)
+    return ExportPlan(source, destination, options, plans, typing)
 
 
 # --- stage 1: transaction outcomes per partition ---------------------------------------------------
@@ -210,6 +224,7 @@ class ExportTask:
     outcomes: TransactionOutcomes | None
     target: StagingTarget
     first_offset: int | None = None  # an appending run: where it resumed the partition (file names)
+    typing: TopicTyping | None = None  # keys and values decoded (kfmt.rows.typed)
 
 
 @dataclass
@@ -217,41 +232,81 @@ class TaskResult:
     read: RangeTally  # what was read and selected
     written: RangeTally  # what the rows handed to the writers hold (each file checked to hold them)
     files: list[FileRecord] = field(default_factory=list)
+    decode: DecodeTally = field(default_factory=DecodeTally)  # keys and values that did not decode
 
 
 def export_task(task: ExportTask) -> TaskResult:
     """Export the ranges of a task one after the other into its part files, check the files, and
     check that the rows handed to the exporter hold what was read (docs/export.md, "How an export
     checks itself")."""
-    options = task.options
+    options, typing = task.options, task.typing
     fmt = exporters()[options.format]
-    schema = options.file_schema
+    schema = options.file_schema if typing is None else typing.schema(options.file_schema)
     files = task.target.files()
     first = task.ranges[0]
-    handed = HandedRows()
+    handed = HandedRows(typed=typing is not None)
     out = PartFiles(fmt, files, schema, first.segment_base, first.index, options.target_file_bytes,
                     first_offset=task.first_offset, observe=handed.add, settings=options.settings)
+    dead = DeadLetters(fmt, files, task) if typing is not None else None
+    decoded = RangeTally()  # typed: the stored records handed to the decoders
     read = RangeTally()
     try:
         for rng in task.ranges:
             tally = RangeTally()
             try:
                 for rows in read_range(rng, options.selection, task.outcomes, tally, gathered=False):
+                    if typing is not None:
+                        tally_rows(rows, decoded)
+                        rows = dead.split(typing, rows)
                     for directory, chunk in _by_directory(rows, task.rel, options.by_date):
                         out.write(directory, chunk.select(schema.names))
             except SegmentGone as err:  # raised before any row of the range: the task ends here
                 read.gone = str(err)
                 break
             read.merge(tally)
-        records = out.close()
+        records = out.close() + (dead.close() if dead is not None else [])
     except BaseException:
         out.abort()
+        if dead is not None:
+            dead.out.abort()
         raise
     for record in records:
-        _check_file(fmt, files, record, schema, handed.files[record.rel], options.settings)
+        if dead is not None and record.rel.startswith(DEAD_LETTER_DIR + "/"):
+            _check_file(fmt, files, record, DEAD_LETTER_SCHEMA, dead.handed.files[record.rel],
+                        options.settings)
+        else:
+            _check_file(fmt, files, record, schema, handed.files[record.rel], options.settings)
     written = handed.total()
+    if typing is not None:  # the typed rows hold the stored records the decoders were handed
+        written.digest = decoded.digest
     _check_same_content(task.ranges, read, written)
-    return TaskResult(read, written, records)
+    return TaskResult(read, written, records, dead.tally if dead is not None else DecodeTally())
+
+
+
+
+class DeadLetters:
+    """The dead-letter part files of a task: `_errors/<the partition's directory>/`, the raw records
+    that did not decode with the reason (kfmt.rows.typed.DEAD_LETTER_SCHEMA)."""
+
+    def __init__(self, fmt, files, task: ExportTask):
+        first = task.ranges[0]
+        self.rel = f"{DEAD_LETTER_DIR}/{task.rel}"
+        self.handed = HandedRows(typed=True)
+        self.out = PartFiles(fmt, files, DEAD_LETTER_SCHEMA, first.segment_base, first.index,
+                             task.options.target_file_bytes, first_offset=task.first_offset,
+                             observe=self.handed.add, settings=task.options.settings)
+        self.tally = DecodeTally()
+
+    def split(self, typing: TopicTyping, rows: pa.RecordBatch) -> pa.RecordBatch:
+        typed, dead = typing.apply(rows, self.tally)
+        if dead is not None:
+            self.tally.dead_letters += dead.num_rows
+            self.out.write(self.rel, dead)
+        return typed
+
+    def close(self) -> list[FileRecord]:
+        return self.out.close()
 
 
 def _by_directory(rows: pa.RecordBatch, rel: str, by_date: bool):
@@ -267,14 +322,25 @@ def _by_directory(rows: pa.RecordBatch, rel: str, by_date: bool):
 class HandedRows:
     """What a task handed to the exporter's writers, per file (the rows of every write, as the
     writer got them): data records and their content digest, control records, and the batches
-    (segment, position) their rows came from."""
+    (segment, position) their rows came from. Typed rows (decoded keys and values, or dead letters)
+    are counted, not digested: their stored bytes were digested before decoding."""
 
-    def __init__(self):
+    def __init__(self, typed: bool = False):
+        self.typed = typed
         self.files: dict[str, RangeTally] = {}
         self._batches: list[np.ndarray] = []  # (segment base, position) where each batch's rows begin
 
     def add(self, rel: str, rows: pa.RecordBatch) -> None:
-        self._batches.append(tally_rows(rows, self.files.setdefault(rel, RangeTally())))
+        tally = self.files.setdefault(rel, RangeTally())
+        if self.typed:
+            tally.records += rows.num_rows
+            if "is_control" in rows.schema.names:
+                self._batches.append(batch_starts(rows))
+                controls = pc.sum(rows.column("is_control").cast(pa.int64())).as_py() or 0
+                tally.records -= controls
+                tally.control_records += controls
+            return
+        self._batches.append(tally_rows(rows, tally))
 
     def total(self) -> RangeTally:
         total = RangeTally()
@@ -299,6 +365,11 @@ def tally_rows(rows: pa.RecordBatch, tally: RangeTally) -> np.ndarray:
     if data_rows.num_rows:
         first = pc.min(data_rows.column("offset")).as_py()
         tally.first_offset = first if tally.first_offset is None else min(first, tally.first_offset)
+    return batch_starts(rows)
+
+
+def batch_starts(rows: pa.RecordBatch) -> np.ndarray:
+    """(segment base, position) of the batches the rows come from, where each one's rows begin."""
     segments = rows.column("segment_base_offset").to_numpy()
     positions = rows.column("file_position").to_numpy()
     begins = np.ones(len(positions), dtype=bool)
@@ -333,18 +404,22 @@ def _check_file(fmt, files, record: FileRecord, schema: pa.Schema, handed: Range
         raise KfmtError(f"{where}: {len(data)} bytes read back, {record.size} written; nothing was "
                         f"published")
     rows_in = getattr(fmt, "rows_in", None)
+    typed = "reason" in schema.names or any(schema.field(n).type != pa.binary() for n in ("key", "value"))
     found = RangeTally()
     try:
         if rows_in is not None:
             held = rows_in(data, schema, settings)
         else:
             for rows in fmt.read_back(data, schema, settings):
-                tally_rows(rows, found)
+                if typed:
+                    found.records += rows.num_rows
+                else:
+                    tally_rows(rows, found)
             held = found.rows
     except (KfmtError, ValueError, pa.ArrowException) as err:
         raise KfmtError(f"{where}: the written file does not read back: {err}; nothing was "
                         f"published") from None
-    if held != handed.rows or (rows_in is None and found.digest != handed.digest):
+    if held != handed.rows or (rows_in is None and found.digest != handed.digest and not typed):
         raise KfmtError(f"{where}: the file holds {held} rows"
                         + ("" if rows_in else f" (digest {found.digest.hexdigest()})")
                         + f" but {handed.rows} were written to it"
@@ -388,6 +463,7 @@ class ExportJob:
     next_offsets: dict  # (topic, partition) -> high-water mark after the run
     engine: Engine | None = None  # what ran the tasks (kfmt.pipelines.engine)
     tails: list[str] = field(default_factory=list)  # crash-cut tails left out, one note each
+    decode: dict = field(default_factory=dict)  # (topic, partition) -> DecodeTally of its tasks
 
 
 def run_export_job(plan: ExportPlan, target: StagingTarget, dst_storage: Storage, dst_path: str,
@@ -398,7 +474,7 @@ def run_export_job(plan: ExportPlan, target: StagingTarget, dst_storage: Storage
     engine = plan_engine(master, sum(s.size for p in plan.partitions for s in p.part.segments),
                          sources[0], dst_storage)
     outcomes = _transaction_outcomes(plan, engine, progress)
-    tasks = [ExportTask(unit, p.rel, options, outcomes[i], target, p.from_offset)
+    tasks = [ExportTask(unit, p.rel, options, outcomes[i], target, p.from_offset, plan.typing.get(p.part.topic))
              for i, p in enumerate(plan.partitions) for unit in p.units]
     results = iter(run_tasks(export_task, tasks, master=engine, description="export",
                              progress=progress))
@@ -413,6 +489,9 @@ def run_export_job(plan: ExportPlan, target: StagingTarget, dst_storage: Storage
             read.merge(result.read)
             written.merge(result.written)
             files += result.files
+            if p.part.topic in plan.typing:
+                job.decode[partition_identity(p.part)] = merge_decode(
+                    job.decode.get(partition_identity(p.part)), result.decode)
         if read.gone is not None:
             message = stopped_warning(p.part.label, read.gone, read.next_offset)
             warnings.warn(message, KfmtWarning, stacklevel=2)

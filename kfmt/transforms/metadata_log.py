@@ -15,11 +15,26 @@ salvage, archive and restore) carries every file of it byte for byte, with its m
 as it carries `meta.properties`, whatever --topic/--partition select: the bootstrap snapshot and
 the metadata log are the node's, not a topic's. No transform rewrites it; given as SRC on its own,
 it is refused with the reason (a copy of the directory is what a transform would make of it).
+
+Unless the output is for another cluster (`--cluster-metadata` of a cluster with another id, or
+topic ids other than the source's: kfmt.partition.topic_identity.TargetTopics.other_cluster). A node
+of that cluster could not use the source node's files: it refuses a log directory whose
+meta.properties names another cluster or node (MetaPropertiesEnsemble.verify: "Invalid cluster.id",
+"Stored node id ... doesn't match"), and a data directory holding `__cluster_metadata-0`
+(KafkaRaftServer.initializeLogDirs: "Found unexpected metadata location"); as its metadata log
+directory it would hold the other cluster's metadata. So those files are left out, with one warning
+saying what to do instead: a directory without meta.properties is one `kafka-storage.sh format
+--ignore-formatted` formats for its cluster (Formatter: the log directories without one), or its
+partition directories move into a target broker's log directory.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from kfmt.errors import UsageError
 from kfmt.partition.layout import METADATA_LOG_DIR, PartitionDir, metadata_log
+from kfmt.partition.meta_properties import META_PROPERTIES, read_node_identity
+from kfmt.partition.topic_identity import TargetTopics, TopicIdentity
 from kfmt.storage.store import Storage
 
 CARRIED = ("the KRaft metadata log, which the raft layer loads and recovers itself (KafkaMetadataLog): "
@@ -48,3 +63,33 @@ def split_metadata_log(parts: list[PartitionDir], log_dir: bool, storage: Storag
 def metadata_log_files(metadata: PartitionDir) -> list[str]:
     """Every file of the metadata log, as paths relative to its log directory."""
     return [f"{metadata.name}/{name}" for name in sorted(metadata.files)]
+
+
+def is_node_file(name: str) -> bool:
+    """A file of the source node itself (relative to its log directory): meta.properties, the
+    bootstrap snapshot, the metadata log's files."""
+    return name in (META_PROPERTIES, BOOTSTRAP_CHECKPOINT) or name.startswith(METADATA_LOG_DIR + "/")
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """SRC's node files left out of an output for another cluster: why, per file, and the run's warning."""
+
+    reason: str
+    warning: str
+
+
+def node_files_left_out(target: TargetTopics, storage: Storage, path: str, identities: list[TopicIdentity],
+                        destination: str) -> LeftOut | None:
+    """Whether the output of the log directory SRC at `path` is for another cluster than SRC's node
+    (TargetTopics.other_cluster), and what to say about leaving its node files out; None: carry them."""
+    why = target.other_cluster(read_node_identity(storage, path), identities)
+    if not why:
+        return None
+    return LeftOut(f"left out: the output is for another cluster ({why})",
+                   f"{destination}: SRC's {META_PROPERTIES}, {BOOTSTRAP_CHECKPOINT} and {METADATA_LOG_DIR} left "
+                   f"out: the output is for another cluster ({why}), and a Kafka node refuses a log directory "
+                   f"whose {META_PROPERTIES} names another cluster or node (and a data directory holding "
+                   f"{METADATA_LOG_DIR}); move its partition directories into a log directory of a target "
+                   f"broker, or format it for the target (kafka-storage.sh format --cluster-id ID --config "
+                   f"server.properties --ignore-formatted)")

@@ -57,8 +57,15 @@ from kfmt.pipelines.engine import Engine, choose_engine, is_process_local
 from kfmt.pipelines.runner import run_tasks
 from kfmt.storage.staging import StagedOutput, StagingTarget
 from kfmt.storage.store import Storage, open_storage
-from kfmt.transforms.metadata_log import BOOTSTRAP_CHECKPOINT, BOOTSTRAP_REASON, CARRIED, metadata_log_files
-from kfmt.transforms.metadata_log import split_metadata_log
+from kfmt.transforms.metadata_log import (
+    BOOTSTRAP_CHECKPOINT,
+    BOOTSTRAP_REASON,
+    CARRIED,
+    is_node_file,
+    metadata_log_files,
+    node_files_left_out,
+    split_metadata_log,
+)
 from kfmt.transforms.report import REPORT_NAME, make_report, report_bytes
 
 COPIED_LOG_DIR_FILES = ("meta.properties", BOOTSTRAP_CHECKPOINT)
@@ -102,13 +109,17 @@ class DirectoryPlan:
     log_dir: bool
     partitions: list[PartitionPlan]
     log_dir_files: list[LogDirFile]
+    other_cluster: str | None = None  # the warning that SRC's node files were left out (metadata_log)
 
     def warn_strays(self) -> None:
         """A warning for each partition written (or planned, in a dry run) that a KRaft broker would
-        set aside as a stray; called once the run succeeded, so that a failure stays one line."""
+        set aside as a stray, and one when SRC's node files were left out; called once the run
+        succeeded, so that a failure stays one line."""
         for p in self.partitions:
             if p.identity is not None and p.identity.warning:
                 warnings.warn(p.identity.warning, KfmtWarning, stacklevel=2)
+        if self.other_cluster:
+            warnings.warn(self.other_cluster, KfmtWarning, stacklevel=2)
 
     def identity_notes(self) -> list[str]:
         """What each partition's partition.metadata is (and a warning's text where it is a stray)."""
@@ -221,7 +232,14 @@ def plan_reindex(src_storage: Storage, src_path: str, dst_storage: Storage, dst_
     plans = [PartitionPlan(p, p.name if log_dir else "", log_starts.get((p.topic, p.partition), 0),
                            _skipped_files(p), segment_start(p, p.log_start_offset, log_dir),
                            target.identity(p)) for p in parts]
-    return DirectoryPlan(source, destination, log_dir, plans, log_dir_files)
+    left_out = log_dir and node_files_left_out(target, src_storage, src_path, [p.identity for p in plans],
+                                               destination)
+    if not left_out:
+        return DirectoryPlan(source, destination, log_dir, plans, log_dir_files)
+    for f in log_dir_files:
+        if is_node_file(f.name):
+            f.action, f.reason = "skip", left_out.reason
+    return DirectoryPlan(source, destination, log_dir, plans, log_dir_files, left_out.warning)
 
 
 def _text(storage: Storage, path: str) -> str:

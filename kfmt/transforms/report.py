@@ -7,6 +7,7 @@ import json
 
 from kfmt import __version__
 from kfmt.partition.summary import PartitionSummary
+from kfmt.storage.retries import retry_log
 
 REPORT_NAME = "kfmt-report.json"
 REPORT_VERSION = 1
@@ -16,7 +17,8 @@ def make_report(command: str, source: str, destination: str, options: dict,
                 inputs: list[PartitionSummary], outputs: list[PartitionSummary],
                 files: dict[str, dict], notes: list[str] | None = None) -> dict:
     """The report of one transform run. `files`: every file written (relative path -> size, sha256,
-    mtime_ms), the report itself excepted."""
+    mtime_ms), the report itself excepted. `retries`: every storage request retried in this process
+    since the previous report (kfmt.storage.retries; in the command line, this run's)."""
     return {
         "kfmt_report_version": REPORT_VERSION,
         "kfmt_version": __version__,
@@ -37,6 +39,7 @@ def make_report(command: str, source: str, destination: str, options: dict,
         "outputs": [p.to_json() for p in outputs],
         "files": dict(sorted(files.items())),
         "notes": list(notes or []),
+        "retries": retry_log.take(),
     }
 
 

@@ -117,8 +117,23 @@ class IcebergSink:
                 return json.loads(summary[OPTIONS_KEY]), marks
             snapshot = (self.table.snapshot_by_id(snapshot.parent_snapshot_id)
                         if snapshot.parent_snapshot_id is not None else None)
-        raise UsageError(f"{self.description}: no snapshot of it was written by kfmt export (no "
-                         f"{OPTIONS_KEY} in the snapshot summaries): export into a new table")
+        # a table another system writes (a broker's Iceberg topics): kfmt may backfill below it
+        self.foreign = True
+        return {"foreign": True}, {}
+
+    def offsets_held(self) -> dict:
+        """(topic, partition) -> the least offset the table holds (a backfill exports what lies below)."""
+        names = {f.name for f in self.table.schema().fields}
+        if not {"topic", "partition", "offset"} <= names:
+            raise UsageError(f"{self.description}: the table has no topic, partition and offset columns "
+                             f"to tell which records it holds; kfmt cannot backfill it exactly once")
+        held = self.table.scan(selected_fields=("topic", "partition", "offset")).to_arrow()
+        if not held.num_rows:
+            return {}
+        grouped = held.group_by(["topic", "partition"]).aggregate([("offset", "min")])
+        return {(t, int(p)): int(o) for t, p, o in zip(grouped.column("topic").to_pylist(),
+                                                       grouped.column("partition").to_pylist(),
+                                                       grouped.column("offset_min").to_pylist())}
 
     def write(self, chunks, schema) -> dict:
         """Write the chunks as data files of the table (not yet part of it: commit adds them); a new
@@ -136,13 +151,24 @@ class IcebergSink:
                 spec.add_field("timestamp", DayTransform(), "timestamp_day")
         else:
             self._tx = self.table.transaction()
+            if getattr(self, "foreign", False):  # another system's table: its schema as given
+                _check_fillable(schema_to_pyarrow(self.table.schema()), schema, self.description)
+            elif not schema_to_pyarrow(self.table.schema()).equals(schema, check_metadata=False):
+                # typed rows of newer schema versions (docs/typed-export.md): the table's schema
+                # evolves in the same commit, by Iceberg's rules (added optional fields, promotions)
+                with self._tx.update_schema() as update:
+                    update.union_by_name(schema)
         tx = self._tx
+        if getattr(self, "replace", False) and self.table is not None:
+            from pyiceberg.expressions import AlwaysTrue
+
+            tx.delete(AlwaysTrue())  # a changelog's table replaced whole (kfmt export --mode upsert)
         arrow_schema = schema_to_pyarrow(tx.table_metadata.schema())
         counter, write_uuid = itertools.count(0), uuid.uuid4()
         self._data_files = []
         for chunk in chunks:
             # pyiceberg's data file writer, as Transaction.append uses it (split by partition value)
-            self._data_files += _dataframe_to_data_files(tx.table_metadata, chunk.cast(arrow_schema),
+            self._data_files += _dataframe_to_data_files(tx.table_metadata, _as_table(chunk, arrow_schema),
                                                          tx._table.io, write_uuid, counter)
         return {"data_files": len(self._data_files),
                 "records": sum(f.record_count for f in self._data_files)}
@@ -163,6 +189,34 @@ class IcebergSink:
         return {"table": self.identifier, "snapshot_id": snapshot.snapshot_id,
                 "data_files": len(self._data_files),
                 "records": sum(f.record_count for f in self._data_files)}
+
+
+def _check_fillable(table_schema, rows, description: str) -> None:
+    """Refuse a table with a required column the export has no value for (kfmt fills the others with
+    nulls, by name: kfmt.transforms.export_backfill)."""
+    for field in table_schema:
+        if not field.nullable and field.name not in rows.names:
+            raise UsageError(f"{description}: the table requires column {field.name!r}, which kfmt "
+                             f"export has no value for (its columns: {', '.join(rows.names)})")
+
+
+def _as_table(chunk, arrow_schema):
+    """A chunk with the table's schema: a plain cast, or for typed rows whose fields the table holds in
+    another order or not at all (an evolved table), field by field by name."""
+    import pyarrow as pa
+
+    try:
+        return chunk.cast(arrow_schema)
+    except (ValueError, pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        from kfmt.default_plugins.values.evolution import conform
+
+        columns = []
+        for field in arrow_schema:
+            if field.name in chunk.column_names:
+                columns.append(conform(chunk.column(field.name).combine_chunks(), field.type))
+            else:
+                columns.append(pa.nulls(chunk.num_rows, field.type))
+        return pa.Table.from_arrays(columns, schema=arrow_schema)
 
 
 @hookimpl

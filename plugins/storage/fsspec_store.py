@@ -8,7 +8,9 @@ a stale cached listing would hide files another process (an executor, an earlier
 
 On S3, retries and timeouts are bounded unless the user set them (S3_BOUNDS): botocore's defaults (a
 60 s connect timeout, and s3fs retrying botocore's retries five times) keep a command that cannot
-reach its endpoint waiting for minutes. Failures become one-line kfmt errors in kfmt.storage.failures.
+reach its endpoint waiting for minutes. Every retry botocore makes is logged (`log_s3_retries`), and
+an object's body cut short or stalled is read again by kfmt (kfmt.storage.retries). Failures become
+one-line kfmt errors in kfmt.storage.failures.
 """
 from __future__ import annotations
 
@@ -18,13 +20,16 @@ import os
 
 from kfmt.errors import StorageNotFound
 from kfmt.plugin.hookspecs import hookimpl
-from kfmt.storage.failures import without_credentials
+from kfmt.storage.failures import attempt_failure, body_failure, without_credentials
+from kfmt.storage.retries import ATTEMPTS, retried, retry_line, retry_log
 from kfmt.storage.store import FileInfo, Storage, StorageBackend, WriteStream
 
 #: botocore settings (config_kwargs) that bound how long an unreachable or silent S3 endpoint holds a
-#: command: at most 3 attempts (botocore's "standard" mode retries connection errors and timeouts),
+#: command: at most ATTEMPTS attempts in all (botocore's "standard" mode retries connection errors,
+#: timeouts, 5xx replies and throttling; its `max_attempts` would count retries only, one more),
 #: 5 s to connect, 10 s of silence on a connection: about a minute at worst, seconds when refused.
-S3_BOUNDS = {"connect_timeout": 5, "read_timeout": 10, "retries": {"max_attempts": 3, "mode": "standard"}}
+S3_BOUNDS = {"connect_timeout": 5, "read_timeout": 10,
+             "retries": {"total_max_attempts": ATTEMPTS, "mode": "standard"}}
 #: s3fs retries timeouts and throttling itself, around botocore's retries (5 times by default);
 #: botocore's standard mode retries the same failures, so its attempts are enough
 S3FS_RETRIES = 1
@@ -152,13 +157,15 @@ class FsspecStorage(Storage):
     def _read(self, path, start, end):
         if end is not None and end <= start:
             return b""
-        if start == 0 and end is None:
-            return self.fs.cat_file(path)  # no Range header: S3 refuses any range of an empty object
+        # A whole object is read without a Range header: S3 refuses any range of an empty object.
+        ranged = {} if start == 0 and end is None else {"start": start, "end": end}
         try:
-            return self.fs.cat_file(path, start=start, end=end)
+            # botocore retries a request that fails; a body failing after the reply came is read again here
+            return retried(lambda: self.fs.cat_file(path, **ranged), body_failure, self.url_of(path),
+                           f"reading from {self.remote or self.protocol}")
         except OSError as err:
             # 416 "range not satisfiable" (s3fs raises EINVAL): a range starting at or past the end
-            if err.errno == errno.EINVAL and start >= self.info(path).size:
+            if err.errno == errno.EINVAL and ranged and start >= self.info(path).size:
                 return b""
             raise
 
@@ -202,7 +209,57 @@ class FsspecBackend(StorageBackend):
         if scheme in ("s3", "s3a"):
             remote = f"S3 endpoint {s3_endpoint(fs, options)}"
             fs.retries = S3FS_RETRIES  # a class attribute of s3fs, not an option
+            log_s3_retries(fs, remote)
         return FsspecStorage(fs, protocol, remote), path.rstrip("/") or "/"
+
+
+def log_s3_retries(fs, remote: str) -> None:
+    """Have every retry botocore makes for this filesystem logged (kfmt.storage.retries): handlers on
+    the session s3fs makes its clients from, set before it makes one (instances are cached: once).
+
+    botocore decides on a retry in `needs-retry` and sends the next attempt through `request-created`;
+    the first handler notes what the failed attempt met, the second logs the attempt it starts."""
+    if getattr(fs, "_kfmt_retries_logged", False) or fs.session is not None:
+        return  # done already, or a session someone else made (its retries are bounded, not logged)
+    from aiobotocore.session import AioSession
+
+    fs.session = AioSession(**fs.kwargs)
+    events = fs.session.get_component("event_emitter")
+    events.register("before-parameter-build.s3", _note_object)
+    events.register_first("needs-retry.s3", _note_failure)
+    events.register("request-created.s3", lambda request, operation_name, **_: _log_retry(
+        request, operation_name, remote))
+    fs._kfmt_retries_logged = True
+
+
+def _note_object(params, context, **_):
+    """Which object the request is about, as messages name it."""
+    bucket, key = params.get("Bucket"), params.get("Key")
+    if bucket:
+        context["kfmt_where"] = f"s3://{bucket}/{key}" if key else f"s3://{bucket}"
+
+
+def _note_failure(response=None, caught_exception=None, request_dict=None, **_):
+    if request_dict is None:
+        return None
+    status = code = None
+    if response is not None:
+        status = getattr(response[0], "status_code", None)
+        code = (response[1].get("Error") or {}).get("Code") if isinstance(response[1], dict) else None
+    request_dict["context"]["kfmt_failure"] = attempt_failure(status, code, caught_exception)
+    return None  # botocore's own handler decides
+
+
+def _log_retry(request, operation_name: str, remote: str) -> None:
+    context = getattr(request, "context", None) or {}
+    attempt = (context.get("retries") or {}).get("attempt", 1)
+    if attempt <= 1:
+        return
+    retries = getattr(context.get("client_config"), "retries", None) or {}
+    attempts = retries.get("total_max_attempts") or (retries.get("max_attempts", ATTEMPTS - 1) + 1)
+    cause = context.get("kfmt_failure") or "no reason given"
+    retry_log.add(retry_line(context.get("kfmt_where", remote), f"{operation_name} at {remote}", cause,
+                             attempt, attempts))
 
 
 def bounded_s3_options(options: dict) -> dict:

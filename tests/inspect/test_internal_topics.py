@@ -159,9 +159,9 @@ def test_schemas_account_for_every_byte(realkafka):
     """Each record decodes to its last byte (Kafka's readers would ignore trailing bytes; a schema
     that missed a field would leave some)."""
     from kfmt.inspect.dump.decoders.offsets import split_version
-    from kfmt.inspect.dump.decoders.protocol import read_message
-    from kfmt.inspect.dump.decoders.schemas_groups import GROUP_METADATA_VALUE, OFFSET_COMMIT_VALUE
-    from kfmt.inspect.dump.decoders.schemas_transactions import TRANSACTION_LOG_VALUE
+    from kfmt.format.internal_topics.protocol import read_message
+    from kfmt.format.internal_topics.groups import GROUP_METADATA_VALUE, OFFSET_COMMIT_VALUE
+    from kfmt.format.internal_topics.transactions import TRANSACTION_LOG_VALUE
 
     counts = {}
     for topic, records in _internal_records():

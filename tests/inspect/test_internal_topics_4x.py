@@ -24,11 +24,11 @@ from support.corpus import TESTS
 from support.kafka_messages import peer_encode, values_for
 
 from kfmt.format import segment
+from kfmt.format.internal_topics.protocol import read_message
+from kfmt.format.internal_topics.share_state import SHARE_STATE_RECORDS
+from kfmt.format.internal_topics.transactions import TRANSACTION_RECORDS
 from kfmt.format.message_formats import LENIENT
-from kfmt.inspect.dump.decoders.coordinator import GROUP_RECORDS, parse_offsets, read_record
-from kfmt.inspect.dump.decoders.protocol import read_message
-from kfmt.inspect.dump.decoders.schemas_share_state import SHARE_STATE_RECORDS
-from kfmt.inspect.dump.decoders.schemas_transactions import TRANSACTION_RECORDS
+from kfmt.inspect.dump.decoders.coordinator import GROUP_RECORDS, parse_offsets, parse_transaction_log, read_record
 
 REALKAFKA4 = TESTS / "data" / "realkafka4"
 DECODER_OF = {"__consumer_offsets-0": "--offsets-decoder",
@@ -170,9 +170,9 @@ def test_schemas_account_for_every_byte(part, types):
 # --- record types the corpus does not hold, from a peer's encoding --------------------------------
 
 def _peer_cases():
-    from kfmt.inspect.dump.decoders.schemas_control import LEADER_CHANGE, VOTERS
-    from kfmt.inspect.dump.decoders.schemas_metadata import TYPES as METADATA
-    from kfmt.inspect.dump.decoders.schemas_remote_log import TYPES as REMOTE
+    from kfmt.format.internal_topics.control import LEADER_CHANGE, VOTERS
+    from kfmt.format.internal_topics.metadata import TYPES as METADATA
+    from kfmt.format.internal_topics.remote_log import TYPES as REMOTE
 
     cases = [(f"group type {t}", value) for t, (_key, value) in GROUP_RECORDS.items()]
     cases += [(f"metadata {name}", schema) for name, schema in METADATA.values() if schema.fields]
@@ -196,13 +196,46 @@ def test_streams_group_records_print_as_coordinator_json():
     """A streams group's record (type 17), encoded by the peer, prints as Kafka's other
     coordinator records do."""
     key_schema, value_schema = GROUP_RECORDS[17]
+    defaults = {f.name: f.default_value() for f in value_schema.fields}
     key = (17).to_bytes(2, "big") + peer_encode(key_schema, {"groupId": "app-1"}, 0)
-    value = (0).to_bytes(2, "big") + peer_encode(value_schema, {"epoch": 4}, 0)
+    value = (0).to_bytes(2, "big") + peer_encode(value_schema, defaults | {"epoch": 4}, 0)
     decoded = parse_offsets(key, value, 9)
     assert (decoded.key, decoded.payload) == ('{"type":"17","data":{"groupId":"app-1"}}',
-                                              '{"version":"0","data":{"epoch":4}}')
+                                              '{"version":"0","data":{"epoch":4,"metadataHash":0}}')
+
+
+def test_streams_group_metadata_of_kafka_4_3_with_its_tagged_fields():
+    """StreamsGroupMetadataValue as Kafka 4.2-4.3 lay it out, written here by the wire rules: epoch 7,
+    metadataHash, then two tagged fields: validatedTopologyEpoch (tag 0, 4 bytes) and
+    lastAssignmentConfigs (tag 1: a compact array of one {key, value}, its own empty tag section)."""
+    configs = b"\x02" + b"\x15num.standby.replicas" + b"\x020" + b"\x00"
+    value = (b"\x00\x00" + (7).to_bytes(4, "big") + bytes(range(1, 9))
+             + b"\x02" + b"\x00\x04" + (0).to_bytes(4, "big") + b"\x01" + bytes([len(configs)]) + configs)
+    key = (17).to_bytes(2, "big") + b"\x00\x05app-1"
+    decoded = parse_offsets(key, value, 3)
+    assert decoded.payload == ('{"version":"0","data":{"epoch":7,"metadataHash":72623859790382856,'
+                               '"validatedTopologyEpoch":0,'
+                               '"lastAssignmentConfigs":[{"key":"num.standby.replicas","value":"0"}]}}')
     unknown = parse_offsets((99).to_bytes(2, "big") + b"\x00\x01x", None, 9)
     assert (unknown.key, unknown.payload) == ("Unknown record type 99 at offset 9, skipping.", None)
+
+
+def test_tagged_fields_kafka_added_after_4_1_print_in_schema_order():
+    """Tagged fields of later brokers, written here by the wire rules: TransactionLogValue v1's
+    nextProducerEpoch (tag 3) prints after producerEpoch, where Kafka's JsonConverter puts it, and
+    KIP-1263's assignmentTimestamp (4.3, tag 0) after a consumer group's assignment epoch."""
+    txn = (b"\x00\x01" + (5).to_bytes(8, "big")
+           + b"\x00\x00" + (60000).to_bytes(4, "big") + b"\x04" + b"\x01"  # epoch 0, timeout, CompleteCommit, []
+           + (1).to_bytes(8, "big") + (2).to_bytes(8, "big")
+           + b"\x02" + b"\x02\x02\x00\x02" + b"\x03\x02\x00\x01")  # tags 2 (version 2) and 3 (epoch 1)
+    decoded = parse_transaction_log(b"\x00\x00\x00\x03tx1", txn, 0)
+    assert decoded.payload == ('{"version":"1","data":{"producerId":5,"producerEpoch":0,"nextProducerEpoch":1,'
+                               '"transactionTimeoutMs":60000,"transactionStatus":4,"transactionPartitions":[],'
+                               '"transactionLastUpdateTimestampMs":1,"transactionStartTimestampMs":2,'
+                               '"clientTransactionVersion":2}}')
+    target = b"\x00\x00" + (3).to_bytes(4, "big") + b"\x01\x00\x08" + (1791331200000).to_bytes(8, "big")
+    decoded = parse_offsets(b"\x00\x06\x00\x01g", target, 0)
+    assert decoded.payload == '{"version":"0","data":{"assignmentEpoch":3,"assignmentTimestamp":1791331200000}}'
 
 
 # --- kfmt offsets -------------------------------------------------------------------------------------

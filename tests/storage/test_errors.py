@@ -11,6 +11,7 @@ Spark master started from pyspark's own scripts, first without workers, then sto
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -47,13 +48,19 @@ def kfmt(*args, env: dict | None = None, unprivileged: bool = False, timeout: fl
     return result, time.monotonic() - started
 
 
+RETRY_LINE = re.compile(r"^kfmt: warning: .+; retrying, attempt [23] of 3$")
+
+
 def one_error_line(run, code: int, *named: str, secret: str | None = None) -> str:
-    """The single `kfmt: error:` line of a failed run, checked: exit code, nothing else on stderr,
-    no traceback, no internal error, every `named` string in it, in time, no credential."""
+    """The single `kfmt: error:` line of a failed run, checked: exit code, nothing else on stderr
+    but the retries (each said in a line of its own, at most 3 attempts: kfmt.storage.retries), no
+    traceback, no internal error, every `named` string in it, in time, no credential."""
     result, seconds = run
-    lines = result.stderr.splitlines()
+    retries = [line for line in result.stderr.splitlines() if RETRY_LINE.match(line)]
+    lines = [line for line in result.stderr.splitlines() if line not in retries]
     assert result.returncode == code, result.stderr
     assert len(lines) == 1, result.stderr
+    assert all(not line.endswith(("attempt 4 of 3", "of 4")) for line in retries), retries
     [line] = lines
     assert line.startswith("kfmt: error: "), line
     assert "Traceback" not in result.stderr and "internal error" not in result.stderr

@@ -10,7 +10,7 @@ import uuid
 from hypothesis import strategies as st
 from kafka.protocol.schemas.fields.struct import StructField
 
-from kfmt.inspect.dump.decoders.protocol import NO_VERSIONS, Field, Message
+from kfmt.format.internal_topics.protocol import NO_VERSIONS, Field, Message
 
 _TOP = 1 << 15
 

@@ -25,7 +25,7 @@ from kfmt.storage.store import open_storage
 METADATA4 = REALKAFKA4 / "__cluster_metadata-0"
 SOURCE_ID = "q4Ft5cS2R8KbU1oQ3v9xZw"  # another cluster's id for the same topic
 COMMANDS = [("upgrade",), ("resegment", "--segment-bytes", "1048576"), ("recompress", "--compression", "zstd"),
-            ("compact",), ("retain",), ("reindex",)]
+            ("compact",), ("retain",), ("reindex",), ("salvage",)]
 
 
 def described(truth_file) -> dict[str, tuple[str, dict[int, list[int]]]]:
@@ -86,7 +86,8 @@ def test_stamped_from_topic_id(tmp_path, given):
     assert result.err == ""
 
 
-@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c[0])
+# salvage copies what it finds when no target is given (it judges nothing then): not here
+@pytest.mark.parametrize("command", [c for c in COMMANDS if c[0] != "salvage"], ids=lambda c: c[0])
 def test_no_topic_id_is_a_stray_and_warned_about(tmp_path, command):
     src = source_partition(tmp_path, None)
     result, report = run(command, src, tmp_path / "out")
@@ -147,6 +148,76 @@ def test_restore_stamps_the_target_id(tmp_path):
         (REALKAFKA4 / "d4-txa-0" / "partition.metadata").read_bytes()
 
 
+# --- the source node's own files, for another cluster ----------------------------------------------
+
+NODE_FILES = ("meta.properties", "bootstrap.checkpoint", "__cluster_metadata-0")
+
+
+def log_directory(tmp_path):
+    logs = tmp_path / "logs"
+    shutil.copytree(REALKAFKA4, logs, ignore=shutil.ignore_patterns("*.truth", "__*_state-0", "__consumer_offsets-0"))
+    return logs
+
+
+def target_metadata(tmp_path, cluster_id: str):
+    """A copy of the 4.1 cluster's metadata log in a log directory whose meta.properties says
+    `cluster_id`: the same topics, as another cluster's metadata would name them."""
+    target = tmp_path / "target"
+    shutil.copytree(METADATA4, target / "__cluster_metadata-0")
+    text = (REALKAFKA4 / "meta.properties").read_text()
+    (target / "meta.properties").write_text(re.sub(r"cluster\.id=\S+", f"cluster.id={cluster_id}", text))
+    return target
+
+
+def node_warnings(result) -> list[str]:
+    return [line for line in result.err.splitlines() if "meta.properties, bootstrap.checkpoint" in line]
+
+
+@pytest.mark.parametrize("command", [("reindex",), ("upgrade",), ("compact",), ("salvage",)], ids=lambda c: c[0])
+def test_for_another_cluster_the_source_nodes_files_are_left_out_and_said(tmp_path, command):
+    """Kafka refuses a log directory whose meta.properties names another cluster
+    (MetaPropertiesEnsemble.verify) or a data directory holding __cluster_metadata-0: an output for
+    another cluster gets neither, the offset checkpoints and the partitions all the same."""
+    logs = log_directory(tmp_path)
+    result, report = run(command, logs, tmp_path / "out", "--cluster-metadata",
+                         target_metadata(tmp_path, "T3RoZXJDbHVzdGVySWQwMA"))
+    out = tmp_path / "out"
+    assert not [n for n in NODE_FILES if (out / n).exists()]
+    assert (out / "log-start-offset-checkpoint").exists() and (out / "d4-txa-0" / "partition.metadata").exists()
+    [warning] = node_warnings(result)
+    assert "cluster T3RoZXJDbHVzdGVySWQwMA" in warning and "kafka-storage.sh format" in warning
+    left_out = [n for n in report["notes"] if "left out: the output is for another cluster" in n]
+    assert all(any(name in n for n in left_out) for name in NODE_FILES)
+
+
+def test_for_the_same_cluster_the_node_files_are_carried(tmp_path):
+    logs = log_directory(tmp_path)
+    cluster_id = re.search(r"cluster\.id=(\S+)", (REALKAFKA4 / "meta.properties").read_text())[1]
+    result, _ = run(("reindex",), logs, tmp_path / "out", "--cluster-metadata", target_metadata(tmp_path, cluster_id))
+    assert node_warnings(result) == []
+    for name in ("meta.properties", "bootstrap.checkpoint", "__cluster_metadata-0/quorum-state"):
+        assert (tmp_path / "out" / name).read_bytes() == (logs / name).read_bytes()
+
+
+@pytest.mark.parametrize("same", [True, False])
+def test_topic_ids_say_which_cluster_when_no_cluster_id_does(tmp_path, same):
+    """--topic-id names no cluster: ids other than the source's own mean another cluster."""
+    logs = tmp_path / "logs"
+    for name in ("d4-txa-0", "__cluster_metadata-0", "meta.properties", "bootstrap.checkpoint"):
+        (shutil.copytree if (REALKAFKA4 / name).is_dir() else shutil.copy)(REALKAFKA4 / name, logs / name)
+    topic_id = described_topic_ids()["d4-txa"] if same else SOURCE_ID
+    result, _ = run(("reindex",), logs, tmp_path / "out", "--topic-id", f"d4-txa={topic_id}")
+    assert (tmp_path / "out" / "meta.properties").exists() == same
+    assert len(node_warnings(result)) == (0 if same else 1)
+
+
+def test_a_dry_run_says_it_too(tmp_path):
+    dry = run_kfmt("reindex", log_directory(tmp_path), tmp_path / "out", "--dry-run", "--topic-id",
+                   f"d4-txa={SOURCE_ID}", "--topic", "d4-txa")
+    assert dry.code == 0 and len(node_warnings(dry)) == 1
+    assert "skip meta.properties: left out: the output is for another cluster" in dry.out
+
+
 # --- verify ------------------------------------------------------------------------------------
 
 def test_verify_notes_the_partitions_a_broker_of_the_cluster_would_set_aside(tmp_path):
@@ -162,6 +233,18 @@ def test_verify_notes_the_partitions_a_broker_of_the_cluster_would_set_aside(tmp
     other = json.loads(run_kfmt("verify", logs / "d4-txa-0", "--format", "json", "--cluster-metadata",
                                 REALKAFKA / "_internal").out)
     assert [p["check"] for p in other["problems"] if p["check"] == "stray"] == ["stray"]
+
+
+def test_verify_notes_a_log_directory_of_another_cluster(tmp_path):
+    logs = log_directory(tmp_path)
+    for cluster_id, notes in (("T3RoZXJDbHVzdGVySWQwMA", 1), (None, 0)):
+        target = target_metadata(tmp_path / str(notes), cluster_id or
+                                 re.search(r"cluster\.id=(\S+)", (logs / "meta.properties").read_text())[1])
+        found = json.loads(run_kfmt("verify", logs, "--format", "json", "--cluster-metadata", target).out)
+        noted = [p for p in found["problems"] if p["check"] == "cluster-id"]
+        assert len(noted) == notes and found["summary"]["ok"]
+        assert all("T3RoZXJDbHVzdGVySWQwMA" in p["message"] and p["file"].endswith("meta.properties")
+                   for p in noted)
 
 
 # --- Kafka 4.x topic configs -------------------------------------------------------------------

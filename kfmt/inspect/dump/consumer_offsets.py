@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 
 from kfmt.errors import DataError
 from kfmt.format.control import ControlType, control_type
+from kfmt.format.internal_topics.group_kinds import GROUP_KIND_OF_TYPE
 from kfmt.inspect.dump.decoders.coordinator import GROUP_RECORDS, UnknownRecordType, read_record
-from kfmt.inspect.dump.decoders.schemas_group_kinds import GROUP_KIND_OF_TYPE
 from kfmt.partition.layout import PartitionDir
 from kfmt.partition.reader import PartitionReader
 

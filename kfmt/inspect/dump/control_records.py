@@ -15,17 +15,18 @@ from __future__ import annotations
 
 from kfmt.errors import DataError
 from kfmt.format.control import ControlType, control_type, control_type_id, end_txn_marker
-from kfmt.format.wire import INT16
-from kfmt.inspect.dump.common import ControlInfo
-from kfmt.inspect.dump.decoders import jackson
-from kfmt.inspect.dump.decoders.protocol import message_json, read_message
-from kfmt.inspect.dump.decoders.schemas_control import (
+from kfmt.format.internal_topics.control import (
     KRAFT_VERSION,
     LEADER_CHANGE,
     SNAPSHOT_FOOTER,
     SNAPSHOT_HEADER,
     VOTERS,
 )
+from kfmt.format.internal_topics.protocol import read_message
+from kfmt.format.wire import INT16
+from kfmt.inspect.dump.common import ControlInfo
+from kfmt.inspect.dump.decoders import jackson
+from kfmt.inspect.dump.decoders.converter import message_json
 
 KAFKA_36_CONTROL_TYPES = {ControlType.ABORT, ControlType.COMMIT, ControlType.LEADER_CHANGE,
                           ControlType.SNAPSHOT_HEADER, ControlType.SNAPSHOT_FOOTER}

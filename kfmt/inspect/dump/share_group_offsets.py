@@ -13,10 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kfmt.errors import DataError
+from kfmt.format.internal_topics.protocol import kafka_uuid
+from kfmt.format.internal_topics.share_state import SHARE_STATE_RECORDS
 from kfmt.inspect.dump.consumer_offsets import CommittedOffset, GroupOffsets
 from kfmt.inspect.dump.decoders.coordinator import UnknownRecordType, read_record
-from kfmt.inspect.dump.decoders.protocol import kafka_uuid
-from kfmt.inspect.dump.decoders.schemas_share_state import SHARE_STATE_RECORDS
 from kfmt.partition.layout import PartitionDir
 from kfmt.partition.reader import PartitionReader
 

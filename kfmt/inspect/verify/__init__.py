@@ -21,7 +21,7 @@ from kfmt.partition.load_recovery import TRUSTED, LoadRecovery, load_recoveries
 from kfmt.storage.store import Storage
 
 from .checkpoints import check_log_dir
-from .identity import check_topic_ids, cluster_of
+from .identity import check_cluster_id, check_topic_ids, cluster_of
 from .partition import verify_partition
 from .problems import Problem, Report, Severity
 
@@ -54,6 +54,8 @@ def verify(storage: Storage, path: str, topic: str | None = None, partition: int
     cluster = cluster_of(storage, path, log_dir, cluster_metadata, storage_options, report)
     if cluster is not None:
         check_topic_ids(parts, cluster, report)
+        if log_dir and cluster_metadata is not None:
+            check_cluster_id(storage, path, cluster, report)
     return report
 
 

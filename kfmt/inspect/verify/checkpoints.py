@@ -31,13 +31,13 @@ from kfmt.format.layout import MAGIC_V2
 from kfmt.partition.checkpoints import (
     EpochEntry,
     checkpoint_entries,
-    java_lines,
     java_parse_int,
     read_leader_epochs,
     read_offset_checkpoint,
     read_partition_metadata,
 )
 from kfmt.partition.layout import LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA, PartitionDir
+from kfmt.partition.meta_properties import META_PROPERTIES, java_properties
 from kfmt.storage.store import Storage
 
 from .log import BatchFacts
@@ -47,7 +47,6 @@ RECOVERY_POINT = "recovery-point-offset-checkpoint"
 LOG_START = "log-start-offset-checkpoint"
 REPLICATION = "replication-offset-checkpoint"
 CLEANER = "cleaner-offset-checkpoint"
-META_PROPERTIES = "meta.properties"
 
 
 def _read_text(storage: Storage, info, report: Report) -> str:
@@ -231,7 +230,7 @@ def _check_offset(name: str, file: str, position: int, tp, offset: int, part: Pa
 def check_meta_properties(text: str, file: str, report: Report) -> None:
     """meta.properties (docs/format.md §11.4): `version=0` with an int `broker.id` (ZooKeeper mode), or `version=1` with
     an int `node.id` and a `cluster.id` (KRaft)."""
-    props, positions = _java_properties(text)
+    props, positions = java_properties(text)
 
     def fail(message, key=None):
         report.error("meta-properties", message, file, positions.get(key))
@@ -254,32 +253,3 @@ def check_meta_properties(text: str, file: str, report: Report) -> None:
             fail(f"{key} {props[key]!r} is not an integer", key)
     if "cluster.id" in props and not props["cluster.id"]:
         fail("cluster.id is empty", "cluster.id")
-
-
-def _java_properties(text: str) -> tuple[dict[str, str], dict[str, int]]:
-    """The key=value pairs of a Java properties file as Properties.store writes them (comments `#`/`!`,
-    separators `=`, `:` or blanks, backslash line continuations); positions of each key's line."""
-    props, positions = {}, {}
-    lines = java_lines(text)
-    i = 0
-    while i < len(lines):
-        position, line = lines[i]
-        i += 1
-        stripped = line.lstrip(" \t\f")
-        if not stripped or stripped[0] in "#!":
-            continue
-        while stripped.endswith("\\") and not stripped.endswith("\\\\") and i < len(lines):
-            stripped = stripped[:-1] + lines[i][1].lstrip(" \t\f")
-            i += 1
-        key, value = stripped, ""
-        for j, ch in enumerate(stripped):
-            if ch in "=: \t\f" and (j == 0 or stripped[j - 1] != "\\"):
-                key, value = stripped[:j], stripped[j:].lstrip(" \t\f")
-                if value[:1] in ("=", ":") and ch in " \t\f":
-                    value = value[1:].lstrip(" \t\f")
-                elif ch in "=:":
-                    value = stripped[j + 1:].lstrip(" \t\f")
-                break
-        props[key.replace("\\", "")] = value
-        positions[key.replace("\\", "")] = position
-    return props, positions

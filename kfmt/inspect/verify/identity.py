@@ -2,12 +2,15 @@
 §12.6; kfmt.partition.topic_identity holds the rule): checked against a cluster's metadata, the log
 directory's own `__cluster_metadata-0` or the one `--cluster-metadata` names. Notes, not problems:
 the data is sound; which cluster loads it decides. A partition without partition.metadata is noted
-by the checkpoint checks already (kfmt.inspect.verify.checkpoints)."""
+by the checkpoint checks already (kfmt.inspect.verify.checkpoints). A log directory whose
+meta.properties names another cluster than `--cluster-metadata`'s is noted too: a node of that
+cluster refuses to start on it (MetaPropertiesEnsemble.verify)."""
 from __future__ import annotations
 
 from kfmt.errors import DataError
 from kfmt.partition.cluster_topics import ClusterTopics, metadata_dir, read_cluster_topics
 from kfmt.partition.layout import METADATA_LOG_DIR, PARTITION_METADATA, PartitionDir
+from kfmt.partition.meta_properties import read_node_identity
 from kfmt.partition.topic_identity import source_topic_id, stray_consequence, stray_reason
 from kfmt.storage.store import Storage, open_storage
 
@@ -42,3 +45,14 @@ def check_topic_ids(parts: list[PartitionDir], cluster: ClusterTopics, report: R
         if reason is not None:
             report.note("stray", f"{reason}: {stray_consequence(part.name)}",
                         part.display(PARTITION_METADATA))
+
+
+def check_cluster_id(storage: Storage, path: str, cluster: ClusterTopics, report: Report) -> None:
+    """A note when the log directory at `path` belongs to another cluster than `cluster`."""
+    node = read_node_identity(storage, path)
+    if node is None or node.cluster_id is None or cluster.cluster_id in (None, node.cluster_id):
+        return
+    report.note("cluster-id", f"cluster.id {node.cluster_id} is not the cluster of the metadata given "
+                              f"({cluster.cluster_id}, {cluster.source}): a node of that cluster refuses to "
+                              f"start on this log directory (Invalid cluster.id); move its partition "
+                              f"directories into one of that node's log directories", node.file)

@@ -12,7 +12,15 @@ from dataclasses import dataclass
 
 from kfmt.errors import UsageError
 from kfmt.storage.manifest import MANIFEST, PENDING_DIR, FileRecord, encode_manifest, load_manifest
-from kfmt.storage.staging import CLAIM_NAME, StagedFiles, another_run, new_run_id, owner_alive
+from kfmt.storage.staging import (
+    CLAIM_NAME,
+    StagedFiles,
+    another_run,
+    new_run_id,
+    owner_alive,
+    run_ended,
+    tidy_after_failure,
+)
 from kfmt.storage.store import Storage, StorageSpec
 from kfmt.transforms.archive.archive_format import CHUNK, SECTION, STATE_DIR, UPLOADS_DIR, ArchivedSegment
 from kfmt.transforms.archive.generations import GENERATIONS_DIR, Generation, generation_name, parse_generation
@@ -214,11 +222,11 @@ class ArchiveDestination:
     def stop(self) -> None:
         """After a failure: mark the claim stopped, so that a re-run (even in this process) is not
         refused; what was uploaded stays for it. The published generations are untouched."""
+        run_ended(self.run)
         owner = dict(self._owner, pid=None, stopped_ms=time.time_ns() // 1_000_000)
-        try:
-            self.storage.write(self._claim, json.dumps(owner).encode())
-        except OSError:
-            pass  # the claim stays as it was: its process ends, and then it counts as dead
+        # if that fails too, the claim stays as it was: its process ends, and then it counts as dead
+        tidy_after_failure(lambda: self.storage.write(self._claim, json.dumps(owner).encode()), self.url,
+                           "this run's claim could not be marked stopped")
 
     def release(self) -> None:
         """End a run that publishes nothing: its claim goes, upload records stay for a later run."""

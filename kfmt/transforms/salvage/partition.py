@@ -21,6 +21,7 @@ from kfmt.partition.layout import (
     Segment,
 )
 from kfmt.partition.summary import PartitionSummary, PartitionTally
+from kfmt.partition.topic_identity import TopicIdentity
 from kfmt.plugin import registry
 from kfmt.storage.staging import StagedOutput
 from kfmt.write.planner import RollPolicy
@@ -185,9 +186,11 @@ def _planned(part: PartitionDir, options: SalvageOptions, result: "PartitionSalv
 
 def salvage_partition(part: PartitionDir, rel: str, out: StagedOutput | None, options: SalvageOptions,
                       log_start_offset: int = 0, destination: str = "",
-                      on_progress: Callable[[int], None] | None = None) -> PartitionSalvage:
+                      on_progress: Callable[[int], None] | None = None,
+                      identity: TopicIdentity | None = None) -> PartitionSalvage:
     """Scan every segment of `part`, then write the intact entries into `out` under `rel` (nothing
-    is written when `out` is None: a dry run)."""
+    is written when `out` is None: a dry run). `identity`: the target cluster's partition.metadata,
+    written instead of the source's when it names the target's id."""
     storage = part.storage
     found_tally = PartitionTally(PartitionSummary(storage.url_of(part.path), part.topic, part.partition))
     written_tally = PartitionTally(PartitionSummary(destination, part.topic, part.partition))
@@ -235,7 +238,10 @@ def salvage_partition(part: PartitionDir, rel: str, out: StagedOutput | None, op
             for written in summary.segments:
                 written_tally.add_segment(written.size)
             result.log_end_offset = summary.log_end_offset
-            _write_partition_metadata(part, rel, out, result)
+            if identity is not None and identity.stamped:
+                identity.write_into(out, f"{rel}/{PARTITION_METADATA}" if rel else PARTITION_METADATA)
+            else:
+                _write_partition_metadata(part, rel, out, result)
     except BaseException:
         if writer is not None:
             writer.abort()

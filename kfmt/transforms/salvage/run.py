@@ -3,12 +3,14 @@ log directory's own files, and the report. Partitions are salvaged in parallel, 
 partition, on the engine `--master` chooses (kfmt.pipelines.engine, kfmt.pipelines.runner)."""
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from typing import Callable
 
-from kfmt.errors import DataError, UsageError
+from kfmt.errors import DataError, KfmtWarning, UsageError
 from kfmt.partition.checkpoints import checkpoint_text, read_offset_checkpoint, write_offset_checkpoint
 from kfmt.partition.layout import PartitionDir
+from kfmt.partition.topic_identity import TargetTopics, TopicIdentity
 from kfmt.pipelines.engine import Engine
 from kfmt.pipelines.runner import run_tasks
 from kfmt.storage.staging import StagedOutput, StagingTarget
@@ -20,7 +22,13 @@ from kfmt.transforms.reindex import (
     plan_engine,
     source_partitions,
 )
-from kfmt.transforms.metadata_log import CARRIED, metadata_log_files, split_metadata_log
+from kfmt.transforms.metadata_log import (
+    CARRIED,
+    is_node_file,
+    metadata_log_files,
+    node_files_left_out,
+    split_metadata_log,
+)
 from kfmt.transforms.report import REPORT_NAME, make_report, report_bytes
 
 from .partition import PartitionSalvage, SalvageOptions, salvage_partition
@@ -34,10 +42,23 @@ class SalvagePlan:
     partitions: list[tuple[PartitionDir, str, int]]  # (partition, its directory in DST, log start)
     log_dir_files: list[str]  # names of log-directory files carried over
     notes: list[str] = field(default_factory=list)
+    # partition name -> its partition.metadata for the target cluster, when one is given
+    # (kfmt.partition.topic_identity); otherwise salvage copies the source's when it parses
+    identities: dict[str, TopicIdentity] = field(default_factory=dict)
+    other_cluster: str | None = None  # the warning that SRC's node files were left out
+
+    def warn(self) -> None:
+        """The stray and other-cluster warnings, once the run succeeded (a failure stays one line)."""
+        for identity in self.identities.values():
+            if identity.warning:
+                warnings.warn(identity.warning, KfmtWarning, stacklevel=2)
+        if self.other_cluster:
+            warnings.warn(self.other_cluster, KfmtWarning, stacklevel=2)
 
 
 def plan_salvage(src_storage: Storage, src_path: str, dst_storage: Storage, dst_path: str,
-                 topic: str | None = None, partition: int | None = None) -> SalvagePlan:
+                 topic: str | None = None, partition: int | None = None,
+                 target: TargetTopics | None = None) -> SalvagePlan:
     parts, source, destination, log_dir = source_partitions(src_storage, src_path, dst_storage, dst_path,
                                                             topic, partition)
     parts, metadata = split_metadata_log(parts, log_dir, src_storage, src_path)
@@ -51,7 +72,30 @@ def plan_salvage(src_storage: Storage, src_path: str, dst_storage: Storage, dst_
         if LOG_START_OFFSET_CHECKPOINT in names:
             log_starts = _tolerant_checkpoint(src_storage, src_path, LOG_START_OFFSET_CHECKPOINT, notes)
     plans = [(p, p.name if log_dir else "", log_starts.get((p.topic, p.partition), 0)) for p in parts]
-    return SalvagePlan(source, destination, log_dir, plans, files, notes)
+    plan = SalvagePlan(source, destination, log_dir, plans, files, notes)
+    if target is not None and target.given:
+        _plan_target(plan, target, parts, src_storage, src_path)
+    return plan
+
+
+def _plan_target(plan: SalvagePlan, target: TargetTopics, parts: list[PartitionDir], storage: Storage,
+                 path: str) -> None:
+    """The partition.metadata each partition gets for the target cluster, and SRC's node files left
+    out when that cluster is another (kfmt.transforms.metadata_log), as the other writers do."""
+    target.check_topics({p.topic for p in parts if p.topic is not None})
+    for part in parts:
+        try:
+            plan.identities[part.name] = target.identity(part)
+        except OSError:
+            continue  # an unreadable partition.metadata: salvage's own copy says so (partition.py)
+    plan.notes += [identity.note(name) for name, identity in plan.identities.items()]
+    left_out = plan.log_dir and node_files_left_out(target, storage, path, list(plan.identities.values()),
+                                                    plan.destination)
+    if left_out:
+        plan.notes = [n for n in plan.notes if not n.endswith(CARRIED)]
+        plan.notes += [f"{name}: {left_out.reason}" for name in plan.log_dir_files if is_node_file(name)]
+        plan.log_dir_files = [name for name in plan.log_dir_files if not is_node_file(name)]
+        plan.other_cluster = left_out.warning
 
 
 def _tolerant_checkpoint(storage: Storage, directory: str, name: str, notes: list[str]) -> dict:
@@ -99,11 +143,12 @@ class SalvageTask:
     destination: str  # the partition's URL in DST, as the report names it
     options: SalvageOptions
     target: StagingTarget | None
+    identity: TopicIdentity | None = None  # the target cluster's partition.metadata, when given
 
     def run(self) -> tuple[PartitionSalvage, list]:
         files = self.target.files() if self.target is not None else None
         result = salvage_partition(self.part, self.rel, files, self.options, self.log_start_offset,
-                                   self.destination)
+                                   self.destination, identity=self.identity)
         return result, list(files.records.values()) if files is not None else []
 
 
@@ -114,10 +159,12 @@ def run_salvage_task(task: SalvageTask):
 def _salvage_all(plan: SalvagePlan, out: StagedOutput | None, options: SalvageOptions, dst_storage: Storage,
                  dst_path: str, engine: Engine, progress: bool, on_progress) -> list[PartitionSalvage]:
     if engine.engine == "inprocess" and on_progress is not None:
-        return [salvage_partition(p, rel, out, options, start, _dst_url(dst_storage, dst_path, rel), on_progress)
+        return [salvage_partition(p, rel, out, options, start, _dst_url(dst_storage, dst_path, rel), on_progress,
+                                  plan.identities.get(p.name))
                 for p, rel, start in plan.partitions]
     target = out.target() if out is not None else None
-    tasks = [SalvageTask(p, rel, start, _dst_url(dst_storage, dst_path, rel), options, target)
+    tasks = [SalvageTask(p, rel, start, _dst_url(dst_storage, dst_path, rel), options, target,
+                         plan.identities.get(p.name))
              for p, rel, start in plan.partitions]
     results = []
     for result, records in run_tasks(run_salvage_task, tasks, master=engine, description="salvage",
@@ -132,14 +179,16 @@ def salvage(src: str, dst: str, *, src_options: dict | None = None, dst_options:
             topic: str | None = None, partition: int | None = None,
             options: SalvageOptions | None = None, master: "str | Engine | None" = None,
             dry_run: bool = False, progress: bool = True,
-            on_progress: Callable[[int], None] | None = None) -> tuple[SalvagePlan, dict]:
+            on_progress: Callable[[int], None] | None = None,
+            target: TargetTopics | None = None) -> tuple[SalvagePlan, dict]:
     """Salvage SRC into DST. Returns the plan and the report (a dry run writes nothing and returns
     what the run would do, without a destination). `on_progress(bytes)` is called as segments are
-    scanned when the work runs in this process."""
+    scanned when the work runs in this process; `target`: the cluster the output is for
+    (kfmt.partition.topic_identity; None: each partition.metadata copied when it parses)."""
     options = (options or SalvageOptions()).with_clock()
     src_storage, src_path = open_storage(src, src_options)
     dst_storage, dst_path = open_storage(dst, dst_options if dst_options is not None else src_options)
-    plan = plan_salvage(src_storage, src_path, dst_storage, dst_path, topic, partition)
+    plan = plan_salvage(src_storage, src_path, dst_storage, dst_path, topic, partition, target)
     run_options = {**options.builder_options(), "max_decompressed_bytes": options.read.max_decompressed,
                    "topic": topic, "partition": partition, "dry_run": dry_run}
     engine = plan_engine(master, sum(s.size for p, _, _ in plan.partitions for s in p.segments),
@@ -150,6 +199,7 @@ def salvage(src: str, dst: str, *, src_options: dict | None = None, dst_options:
                                              or dst_storage.listdir(dst_path)):
             raise UsageError(f"{plan.destination}: the destination exists and is not empty")
         results = _salvage_all(plan, None, options, dst_storage, dst_path, **run)
+        plan.warn()
         return plan, _report(plan, run_options, results, {}, engine)
     with StagedOutput(dst_storage, dst_path) as out:
         results = _salvage_all(plan, out, options, dst_storage, dst_path, **run)
@@ -159,6 +209,7 @@ def salvage(src: str, dst: str, *, src_options: dict | None = None, dst_options:
             write_salvaged_log_dir_files(plan, src_storage, src_path, out, log_ends)
         report = _report(plan, run_options, results, out.files, engine)
         out.write(REPORT_NAME, report_bytes(report))
+    plan.warn()
     return plan, report
 
 

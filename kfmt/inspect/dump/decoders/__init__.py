@@ -8,8 +8,10 @@ reproduce (`kfmt dump --kafka-version`, kfmt.defaults.DUMP_KAFKA_VERSIONS):
     --remote-log-metadata-decoder  __remote_log_metadata  4.1: remote_log.py
 
 Each is `parse(key, value, offset) -> Decoded`: the key and payload text Kafka's tool prints, and
-the same content structured for `--format json`. The record schemas are declarative tables
-(schemas_*.py) read by one generic reader of Kafka's message protocol (protocol.py).
+the same content structured for `--format json`. The record schemas are declarative tables read by
+one generic reader of Kafka's message protocol, both in kfmt.format.internal_topics (the layers below read
+them too: the topic ids of a metadata log); what is printed of a record is decided here
+(converter.py: Kafka's generated JsonConverter; jackson.py: its JSON text).
 """
 from __future__ import annotations
 

@@ -19,22 +19,23 @@ not decode.
 from __future__ import annotations
 
 from kfmt.errors import DataError
-from kfmt.format.wire import INT16
-from kfmt.inspect.dump.decoders import jackson
-from kfmt.inspect.dump.decoders.protocol import Message, message_json, read_message
-from kfmt.inspect.dump.decoders.result import Decoded
-from kfmt.inspect.dump.decoders.schemas_group_kinds import (
+from kfmt.format.internal_topics.group_kinds import (
     CONSUMER_GROUP_RECORDS,
     SHARE_GROUP_RECORDS,
     STREAMS_GROUP_RECORDS,
 )
-from kfmt.inspect.dump.decoders.schemas_groups import (
+from kfmt.format.internal_topics.groups import (
     CLASSIC_RECORDS,
     CONSUMER_PROTOCOL_ASSIGNMENT,
     CONSUMER_PROTOCOL_SUBSCRIPTION,
 )
-from kfmt.inspect.dump.decoders.schemas_share_state import SHARE_STATE_RECORDS
-from kfmt.inspect.dump.decoders.schemas_transactions import TRANSACTION_RECORDS
+from kfmt.format.internal_topics.protocol import Message, read_message
+from kfmt.format.internal_topics.share_state import SHARE_STATE_RECORDS
+from kfmt.format.internal_topics.transactions import TRANSACTION_RECORDS
+from kfmt.format.wire import INT16
+from kfmt.inspect.dump.decoders import jackson
+from kfmt.inspect.dump.decoders.converter import message_json
+from kfmt.inspect.dump.decoders.result import Decoded
 
 GROUP_RECORDS = {**CLASSIC_RECORDS, **CONSUMER_GROUP_RECORDS, **SHARE_GROUP_RECORDS, **STREAMS_GROUP_RECORDS}
 GROUP_METADATA_TYPE = 2

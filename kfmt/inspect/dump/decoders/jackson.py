@@ -4,8 +4,8 @@
 Where Python's json module differs from Jackson: control characters are escaped as `\\u00XX` with
 upper-case hex (json writes lower case), non-ASCII is written raw, and doubles are written as Java's
 `Double.toString` writes them (`1.0E7`, `2097152.0`; Python would write `10000000.0`). Values are
-plain Python objects: dict (insertion order kept), list, str, int, bool, None, and JavaDouble for
-the float64 fields of Kafka's messages (a Python float is also written as a Java double).
+plain Python objects: dict (insertion order kept), list, str, int, bool, None and float (the float64
+fields of Kafka's messages), a float written as a Java double.
 """
 from __future__ import annotations
 
@@ -65,10 +65,6 @@ def _shortest_digits(value: float) -> tuple[str, int]:
         exponent = (int(exp) if exp else 0) - (len(fraction) - len(stripped))
         digits = stripped
     return digits.rstrip("0") or "0", exponent
-
-
-class JavaDouble(float):
-    """A float64 field: written the way Java writes a double."""
 
 
 def write(value) -> str:

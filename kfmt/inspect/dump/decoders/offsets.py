@@ -16,12 +16,7 @@ Kafka 3.6 (OffsetsMessageParser) prints text, not the JSON later versions print:
 from __future__ import annotations
 
 from kfmt.errors import DataError
-from kfmt.format.wire import INT16
-from kfmt.inspect.dump.decoders import jackson
-from kfmt.inspect.dump.decoders.protocol import message_json, read_message
-from kfmt.inspect.dump.decoders.result import Decoded
-from kfmt.inspect.dump.decoders.scalaorder import member_order
-from kfmt.inspect.dump.decoders.schemas_groups import (
+from kfmt.format.internal_topics.groups import (
     CONSUMER_PROTOCOL_ASSIGNMENT,
     CONSUMER_PROTOCOL_SUBSCRIPTION,
     GROUP_METADATA_KEY,
@@ -29,6 +24,12 @@ from kfmt.inspect.dump.decoders.schemas_groups import (
     OFFSET_COMMIT_KEY,
     OFFSET_COMMIT_VALUE,
 )
+from kfmt.format.internal_topics.protocol import read_message
+from kfmt.format.wire import INT16
+from kfmt.inspect.dump.decoders import jackson
+from kfmt.inspect.dump.decoders.converter import message_json
+from kfmt.inspect.dump.decoders.result import Decoded
+from kfmt.inspect.dump.decoders.scalaorder import member_order
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 

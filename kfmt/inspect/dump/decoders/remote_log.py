@@ -10,10 +10,10 @@ RemoteLogMetadata the record deserializes to (RemoteLogMetadataSerde), e.g.
 from __future__ import annotations
 
 from kfmt.errors import DataError
-from kfmt.inspect.dump.decoders.metadata import read_frame
-from kfmt.inspect.dump.decoders.protocol import kafka_uuid, message_json, read_message
+from kfmt.format.internal_topics.protocol import kafka_uuid, read_frame, read_message
+from kfmt.format.internal_topics.remote_log import PARTITION_DELETE_STATES, SEGMENT_STATES, TYPES
+from kfmt.inspect.dump.decoders.converter import message_json
 from kfmt.inspect.dump.decoders.result import Decoded
-from kfmt.inspect.dump.decoders.schemas_remote_log import PARTITION_DELETE_STATES, SEGMENT_STATES, TYPES
 
 
 def read_record(value: bytes | None) -> tuple[str, int, int, dict]:

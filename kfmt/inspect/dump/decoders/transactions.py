@@ -11,15 +11,16 @@ transaction, else in the iteration order of its Scala HashSet. A tombstone print
 from __future__ import annotations
 
 from kfmt.errors import DataError
-from kfmt.inspect.dump.decoders.offsets import split_version
-from kfmt.inspect.dump.decoders.protocol import message_json, read_message
-from kfmt.inspect.dump.decoders.result import Decoded
-from kfmt.inspect.dump.decoders.scalaorder import topic_partition_set_order
-from kfmt.inspect.dump.decoders.schemas_transactions import (
+from kfmt.format.internal_topics.protocol import read_message
+from kfmt.format.internal_topics.transactions import (
     TRANSACTION_LOG_KEY,
     TRANSACTION_LOG_VALUE,
     TRANSACTION_STATES,
 )
+from kfmt.inspect.dump.decoders.converter import message_json
+from kfmt.inspect.dump.decoders.offsets import split_version
+from kfmt.inspect.dump.decoders.result import Decoded
+from kfmt.inspect.dump.decoders.scalaorder import topic_partition_set_order
 
 
 def read_value(value: bytes) -> tuple[int, dict]:

@@ -1,0 +1,109 @@
+"""The value formats that need no schema: `raw` (the stored bytes, today's columns), `string` (UTF-8
+text) and `json` (JSON text, kept as its text once checked; with the `schema` option, a JSON Schema
+file, parsed into the struct that schema describes: plugins/values/json_values.py)."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from kfmt.format.value_formats import Decoded, FormatOption
+from kfmt.plugin.hookspecs import hookimpl
+
+
+class RawDecoder:
+    arrow_type = pa.binary()
+
+    def decode(self, data: pa.Array) -> Decoded:
+        return Decoded(data)
+
+
+class Raw:
+    name = "raw"
+    options = ()
+    description = "the stored bytes, as they are (the default)"
+
+    def bind(self, binding):
+        return RawDecoder()
+
+
+class StringDecoder:
+    arrow_type = pa.string()
+
+    def decode(self, data: pa.Array) -> Decoded:
+        try:
+            return Decoded(data.cast(pa.string()))  # Arrow checks UTF-8 at C speed
+        except pa.ArrowInvalid:
+            pass
+        bad = _invalid_utf8(data)
+        failed = np.flatnonzero(bad).astype(np.int64)
+        kept = pc.if_else(pa.array(bad), pa.scalar(None, data.type), data)
+        return Decoded(kept.cast(pa.string()), failed, ["not UTF-8 text"] * len(failed))
+
+
+def _invalid_utf8(data: pa.Array) -> np.ndarray:
+    bad = np.zeros(len(data), dtype=bool)
+    for i, value in enumerate(data.to_pylist()):  # only after Arrow found a value that is not UTF-8
+        if value is not None:
+            try:
+                value.decode("utf-8")
+            except UnicodeDecodeError:
+                bad[i] = True
+    return bad
+
+
+class Text:
+    name = "string"
+    options = ()
+    description = "UTF-8 text"
+
+    def bind(self, binding):
+        return StringDecoder()
+
+
+class JsonTextDecoder:
+    """JSON text, checked: the column holds the text of each value that parses."""
+
+    arrow_type = pa.string()
+
+    def decode(self, data: pa.Array) -> Decoded:
+        text = StringDecoder().decode(data)
+        failed, reasons = list(text.failed), list(text.reasons)
+        bad = np.zeros(len(data), dtype=bool)
+        bad[text.failed] = True
+        for i, value in enumerate(text.column.to_pylist()):
+            if value is None or bad[i]:
+                continue
+            try:
+                json.loads(value)
+            except ValueError as err:
+                failed.append(i)
+                reasons.append(f"not JSON: {err}")
+                bad[i] = True
+        column = pc.if_else(pa.array(bad), pa.scalar(None, pa.string()), text.column)
+        order = np.argsort(failed, kind="stable")
+        return Decoded(column, np.asarray(failed, np.int64)[order], [reasons[i] for i in order])
+
+
+class Json:
+    name = "json"
+    options = (FormatOption("schema", "a JSON Schema file: values are parsed into the struct it "
+                                      "describes instead of kept as checked JSON text"),)
+    description = "JSON text (kept as text once checked, or parsed by a JSON Schema given as an option)"
+
+    def bind(self, binding):
+        path = binding.options.get("schema")
+        if not path:
+            return JsonTextDecoder()
+        from kfmt.default_plugins.values.json_values import schema_file_decoder
+
+        return schema_file_decoder(path)
+
+
+@hookimpl
+def kfmt_register_value_formats(register):
+    register(Raw())
+    register(Text())
+    register(Json())
