@@ -326,11 +326,15 @@ def _runs(rows, selection: Selection, outcomes, floor: int | None) -> list[tuple
     first offset is known only inflated: the chunk's first row), and with read_committed a
     transactional one or one at or beyond the last stable offset."""
     kinds = np.full(len(rows), _ONE, dtype=np.int8)
-    kinds[(rows["magic"] < MAGIC_V2) & (rows["compression"] == 0)] = _MESSAGES
+    messages = (rows["magic"] < MAGIC_V2) & (rows["compression"] == 0)
     whole = np.ones(len(rows), dtype=bool)
     if floor is not None:
         whole &= rows["base_offset"] >= floor
         whole[:1] &= rows["magic"][:1] >= 2  # rows before this chunk's all end below every later one
+        # a message below the log start after one above it (offsets out of order) is not in the
+        # deleted prefix _deleted_left_out takes away: it goes on its own, where the floor is applied
+        messages &= rows["base_offset"] >= floor
+    kinds[messages] = _MESSAGES
     if selection.read_committed:
         whole &= (rows["magic"] < MAGIC_V2) | (rows["attributes"] & ATTR_TRANSACTIONAL == 0)
         if outcomes.last_stable_offset is not None:
