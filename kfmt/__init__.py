@@ -25,6 +25,7 @@ _HOMES = {
         "upgrade", "reindex", "resegment", "recompress", "export", "compact", "retain", "archive",
         "restore", "salvage", "verify", "info", "Report")},
     **{name: "kfmt.errors" for name in ("KfmtError", "UsageError", "DataError", "KfmtWarning")},
+    "report": "kfmt.api.report",
     "EXPORT_SCHEMA": "kfmt.rows.columns",
 }
 __all__ = sorted(_HOMES) + ["__version__"]

@@ -162,7 +162,9 @@ def _typing_options(opts: dict):
 
 
 def typed_topics(options: "SourceOptions") -> dict:
-    """topic -> kfmt.rows.typed.TopicTyping of the partitions the options read (on the driver)."""
+    """topic -> kfmt.rows.typed.TopicTyping of the partitions the options read (on the driver). A
+    DataFrame has one schema: topics that decode to different types, a typed one beside one read raw
+    among them, are refused here, when the query is planned."""
     from kfmt.partition.layout import find_partitions
     from kfmt.rows.typed import bind_typing
 
@@ -170,17 +172,28 @@ def typed_topics(options: "SourceOptions") -> dict:
         return {}
     storage, path = open_storage_of(options)
     parts = [p for p in find_partitions(storage, path) if options.topics(p.topic, p.partition)]
-    return bind_typing(options.typing, parts, storage.url_of(path), options.storage)
+    typing = bind_typing(options.typing, parts, storage.url_of(path), options.storage)
+    _one_schema(typing, {p.topic for p in parts})
+    return typing
+
+
+def _one_schema(typing: dict, topics: set) -> None:
+    from kfmt.rows.columns import EXPORT_SCHEMA
+
+    kinds: dict = {}
+    for topic in sorted(topics):
+        kinds.setdefault(typing[topic].schema(EXPORT_SCHEMA) if topic in typing else EXPORT_SCHEMA,
+                         []).append(topic)
+    if len(kinds) > 1:
+        groups = "; ".join(f"{', '.join(t)}{'' if s != EXPORT_SCHEMA else ' (raw)'}" for s, t in kinds.items())
+        raise ValueError(f"{NAME}: the topics read decode to different types ({groups}), and a DataFrame "
+                         f"has one schema: read them one at a time (subscribe), or give each the same format")
 
 
 def _typed_schema(typing: dict):
     from kfmt.rows.columns import EXPORT_SCHEMA
 
-    schemas = {t.schema(EXPORT_SCHEMA) for t in typing.values()}
-    if len(schemas) > 1:
-        raise ValueError(f"{NAME}: the topics read decode to different types: read them one at a time "
-                         f"(subscribe)")
-    return schemas.pop()
+    return next(iter(typing.values())).schema(EXPORT_SCHEMA)
 
 
 def _boolean(opts: dict, key: str, name: str, default: str = "false") -> bool:

@@ -16,8 +16,10 @@ gets a new pool.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import signal
 import sys
+import threading
 import types
 from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -35,6 +37,21 @@ _workers = 0
 def _start_worker() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     keep_freed_memory()  # as the command line does for its own process (kfmt.memory)
+    _end_with_the_driver()
+
+
+def _end_with_the_driver() -> None:
+    """A driver killed outright (SIGKILL, SIGTERM: no cleanup runs) would leave its idle workers
+    waiting for tasks forever; each worker watches the driver's end of their pipe and exits with it."""
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
+
+    def watch():
+        parent.join()
+        os._exit(1)
+
+    threading.Thread(target=watch, name="kfmt-driver-watch", daemon=True).start()
 
 
 def executor(workers: int) -> ProcessPoolExecutor:

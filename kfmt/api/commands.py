@@ -232,11 +232,12 @@ def compact(src: Where, dst: Where, *, delete_retention_ms: int | None = None, n
             producer_expiration_ms: int = DEFAULT_PRODUCER_EXPIRATION_MS,
             storage_options: dict | None = None, dst_storage_options: dict | None = None,
             topic: str | None = None, partition: int | None = None, master: str | None = None,
-            dry_run: bool = False, progress: bool = False,
+            dry_run: bool = False, progress: bool = False, include_deleted: bool = False,
             topic_id: str | Sequence[str] | dict | None = None,
             cluster_metadata: Where | None = None) -> Report:
     """Kafka's log cleaner (cleanup.policy=compact) applied to a copy (`kfmt compact`); None: the
-    topic or broker default. A dry run's report says what would be removed."""
+    topic or broker default. A dry run's report says what would be removed. `include_deleted`: a
+    partition-directory DST keeps what lies below the log start offset."""
     from kfmt.transforms.cleanup.compact import compact as run_compact
     from kfmt.transforms.cleanup.compaction import CompactOptions
     from kfmt.defaults import (
@@ -258,7 +259,8 @@ def compact(src: Where, dst: Where, *, delete_retention_ms: int | None = None, n
         index_interval_bytes=index_interval_bytes, offset_map_bytes=given(offset_map_bytes, DEFAULT_OFFSET_MAP_MEMORY),
         offset_map_load_factor=given(offset_map_load_factor, DEFAULT_OFFSET_MAP_LOAD_FACTOR),
         fail_when_map_full=fail_when_map_full, keep_format=keep_format,
-        producer_expiration_ms=producer_expiration_ms, cleanup_policy=cleanup_policy)
+        producer_expiration_ms=producer_expiration_ms, cleanup_policy=cleanup_policy,
+        include_deleted=include_deleted)
     plan, report = run_compact(*_paths(src, dst), options,
                                target=_target(topic_id, cluster_metadata, storage_options), **_run(
         storage_options, dst_storage_options, topic, partition, dry_run, master, progress))
@@ -272,16 +274,18 @@ def retain(src: Where, dst: Where, *, retention_ms: int = -1, retention_bytes: i
            producer_expiration_ms: int = DEFAULT_PRODUCER_EXPIRATION_MS,
            storage_options: dict | None = None, dst_storage_options: dict | None = None,
            topic: str | None = None, partition: int | None = None, master: str | None = None,
-           dry_run: bool = False, progress: bool = False,
+           dry_run: bool = False, progress: bool = False, include_deleted: bool = False,
            topic_id: str | Sequence[str] | dict | None = None,
            cluster_metadata: Where | None = None) -> Report:
     """Kafka's delete policy (retention.ms, retention.bytes, a DeleteRecords log start offset)
-    applied to a copy (`kfmt retain`); -1 turns a rule off. A dry run's report says what would go."""
+    applied to a copy (`kfmt retain`); -1 turns a rule off. A dry run's report says what would go.
+    `include_deleted`: a partition-directory DST keeps its first segment whole, the records below the
+    log start offset in it too."""
     from kfmt.transforms.cleanup.retain import retain as run_retain
     from kfmt.transforms.cleanup.retention import RetentionOptions
 
     options = RetentionOptions(retention_ms, retention_bytes, log_start_offset, now_ms or 0, include_active,
-                               index_interval_bytes, producer_expiration_ms, cleanup_policy)
+                               index_interval_bytes, producer_expiration_ms, cleanup_policy, include_deleted)
     plan, report = run_retain(*_paths(src, dst), options,
                               target=_target(topic_id, cluster_metadata, storage_options), **_run(
         storage_options, dst_storage_options, topic, partition, dry_run, master, progress))
@@ -294,17 +298,19 @@ def reindex(src: Where, dst: Where, *, index_interval_bytes: int = DEFAULT_INDEX
             now_ms: int | None = None, producer_expiration_ms: int = DEFAULT_PRODUCER_EXPIRATION_MS,
             storage_options: dict | None = None, dst_storage_options: dict | None = None,
             topic: str | None = None, partition: int | None = None, master: str | None = None,
-            dry_run: bool = False, progress: bool = False,
+            dry_run: bool = False, progress: bool = False, include_deleted: bool = False,
             topic_id: str | Sequence[str] | dict | None = None,
             cluster_metadata: Where | None = None) -> Report:
     """A copy with .index, .timeindex, .txnindex, producer snapshots and leader-epoch-checkpoint
-    regenerated as Kafka's log recovery builds them (`kfmt reindex`)."""
+    regenerated as Kafka's log recovery builds them (`kfmt reindex`); `include_deleted`: a
+    partition-directory DST keeps what lies below the log start offset."""
     from kfmt.transforms.reindex import reindex as run_reindex
 
     with _bar(progress, unit="B", unit_scale=True, desc="reindex") as bar:
         return _outcome(*run_reindex(
             *_paths(src, dst), options=_companions(index_interval_bytes, now_ms, producer_expiration_ms),
-            on_progress=bar.update, target=_target(topic_id, cluster_metadata, storage_options),
+            on_progress=bar.update, include_deleted=include_deleted,
+            target=_target(topic_id, cluster_metadata, storage_options),
             **_run(storage_options, dst_storage_options, topic, partition, dry_run, master, progress)))
 
 
@@ -371,13 +377,15 @@ def restore(url: Where, dst: Where, *, index_interval_bytes: int = DEFAULT_INDEX
             storage_options: dict | None = None, dst_storage_options: dict | None = None,
             topic: str | None = None, partition: int | None = None, master: str | None = None,
             dry_run: bool = False, progress: bool = False, generation: int | None = None,
+            include_deleted: bool = False,
             topic_id: str | Sequence[str] | dict | None = None,
             cluster_metadata: Where | None = None) -> Report:
     """A generation of an archive (default the latest) back to a broker-ready directory, checksums
-    checked and companion files regenerated (`kfmt restore`)."""
+    checked and companion files regenerated (`kfmt restore`); `include_deleted`: a
+    partition-directory DST keeps the archived records below the log start offset."""
     from kfmt.transforms.archive.restore import restore as run_restore
 
-    result = run_restore(*_paths(url, dst), generation=generation,
+    result = run_restore(*_paths(url, dst), generation=generation, include_deleted=include_deleted,
                          options=_companions(index_interval_bytes, now_ms, producer_expiration_ms),
                          target=_target(topic_id, cluster_metadata, storage_options),
                          **_run(storage_options, dst_storage_options, topic, partition, dry_run, master,

@@ -112,8 +112,15 @@ def partition_lines(part, args, where: dict, progress: _Progress | None = None):
                 continue
         typing = args.typing.get(part.topic) if getattr(args, "typing", None) else None
         if typing is not None:
+            if left is not None:  # decode only the records still wanted
+                if left <= 0:
+                    return
+                wanted = min(left, len(batch.records) - skip)
+                left -= wanted
+            else:
+                wanted = None
             try:
-                yield from typed_records_of(batch, skip, where, args.format == "json", typing)
+                yield from typed_records_of(batch, skip, where, args.format == "json", typing, wanted)
             except DataError as err:
                 raise err.located(file=part.display(seg.log), base_position=h.position) from None
             continue
@@ -141,18 +148,17 @@ def _bind_typing(args, parts) -> dict:
     from kfmt.storage.store import parse_storage_options
 
     options = typing_options(**typing_arguments(args))
-    if args.max_records is not None and options.active:
-        raise UsageError("--max-records with --key-format/--value-format: not supported yet")
     return bind_typing(options, parts, args.path, parse_storage_options(args.storage_option))
 
 
-def typed_records_of(batch, skip: int, where: dict, as_json: bool, typing):
+def typed_records_of(batch, skip: int, where: dict, as_json: bool, typing, count: int | None = None):
     """records_of with keys and values decoded by the topic's value formats (kfmt.rows.typed): JSON
-    values of the decoded columns (docs/typed-export.md, "cat")."""
+    values of the decoded columns (docs/typed-export.md, "cat"); the first `count` records from `skip`
+    only, if given (--max-records: the rest are not decoded)."""
     from kfmt.rows.typed import plain_values
 
     h = batch.header
-    records = batch.records.slice(skip)
+    records = batch.records.slice(skip, count)
     decoded = {}
     for side in ("key", "value"):
         decoder = typing.decoders.get(side)
@@ -169,15 +175,15 @@ def typed_records_of(batch, skip: int, where: dict, as_json: bool, typing):
                 warnings.warn(f"{typing.topic}: offset {records.column('offset')[i].as_py()}: the {side} "
                               f"does not decode as {typing.formats[side]}: {reason}", KfmtWarning)
         decoded[side] = plain_values(out.column)
-    for i, obj in enumerate(_plain_records(batch, skip, where)):
+    for i, obj in enumerate(_plain_records(batch, skip, where, count)):
         for side, values in decoded.items():
             obj[side] = values[i]
         yield dumps(obj) if as_json else text_line(obj, None, None, [])
 
 
-def _plain_records(batch, skip: int, where: dict):
+def _plain_records(batch, skip: int, where: dict, count: int | None = None):
     h = batch.header
-    cols = batch.records.slice(skip).to_pydict()
+    cols = batch.records.slice(skip, count).to_pydict()
     epoch = h.partition_leader_epoch if h.partition_leader_epoch >= 0 else None
     for offset, ts, key, value, headers in zip(cols["offset"], cols["timestamp"], cols["key"],
                                                 cols["value"], cols["headers"]):

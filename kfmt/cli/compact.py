@@ -26,7 +26,7 @@ HELP = ("keep the latest record of each key as Kafka's log cleaner does (tombsto
 
 
 def add_arguments(p):
-    add_transform_arguments(p)
+    add_transform_arguments(p, include_deleted=True)
     p.add_argument("--delete-retention-ms", type=int, default=DEFAULT_DELETE_RETENTION_MS, metavar="MS",
                    help="the topic's delete.retention.ms: how long tombstones and transaction markers "
                         f"stay once cleaned (default {DEFAULT_DELETE_RETENTION_MS})")
@@ -67,6 +67,7 @@ def add_arguments(p):
 
 def run(args) -> int:
     from kfmt.api.commands import compact
+    from kfmt.partition.log_start import left_out_suffix
     from kfmt.pipelines.engine import engine_note
 
     report = compact(
@@ -100,5 +101,5 @@ def run(args) -> int:
         for note in e["notes"]:
             out.write(f"  {note}\n")
     if not args.dry_run:
-        out.write(f"wrote {plan.layout.destination}{engine_note(report)}\n")
+        out.write(f"wrote {plan.layout.destination}{engine_note(report)}{left_out_suffix(report)}\n")
     return 0

@@ -11,6 +11,7 @@ from kfmt.cli._transform import (
     run_arguments,
     target_arguments,
 )
+from kfmt.partition.log_start import left_out_suffix
 from kfmt.pipelines.engine import engine_note
 
 NAME = "reindex"
@@ -19,7 +20,7 @@ HELP = ("copy partitions with .index, .timeindex, .txnindex, producer snapshots 
 
 
 def add_arguments(p):
-    add_transform_arguments(p)
+    add_transform_arguments(p, include_deleted=True)
     add_target_arguments(p)
     add_companion_arguments(p)
 
@@ -33,4 +34,4 @@ def run(args) -> int:
     return print_outcome(plan, None if result.is_plan else result, args.format == "json",
                          lambda r: f"reindexed {r['totals']['partitions']} partition(s): "
                                    f"{r['totals']['input_batches']} batches, {r['totals']['input_records']} "
-                                   f"records, into {plan.destination}{engine_note(r)}")
+                                   f"records, into {plan.destination}{engine_note(r)}{left_out_suffix(r)}")

@@ -27,7 +27,7 @@ HELP = ("restore a generation of an archive (kfmt archive) to a broker-ready par
 def add_arguments(p):
     add_transform_arguments(p, src=("URL", "a published archive (fsspec URL or local path); only read"),
                             dst=("DST", "where to write (must not exist, or be empty); not with "
-                                        "--list-generations"))
+                                        "--list-generations"), include_deleted=True)
     next(a for a in p._actions if a.dest == "dst").nargs = "?"
     p.add_argument("--generation", type=int, metavar="N",
                    help="the generation to restore (default: the latest)")
@@ -39,6 +39,7 @@ def add_arguments(p):
 
 def run(args) -> int:
     from kfmt.api.commands import archive_generations, restore
+    from kfmt.partition.log_start import left_out_suffix
     from kfmt.pipelines.engine import engine_note
 
     if args.list_generations:
@@ -57,7 +58,7 @@ def run(args) -> int:
                                    f"{r['totals']['partitions']} partition(s), "
                                    f"{r['totals']['output_batches']} batches, {r['totals']['output_records']} "
                                    f"records, content digests equal to the archive's, into "
-                                   f"{result.plan.destination}{engine_note(r)}")
+                                   f"{result.plan.destination}{engine_note(r)}{left_out_suffix(r)}")
 
 
 def _print_generations(generations: list[dict], as_json: bool) -> None:

@@ -19,7 +19,7 @@ HELP = ("delete the segments Kafka's retention would (retention.ms, retention.by
 
 
 def add_arguments(p):
-    add_transform_arguments(p)
+    add_transform_arguments(p, include_deleted=True)
     p.add_argument("--retention-ms", type=int, default=-1, metavar="MS",
                    help="delete segments whose largest timestamp (their .log modification time when "
                         "they have no timestamps) lies more than MS before --now (default -1: off)")
@@ -45,6 +45,7 @@ def add_arguments(p):
 
 def run(args) -> int:
     from kfmt.api.commands import retain
+    from kfmt.partition.log_start import left_out_suffix
     from kfmt.pipelines.engine import engine_note
 
     report = retain(args.src, args.dst, retention_ms=args.retention_ms, retention_bytes=args.retention_bytes,
@@ -70,5 +71,5 @@ def run(args) -> int:
         for d in deleted if args.dry_run else []:
             out.write(f"  {d['base_offset']:>20}  {d['rule']}: {d['reason']}\n")
     if not args.dry_run:
-        out.write(f"wrote {plan.layout.destination}{engine_note(report)}\n")
+        out.write(f"wrote {plan.layout.destination}{engine_note(report)}{left_out_suffix(report)}\n")
     return 0

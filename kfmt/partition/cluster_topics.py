@@ -14,7 +14,9 @@ log's records from the snapshot's end offset on, in order. The records that chan
 * PartitionRecord (3): partitionId, topicId, replicas;
 * PartitionChangeRecord (5): partitionId, topicId, and replicas when the record changes them (a
   tagged field, null when unchanged);
-* RemoveTopicRecord (9): topicId (the topic and its partitions are gone).
+* RemoveTopicRecord (9): topicId (the topic and its partitions are gone);
+* FeatureLevelRecord (12): name, featureLevel (metadata.version and the other finalized features,
+  KIP-584/KIP-778; a level of 0 removes the feature, as FeaturesDelta.replay does).
 """
 from __future__ import annotations
 
@@ -32,7 +34,8 @@ from kfmt.storage.store import Storage
 SNAPSHOT_NAME = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
 LOG_NAME = re.compile(r"^(\d{20})\.log$")
 TOPIC_RECORD, PARTITION_RECORD, PARTITION_CHANGE_RECORD, REMOVE_TOPIC_RECORD = 2, 3, 5, 9
-APPLIED = (TOPIC_RECORD, PARTITION_RECORD, PARTITION_CHANGE_RECORD, REMOVE_TOPIC_RECORD)
+FEATURE_LEVEL_RECORD = 12
+APPLIED = (TOPIC_RECORD, PARTITION_RECORD, PARTITION_CHANGE_RECORD, REMOVE_TOPIC_RECORD, FEATURE_LEVEL_RECORD)
 
 
 @dataclass
@@ -44,6 +47,7 @@ class ClusterTopics:
     partitions: dict[str, dict[int, list[int]]] = field(default_factory=dict)
     node_id: int | None = None  # the node whose log directory held the metadata (meta.properties)
     cluster_id: str | None = None  # that directory's cluster.id: the cluster this metadata is
+    features: dict[str, int] = field(default_factory=dict)  # finalized feature -> level (metadata.version...)
 
     def topic_of(self, topic_id: str) -> str | None:
         return next((name for name, tid in self.ids.items() if tid == topic_id), None)
@@ -56,6 +60,12 @@ def apply_record(topics: ClusterTopics, value: bytes) -> None:
         return
     schema = TYPES[api_key][1]
     record = read_message(schema, body, version, schema.name)
+    if api_key == FEATURE_LEVEL_RECORD:
+        if record["featureLevel"]:
+            topics.features[record["name"]] = record["featureLevel"]
+        else:
+            topics.features.pop(record["name"], None)
+        return
     topic_id = kafka_uuid(record["topicId"])
     if api_key == TOPIC_RECORD:
         topics.ids[record["name"]] = topic_id

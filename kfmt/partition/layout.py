@@ -345,19 +345,26 @@ def log_start_entries(storage: Storage, log_dir: str) -> dict[tuple[str, int], i
     """The log directory's log-start-offset-checkpoint ((topic, partition) -> offset); empty when the
     file is missing, or cannot be read (a warning: Kafka would refuse the directory, but the
     records are still there to read; `kfmt verify` reports the file's problems)."""
+    return offset_checkpoint_entries(storage, log_dir, LOG_START_OFFSET_CHECKPOINT,
+                                     "log start offsets unknown, reading from each partition's first segment")
+
+
+def offset_checkpoint_entries(storage: Storage, log_dir: str, name: str,
+                              unknown: str) -> dict[tuple[str, int], int]:
+    """The entries of the log directory's offset checkpoint file `name`; empty when it is missing,
+    or, with a warning ending in `unknown` (what that means for the reader), when it cannot be read."""
     from kfmt.partition.checkpoints import checkpoint_text, read_offset_checkpoint
 
     if not log_dir:
         return {}
-    checkpoint = storage.join(log_dir, LOG_START_OFFSET_CHECKPOINT)
+    checkpoint = storage.join(log_dir, name)
     try:
         if not storage.exists(checkpoint) or storage.isdir(checkpoint):
             return {}
         url = storage.url_of(checkpoint)
         return read_offset_checkpoint(checkpoint_text(storage.read(checkpoint), url), url)
     except DataError as err:
-        warnings.warn(f"{err}: log start offsets unknown, reading from each partition's first "
-                      f"segment", KfmtWarning, stacklevel=2)
+        warnings.warn(f"{err}: {unknown}", KfmtWarning, stacklevel=3)
     except (OSError, PermissionError):  # a parent directory the user may not list (a bucket's root)
         pass
     return {}

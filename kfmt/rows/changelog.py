@@ -39,6 +39,10 @@ class Latest:
                 [rows] if isinstance(rows, pa.RecordBatch) else rows.to_batches(), self.schema)]),
                 across_partitions=False)
 
+    def keys(self) -> pa.Array:
+        """Every key of the rows given (stored bytes): live ones and those a tombstone removed."""
+        return pc.unique(self.rows.column("key")) if self.rows.num_rows else pa.array([], pa.binary())
+
     def table(self) -> pa.Table:
         """The live rows: the last one per key, tombstones left out, in (partition, offset) order."""
         rows = latest_per_key(self.rows)

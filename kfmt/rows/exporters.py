@@ -53,6 +53,9 @@ class Exporter(Protocol):
 
 class TableSink(Protocol):
     description: str  # where the table is, for messages and the report
+    # (topic, partition) -> [[from, to), ...]: offsets deleted before any run exported them
+    # (kfmt.transforms.losses), as the table's last kfmt commit recorded them; set by high_water_marks
+    lost: dict
 
     def high_water_marks(self) -> tuple[dict | None, dict]:
         """(the options of the export that wrote the table, or None for a new table; (topic, partition)
@@ -63,9 +66,10 @@ class TableSink(Protocol):
         files not yet in the table.
         Returns {"records": rows written, ...}."""
 
-    def commit(self, high_water_marks: dict, options: dict) -> dict:
-        """Add every file written to the table with the marks and options, in one atomic commit: on any
-        failure nothing is committed. Returns facts for the report ("records", ...)."""
+    def commit(self, high_water_marks: dict, options: dict, lost: dict) -> dict:
+        """Add every file written to the table with the marks, options and lost ranges (as `lost`
+        above), in one atomic commit, also when no file was written (the marks moved past a lost
+        range): on any failure nothing is committed. Returns facts for the report ("records", ...)."""
 
 
 class TableExporter(Protocol):

@@ -52,6 +52,7 @@ LEFT_OUT_CONTROL = "control"
 LEFT_OUT_ABORTED = "aborted"
 LEFT_OUT_UNSTABLE = "beyond_last_stable_offset"
 LEFT_OUT_DELETED = "below_log_start_offset"
+LEFT_OUT_EXPORTED = "below_resume_offset"  # an appending run: exported by an earlier run (kfmt.rows.resume)
 
 
 @dataclass(frozen=True)
@@ -63,8 +64,10 @@ class Selection:
     include_deleted: bool = False
 
     def floor(self, rng: "SegmentRange") -> int | None:
-        """The first offset read from a range: its partition's log start offset (None: all)."""
-        return None if self.include_deleted else rng.log_start
+        """The first offset read from a range: its partition's log start offset, or where an appending
+        run resumes if that is later (None: all)."""
+        floors = [f for f in (None if self.include_deleted else rng.log_start, rng.resume_from) if f is not None]
+        return max(floors) if floors else None
 
     def left_out(self, header, outcomes: TransactionOutcomes | None) -> str | None:
         """Why a batch's records are left out (LEFT_OUT_*), or None if they are read."""
@@ -97,6 +100,8 @@ class SegmentRange:
     # what log recovery truncates (kfmt.partition.segment), left out with a warning
     segment_size: int | None = None  # the .log's size when listed (None: not checked)
     last_segment: bool = False  # of the partition's last segment (which may grow while read)
+    resume_from: int | None = None  # an appending run: the offset it resumes from, which may lie inside
+    # a batch; the records below it were exported before and are left out (kfmt.rows.resume)
 
 
 def partition_identity(part: PartitionDir) -> tuple[str, int]:
@@ -287,10 +292,12 @@ def read_range(rng: SegmentRange, selection: Selection, outcomes: TransactionOut
                                     f"range at {rng.end}")
     chunk = _Chunk(rng, rows_per_chunk, bytes_per_chunk, tally, gathered)
     floor = selection.floor(rng)
+    exported = rng.resume_from is not None and floor == rng.resume_from != rng.log_start
+    reason = LEFT_OUT_EXPORTED if exported else LEFT_OUT_DELETED
     scanner = segment.FrameScanner(data, rng.file, rng.start, rng.end, base)
     for rows in _wanted_frames(scanner.chunks(), wanted):
         if floor is not None and len(rows) and rows["last_offset"][0] < floor:
-            rows = _deleted_left_out(data, base, rows, floor, rng, tally)
+            rows = _deleted_left_out(data, base, rows, floor, rng, tally, reason)
         for kind, start, stop in _runs(rows, selection, outcomes, floor):
             if kind == _MESSAGES:
                 yield from _read_messages(data, base, rows[start:stop], rng, selection, outcomes,
@@ -303,7 +310,7 @@ def read_range(rng: SegmentRange, selection: Selection, outcomes: TransactionOut
                 for row in rows[start:stop].tolist():
                     batch = segment.decode(data, header_of(row), rng.file, base=base)
                     if floor is not None and len(batch) and batch.records.column(0)[0].as_py() < floor:
-                        batch = _records_from(batch, floor, tally)
+                        batch = _records_from(batch, floor, tally, reason)
                     yield from chunk.add_batch(batch, _selected(batch, selection, outcomes, tally))
     if scanner.tail.is_error:
         if not rng.ends_log:
@@ -359,10 +366,11 @@ def _wanted_frames(chunks, wanted: Wanted | None):
             yield rows[a:b]
 
 
-def _deleted_left_out(data, base: int, rows, floor: int, rng: SegmentRange, tally: RangeTally):
+def _deleted_left_out(data, base: int, rows, floor: int, rng: SegmentRange, tally: RangeTally,
+                      reason: str = LEFT_OUT_DELETED):
     """The frames of `rows` that hold offsets >= floor; the records of the others (deleted: below
-    the log start offset) are counted as left out without being checked, as a broker never reads
-    them again. Counts come from the headers; a legacy wrapper's only from decompressing it."""
+    the log start offset; or exported before the resume point) are counted as left out without
+    being checked, as a broker never reads them again. Counts come from the headers; a legacy wrapper's only from decompressing it."""
     below = rows[rows["last_offset"] < floor]
     deleted = 0
     for row in below.tolist():
@@ -372,17 +380,17 @@ def _deleted_left_out(data, base: int, rows, floor: int, rng: SegmentRange, tall
         else:
             deleted += len(segment.decode(data, header, rng.file, base=base))
     if deleted:
-        tally.left_out[LEFT_OUT_DELETED] = tally.left_out.get(LEFT_OUT_DELETED, 0) + deleted
+        tally.left_out[reason] = tally.left_out.get(reason, 0) + deleted
     return rows[len(below):]
 
 
-def _records_from(batch, floor: int, tally: RangeTally):
-    """A batch holding the log start offset: its records from there on (the others counted as left
-    out). Each row keeps its batch's facts, so it reads as it would from the whole batch."""
+def _records_from(batch, floor: int, tally: RangeTally, reason: str = LEFT_OUT_DELETED):
+    """A batch holding the log start offset (or an appending run's resume point): its records from
+    there on (the others counted as left out). Each row keeps its batch's facts, so it reads as it
+    would from the whole batch."""
     kept = pc.greater_equal(batch.records.column(0), floor)
     records = batch.records.filter(kept)
-    tally.left_out[LEFT_OUT_DELETED] = (tally.left_out.get(LEFT_OUT_DELETED, 0)
-                                        + len(batch) - records.num_rows)
+    tally.left_out[reason] = tally.left_out.get(reason, 0) + len(batch) - records.num_rows
     return replace(batch, records=records, legacy=None)
 
 

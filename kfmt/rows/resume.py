@@ -3,11 +3,14 @@
 A partition's planned ranges (kfmt.rows.ranges.plan_ranges) are cut to begin at the first batch
 holding an offset at or after `from_offset`: segments wholly before it are dropped (a segment ends
 where the next one begins, docs/format.md §1), and the range of the segment holding it begins at that
-batch's entry, found by walking the segment's headers (cheap: no record is decoded). The offsets an
-export resumes from are batch boundaries (the offset after the last batch read, or a last stable
-offset, which is a batch's first offset), so no record before `from_offset` is read again. Only a log
-start offset that DeleteRecords raised into the middle of a batch is not: that batch is read whole, as a
-broker's fetch from that offset returns it whole.
+batch's entry, found by walking the segment's headers (cheap: no record is decoded). The marks an
+export records are batch boundaries of the log as it read it (the offset after the last batch read, or a
+last stable offset, which is a batch's first offset), and Kafka's log cleaner keeps them so (a cleaned
+v2 batch keeps its last offset: MemoryRecords.filterTo). But a log rewritten between two runs (batches
+regrouped by another tool, a replica truncated and refilled after an unclean leader election) or a
+backfill's bound can put `from_offset` inside a batch: every range carries it as `resume_from`, and
+the reader leaves out the records of that batch below it (kfmt.rows.ranges: counted as
+`below_resume_offset`), so no record is exported twice.
 """
 from __future__ import annotations
 
@@ -39,7 +42,7 @@ def ranges_from(part: PartitionDir, ranges: list[SegmentRange], from_offset: int
                 continue
             if rng.start < start:
                 rng = dataclasses.replace(rng, start=start)
-        out.append(rng)
+        out.append(dataclasses.replace(rng, resume_from=from_offset))
     return out
 
 

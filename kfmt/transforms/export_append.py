@@ -62,11 +62,7 @@ def append_export(src_storage: Storage, src_path: str, dst_storage: Storage, dst
         new_offsets = {**state.next_offsets, **{tp: n for tp, n in job.next_offsets.items()
                                                 if n is not None}}
         losses = found_lost(plan)
-        lost = {tp: list(ranges) for tp, ranges in state.lost.items()}
-        for loss in losses:  # a range is reported once: the mark moves past it
-            tp = (loss.topic, loss.partition)
-            new_offsets[tp] = max(new_offsets.get(tp, loss.end), loss.end)
-            lost.setdefault(tp, []).append([loss.start, loss.end])
+        lost = moved_past(losses, new_offsets, state.lost)
         if not any(job.files) and new_offsets == state.next_offsets:
             out.abort()
             return plan, _nothing_new(plan, job, started)
@@ -126,6 +122,18 @@ def make_resume(marks: dict):
 def found_lost(plan: ExportPlan) -> list[Lost]:
     """The ranges this run found deleted before any run exported them (kfmt.transforms.losses)."""
     return [Lost(*partition_identity(p.part), *p.lost) for p in plan.partitions if p.lost is not None]
+
+
+def moved_past(losses: list[Lost], marks: dict, stored: dict) -> dict:
+    """A lost range is reported once: each partition's mark (in `marks`, changed here) moves past
+    the ranges this run found, and they join those stored before ((topic, partition) ->
+    [[from, to), ...]), which are returned for the export state or the table to keep."""
+    lost = {tp: list(ranges) for tp, ranges in stored.items()}
+    for loss in losses:
+        tp = (loss.topic, loss.partition)
+        marks[tp] = max(marks.get(tp, loss.end), loss.end)
+        lost.setdefault(tp, []).append([loss.start, loss.end])
+    return lost
 
 
 def lost_warning(p) -> str:

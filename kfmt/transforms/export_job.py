@@ -39,6 +39,7 @@ from kfmt.storage.manifest import FileRecord
 from kfmt.storage.staging import StagingTarget
 from kfmt.storage.store import Storage, StorageSpec
 from kfmt.transforms.export_decode import DEAD_LETTER_DIR, decode_report, merge_decode  # noqa: F401
+from kfmt.transforms.export_split import SchemaIdTables, splits_values
 from kfmt.transforms.reindex import plan_engine
 
 PARTITION_BY = {"topic,partition": ("topic", "partition"),
@@ -245,8 +246,10 @@ def export_task(task: ExportTask) -> TaskResult:
     files = task.target.files()
     first = task.ranges[0]
     handed = HandedRows(typed=typing is not None)
-    out = PartFiles(fmt, files, schema, first.segment_base, first.index, options.target_file_bytes,
-                    first_offset=task.first_offset, observe=handed.add, settings=options.settings)
+    # a topic whose values are decoded one member per schema id: a table per schema id (export_split)
+    files_of = SchemaIdTables if splits_values(typing) else PartFiles
+    out = files_of(fmt, files, schema, first.segment_base, first.index, options.target_file_bytes,
+                   first_offset=task.first_offset, observe=handed.add, settings=options.settings)
     dead = DeadLetters(fmt, files, task) if typing is not None else None
     decoded = RangeTally()  # typed: the stored records handed to the decoders
     read = RangeTally()
@@ -275,7 +278,8 @@ def export_task(task: ExportTask) -> TaskResult:
             _check_file(fmt, files, record, DEAD_LETTER_SCHEMA, dead.handed.files[record.rel],
                         options.settings)
         else:
-            _check_file(fmt, files, record, schema, handed.files[record.rel], options.settings)
+            _check_file(fmt, files, record, out.schema_of(record.rel) if files_of is SchemaIdTables
+                        else schema, handed.files[record.rel], options.settings)
     written = handed.total()
     if typing is not None:  # the typed rows hold the stored records the decoders were handed
         written.digest = decoded.digest

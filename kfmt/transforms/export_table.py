@@ -21,27 +21,26 @@ from kfmt.errors import KfmtError, KfmtWarning, UsageError
 from kfmt.rows.columns import EXPORT_SCHEMA
 from kfmt.rows.exporters import exporters
 from kfmt.rows.ranges import RangeTally, read_range
-from kfmt.rows.typed import DecodeTally
 from kfmt.storage.store import Storage
-from kfmt.transforms.export_append import found_lost, lost_warning, make_resume
+from kfmt.transforms.export_append import found_lost, lost_warning, make_resume, moved_past
 from kfmt.transforms.export_backfill import Backfill
-from kfmt.transforms.export_upsert import latest_rows
+from kfmt.transforms.export_table_letters import RUN_KEY, TableDeadLetters, finish_earlier_runs
+from kfmt.transforms.export_upsert import latest_rows, upsert_key_column, upsert_key_columns, upsert_notes
 from kfmt.transforms.export_job import (
-    DEAD_LETTER_DIR,
     ExportOptions,
     ExportPlan,
     _high_water_mark,
     _input_summary,
     _transaction_outcomes,
     decode_report,
-    hive_value,
     plan_export,
 )
 from kfmt.transforms.export_state import SHAPING_OPTIONS
 from kfmt.transforms.report import make_report
 
-#: the options that shape a table's rows (its files' format and layout are the table's own)
-TABLE_OPTIONS = tuple(o for o in SHAPING_OPTIONS if o != "partition_by")
+#: the options that shape a table's rows (its files' format and layout are the table's own), and whether
+#: it is a changelog's table (--mode upsert: one row per key)
+TABLE_OPTIONS = tuple(o for o in SHAPING_OPTIONS if o != "partition_by") + ("mode",)
 
 
 def table_export(src_storage: Storage, src_path: str, dst_storage: Storage, dst_path: str, dst: str,
@@ -52,38 +51,81 @@ def table_export(src_storage: Storage, src_path: str, dst_storage: Storage, dst_
     stored, marks = sink.high_water_marks()
     mine = {k: (list(v) if isinstance(v, tuple) else v) for k, v in options.to_json().items()
             if k in TABLE_OPTIONS}
-    resume = None
     backfill = Backfill.of(sink, stored)  # below a live feed's rows (kfmt.transforms.export_backfill)
-    if stored is not None and stored.get("foreign"):
-        if not append:
-            raise UsageError(f"{sink.description}: the table exists and was not written by kfmt: "
-                             f"--append backfills it below the offsets it holds")
-        stored, marks = None, {}
-    if stored is not None:
-        if not append:
-            raise UsageError(f"{sink.description}: the table exists; --append adds to it")
-        for key in TABLE_OPTIONS:
-            if stored.get(key) != mine[key]:
-                raise UsageError(f"{sink.description}: the table was exported with "
-                                 f"{key.replace('_', '-')} {stored.get(key)}; --append must use the same")
-        resume = make_resume(marks) if options.mode != "upsert" else None  # upsert: the whole topic again
+    stored, marks = _check_append(sink, stored, marks, mine, append)
+    # an appending run (a changelog's too: kfmt.transforms.export_upsert) reads what is new since the last
+    resume = make_resume(marks) if stored is not None else None
     plan = plan_export(src_storage, src_path, dst_storage, dst_path, options, topic, partition, resume)
+    if options.mode == "upsert" and stored is not None:
+        sink.delete_keys = {}  # filled in by the run: the keys whose rows it replaces or removes
+        upsert_key_columns(plan, sink.description)
     for p in plan.partitions:
         if p.lost is not None:
             warnings.warn(KfmtWarning(lost_warning(p)))
     if dry_run:
         return plan, None
+    finish_earlier_runs(dst_storage, dst_path, (stored or {}).get(RUN_KEY))
+    dead = TableDeadLetters(plan, dst_storage, dst_path) if plan.typing else None
+    try:
+        report = _write_and_commit(plan, sink, stored, marks, mine, backfill, dead, progress)
+    except BaseException:
+        if dead is not None:
+            dead.discard()
+        raise
+    if report is not None and dead is not None:
+        dead.publish()
+        report["notes"] = report.get("notes", []) + dead.notes()
+    if report is None:  # nothing new
+        report = {"command": "export", "destination": sink.description, "written": False,
+                  "totals": {"partitions": len(plan.partitions), "output_records": 0}}
+    else:
+        report["options"].update({"append": append, "topic": topic, "partition": partition,
+                                  "table": settings})
+    report["duration_ms"] = round((time.monotonic() - started) * 1000)
+    return plan, report
+
+
+def _check_append(sink, stored: dict | None, marks: dict, mine: dict, append: bool) -> tuple:
+    """(the table's kfmt options, its marks), None and {} for a table kfmt did not write; refuse a run
+    into an existing table without --append, or with other options than it was exported with."""
+    if stored is not None and stored.get("foreign"):
+        if not append:
+            raise UsageError(f"{sink.description}: the table exists and was not written by kfmt: "
+                             f"--append backfills it below the offsets it holds")
+        return None, {}
+    if stored is not None:
+        if not append:
+            raise UsageError(f"{sink.description}: the table exists; --append adds to it")
+        for key in TABLE_OPTIONS:
+            if stored.get(key) != mine.get(key):
+                value = stored.get(key) if key != "mode" else stored.get(key) or "records"
+                raise UsageError(f"{sink.description}: the table was exported with "
+                                 f"{key.replace('_', '-')} {value}; --append must use the same")
+    return stored, marks
+
+
+def _write_and_commit(plan: ExportPlan, sink, stored, marks: dict, mine: dict, backfill, dead,
+                      progress: bool) -> dict | None:
+    """Read, write the data files, check them against what was read, commit: the report (None when
+    there was nothing new to commit)."""
+    options = plan.options
     outcomes = _transaction_outcomes(plan, "inprocess", progress)
     tallies = [RangeTally() for _ in plan.partitions]
     schema = table_schema(plan)
-    dead = TableDeadLetters(plan, dst_storage, dst_path) if plan.typing else None
-    if options.mode == "upsert":  # the table replaced by the topic's live rows, in the same commit
+    upsert_decode = None
+    if options.mode == "upsert":  # the live rows of the keys seen; their old rows go in the same commit
         live, tallies, upsert_decode = latest_rows(plan, progress)
-        chunks = [t.cast(schema) if t.num_rows else t for t in live.values()]
-        sink.replace = True
+        chunks = [t.cast(schema) for t in live.values() if t.num_rows]
+        read_rows = sum(t.num_rows for t in live.values())
+        _stage_upsert_letters(upsert_decode, dead)
+        if getattr(sink, "delete_keys", None) is not None:
+            sink.delete_keys = {t: (upsert_key_column(plan, t), keys)
+                                for t, keys in upsert_decode["changed"].items() if len(keys)}
     else:
         chunks = _chunks(plan, outcomes, tallies, schema, dead, backfill)
     written = sink.write(chunks, schema)
+    if options.mode != "upsert":
+        read_rows = backfill.kept if backfill is not None else sum(t.rows for t in tallies)
     new_marks = dict(marks)
     for p, tally, outcome in zip(plan.partitions, tallies, outcomes):
         mark = _high_water_mark(p, tally, outcome)
@@ -91,40 +133,47 @@ def table_export(src_storage: Storage, src_path: str, dst_storage: Storage, dst_
             mark = backfill.mark(p.part, mark)
         if mark is not None:
             new_marks[(p.part.topic, p.part.partition)] = mark
-    inputs = [_input_summary(p, t) for p, t in zip(plan.partitions, tallies)]
-    read_rows = sum(t.rows for t in tallies) if options.mode != "upsert" else sum(
-        t.num_rows for t in live.values())
-    if backfill is not None:
-        read_rows = backfill.kept
+    losses = found_lost(plan)
+    lost = moved_past(losses, new_marks, sink.lost)  # stored in the commit, reported once
     if written["records"] != read_rows:
         raise KfmtError(f"{sink.description}: {written['records']} rows were written into data files "
                         f"but {read_rows} read; nothing was committed")
-    if not read_rows and new_marks == marks and stored is not None:
-        return plan, {"command": "export", "destination": sink.description, "written": False,
-                      "totals": {"partitions": len(plan.partitions), "output_records": 0},
-                      "duration_ms": round((time.monotonic() - started) * 1000)}
+    changed = sum(len(k) for _, k in (getattr(sink, "delete_keys", None) or {}).values())
+    if not read_rows and not changed and new_marks == marks and stored is not None:
+        return None
     committed = sink.commit(new_marks, {**mine, "format": options.format,
-                                        **(backfill.stored() if backfill is not None else {})})
-    report = make_report("export", plan.source, sink.description,
-                         {**options.to_json(), "append": append, "topic": topic,
-                          "partition": partition, "table": settings}, inputs, [], {},
-                         [f"{p.part.label}: offsets [{p.lost[0]}, {p.lost[1]}) lost: deleted before "
-                          f"they were exported" for p in plan.partitions if p.lost is not None])
+                                        **(backfill.stored() if backfill is not None else {}),
+                                        **(dead.committed_with() if dead is not None else {})}, lost)
+    return _table_report(plan, sink, tallies, committed, new_marks, losses, upsert_decode, dead)
+
+
+def _table_report(plan: ExportPlan, sink, tallies, committed: dict, new_marks: dict, losses: list,
+                  upsert_decode, dead) -> dict:
+    inputs = [_input_summary(p, t) for p, t in zip(plan.partitions, tallies)]
+    notes = [f"{p.part.label}: offsets [{p.lost[0]}, {p.lost[1]}) lost: deleted before they were exported"
+             for p in plan.partitions if p.lost is not None]
+    if upsert_decode is not None:
+        notes += upsert_notes(upsert_decode, committed["records"])
+    report = make_report("export", plan.source, sink.description, plan.options.to_json(), inputs, [], {},
+                         notes)
     report["totals"]["output_records"] = committed["records"]
     report["table"] = committed
-    report["lost"] = [loss.to_json() for loss in found_lost(plan)]
+    report["lost"] = [loss.to_json() for loss in losses]
     report["high_water_marks"] = [{"topic": t, "partition": n, "next_offset": m}
                                   for (t, n), m in sorted(new_marks.items())]
-    if options.mode == "upsert":
-        decoding, notes = decode_report(plan, {k: v for k, v in upsert_decode.items() if isinstance(k, tuple)})
+    if dead is not None:
+        tallied = dead.decode if upsert_decode is None else {
+            k: v for k, v in upsert_decode.items() if isinstance(k, tuple)}
+        decoding, decode_notes = decode_report(plan, tallied)
         report["decoding"] = decoding
-        report["notes"] = report.get("notes", []) + notes
-    elif dead is not None:
-        decoding, notes = decode_report(plan, dead.decode)
-        report["decoding"] = decoding
-        report["notes"] = report.get("notes", []) + notes + dead.notes()
-    report["duration_ms"] = round((time.monotonic() - started) * 1000)
-    return plan, report
+        report["notes"] = report.get("notes", []) + decode_notes
+    return report
+
+
+def _stage_upsert_letters(upsert_decode: dict, dead) -> None:
+    for topic, rows in upsert_decode["dead"].items():
+        if dead is not None:
+            dead.stage_rows(topic, rows)
 
 
 def table_schema(plan: ExportPlan) -> pa.Schema:
@@ -136,42 +185,6 @@ def table_schema(plan: ExportPlan) -> pa.Schema:
         raise UsageError("the topics exported decode to different types, and a table has one schema: "
                          "export them into one table each (--topic, --iceberg-table)")
     return schemas.pop() if schemas else EXPORT_SCHEMA
-
-
-class TableDeadLetters:
-    """Dead letters of a table export: Parquet files under DST/_errors/, written before the table's
-    commit (a run that fails leaves them without a table commit naming them)."""
-
-    def __init__(self, plan: ExportPlan, storage: Storage, root: str):
-        self.plan, self.storage, self.root = plan, storage, root
-        self.decode: dict = {}
-        self.files: list[str] = []
-
-    def split(self, part, rows: pa.RecordBatch) -> pa.RecordBatch:
-        typing = self.plan.typing.get(part.topic)
-        if typing is None:
-            return rows
-        tally = self.decode.setdefault((part.topic, part.partition), DecodeTally())
-        typed, dead = typing.apply(rows, tally)
-        if dead is not None:
-            tally.dead_letters += dead.num_rows
-            self._write(part, rows.column("offset")[0].as_py(), dead)
-        return typed
-
-    def _write(self, part, first_offset: int, dead: pa.RecordBatch) -> None:
-        import pyarrow.parquet as pq
-
-        rel = f"{DEAD_LETTER_DIR}/topic={hive_value(part.topic)}/partition={part.partition}"
-        directory = self.storage.join(self.root, *rel.split("/"))
-        self.storage.makedirs(directory)
-        path = self.storage.join(directory, f"part-o{first_offset:020d}.parquet")
-        sink = pa.BufferOutputStream()
-        pq.write_table(pa.Table.from_batches([dead]), sink)
-        self.storage.write(path, sink.getvalue().to_pybytes())
-        self.files.append(self.storage.url_of(path))
-
-    def notes(self) -> list[str]:
-        return [f"dead letters written to {f}" for f in self.files]
 
 
 def _chunks(plan: ExportPlan, outcomes, tallies, schema: pa.Schema = EXPORT_SCHEMA, dead=None,

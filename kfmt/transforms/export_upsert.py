@@ -3,9 +3,12 @@ per key, its last value, tombstones removing keys), keys and values decoded as a
 
 The partitions are read in this process, range after range, reduced to the last row per key as they
 go (memory: the live keys and one chunk); only the rows that survive are decoded. Parquet output is
-written whole into a new destination (a changelog's table is not appended to: a later run writes the
-table again); an Iceberg table is replaced in one commit that deletes its rows and adds the new ones
-(kfmt.transforms.export_table with `replace`), so it always equals the topic's state at the run.
+written whole into a new destination (files cannot be updated in place: `--append` is refused, a later
+run writes the table again into a new DST). An Iceberg table is updated: `--append` reads each
+partition from its high-water mark on (as a records export does), and one commit deletes the rows of
+every key the new records touch (found by the stored key bytes, the identity log compaction uses) and
+adds the keys' new live rows (kfmt.transforms.export_table), so the table always equals the topic's
+state at the run without reading the history again.
 """
 from __future__ import annotations
 
@@ -50,10 +53,11 @@ def latest_rows(plan: ExportPlan, progress: bool) -> tuple[dict, list[RangeTally
                 state.add(rows)
             tally.merge(part_tally)
         tallies.append(tally)
-    tables, decode = {}, {"dead": {}, "keyless": {}}
+    tables, decode = {}, {"dead": {}, "keyless": {}, "changed": {}}
     for topic, state in latest.items():
         live = state.table()
         decode["keyless"][topic] = state.keyless
+        decode["changed"][topic] = state.keys()
         typing = plan.typing.get(topic)
         if typing is None or not live.num_rows:
             tables[topic] = live if typing is None else pa.Table.from_batches([], typing.schema(EXPORT_SCHEMA))
@@ -102,16 +106,39 @@ def upsert_files(plan: ExportPlan, dst_storage, dst_path: str, progress: bool, s
     return report
 
 
+def upsert_notes(decode: dict, written: int) -> list[str]:
+    """The report's notes on a changelog's run: the live keys written, the keyless records left out."""
+    changed = sum(len(k) for k in decode["changed"].values())
+    return [f"--mode upsert: one row per key, its last value; tombstones remove keys ({written} live "
+            f"keys written, of {changed} keys in the records read)"] + [
+        f"{t}: {n} records without a key left out (a changelog's records have keys)"
+        for t, n in decode["keyless"].items() if n]
+
+
+def upsert_key_column(plan: ExportPlan, topic: str) -> str | None:
+    """The table column holding a topic's stored key bytes (None: none does, the key is decoded)."""
+    typing = plan.typing.get(topic)
+    if typing is None or "key" not in typing.decoders:
+        return "key"
+    return "key_bytes" if typing.keep_raw else None
+
+
+def upsert_key_columns(plan: ExportPlan, description: str) -> None:
+    """Refuse an upsert into an existing table that cannot find a key's rows by its stored bytes."""
+    for topic in sorted({p.part.topic for p in plan.partitions}):
+        if upsert_key_column(plan, topic) is None:
+            raise UsageError(f"{description}: --mode upsert --append finds a key's rows by its stored "
+                             f"bytes, and the table holds {topic}'s keys decoded only: export it with "
+                             f"--keep-raw (key_bytes), or with the keys raw")
+
+
 def _report(plan: ExportPlan, tallies: list, decode: dict, written: int, files) -> dict:
     inputs = [_input_summary(p, t) for p, t in zip(plan.partitions, tallies)]
     tallied = {k: v for k, v in decode.items() if isinstance(k, tuple)}
     decoding, notes = decode_report(plan, tallied)
-    keyless = [f"{t}: {n} records without a key left out (a changelog's records have keys)"
-               for t, n in decode["keyless"].items() if n]
     report = make_report("export", plan.source, plan.destination,
                          {**plan.options.to_json(), "mode": "upsert"}, inputs, [], files,
-                         [f"--mode upsert: one row per key, its last value; tombstones remove keys "
-                          f"({written} live keys)"] + keyless + notes)
+                         upsert_notes(decode, written) + notes)
     report["totals"]["output_records"] = written
     if decoding:
         report["decoding"] = decoding

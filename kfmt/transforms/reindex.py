@@ -50,7 +50,15 @@ from kfmt.partition.layout import (
     is_log_dir,
     segment_file_name,
 )
-from kfmt.partition.log_start import first_kept_position, kept_segments, segment_start, segment_start_note
+from kfmt.partition.log_start import (
+    BelowLogStart,
+    below_log_start,
+    first_kept_position,
+    kept_segments,
+    left_out_entries,
+    segment_start,
+    segment_start_note,
+)
 from kfmt.partition.summary import PartitionSummary, PartitionTally
 from kfmt.partition.topic_identity import TargetTopics, TopicIdentity
 from kfmt.pipelines.engine import Engine, choose_engine, is_process_local
@@ -84,6 +92,7 @@ class PartitionPlan:
     # a partition-directory DST: the first segment begins here, named after the log start offset
     # (kfmt.partition.log_start.segment_start); None: the segments as they are
     segment_start: int | None = None
+    below: BelowLogStart | None = None  # what the first segment's new start leaves out (reindex counts it)
     # the partition.metadata written (kfmt.partition.topic_identity); None: the source's, as it is
     identity: TopicIdentity | None = None
 
@@ -213,9 +222,11 @@ def source_partitions(src_storage: Storage, src_path: str, dst_storage: Storage,
 
 def plan_reindex(src_storage: Storage, src_path: str, dst_storage: Storage, dst_path: str,
                  topic: str | None = None, partition: int | None = None,
-                 target: TargetTopics | None = None) -> DirectoryPlan:
-    """What a transform reads and writes. `target`: the topic ids the output is for
-    (kfmt.partition.topic_identity; None: every partition keeps its own partition.metadata)."""
+                 include_deleted: bool = False, target: TargetTopics | None = None) -> DirectoryPlan:
+    """What a transform reads and writes. `include_deleted`: a partition-directory DST keeps its
+    segments as they are, the records below the log start offset too (served again: no log directory
+    keeps the offset). `target`: the topic ids the output is for (kfmt.partition.topic_identity; None:
+    every partition keeps its own partition.metadata)."""
     parts, source, destination, log_dir = source_partitions(src_storage, src_path, dst_storage, dst_path,
                                                             topic, partition)
     parts, metadata = split_metadata_log(parts, log_dir, src_storage, src_path)
@@ -229,9 +240,13 @@ def plan_reindex(src_storage: Storage, src_path: str, dst_storage: Storage, dst_
                                                 src_storage.url_of(checkpoint))
     target = target or TargetTopics()
     target.check_topics({p.topic for p in parts if p.topic is not None})
-    plans = [PartitionPlan(p, p.name if log_dir else "", log_starts.get((p.topic, p.partition), 0),
-                           _skipped_files(p), segment_start(p, p.log_start_offset, log_dir),
-                           target.identity(p)) for p in parts]
+    plans = []
+    for p in parts:
+        # a partition directory's log start offset is its parent's checkpoint entry (PartitionDir)
+        entry = log_starts.get((p.topic, p.partition), 0) if log_dir else p.log_start_entry or 0
+        start = None if include_deleted else segment_start(p, p.log_start_offset, log_dir)
+        plans.append(PartitionPlan(p, p.name if log_dir else "", entry, _skipped_files(p), start,
+                                   identity=target.identity(p)))
     left_out = log_dir and node_files_left_out(target, src_storage, src_path, [p.identity for p in plans],
                                                destination)
     if not left_out:
@@ -440,15 +455,19 @@ def plan_engine(master: "str | Engine | None", input_bytes: int, src_storage: St
 def reindex(src: str, dst: str, *, src_options: dict | None = None, dst_options: dict | None = None,
             topic: str | None = None, partition: int | None = None,
             options: CompanionOptions | None = None, master: "str | Engine | None" = None,
-            dry_run: bool = False, progress: bool = True,
+            dry_run: bool = False, progress: bool = True, include_deleted: bool = False,
             on_progress: Callable[[int], None] | None = None,
             target: TargetTopics | None = None) -> tuple[DirectoryPlan, dict | None]:
     """Reindex SRC into DST. Returns the plan and the report (None for a dry run, which writes
-    nothing). `on_progress(bytes)` is called as segments are done when the work runs in this process."""
+    nothing). `on_progress(bytes)` is called as segments are done when the work runs in this process.
+    `include_deleted`: see plan_reindex."""
     options = (options or CompanionOptions()).with_clock()
     src_storage, src_path = open_storage(src, src_options)
     dst_storage, dst_path = open_storage(dst, dst_options if dst_options is not None else src_options)
-    plan = plan_reindex(src_storage, src_path, dst_storage, dst_path, topic, partition, target)
+    plan = plan_reindex(src_storage, src_path, dst_storage, dst_path, topic, partition, include_deleted, target)
+    for p in plan.partitions:
+        if p.segment_start is not None:
+            p.below = below_log_start(p.part, p.segment_start)
     if dry_run:
         if dst_storage.exists(dst_path) and (not dst_storage.isdir(dst_path)
                                              or dst_storage.listdir(dst_path)):
@@ -480,8 +499,9 @@ def reindex(src: str, dst: str, *, src_options: dict | None = None, dst_options:
             "reindex", plan.source, plan.destination,
             {"index_interval_bytes": options.index_interval_bytes, "now_ms": options.now_ms,
              "producer_expiration_ms": options.producer_expiration_ms, "topic": topic,
-             "partition": partition},
+             "partition": partition, "include_deleted": include_deleted},
             inputs, outputs, out.files, _notes(plan) + tails)
+        report["below_log_start"] = left_out_entries((p.part.label, p.below) for p in plan.partitions)
         report["engine"] = engine.to_json()
         out.write(REPORT_NAME, report_bytes(report))
     plan.warn_strays()
@@ -495,6 +515,8 @@ def _notes(plan: DirectoryPlan) -> list[str]:
     notes += plan.identity_notes()
     for p in plan.partitions:
         notes += [f"{p.part.name}: skipped {name}" for name in p.skipped]
+        if p.below is not None:
+            notes.append(p.below.note(p.part.name, False))
         if p.segment_start is not None:
             notes.append(segment_start_note(p.part.name, p.segment_start))
     notes += [f"log directory: {f.action} {f.name} ({f.reason})" for f in plan.log_dir_files]

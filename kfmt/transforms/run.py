@@ -36,6 +36,8 @@ from kfmt.partition.log_start import (
     BelowLogStart,
     below_log_start,
     kept_segments,
+    left_out_entries,
+    left_out_suffix,
     segment_start,
     segment_start_note,
     transform_floor,
@@ -253,7 +255,7 @@ def run_transform(transform: Transform, src: str, dst: str, *, src_options: dict
     transform.companions = transform.companions.with_clock()
     src_storage, src_path = open_storage(src, src_options)
     dst_storage, dst_path = open_storage(dst, dst_options if dst_options is not None else src_options)
-    layout = plan_reindex(src_storage, src_path, dst_storage, dst_path, topic, partition, target)
+    layout = plan_reindex(src_storage, src_path, dst_storage, dst_path, topic, partition, target=target)
     work = []
     for i, p in enumerate(layout.partitions):
         floor = transform_floor(p.part, include_deleted)
@@ -291,6 +293,7 @@ def run_transform(transform: Transform, src: str, dst: str, *, src_options: dict
                              {**transform.options(), "topic": topic, "partition": partition},
                              inputs, outputs, out.files,
                              _notes(transform, layout, work) + [n for r in results for n in r.notes])
+        report["below_log_start"] = left_out_entries((w.label, w.below) for w in work)
         report["engine"] = engine.to_json()
         report["duration_ms"] = int((time.time() - started) * 1000)
         out.write(REPORT_NAME, report_bytes(report))
@@ -352,5 +355,5 @@ def summary_line(report: dict, destination: str) -> str:
     return (f"{report['command']}: {t['partitions']} partition(s), {t['input_batches']} batches "
             f"and {t['input_records']} records in, {t['output_batches']} batches and "
             f"{t['output_records']} records out, into {destination} "
-            f"({report['duration_ms'] / 1000:.1f} s{engine_note(report)})")
+            f"({report['duration_ms'] / 1000:.1f} s{engine_note(report)}){left_out_suffix(report)}")
 

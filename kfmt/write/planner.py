@@ -136,7 +136,9 @@ class SegmentPlanner:
             return REQUESTED
         if self.size == 0:  # a segment started at a requested base takes the next batch
             first = header.base_offset if header.base_offset is not None else header.last_offset
-            if first < self.base_offset or header.last_offset - self.base_offset > INT32_MAX:
+            # its first batch may begin below the base, as loading checks the last offset (a first
+            # segment named after a log start offset inside it: docs/format.md §12.1)
+            if header.last_offset < self.base_offset or header.last_offset - self.base_offset > INT32_MAX:
                 raise UsageError(f"batch {first}..{header.last_offset} cannot open the segment "
                                  f"requested at base offset {self.base_offset}")
             return None

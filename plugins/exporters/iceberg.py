@@ -13,11 +13,14 @@ pyiceberg gives int8/int16 columns Iceberg's `int`) and is partitioned by `topic
 * the table is `--iceberg-table NS.TABLE` (default `kafka.records`).
 
 Each run is one Iceberg commit: a fast append of all the run's data files (a new table is created in
-the same commit, Catalog.create_table_transaction) whose snapshot summary carries every partition's
-high-water mark as `kfmt.hwm.<topic>.<partition>=<next offset>`, and the export's options as
-`kfmt.options`. Data files are written before the commit, under the table's location; a run killed
-before it leaves them unreferenced (orphans, which Iceberg's orphan-file maintenance removes) and the
-table as it was.
+the same commit, Catalog.create_table_transaction; a changelog's table, `--mode upsert --append`, has
+the rows of every key the run's records touch deleted in it first) whose snapshot summary carries
+every partition's high-water mark as `kfmt.hwm.<topic>.<partition>=<next offset>`, the export's
+options as `kfmt.options`, and every range of offsets a run found deleted before any run exported it
+as `kfmt.lost.<topic>.<partition>=[[from, to), ...]` (JSON; each commit carries the earlier ones on,
+as the marks, so the newest kfmt snapshot says all). Data files are written before the commit, under
+the table's location; a run killed before it leaves them unreferenced (orphans, which Iceberg's
+orphan-file maintenance removes) and the table as it was.
 """
 from __future__ import annotations
 
@@ -33,6 +36,7 @@ from kfmt.plugin.options import Option
 
 DEFAULT_TABLE = "kafka.records"
 HWM_PREFIX = "kfmt.hwm."
+LOST_PREFIX = "kfmt.lost."
 OPTIONS_KEY = "kfmt.options"
 
 
@@ -100,6 +104,7 @@ class IcebergSink:
         self.description = f"Iceberg table {self.identifier} in {where}"
         self.table = self.catalog.load_table(self.identifier) if self.catalog.table_exists(
             self.identifier) else None
+        self.lost: dict = {}  # (topic, partition) -> [[from, to), ...], from high_water_marks
 
     def high_water_marks(self) -> tuple[dict | None, dict]:
         """From the newest snapshot that a kfmt run committed (others may append to the table too)."""
@@ -109,11 +114,10 @@ class IcebergSink:
         while snapshot is not None:
             summary = snapshot.summary.additional_properties if snapshot.summary else {}
             if OPTIONS_KEY in summary:
-                marks = {}
-                for key, value in summary.items():
-                    if key.startswith(HWM_PREFIX):
-                        topic, partition = key[len(HWM_PREFIX):].rsplit(".", 1)
-                        marks[(topic, int(partition))] = int(value)
+                marks = {_partition_of(k, HWM_PREFIX): int(v) for k, v in summary.items()
+                         if k.startswith(HWM_PREFIX)}
+                self.lost = {_partition_of(k, LOST_PREFIX): json.loads(v) for k, v in summary.items()
+                             if k.startswith(LOST_PREFIX)}
                 return json.loads(summary[OPTIONS_KEY]), marks
             snapshot = (self.table.snapshot_by_id(snapshot.parent_snapshot_id)
                         if snapshot.parent_snapshot_id is not None else None)
@@ -159,10 +163,8 @@ class IcebergSink:
                 with self._tx.update_schema() as update:
                     update.union_by_name(schema)
         tx = self._tx
-        if getattr(self, "replace", False) and self.table is not None:
-            from pyiceberg.expressions import AlwaysTrue
-
-            tx.delete(AlwaysTrue())  # a changelog's table replaced whole (kfmt export --mode upsert)
+        if getattr(self, "delete_keys", None) and self.table is not None:
+            tx.delete(_rows_of_keys(self.delete_keys))
         arrow_schema = schema_to_pyarrow(tx.table_metadata.schema())
         counter, write_uuid = itertools.count(0), uuid.uuid4()
         self._data_files = []
@@ -173,10 +175,12 @@ class IcebergSink:
         return {"data_files": len(self._data_files),
                 "records": sum(f.record_count for f in self._data_files)}
 
-    def commit(self, high_water_marks: dict, options: dict) -> dict:
-        """One fast append of every data file written, with the marks in its snapshot summary."""
+    def commit(self, high_water_marks: dict, options: dict, lost: dict | None = None) -> dict:
+        """One fast append of every data file written (none: a snapshot that only moves the marks),
+        with the marks and the lost ranges in its snapshot summary."""
         summary = {OPTIONS_KEY: json.dumps(options, sort_keys=True)}
         summary.update({f"{HWM_PREFIX}{t}.{p}": str(n) for (t, p), n in sorted(high_water_marks.items())})
+        summary.update({f"{LOST_PREFIX}{t}.{p}": json.dumps(r) for (t, p), r in sorted((lost or {}).items())})
         tx = self._tx
         with tx.update_snapshot(snapshot_properties=summary).fast_append() as append:
             for data_file in self._data_files:
@@ -189,6 +193,26 @@ class IcebergSink:
         return {"table": self.identifier, "snapshot_id": snapshot.snapshot_id,
                 "data_files": len(self._data_files),
                 "records": sum(f.record_count for f in self._data_files)}
+
+
+def _rows_of_keys(delete_keys: dict):
+    """The rows of a changelog's table whose keys a run's records touch: they are replaced by the keys'
+    live rows or removed (kfmt export --mode upsert --append). pyiceberg's delete rewrites the data
+    files holding any of them (copy-on-write), pruned by the topic's partition and the key column's
+    bounds; `delete_keys`: topic -> (the column of stored key bytes, the keys)."""
+    from functools import reduce
+
+    from pyiceberg.expressions import And, EqualTo, In, Or
+
+    per_topic = [And(EqualTo("topic", topic), In(column, keys.to_pylist()))
+                 for topic, (column, keys) in sorted(delete_keys.items())]
+    return reduce(Or, per_topic)
+
+
+def _partition_of(key: str, prefix: str) -> tuple[str, int]:
+    """(topic, partition) of a summary key `<prefix><topic>.<partition>` (a topic may hold dots)."""
+    topic, partition = key[len(prefix):].rsplit(".", 1)
+    return topic, int(partition)
 
 
 def _check_fillable(table_schema, rows, description: str) -> None:

@@ -1,6 +1,7 @@
 """The value formats that need no schema: `raw` (the stored bytes, today's columns), `string` (UTF-8
-text) and `json` (JSON text, kept as its text once checked; with the `schema` option, a JSON Schema
-file, parsed into the struct that schema describes: plugins/values/json_values.py)."""
+text) and `json` (JSON text parsed into the struct inferred from the topic's first values,
+plugins/values/json_infer.py; with the `schema` option, the struct a JSON Schema file describes,
+plugins/values/json_values.py, or with `schema=text` the checked text)."""
 from __future__ import annotations
 
 import json
@@ -89,17 +90,24 @@ class JsonTextDecoder:
 
 class Json:
     name = "json"
-    options = (FormatOption("schema", "a JSON Schema file: values are parsed into the struct it "
-                                      "describes instead of kept as checked JSON text"),)
-    description = "JSON text (kept as text once checked, or parsed by a JSON Schema given as an option)"
+    options = (FormatOption("schema", "a JSON Schema file whose struct the values are parsed into, or "
+                                      "`text` to keep the checked JSON text; without it, the struct is "
+                                      "inferred from the topic's first values"),)
+    description = ("JSON text, parsed into the struct inferred from the topic's first values (or one a "
+                   "JSON Schema file describes, schema=FILE), or kept as text (schema=text)")
 
     def bind(self, binding):
-        path = binding.options.get("schema")
-        if not path:
-            return JsonTextDecoder()
-        from kfmt.default_plugins.values.json_values import schema_file_decoder
+        from kfmt.default_plugins.values.json_values import JsonSchemaDecoder, schema_file_decoder
 
-        return schema_file_decoder(path)
+        path = binding.options.get("schema")
+        if path == "text":
+            return JsonTextDecoder()
+        if path:
+            return schema_file_decoder(path)
+        from kfmt.default_plugins.values.json_infer import infer_struct
+
+        inferred = infer_struct(binding.sampler()) if binding.sampler is not None else None
+        return JsonTextDecoder() if inferred is None else JsonSchemaDecoder(inferred, strict=True)
 
 
 @hookimpl

@@ -85,16 +85,19 @@ def _bulk_ok(t: pa.DataType) -> bool:
     return True
 
 
-def decode_json(payloads: list[bytes], arrow: pa.DataType) -> tuple[pa.Array, list[tuple[int, str]]]:
-    """(the payloads parsed into `arrow`, [(index, reason)] of those that did not parse or fit)."""
+def decode_json(payloads: list[bytes], arrow: pa.DataType, strict: bool = False
+                ) -> tuple[pa.Array, list[tuple[int, str]]]:
+    """(the payloads parsed into `arrow`, [(index, reason)] of those that did not parse or fit);
+    `strict`: an object's field that `arrow` does not have does not fit either (an inferred type:
+    plugins/values/json_infer.py)."""
     if pa.types.is_struct(arrow) and _bulk_ok(arrow) and payloads:
-        bulk = _read_block(payloads, arrow)
+        bulk = _read_block(payloads, arrow, strict)
         if bulk is not None:
             return bulk, []
     values, failed = [], []
     for i, payload in enumerate(payloads):
         try:
-            values.append(_shape(json.loads(payload), arrow))
+            values.append(_shape(json.loads(payload), arrow, strict))
         except (ValueError, TypeError) as err:
             failed.append((i, f"not JSON of the schema's type: {err}"))
             values.append(None)
@@ -110,13 +113,13 @@ def decode_json(payloads: list[bytes], arrow: pa.DataType) -> tuple[pa.Array, li
         return pa.array(values, arrow), sorted(failed)
 
 
-def _read_block(payloads: list[bytes], arrow: pa.StructType) -> pa.Array | None:
+def _read_block(payloads: list[bytes], arrow: pa.StructType, strict: bool = False) -> pa.Array | None:
     """The payloads through pyarrow's JSON reader (one object per line), None when a payload is
     not one object on a line of its own or does not convert: then they are parsed one by one."""
     if any(b"\n" in p or not p.lstrip().startswith(b"{") for p in payloads):
         return None
     options = pa.json.ParseOptions(explicit_schema=pa.schema(list(arrow)),
-                                   unexpected_field_behavior="ignore")
+                                   unexpected_field_behavior="error" if strict else "ignore")
     try:
         table = pa.json.read_json(io.BytesIO(b"\n".join(payloads)), parse_options=options)
     except (pa.ArrowInvalid, pa.ArrowTypeError):
@@ -127,9 +130,10 @@ def _read_block(payloads: list[bytes], arrow: pa.StructType) -> pa.Array | None:
         pa.StructArray.from_arrays([c.combine_chunks() for c in table.columns], fields=list(arrow))
 
 
-def _shape(value, arrow: pa.DataType):
+def _shape(value, arrow: pa.DataType, strict: bool = False):
     """A parsed JSON value made what pa.array takes for `arrow` (JSON text kept as text, an integer
-    field refusing a fraction, which pa.array would truncate)."""
+    field refusing a fraction, which pa.array would truncate; `strict`: refusing a field `arrow` has
+    not)."""
     if value is None:
         return None
     if arrow == JSON_TEXT:
@@ -137,15 +141,19 @@ def _shape(value, arrow: pa.DataType):
     if pa.types.is_struct(arrow):
         if not isinstance(value, dict):
             raise TypeError(f"{type(value).__name__} where an object belongs")
-        return {f.name: _shape(value.get(f.name), f.type) for f in arrow}
+        if strict:
+            extra = sorted(set(value) - {f.name for f in arrow})
+            if extra:
+                raise TypeError(f"field {extra[0]!r} is not in the type inferred from the topic's first values")
+        return {f.name: _shape(value.get(f.name), f.type, strict) for f in arrow}
     if pa.types.is_map(arrow):
         if not isinstance(value, dict):
             raise TypeError(f"{type(value).__name__} where an object belongs")
-        return [(k, _shape(v, arrow.item_type)) for k, v in value.items()]
+        return [(k, _shape(v, arrow.item_type, strict)) for k, v in value.items()]
     if pa.types.is_list(arrow):
         if not isinstance(value, list):
             raise TypeError(f"{type(value).__name__} where an array belongs")
-        return [_shape(v, arrow.value_type) for v in value]
+        return [_shape(v, arrow.value_type, strict) for v in value]
     if pa.types.is_integer(arrow) and (isinstance(value, bool) or not isinstance(value, int)):
         raise TypeError(f"{value!r} where an integer belongs")
     return value
@@ -154,13 +162,14 @@ def _shape(value, arrow: pa.DataType):
 class JsonSchemaDecoder:
     """JSON text of one schema (no framing), parsed into its type."""
 
-    def __init__(self, arrow: pa.DataType):
+    def __init__(self, arrow: pa.DataType, strict: bool = False):
         self.arrow_type = arrow
+        self.strict = strict  # an inferred type: a field it has not does not fit
 
     def decode(self, data: pa.Array) -> Decoded:
         rows = np.flatnonzero(~np.asarray(data.is_null().to_numpy(zero_copy_only=False), dtype=bool))
         payloads = [data[int(i)].as_py() for i in rows]
-        column, failed = decode_json(payloads, self.arrow_type)
+        column, failed = decode_json(payloads, self.arrow_type, getattr(self, "strict", False))
         index = np.full(len(data), len(column), np.int64)
         index[rows] = np.arange(len(rows))
         whole = pa.concat_arrays([column, pa.nulls(1, self.arrow_type)]).take(pa.array(index))

@@ -19,6 +19,12 @@ import pyarrow as pa
 from kfmt.errors import UsageError
 from kfmt.format.value_formats import Decoded, FormatOption
 from kfmt.plugin.hookspecs import hookimpl
+from kfmt.default_plugins.values.per_schema_id import (
+    PER_SCHEMA_ID,
+    TABLES_OPTION,
+    member_name,
+    members_type,
+)
 
 AVRO, PROTOBUF, JSON = "AVRO", "PROTOBUF", "JSON"
 SUBJECT_OPTION = FormatOption("subject", "the registry subject whose versions make the table type "
@@ -82,9 +88,17 @@ class RegistryDecoder:
             self._writers[schema_id] = _writer_or_reason(self.schemas, schema_id, self.kinds, self.message)
         return self._writers[schema_id]
 
+    @property
+    def per_schema_id(self) -> bool:
+        """One member per schema id (plugins/values/per_schema_id.py), not one merged type."""
+        return getattr(self, "members", False)
+
     def decode(self, data: pa.Array) -> Decoded:
         from kfmt.default_plugins.values import framing
         from kfmt.default_plugins.values.evolution import Incompatible, conform
+
+        if self.per_schema_id:
+            return self._decode_members(data)
 
         col = framing.Column(data)
         ids, skip, reasons = self._framing(col)
@@ -105,6 +119,38 @@ class RegistryDecoder:
             failed.update((int(rows[i]), f"schema id {schema_id}: {reason}") for i, reason in bad)
             pieces.append((rows, column))
         return _assemble(len(data), self.arrow_type, pieces, failed, ids)
+
+    def _decode_members(self, data: pa.Array) -> Decoded:
+        """decode() for one member per schema id (plugins/values/per_schema_id.py): each schema id's
+        rows decoded with their writer schema into its own member, no casting between versions."""
+        from kfmt.default_plugins.values import framing
+
+        col = framing.Column(data)
+        ids, skip, reasons = self._framing(col)
+        failed, pieces = dict(reasons), {}
+        names = {f.name for f in self.arrow_type}
+        for schema_id in np.unique(ids[ids >= 0]).tolist():
+            rows = np.flatnonzero(ids == schema_id)
+            writer = self.writer(schema_id)
+            if isinstance(writer, str) or member_name(schema_id) not in names:
+                reason = writer if isinstance(writer, str) else \
+                    f"schema id {schema_id} is not a version of the subject (tables=per-schema-id)"
+                failed.update((int(r), reason) for r in rows)
+                continue
+            column, bad = writer.decode(col.payloads(rows, skip))
+            failed.update((int(rows[i]), f"schema id {schema_id}: {reason}") for i, reason in bad)
+            pieces[member_name(schema_id)] = (rows, column)
+        n = len(data)
+        present = np.zeros(n, dtype=bool)
+        for rows, _ in pieces.values():
+            present[rows] = True
+        if failed:
+            present[np.fromiter(failed, np.int64, len(failed))] = False
+        members = [_assemble(n, f.type, [pieces[f.name]] if f.name in pieces else [], failed, ids).column
+                   for f in self.arrow_type]
+        column = pa.StructArray.from_arrays(members, fields=list(self.arrow_type), mask=pa.array(~present))
+        order = sorted(failed)
+        return Decoded(column, np.asarray(order, np.int64), [failed[r] for r in order], ids)
 
     def _framing(self, col) -> tuple[np.ndarray, int, dict]:
         from kfmt.default_plugins.values import framing
@@ -167,15 +213,26 @@ def table_type(binding, kinds: tuple) -> tuple[pa.DataType, object, str | None]:
                          f"subject with --{binding.side}-format-option subject=NAME)")
     message = binding.options.get("message") or _sampled_message(binding, schemas, ids, kinds)
     merged, first = None, None
+    writers = []
     for schema_id in ids:
         writer = _writer_or_reason(schemas, schema_id, kinds, message)
         if isinstance(writer, str):
             raise UsageError(f"{binding.topic}: subject {binding.subject!r}: {writer}")
+        writers.append(writer)
+    tables = binding.options.get("tables", "one")
+    if tables not in ("one", PER_SCHEMA_ID):
+        raise UsageError(f"{binding.topic}: tables={tables!r}: one or {PER_SCHEMA_ID}")
+    if tables == PER_SCHEMA_ID:
+        return members_type(writers), schemas, message
+    for writer in writers:
+        schema_id = writer.id
         try:
             merged = writer.arrow if merged is None else merge(merged, writer.arrow)
         except Incompatible as err:
             raise UsageError(f"{binding.topic}: schema ids {first} and {schema_id} of subject "
-                             f"{binding.subject!r} cannot share one table ({err})") from None
+                             f"{binding.subject!r} cannot share one table ({err}; "
+                             f"--{binding.side}-format-option tables={PER_SCHEMA_ID} makes one per "
+                             f"schema id)") from None
         first = schema_id if first is None else first
     return merged, schemas, message
 
@@ -216,11 +273,13 @@ def _schemas_of(binding):
 
 class _Framed:
     kinds: tuple = ()
-    options = (SUBJECT_OPTION, MESSAGE_OPTION)
+    options = (SUBJECT_OPTION, MESSAGE_OPTION, TABLES_OPTION)
 
     def bind(self, binding):
         arrow, schemas, message = table_type(binding, self.kinds)
-        return RegistryDecoder(schemas, arrow, self.kinds, message=message)
+        decoder = RegistryDecoder(schemas, arrow, self.kinds, message=message)
+        decoder.members = binding.options.get("tables") == PER_SCHEMA_ID
+        return decoder
 
 
 class Avro(_Framed):

@@ -34,3 +34,18 @@ def test_spark_decodes_protobuf(spark):  # noqa: F811
         mine = got[(t["partition"], t["offset"])]
         mine["counters"] = [dict(e) for e in mine["counters"] or []]
         assert same_proto(proto_rendered(mine), t["value"]), t["offset"]
+
+
+def test_a_typed_topic_beside_a_raw_one_is_refused_when_planned(spark):  # noqa: F811
+    """One DataFrame has one schema: orders-avro decoded beside plain-json read raw is refused in one
+    line naming both, when the DataFrame is made (no task runs)."""
+    from kfmt.pipelines.datasource import KafkaLogDataSource
+
+    options = {"path": str(SCHEMAS_DEV), "subscribe": "orders-avro,plain-json", "valueFormat": "orders-avro:avro"}
+    with pytest.raises(ValueError) as err:
+        KafkaLogDataSource(options).schema()
+    assert "\n" not in str(err.value)
+    assert "orders-avro; plain-json (raw)" in str(err.value) and "subscribe" in str(err.value)
+    with pytest.raises(Exception, match=r"orders-avro; plain-json \(raw\)"):
+        (spark.read.format("kafka-log").option("subscribe", "orders-avro,plain-json")
+         .option("valueFormat", "orders-avro:avro").load(str(SCHEMAS_DEV)))

@@ -361,3 +361,30 @@ def test_one_big_partition_is_several_tasks():
 
     assert len(task_groups([Seg(64 << 20)] * 16)) == 16
     assert len(task_groups([Seg(1 << 20)] * 256)) == 256 // (TASK_BYTES >> 20)
+
+
+def test_workers_end_with_a_driver_killed_outright(tmp_path):
+    """SIGTERM or SIGKILL run no cleanup in the driver: its idle pool workers must still not outlive it."""
+    script = textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {str(Path(__file__).parents[1])!r})
+        import psutil
+        from support import engine_tasks
+        from kfmt.pipelines.runner import run_tasks
+        if __name__ == "__main__":
+            run_tasks(engine_tasks.fail_on_two, [1, 3], master="local-pool[2]", progress=False)
+            print(*[c.pid for c in psutil.Process().children(recursive=True)], flush=True)
+            time.sleep(60)
+    """)
+    path = tmp_path / "driver.py"
+    path.write_text(script)
+    import psutil
+
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        proc = subprocess.Popen([sys.executable, str(path)], stdout=subprocess.PIPE, text=True)
+        workers = [psutil.Process(int(pid)) for pid in proc.stdout.readline().split()]
+        assert workers
+        proc.send_signal(sig)
+        proc.wait(timeout=30)
+        gone, alive = psutil.wait_procs(workers, timeout=20)
+        assert not alive, (sig, alive)

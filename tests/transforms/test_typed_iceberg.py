@@ -156,3 +156,52 @@ def test_backfill_refuses_a_required_column_it_cannot_fill(tmp_path):
     with pytest.raises(UsageError, match="the table requires column 'tenant', which kfmt export has no value for"):
         export(SCHEMAS_DEV, tmp_path / "t", format="iceberg", topic="orders-avro", value_format="avro",
                append=True)
+
+
+def dead_letter_files(dst) -> list:
+    return sorted((dst / "_errors").rglob("*.parquet")) if (dst / "_errors").exists() else []
+
+
+def test_dead_letters_are_not_published_when_the_commit_fails(tmp_path, monkeypatch):
+    """Another writer creates the table while kfmt writes its data files: kfmt's commit (a table
+    creation) fails, and none of the run's dead letters are left."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    from kfmt.default_plugins.exporters.iceberg import IcebergSink
+    from kfmt.errors import KfmtError
+
+    real_write = IcebergSink.write
+
+    def write_then_race(self, chunks, schema):
+        written = real_write(self, chunks, schema)
+        catalog = SqlCatalog("kfmt", uri=f"sqlite:///{tmp_path}/t/_catalog.db",
+                             warehouse=f"file://{tmp_path}/t/warehouse")
+        catalog.create_table("kafka.records", schema=pa.schema([pa.field("x", pa.int32())]))
+        return written
+
+    monkeypatch.setattr(IcebergSink, "write", write_then_race)
+    with pytest.raises(KfmtError, match="the commit failed"):
+        export(SCHEMAS_DEV, tmp_path / "t", format="iceberg", topic="mixed-bad", value_format="avro")
+    assert dead_letter_files(tmp_path / "t") == []
+    assert not list((tmp_path / "t" / "_errors").iterdir())
+
+
+def test_dead_letters_staged_by_a_run_cut_after_its_commit_are_published_by_the_next(tmp_path, monkeypatch):
+    from kfmt.transforms.export_table_letters import TableDeadLetters
+
+    def killed(self):
+        raise KeyboardInterrupt  # the run ends between its commit and the publication
+
+    with monkeypatch.context() as m:
+        m.setattr(TableDeadLetters, "publish", killed)
+        with pytest.raises(KeyboardInterrupt):
+            export(SCHEMAS_DEV, tmp_path / "t", format="iceberg", topic="mixed-bad", value_format="avro")
+    assert scan(tmp_path / "t").num_rows == 320  # committed
+    pending = dead_letter_files(tmp_path / "t")
+    assert pending and all("_pending-" in str(f) for f in pending)
+    export(SCHEMAS_DEV, tmp_path / "t", format="iceberg", topic="mixed-bad", value_format="avro", append=True)
+    import pyarrow.parquet as pq
+
+    published = dead_letter_files(tmp_path / "t")
+    assert published and not [f for f in published if "_pending-" in str(f)]
+    assert sum(pq.read_table(f).num_rows for f in published) == 44

@@ -15,9 +15,17 @@ import time
 from dataclasses import dataclass, replace
 
 from kfmt.errors import DataError, UsageError
+from kfmt.format.digest import ContentDigest
 from kfmt.partition.companions import CompanionOptions
 from kfmt.partition.layout import load_partition
-from kfmt.partition.summary import PartitionSummary
+from kfmt.partition.log_start import (
+    BelowLogStart,
+    below_log_start,
+    left_out_entries,
+    segment_start,
+    segment_start_note,
+)
+from kfmt.partition.summary import PartitionSummary, PartitionTally, merge_tallies
 from kfmt.partition.topic_identity import TargetTopics, TopicIdentity
 from kfmt.pipelines.runner import run_tasks
 from kfmt.storage.manifest import FileRecord, Manifest
@@ -50,6 +58,7 @@ class RestoreTask:
     skipped: tuple[str, ...]
     options: CompanionOptions
     target: StagingTarget
+    include_deleted: bool = False  # a partition-directory DST keeps what lies below the log start
     identity: TopicIdentity | None = None  # the partition.metadata to write (kfmt.partition.topic_identity)
 
 
@@ -57,16 +66,30 @@ class RestoreTask:
 class RestoreResult:
     summary: PartitionSummary
     records: list[FileRecord]
+    segment_start: int | None = None  # a partition-directory DST: its first segment's new base offset
+    below: BelowLogStart | None = None  # what that new start leaves out
+    left_out: PartitionSummary | None = None  # the same, counted as the archive counted its segments
 
 
 def restore_partition(task: RestoreTask) -> RestoreResult:
+    """One partition restored. Into a partition-directory DST (no log directory, no
+    log-start-offset-checkpoint) the archive's log start offset travels as the other transforms
+    carry it: the first segment starts at the batch holding it and is named after it
+    (kfmt.partition.log_start.segment_start); what that leaves out is counted too, so that the
+    restore's check still adds up to what the archive recorded."""
     storage, _path = task.archive.open()
     view = ArchiveView(storage, task.manifest, [task.rel], task.objects)
     part = load_partition(view, task.part_path)
     files = task.target.files()
-    summary = reindex_partition(PartitionPlan(part, task.rel, task.log_start_offset, list(task.skipped),
+    start = None if task.include_deleted else segment_start(part, task.log_start_offset, bool(task.rel))
+    below = left_out = None
+    if start is not None:
+        left_out = PartitionTally(PartitionSummary(view.url_of(part.path), part.topic, part.partition))
+        below = below_log_start(part, start, left_out)
+    summary = reindex_partition(PartitionPlan(part, task.rel, task.log_start_offset, list(task.skipped), start,
                                               identity=task.identity), files, task.options)
-    return RestoreResult(summary, list(files.records.values()))
+    return RestoreResult(summary, list(files.records.values()), start, below,
+                         None if left_out is None else left_out.finish())
 
 
 @dataclass
@@ -106,14 +129,16 @@ def restore(url: str, dst: str, *, src_options: dict | None = None, dst_options:
             topic: str | None = None, partition: int | None = None,
             options: CompanionOptions | None = None, master: str | None = None, dry_run: bool = False,
             progress: bool = True, generation: int | None = None,
-            target: TargetTopics | None = None) -> RestoreResultSet:
+            include_deleted: bool = False, target: TargetTopics | None = None) -> RestoreResultSet:
+    """Restore a generation of the archive at `url` into DST. `include_deleted`: a
+    partition-directory DST keeps the archived records below the log start offset (restore_partition)."""
     started = time.monotonic()
     options = (options or CompanionOptions()).with_clock()
     storage, path = open_storage(url, src_options)
     dst_storage, dst_path = open_storage(dst, dst_options if dst_options is not None else src_options)
     archive = open_archive(storage, path, generation)
     view = archive.view(storage)
-    plan = plan_reindex(view, path, dst_storage, dst_path, topic, partition, target)
+    plan = plan_reindex(view, path, dst_storage, dst_path, topic, partition, target=target)
     result = RestoreResultSet(plan, archive)
     if dry_run:
         if dst_storage.exists(dst_path) and (not dst_storage.isdir(dst_path)
@@ -130,7 +155,7 @@ def restore(url: str, dst: str, *, src_options: dict | None = None, dst_options:
                              {rel: objects[rel] for rel in part_manifest.files if rel in objects},
                              pp.part.path, pp.rel,
                              archived[pp.rel].log_start_offset if pp.rel in archived else pp.log_start_offset,
-                             tuple(pp.skipped), options, target, pp.identity)
+                             tuple(pp.skipped), options, target, include_deleted, pp.identity)
                  for pp in plan.partitions]
         engine = plan_engine(master, sum(s.size for pp in plan.partitions for s in pp.part.segments),
                              storage, dst_storage)
@@ -146,15 +171,17 @@ def restore(url: str, dst: str, *, src_options: dict | None = None, dst_options:
             inputs.append(recorded.summary(view.url_of(pp.part.path)))
             outputs.append(replace(r.summary, path=dst_storage.url_of(
                 dst_storage.join(dst_path, pp.rel) if pp.rel else dst_path)))
-            _check_restored(inputs[-1], outputs[-1])
+            _check_restored(inputs[-1], outputs[-1], r.left_out)
         if plan.log_dir:
             write_log_dir_files(plan, view, path, out)
         report = make_report(
             "restore", plan.source, plan.destination,
             {"index_interval_bytes": options.index_interval_bytes, "now_ms": options.now_ms,
              "producer_expiration_ms": options.producer_expiration_ms, "topic": topic,
-             "partition": partition, "master": master},
-            inputs, outputs, out.files, _notes(plan, archive))
+             "partition": partition, "master": master, "include_deleted": include_deleted},
+            inputs, outputs, out.files, _notes(plan, archive, results, archived))
+        report["below_log_start"] = left_out_entries((_label(pp, archived), r.below)
+                                                     for pp, r in zip(plan.partitions, results))
         report["archive"] = {"source": archive.section.get("source"), "run": archive.manifest.run,
                              "created_ms": archive.manifest.created_ms,
                              "generation": archive.generation.number, "latest_generation": archive.latest}
@@ -174,8 +201,13 @@ def _partition_manifest(manifest: Manifest, rel: str) -> Manifest:
     return Manifest(manifest.root, files, manifest.run, manifest.created_ms)
 
 
-def _check_restored(archived: PartitionSummary, restored: PartitionSummary) -> None:
-    """Restore's own check: the restored partition holds what the archive read from the source."""
+def _check_restored(archived: PartitionSummary, restored: PartitionSummary,
+                    left_out: PartitionSummary | None = None) -> None:
+    """Restore's own check: the restored partition, with what it left out below the log start
+    offset (counted from the same checked objects), holds what the archive read from the source."""
+    if left_out is not None:
+        restored = merge_tallies([_tally(left_out), _tally(restored)], restored.path, restored.topic,
+                                 restored.partition)
     differ = [f"{name} {getattr(restored, name)} (archived: {getattr(archived, name)})"
               for name in COMPARED if getattr(restored, name) != getattr(archived, name)]
     if differ:
@@ -183,14 +215,31 @@ def _check_restored(archived: PartitionSummary, restored: PartitionSummary) -> N
                         f"source: {'; '.join(differ)}; nothing was published", file=archived.path)
 
 
-def _notes(plan: DirectoryPlan, archive: PublishedArchive) -> list[str]:
+def _tally(summary: PartitionSummary) -> PartitionTally:
+    return PartitionTally(summary, ContentDigest.parse(summary.content_digest))
+
+
+def _label(pp: PartitionPlan, archived: dict) -> str:
+    """The partition's name: the archive's record of it (a partition archive's directory is named
+    after the archive)."""
+    recorded = archived.get(pp.rel)
+    if recorded is None or recorded.topic is None:
+        return pp.part.label
+    return f"{recorded.topic}-{recorded.partition}"
+
+
+def _notes(plan: DirectoryPlan, archive: PublishedArchive, results: list[RestoreResult],
+           archived: dict) -> list[str]:
     notes = [".log segments restored byte for byte (SHA-256 checked against the archive manifest) "
              "with their archived modification times; .index, .timeindex, .txnindex, producer "
              ".snapshot files and leader-epoch-checkpoint regenerated as Kafka 3.6's log recovery "
              "builds them"]
     notes += plan.identity_notes()
-    for p in plan.partitions:
+    for p, r in zip(plan.partitions, results):
         notes += [f"{p.part.name}: skipped {name}" for name in p.skipped]
+        if r.segment_start is not None:
+            label = _label(p, archived)
+            notes += [r.below.note(label, False), segment_start_note(label, r.segment_start)]
     notes += [f"log directory: {f.action} {f.name} ({f.reason})" for f in plan.log_dir_files]
     notes += [f"ignored {rel}: not listed in the archive's manifest" for rel in archive.unlisted]
     return notes

@@ -4,6 +4,7 @@ cleaner-offset-checkpoint with where each cleaning stopped.
 """
 from __future__ import annotations
 
+from kfmt.partition.log_start import segment_start_note
 from kfmt.transforms.cleanup.compaction import CompactOptions, CompactResult, compact_partition
 from kfmt.transforms.cleanup.job import CleanupPolicy, run_cleanup
 from kfmt.transforms.cleanup.plan import CLEANER_OFFSET_CHECKPOINT, CleanupPlan
@@ -30,6 +31,9 @@ def _notes(plan: CleanupPlan, results: list[CompactResult]) -> list[str]:
     sources = {j.checkpoints_from for j in plan.jobs if j.checkpoints_from}
     notes += [f"cleaner checkpoints, log start offsets and high watermarks read from the checkpoint "
               f"files in {s}" for s in sorted(sources)]
+    for r in results:
+        if r.segment_start is not None:
+            notes += [r.below.note(r.label, False), segment_start_note(r.label, r.segment_start)]
     notes += [f"log directory: {f.action} {f.name} ({f.reason})" for f in plan.layout.log_dir_files
               if f.name != CLEANER_OFFSET_CHECKPOINT]
     if plan.log_dir:

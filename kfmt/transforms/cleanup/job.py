@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from kfmt.errors import KfmtWarning
+from kfmt.partition.log_start import left_out_entries
 from kfmt.partition.summary import PartitionSummary
 from kfmt.partition.topic_identity import TargetTopics
 from kfmt.pipelines.runner import run_tasks
@@ -29,6 +30,7 @@ from kfmt.transforms.report import REPORT_NAME, make_report, report_bytes
 class CleanupPolicy:
     command: str  # the report's "command" and the progress bar's label
     # (job, files or None for a dry run, options, dry_run=) -> a result with .files, .output, .rel,
+    # .label, .below (what lies below the log start offset left out of a partition-directory DST),
     # .report_entry(); a module-level function, so that tasks pickle
     clean_partition: Callable[..., Any]
     checkpoint_updates: Callable[[list], dict]  # results -> {checkpoint name: {(topic, partition): offset}}
@@ -96,6 +98,7 @@ def run_cleanup(policy: CleanupPolicy, src: str, dst: str, options, *, src_optio
         return plan, {"command": policy.command, "dry_run": True, "source": layout.source,
                       "destination": layout.destination, "options": options_json,
                       "partitions": [r.report_entry() for r in results],
+                      "below_log_start": left_out_entries((r.label, r.below) for r in results),
                       "notes": policy.notes(plan, results) + layout.identity_notes() + tail_notes,
                       "engine": engine.to_json()}
     with StagedOutput(dst_storage, dst_path) as out:
@@ -110,6 +113,7 @@ def run_cleanup(policy: CleanupPolicy, src: str, dst: str, options, *, src_optio
                              [policy.input_summary(r) for r in results], outputs, out.files,
                              policy.notes(plan, results) + layout.identity_notes() + tail_notes)
         report["partitions"] = [r.report_entry() for r in results]
+        report["below_log_start"] = left_out_entries((r.label, r.below) for r in results)
         report["engine"] = engine.to_json()
         out.write(REPORT_NAME, report_bytes(report))
     layout.warn_strays()

@@ -81,7 +81,7 @@ class CleanupPlan:
 def plan_cleanup(src_storage: Storage, src_path: str, dst_storage: Storage, dst_path: str,
                  topic: str | None = None, partition: int | None = None,
                  target: TargetTopics | None = None) -> CleanupPlan:
-    layout = plan_reindex(src_storage, src_path, dst_storage, dst_path, topic, partition, target)
+    layout = plan_reindex(src_storage, src_path, dst_storage, dst_path, topic, partition, target=target)
     checkpoints_dir = src_path if layout.log_dir else src_storage.parent(src_path)
     offsets = {name: _checkpoint(src_storage, checkpoints_dir, name)
                for name in (LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,

@@ -50,7 +50,9 @@ def _notes(plan: CleanupPlan, results: list[RetainResult]) -> list[str]:
         if r.decision.rolled is not None:
             notes.append(f"{r.label}: every segment was deleted; an empty segment at the log end offset "
                          f"{r.decision.rolled} replaces them, as the broker rolls one")
-    notes += [segment_start_note(r.label, r.segment_start) for r in results if r.segment_start is not None]
+    for r in results:
+        if r.segment_start is not None:
+            notes += [r.below.note(r.label, False), segment_start_note(r.label, r.segment_start)]
     notes += [f"log directory: {f.action} {f.name} ({f.reason})" for f in plan.layout.log_dir_files
               if f.name != LOG_START_OFFSET_CHECKPOINT]
     if plan.log_dir:

@@ -40,7 +40,7 @@ from kfmt.format.kernels import native
 from kfmt.format.model import NO_TIMESTAMP
 from kfmt.partition.companions import CompanionBuilder, CompanionOptions, existing_leader_epochs
 from kfmt.partition.layout import Segment, segment_file_name
-from kfmt.partition.log_start import segment_start
+from kfmt.partition.log_start import BelowLogStart, below_log_start, segment_start
 from kfmt.partition.reader import PartitionReader, log_end_offset
 from kfmt.partition.summary import PartitionSummary
 from kfmt.storage.manifest import FileRecord
@@ -62,6 +62,8 @@ class RetentionOptions:
     index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES
     producer_expiration_ms: int = DEFAULT_PRODUCER_EXPIRATION_MS
     cleanup_policy: str = DELETE  # the topic's: without `delete`, only the log start offset rule applies
+    # a partition-directory DST keeps its first segment whole (else it starts at the log start offset)
+    include_deleted: bool = False
 
     def __post_init__(self):
         cleanup_policy(self.cleanup_policy)  # checks it
@@ -248,6 +250,7 @@ class RetainResult:
     files: list[FileRecord]
     log_start_offset_entry: int | None  # what DST's log-start-offset-checkpoint holds for it
     segment_start: int | None = None  # a partition-directory DST: its first segment's new base offset
+    below: BelowLogStart | None = None  # what that first segment's new start leaves out
 
     def report_entry(self) -> dict:
         return {"partition": self.label, "destination": self.rel or ".",
@@ -273,18 +276,20 @@ def retain_partition(job: PartitionJob, files, options: RetentionOptions, dry_ru
     kept_bases = set(decision.kept)
     kept = [seg for seg in part.segments if seg.base_offset in kept_bases]
     # a partition-directory DST carries the log start offset in its first segment's name
-    start = segment_start(replace(part, segments=kept), decision.log_start_offset, bool(job.rel))
+    remaining = replace(part, segments=kept)
+    start = None if options.include_deleted else segment_start(remaining, decision.log_start_offset,
+                                                               bool(job.rel))
     first_base = start if start is not None else kept[0].base_offset if kept else decision.rolled
     # Kafka checkpoints a log start offset only above the first segment's base offset
     above_first = first_base is not None and decision.log_start_offset > first_base
     entry = decision.log_start_offset if above_first else None
     result = RetainResult(job.label, job.rel, part.topic, part.partition, decision, None, None, [], entry,
-                          start)
+                          start, None if start is None else below_log_start(remaining, start))
     if dry_run:
         return result
     result.removed = _count_removed(reader, [s for s in part.segments if s not in kept])
-    plan = PartitionPlan(replace(part, segments=kept), job.rel, decision.log_start_offset,
-                         segment_start=start, identity=job.identity)
+    plan = PartitionPlan(remaining, job.rel, decision.log_start_offset, segment_start=start,
+                         identity=job.identity)
     before = set(files.records)
     if decision.rolled is None:  # (a partition without segments stays one, as reindex keeps it)
         result.output = reindex_partition(plan, files, options.companions, on_progress)

@@ -16,6 +16,8 @@ Memory: the offset map (fixed size) plus one batch at a time; nothing grows with
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from kfmt.errors import DataError, KfmtError, UsageError
@@ -26,6 +28,7 @@ from kfmt.format.layout import MAGIC_V2
 from kfmt.format.model import Batch, BatchHeader
 from kfmt.partition.companions import control_facts, existing_leader_epochs
 from kfmt.partition.layout import PARTITION_METADATA, Segment, segment_file_name
+from kfmt.partition.log_start import below_log_start, first_kept_position, kept_segments, segment_start
 from kfmt.partition.topic_identity import TopicIdentity
 from kfmt.partition.reader import PartitionReader
 from kfmt.partition.summary import PartitionSummary, PartitionTally
@@ -72,11 +75,17 @@ def compact_partition(job: PartitionJob, files, options: CompactOptions,
     """Clean one partition, writing the result through `files` (the StagedFiles of DST, or a
     StagingTarget's on an executor) unless `dry_run`."""
     part = job.open()
-    reader = PartitionReader(part, recover_tail=True)
     if not part.segments:
         return _without_segments(job, part, files, dry_run)
-    facts = gather_facts(reader, options.now_ms, options.producer_expiration_ms)
     log_start = max(job.log_start_offset or 0, part.segments[0].base_offset)
+    # a partition-directory DST carries the log start offset in its first segment's name: what lies
+    # below is left out, as a broker's retention check deletes the segments wholly below it
+    start = None if options.include_deleted else segment_start(part, log_start, bool(job.rel))
+    below = None if start is None else below_log_start(part, start)
+    if start is not None:
+        part = replace(part, segments=kept_segments(part, start))
+    reader = PartitionReader(part, recover_tail=True)
+    facts = gather_facts(reader, options.now_ms, options.producer_expiration_ms)
     stable = facts.log_end_offset
     if facts.first_unstable_offset is not None:
         stable = min(stable, facts.first_unstable_offset)
@@ -87,10 +96,11 @@ def compact_partition(job: PartitionJob, files, options: CompactOptions,
                           clean_until=options.clean_until,
                           min_compaction_lag_ms=options.min_compaction_lag_ms, now_ms=options.now_ms,
                           compacts=COMPACT in cleanup_policy(options.cleanup_policy))
-    cleaner = _Cleaner(job, reader, facts, rng, options)
+    cleaner = _Cleaner(job, reader, facts, rng, options, start)
     before = set(files.records) if not dry_run else set()
     sink = DrySink() if dry_run else PartitionWriter(
-        files, job.rel, options.roll_policy(), source=part, identity=job.identity, now_ms=options.now_ms,
+        files, job.rel, options.roll_policy(), start_offset=start, source=part, identity=job.identity,
+        now_ms=options.now_ms,
         producer_expiration_ms=options.producer_expiration_ms, log_start_offset=job.log_start_offset or 0,
         leader_epochs=existing_leader_epochs(part))
     try:
@@ -105,7 +115,7 @@ def compact_partition(job: PartitionJob, files, options: CompactOptions,
     output.segments, output.log_bytes = len(written.segments), sum(s.size for s in written.segments)
     return CompactResult(job.label, job.rel, part.topic, part.partition, cleaner.details(written),
                          cleaner.input.finish(), None if dry_run else output, new_files,
-                         cleaner.cleaner_offset)
+                         cleaner.cleaner_offset, start, below)
 
 
 def _without_segments(job: PartitionJob, part, files, dry_run: bool) -> CompactResult:
@@ -127,9 +137,13 @@ def _without_segments(job: PartitionJob, part, files, dry_run: bool) -> CompactR
 
 class _Cleaner:
     def __init__(self, job: PartitionJob, reader: PartitionReader, facts: PartitionFacts,
-                 rng: CleanableRange, options: CompactOptions):
+                 rng: CleanableRange, options: CompactOptions, start: int | None = None):
         self.job, self.reader, self.part, self.facts, self.rng, self.options = \
             job, reader, reader.part, facts, rng, options
+        # the first output segment's base offset when it carries the log start offset (None: the
+        # first source segment's); the first segment's batches ending below it are left out
+        self.start = start
+        self._first_kept: int | None = None  # _kept_position of the first segment, once scanned
         self.map = OffsetMap(options.offset_map_bytes, options.offset_map_load_factor)
         self.map_full = False
         self.end_offset = rng.first_dirty_offset  # after the cleaning: the first dirty offset
@@ -248,27 +262,43 @@ class _Cleaner:
         by_base = {s.base_offset: s for s in self.part.segments}
         for group in self.groups:
             mtime = group[-1].mtime_ms
-            sink.roll(group[0].base_offset)
-            self.segment_mtimes[group[0].base_offset] = mtime
+            self.segment_mtimes[self._roll(sink, group[0].base_offset)] = mtime
             for info in group:
                 self.filter.retain_legacy_deletes = info.mtime_ms > horizon
-                self.stats.bytes_read += info.size
+                self.stats.bytes_read += info.size - self._kept_position(by_base[info.base_offset])
                 self._clean_segment(by_base[info.base_offset], sink, mtime)
         copied = 0
         for info in self.facts.segments:
             if info.base_offset not in cleaned:
-                sink.roll(info.base_offset)
-                self.segment_mtimes[info.base_offset] = info.mtime_ms
+                self.segment_mtimes[self._roll(sink, info.base_offset)] = info.mtime_ms
                 self._copy_segment(by_base[info.base_offset], sink)
-                copied += info.size
+                copied += info.size - self._kept_position(by_base[info.base_offset])
         written = sink.close()
         self.stats.bytes_written = sum(s.size for s in written.segments) - copied
         return written
 
+    def _roll(self, sink, base: int) -> int:
+        """Start the output segment of a source segment (or group) based at `base`; the first one
+        at the log start offset it carries. Returns the base offset it got."""
+        if self.start is not None and base < self.start:
+            base = self.start
+        sink.roll(base)
+        return base
+
+    def _kept_position(self, seg: Segment) -> int:
+        """Where the entries carried begin: after the first segment's batches ending below the log
+        start offset its new name carries (kfmt.partition.log_start.first_kept_position)."""
+        if self.start is None or seg is not self.part.segments[0] or seg.base_offset >= self.start:
+            return 0
+        if self._first_kept is None:
+            data = self.reader.data(seg)
+            self._first_kept = first_kept_position(data.buf, data.file, self.start)
+        return self._first_kept
+
     def _clean_segment(self, seg: Segment, sink, mtime: int) -> None:
         """The segment's entries through the filter, in order: under Kafka 4.0's rules runs of
         uncompressed legacy messages many at a time (message_runs), every other entry one by one."""
-        for data, rows in self._frame_chunks(seg):
+        for data, rows in self._frame_chunks(seg, self._kept_position(seg)):
             spans = legacy_runs.message_runs(rows) if not self.options.keep_format else []
             done = 0
             for start, stop in spans + [(len(rows), len(rows))]:
@@ -347,6 +377,13 @@ class _Cleaner:
             elif decision.action == Action.REWRITE:
                 out = retained_batch(batch, decision.retained, decision.delete_horizon,
                                      convert_legacy=not self.options.keep_format)
+                if self.start is not None and out.header.last_offset < self.start:
+                    # a legacy batch holding the log start keeps only records below it: a first
+                    # segment named after the log start offset cannot hold it (docs/format.md §12.1)
+                    f.notes.append(f"batch {header.base_offset}..{header.last_offset}: the records "
+                                   f"the cleaning kept all lie below the log start offset {self.start}: "
+                                   f"left out of DST's first segment, which is named after it")
+                    return
                 if header.magic < MAGIC_V2 and out.header.magic >= MAGIC_V2:
                     self.stats.converted_batches += 1
                 sink.append_batch(out, mtime_ms=mtime)
@@ -362,7 +399,7 @@ class _Cleaner:
         """A segment beyond the cleaned range, byte for byte: checked and counted by the run kernels
         where they vouch for its entries (kfmt.format.batch_runs, runs of data batches and legacy
         messages checked and digested in place, written many at a time), other entries decoded."""
-        for data, rows in self._frame_chunks(seg):
+        for data, rows in self._frame_chunks(seg, self._kept_position(seg)):
             for item in batch_runs.checked(data.buf, rows, data.file, self.reader.options, data.base,
                                            messages=True):
                 self.input.add(item)

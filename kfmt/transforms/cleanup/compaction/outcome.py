@@ -17,6 +17,7 @@ from kfmt.defaults import (
 )
 from kfmt.errors import KfmtError, UsageError
 from kfmt.format.model import Batch, BatchHeader
+from kfmt.partition.log_start import BelowLogStart
 from kfmt.partition.summary import PartitionSummary
 from kfmt.plugin import registry
 from kfmt.storage.manifest import FileRecord
@@ -43,6 +44,9 @@ class CompactOptions:
     keep_format: bool = False  # Kafka 3.x: v0/v1 batches stay v0/v1 (else 4.0: they become v2)
     producer_expiration_ms: int = DEFAULT_PRODUCER_EXPIRATION_MS
     cleanup_policy: str = COMPACT  # the topic's: without `compact` the cleaner leaves the log alone
+    # a partition-directory DST keeps what lies below the log start offset (else its first segment
+    # starts at the log start offset: kfmt.partition.log_start.segment_start)
+    include_deleted: bool = False
 
     def __post_init__(self):
         cleanup_policy(self.cleanup_policy)  # checks it
@@ -88,10 +92,13 @@ class CompactResult:
     output: PartitionSummary | None
     files: list[FileRecord]
     cleaner_offset: int | None  # DST's cleaner-offset-checkpoint entry
+    segment_start: int | None = None  # a partition-directory DST: its first segment's new base offset
+    below: BelowLogStart | None = None  # what that first segment's new start leaves out
 
     def report_entry(self) -> dict:
         return {"partition": self.label, "destination": self.rel or ".", **self.details,
-                "cleaner_offset_checkpoint": self.cleaner_offset}
+                "cleaner_offset_checkpoint": self.cleaner_offset,
+                "first_segment_renamed_to": self.segment_start}
 
 
 class OffsetMapFull(KfmtError):

@@ -1,0 +1,30 @@
+"""One member per schema id (`--value-format-option tables=per-schema-id` of the registry formats): for
+a subject whose versions no one table type holds (docs/typed-export.md, "Schema evolution").
+
+The column is a struct with one member per version of the subject, `schema_<id>`, each of the writer
+schema's own type: a record's value is in the member of its schema id, the others are null. One stream
+(`cat`, `kfmt.read`, the data source, an Iceberg table) carries every version that way; a file export
+writes each member as a table of its own, `topic=T/value_schema_id=<id>/` (kfmt.transforms.export_split).
+Decoded by RegistryDecoder._decode_members (plugins/values/registry_formats.py).
+A record of a schema id that is not a version of the subject does not decode (a dead letter).
+"""
+from __future__ import annotations
+
+import pyarrow as pa
+
+from kfmt.format.value_formats import FormatOption
+
+PER_SCHEMA_ID = "per-schema-id"
+TABLES_OPTION = FormatOption("tables", "`per-schema-id`: one struct member (and in a file export one table) "
+                                       "per schema id of the subject, for versions no one table holds",
+                             "one")
+MEMBER_PREFIX = "schema_"
+
+
+def member_name(schema_id: int) -> str:
+    return f"{MEMBER_PREFIX}{schema_id}"
+
+
+def members_type(writers: list) -> pa.StructType:
+    """The struct of the subject's versions (WriterSchema, ... oldest first)."""
+    return pa.struct([pa.field(member_name(w.id), w.arrow) for w in writers])
