@@ -11,7 +11,6 @@ from kfmt.cli._transform import (
     run_arguments,
     target_arguments,
 )
-from kfmt.partition.log_start import left_out_suffix
 from kfmt.pipelines.engine import engine_note
 
 NAME = "reindex"
@@ -27,6 +26,7 @@ def add_arguments(p):
 
 def run(args) -> int:
     from kfmt.api.commands import reindex
+    from kfmt.partition.log_start import left_out_suffix  # numpy: only when the command runs
 
     result = reindex(args.src, args.dst, **companion_arguments(args), **run_arguments(args),
                      **target_arguments(args))

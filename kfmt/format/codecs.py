@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 
 from kfmt.errors import CompressionError, DecompressionLimitExceeded, UsageError
+from kfmt.format.layout import MAGICS
+from kfmt.plugin.options import Option
 
 
 def _limit_from_environment(default: int = 1 << 30) -> int:
@@ -36,7 +38,11 @@ class Compression:
     #: the name Kafka uses (compression.type, kafka-dump-log's `compresscodec:`)
     name: str
     #: the message formats this codec may appear in (zstd exists only in v2)
-    magics: frozenset[int] = frozenset({0, 1, 2})
+    magics: frozenset[int] = frozenset(MAGICS)
+    #: the compression levels it takes (an int Option: its range, `low`..`high`, and the level used
+    #: when none is asked for, `default`), or None for a codec without levels. `compress` receives
+    #: the level asked for, checked against it (`checked_level`), or None for the default.
+    level: Option | None = None
 
     def compress(self, data: bytes, *, magic: int, level: int | None = None) -> bytes:
         raise NotImplementedError
@@ -46,6 +52,19 @@ class Compression:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.id}:{self.name}>"
+
+
+def checked_level(codec: Compression, level: int | None, flag: str = "--level") -> int | None:
+    """`level` if `codec` declares it among its levels (None stays None: the codec's default); a
+    UsageError naming the codec's range otherwise."""
+    if level is None:
+        return None
+    if codec.level is None:
+        raise UsageError(f"{flag}: {codec.name} has no compression levels")
+    low, high = codec.level.low, codec.level.high
+    if isinstance(level, bool) or not isinstance(level, int) or not low <= level <= high:
+        raise UsageError(f"{flag} {level} is outside {codec.name}'s levels {low}..{high}")
+    return level
 
 
 def too_large(codec: str, max_size: int) -> DecompressionLimitExceeded:

@@ -16,6 +16,7 @@ from kfmt.format import inflated_runs
 from kfmt.format.frames import header_of
 from kfmt.format.inflated_runs import HAS_TS
 from kfmt.format.kernels import native
+from kfmt.format.layout import MAGIC_V2
 from kfmt.format.message_formats import STRICT
 from kfmt.format.model import NO_TIMESTAMP
 from kfmt.format.segment import FrameScanner
@@ -150,7 +151,7 @@ class _Counter:
             if below.any():
                 rows = rows[~below]
             # a v2 batch the log start offset cuts: its records from the floor on, as decode gives them
-            cut = np.flatnonzero((rows["magic"] >= 2) & (rows["base_offset"] < self.floor)).tolist()
+            cut = np.flatnonzero((rows["magic"] >= MAGIC_V2) & (rows["base_offset"] < self.floor)).tolist()
         else:
             cut = []
         rows = np.ascontiguousarray(rows)

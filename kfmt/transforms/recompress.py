@@ -23,10 +23,10 @@ from typing import Iterator
 
 import numpy as np
 
-from kfmt.errors import UsageError
 from kfmt.format import compress_runs
+from kfmt.format.codecs import checked_level
 from kfmt.format.convert import convert_batch
-from kfmt.format.frames import ATTR_CONTROL
+from kfmt.format.layout import ATTR_CONTROL, MAGIC_V2
 from kfmt.format.legacy_runs import RunUpgrader, UpgradedRun
 from kfmt.format.model import Batch, BatchHeader
 from kfmt.partition.companions import CompanionOptions
@@ -35,30 +35,13 @@ from kfmt.transforms.rewrite import Census, Output, Rewriter, RewriteTransform
 from kfmt.transforms.run import RunPlan, run_transform
 from kfmt.transforms.upgrade import encode_v2
 
-# The levels Kafka accepts per codec (KIP-390, compression.<codec>.level; CompressionType): gzip is
-# java.util.zip's 1-9, lz4 lz4-java's 1-17, zstd zstd-jni's minimum to 22. none and snappy have none.
-LEVELS = {"gzip": (1, 9), "lz4": (1, 17), "zstd": (-131072, 22)}
-
-
-def codec_id(name: str) -> int:
-    for codec in registry.get().compressions.values():
-        if codec.name == name:
-            return codec.id
-    names = ", ".join(sorted(c.name for c in registry.get().compressions.values()))
-    raise UsageError(f"unknown compression {name!r} (one of {names})")
-
-
 class RecompressRewriter(Rewriter):
     def __init__(self, compression: str, level: int | None = None):
-        self.codec = codec_id(compression)
-        self.codec_name = compression
-        if level is not None:
-            if compression not in LEVELS:
-                raise UsageError(f"--level: {compression} has no compression levels")
-            low, high = LEVELS[compression]
-            if not low <= level <= high:
-                raise UsageError(f"--level {level} is outside {compression}'s levels {low}..{high}")
-        self.level = level
+        # The codec and its levels are what its plugin declares (kfmt.format.codecs.Compression.level).
+        codec = registry.get().compression_named(compression)
+        self.codec = codec.id
+        self.codec_name = codec.name
+        self.level = checked_level(codec, level)
 
     def keeps(self, header: BatchHeader) -> bool:
         """Whether a v2 batch is copied as it is."""
@@ -67,7 +50,7 @@ class RecompressRewriter(Rewriter):
 
     def kept(self, rows: np.ndarray) -> np.ndarray:
         """keeps() for rows of frames, many at a time (legacy rows are never kept)."""
-        v2 = rows["magic"] >= 2
+        v2 = rows["magic"] >= MAGIC_V2
         control = (rows["attributes"] & ATTR_CONTROL) != 0
         same = (rows["compression"] == self.codec) if self.level is None else np.zeros(len(rows), bool)
         return v2 & (control | (rows["records_count"] == 0) | same)
@@ -90,7 +73,7 @@ class RecompressRewriter(Rewriter):
         return _CompressingUpgrader(upgrader, self.codec, self.level)
 
     def outputs(self, header: BatchHeader, entry, batch: Batch) -> Iterator[Output]:
-        if header.magic < 2:
+        if header.magic < MAGIC_V2:
             v2_header, records = convert_batch(batch)
             v2_header = v2_header.replace(compression=self.codec)
             yield Output(encode_v2(v2_header, records, self.level), header)
@@ -106,7 +89,7 @@ class RecompressRewriter(Rewriter):
         def verb(magic: int, codec: int, control: bool) -> str:
             if control:
                 return "copied byte for byte (Kafka never compresses control batches)"
-            if magic < 2:
+            if magic < MAGIC_V2:
                 return f"converted by Kafka 4.0's rules, then {target}"
             if codec == self.codec and self.level is None:
                 return "copied byte for byte (already " + self.codec_name + ")"

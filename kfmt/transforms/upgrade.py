@@ -21,7 +21,8 @@ from typing import Iterator
 from kfmt.errors import UsageError
 from kfmt.format.convert import convert_batch
 from kfmt.format.kernels import native
-from kfmt.format.legacy_runs import DEFAULT_MAX_BATCH_BYTES, V2_BATCH_OVERHEAD, RunUpgrader
+from kfmt.format.layout import MAGIC_V2, V2_BATCH_OVERHEAD
+from kfmt.format.legacy_runs import DEFAULT_MAX_BATCH_BYTES, RunUpgrader
 from kfmt.format.model import Batch, BatchHeader
 from kfmt.partition.companions import CompanionOptions
 from kfmt.plugin import registry
@@ -30,7 +31,7 @@ from kfmt.transforms.run import RunPlan, run_transform
 
 
 def encode_v2(header: BatchHeader, records, level: int | None = None) -> bytes:
-    return registry.get().format_for(2).encode(header, records, level=level)
+    return registry.get().format_for(MAGIC_V2).encode(header, records, level=level)
 
 
 class UpgradeRewriter(Rewriter):
@@ -57,7 +58,7 @@ class UpgradeRewriter(Rewriter):
         return codec == 0 and native is not None
 
     def outputs(self, header: BatchHeader, entry, batch: Batch) -> Iterator[Output]:
-        if header.magic >= 2:
+        if header.magic >= MAGIC_V2:
             yield Output(entry, header, batch)  # already v2: byte for byte
         else:  # a compressed wrapper (runs of messages go through run_upgrader)
             v2_header, records = convert_batch(batch)
@@ -65,7 +66,7 @@ class UpgradeRewriter(Rewriter):
 
     def describe(self, census: Census) -> list[str]:
         def verb(magic: int, codec: int, control: bool) -> str:
-            if magic >= 2:
+            if magic >= MAGIC_V2:
                 return "copied byte for byte"
             if codec:
                 return "one v2 batch each, same codec (Kafka 4.0)"

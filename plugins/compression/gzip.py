@@ -24,6 +24,7 @@ _fast_zlib = False  # not imported yet
 
 from kfmt.format.codecs import DEFAULT_MAX_DECOMPRESSED, Compression, corrupt, too_large
 from kfmt.plugin.hookspecs import hookimpl
+from kfmt.plugin.options import Option
 
 DEFAULT_LEVEL = 6  # Deflater.DEFAULT_COMPRESSION
 # The 10-byte header GZIPOutputStream writes (JDK >= 16 sets OS = 0xff).
@@ -34,6 +35,8 @@ CHUNK = 1 << 20
 class Gzip(Compression):
     id = 1
     name = "gzip"
+    # java.util.zip's levels, which compression.gzip.level takes (KIP-390)
+    level = Option("level", "deflate's level", int, default=DEFAULT_LEVEL, low=1, high=9)
 
     def compress(self, data, *, magic, level=None):
         deflater = zlib.compressobj(DEFAULT_LEVEL if level is None else level, zlib.DEFLATED, -15)
