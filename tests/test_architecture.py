@@ -231,3 +231,13 @@ def test_kernel_sources_take_layouts_from_the_generated_header():
         wrong += [f"{source.name} defines {n} again" for n in sorted(defined & names)]
         wrong += [f"{source.name}:{text.count(chr(10), 0, m.start()) + 1}: {m[0]}" for m in by_number.finditer(text)]
     assert not wrong, "\n".join(wrong)
+
+
+def test_the_core_never_compares_a_magic_with_a_number():
+    """docs/plugins.md: the core does not branch on a message format by its number; it names the
+    format through kfmt.format.layout (MAGIC_V2, ...) or leaves the choice to the format plugin."""
+    literal = re.compile(r"magic\s*(?:==|>=|<=|<|>|!=)\s*[0-2]\b")
+    wrong = [f"{path.relative_to(REPO)}:{text.count(chr(10), 0, m.start()) + 1}"
+             for path in sorted((REPO / "kfmt").rglob("*.py"))
+             for text in [path.read_text()] for m in literal.finditer(text)]
+    assert not wrong, "\n".join(wrong)
