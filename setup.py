@@ -28,7 +28,7 @@ speedups = Extension(
     sources=[f"{CSRC}/{name}.c" for name in
              ("module", "common", "crc", "xxh3", "md5", "arrow", "records_v2", "digest", "frames", "legacy",
               "verify", "facts", "compressed", "entries", "dump_text", "json_lines", "avro")],
-    depends=[f"{CSRC}/{name}.h" for name in ("native", "frames", "records_v2", "xxh3", "md5")],
+    depends=[f"{CSRC}/{name}.h" for name in ("native", "layout", "frames", "records_v2", "xxh3", "md5")],
     extra_compile_args=[] if sys.platform == "win32" else ["-O3", "-std=gnu11"],
 )
 

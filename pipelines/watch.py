@@ -16,6 +16,8 @@ from kfmt.errors import EngineError
 #: seconds a cluster job may go without any executor before it is cancelled
 EXECUTOR_WAIT_S = 45
 
+GROUP_ID_DIGITS = 12  # hex digits of the random part of a job group's name
+
 
 def progress_bar(items, description, enabled):
     if not enabled or not sys.stderr.isatty():
@@ -48,7 +50,7 @@ class _Hidden:
 def collect_watched(sc, rdd, total: int, description: str = "", progress: bool = False) -> list:
     """rdd.collect() as one job group, watched: a progress bar, and on a cluster an EngineError
     (one line) when the job has no executor for _executor_wait_s() (it would wait forever)."""
-    group = f"kfmt-{uuid.uuid4().hex[:12]}"
+    group = f"kfmt-{uuid.uuid4().hex[:GROUP_ID_DIGITS]}"
     sc.setJobGroup(group, description or "kfmt", interruptOnCancel=True)
     done = threading.Event()
     stalled: list[str] = []  # why the watcher cancelled the job, if it did

@@ -4,6 +4,7 @@ inside functions included, so a lazy import cannot hide a wrong arrow."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -142,3 +143,101 @@ def test_no_test_module_imports_another():
             wrong += [f"{path.relative_to(REPO)}:{node.lineno} imports {name}"
                       for name in names if name.split(".")[-1] in test_modules or name.split(".")[0] in test_modules]
     assert not wrong, "test modules import test modules (move the helpers to tests/support/):\n" + "\n".join(wrong)
+
+
+# --- the bytes are described in one place: kfmt.format.layout (docs/architecture.md) ---
+
+# Where a module may spell how bytes are laid out: the format layer itself, the codec plugins, whose
+# framings (gzip members, xerial snappy, LZ4 frames: docs/format.md §5) are each codec's own, and the
+# value format plugins, whose encodings (Avro's binary datums and single-object fingerprints, the
+# schema registry's wire format: docs/typed-export.md) are each value format's own, not Kafka's.
+LAYOUT_HOMES = ("kfmt.format", "kfmt.default_plugins.compression", "kfmt.default_plugins.values")
+# Modules outside them that lay out bytes which are none of Kafka's structures, and why.
+NOT_KAFKA_LAYOUTS = {
+    "kfmt.transforms.cleanup.compaction.offset_map": "MD5 key hashes as two uint64 (SkimpyOffsetMap)",
+    "kfmt.partition.broker": "the operating system's struct flock (fcntl F_GETLK), not a file layout",
+}
+BYTE_ORDER_FORMAT = re.compile(r"^[<>=!]\d*[xcbB?hHiIlLqQnNefdspP][0-9xcbB?hHiIlLqQnNefdspP]*$|^[<>=|][biuf][1248]$")
+
+
+def _field_positions() -> set[int]:
+    """The positions and sizes the declaration names, from 12 (LOG_OVERHEAD) on: a subscript that
+    spells one of them is spelling a field's offset (smaller numbers are too common to tell)."""
+    from kfmt.format import layout
+
+    numbers = {f.offset for item in layout.LAYOUTS for f in item.fields if f.offset is not None}
+    numbers |= {item.size for item in layout.LAYOUTS} | {item.min_size for item in layout.LAYOUTS}
+    return {n for n in numbers if n >= layout.LOG_OVERHEAD}
+
+
+def _names_byte_order(call: ast.Call) -> bool:
+    values = list(call.args) + [k.value for k in call.keywords]
+    return any(isinstance(v, ast.Constant) and v.value in ("big", "little") for v in values)
+
+
+def _layout_spellings(path: Path, positions: set[int]) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        line = getattr(node, "lineno", 0)
+        if isinstance(node, ast.Import) and any(a.name == "struct" for a in node.names) or \
+                isinstance(node, ast.ImportFrom) and node.module == "struct":
+            found.append(f"{line}: imports struct")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and BYTE_ORDER_FORMAT.match(node.value):
+            found.append(f"{line}: the format {node.value!r}")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr in ("from_bytes", "to_bytes") and _names_byte_order(node):
+            found.append(f"{line}: .{node.func.attr}")
+        elif isinstance(node, ast.Subscript):
+            numbers = {n.value for n in ast.walk(node.slice) if isinstance(n, ast.Constant)
+                       and type(n.value) is int and n.value in positions}
+            found += [f"{line}: position {n} in a subscript" for n in sorted(numbers)]
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_field_offsets_and_struct_formats_stay_inside_kfmt_format(name):
+    """A struct format, a byte-ordered dtype, int.from_bytes or a declared field position in a
+    subscript outside the format layer is a layout spelled a second time: take it from
+    kfmt.format.layout (the declaration) or a kfmt.format module instead."""
+    if any(name == home or name.startswith(home + ".") for home in LAYOUT_HOMES) or name in NOT_KAFKA_LAYOUTS:
+        return
+    found = _layout_spellings(MODULES[name], _field_positions())
+    assert not found, f"{name} spells byte layouts: " + "; ".join(found)
+
+
+def test_the_c_header_is_generated_from_the_declaration():
+    from kfmt.format import layout_c
+
+    assert layout_c.HEADER.read_text() == layout_c.render(), (
+        "kfmt/csrc/layout.h differs from kfmt/format/layout.py: run `python -m kfmt.format.layout_c`")
+
+
+def test_kernel_sources_take_layouts_from_the_generated_header():
+    """No kernel redefines a name of kfmt/csrc/layout.h, nor reads a field at a declared position by
+    number (`p + 21`, `b[16]`), nor tests an attribute bit by its hex value."""
+    from kfmt.format import layout_c
+
+    names = set(re.findall(r"^#define (\w+)", layout_c.render(), re.M))
+    positions = "|".join(str(n) for n in sorted(_field_positions(), reverse=True))
+    # a big-endian load or store at a declared position, a byte of an entry by number, an attribute bit
+    by_number = re.compile(rf"(?:(?:be|put)(?:16|32|64)\(\s*\w+\s*\+\s*(?:{positions})\b|"
+                           rf"\b(?:p|b|q|d|entry|head)\[\s*(?:{positions})\s*\]|&\s*\(?0x(?:07|08|10|20|40)\b)")
+    wrong = []
+    for source in sorted((REPO / "kfmt" / "csrc").glob("*.[ch]")):
+        if source.name == "layout.h" or source.stem in ("md5", "xxh3", "crc", "json_lines", "avro"):
+            continue  # the header itself; hash functions, JSON escaping and Avro's encoding: no Kafka bytes
+        text = re.sub(r"/\*.*?\*/|//[^\n]*", lambda m: "\n" * m[0].count("\n"), source.read_text(), flags=re.S)
+        defined = set(re.findall(r"^\s*#define (\w+)", text, re.M))
+        wrong += [f"{source.name} defines {n} again" for n in sorted(defined & names)]
+        wrong += [f"{source.name}:{text.count(chr(10), 0, m.start()) + 1}: {m[0]}" for m in by_number.finditer(text)]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_core_never_compares_a_magic_with_a_number():
+    """docs/plugins.md: the core does not branch on a message format by its number; it names the
+    format through kfmt.format.layout (MAGIC_V2, ...) or leaves the choice to the format plugin."""
+    literal = re.compile(r"magic\s*(?:==|>=|<=|<|>|!=)\s*[0-2]\b")
+    wrong = [f"{path.relative_to(REPO)}:{text.count(chr(10), 0, m.start()) + 1}"
+             for path in sorted((REPO / "kfmt").rglob("*.py"))
+             for text in [path.read_text()] for m in literal.finditer(text)]
+    assert not wrong, "\n".join(wrong)

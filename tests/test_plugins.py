@@ -307,10 +307,10 @@ class Tsv:
     name = "toy-tsv"
     extension = ".tsv"
 
-    def open(self, stream, schema):
+    def open(self, stream, schema, settings):
         return Writer(stream, schema)
 
-    def read_back(self, data, schema):
+    def read_back(self, data, schema, settings):
         data = bytes(data)
         at = data.find(b"--\\n")
         if at < 0:

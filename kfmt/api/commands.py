@@ -18,6 +18,7 @@ Heavy modules (the transforms, pyspark) are imported when a command runs, never 
 """
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 from typing import Sequence
@@ -166,21 +167,24 @@ def export(src: Where, dst: Where, *, format: str = "parquet",
            partition_by: str | Sequence[str] = ("topic", "partition"),
            isolation: str = "read_uncommitted", include_control: bool = False,
            max_bytes_per_task: int | None = None, target_file_size: int | None = None,
-           include_deleted: bool = False, append: bool = False, iceberg_catalog: str | None = None,
-           iceberg_table: str | None = None, iceberg_properties: dict | None = None,
+           include_deleted: bool = False, append: bool = False,
            storage_options: dict | None = None, dst_storage_options: dict | None = None,
            topic: str | None = None, partition: int | None = None, master: str | None = None,
-           dry_run: bool = False, progress: bool = False, mode: str = "records", **typing) -> Report:
+           dry_run: bool = False, progress: bool = False, mode: str = "records", **keywords) -> Report:
     """Records to Parquet or JSON Lines files in Hive-style directories, or to an Iceberg table
     (`kfmt export`); `partition_by` "topic,partition" or "topic,partition,date" (a string or a
-    sequence); `append` adds what is new since the export's last run (docs/export.md). `typing`:
-    key_format, value_format, key_format_options, value_format_options, schemas,
-    schema_registry_auth, schema_registry_token, on_decode_error, keep_raw (typing_options;
-    docs/typed-export.md). `mode="upsert"`: one row per key, its last value (a changelog's table)."""
+    sequence); `append` adds what is new since the export's last run (docs/export.md).
+    `mode="upsert"`: one row per key, its last value (a changelog's table). `keywords`: how keys
+    and values are decoded (key_format, value_format, key_format_options, value_format_options,
+    schemas, schema_registry_auth, schema_registry_token, on_decode_error, keep_raw: typing_options;
+    docs/typed-export.md), and the options the chosen exporter declares, as `<format>_<option>`
+    (`iceberg_catalog`, `iceberg_table`, `iceberg_properties`; `kfmt plugins` lists them)."""
     from kfmt.defaults import DEFAULT_SPLIT_BYTES, DEFAULT_TARGET_FILE_BYTES
+    from kfmt.rows.exporters import settings_from_keywords
     from kfmt.transforms.export import ExportOptions
     from kfmt.transforms.export import export as run_export
 
+    typing = {k: keywords.pop(k) for k in list(keywords) if k in _TYPING_KEYWORDS}
     if isinstance(partition_by, str):
         partition_by = partition_by.split(",")
     if max_bytes_per_task is None:
@@ -192,9 +196,9 @@ def export(src: Where, dst: Where, *, format: str = "parquet",
     if target_file_size <= 0:
         raise UsageError("--target-file-size (target_file_size) must be positive")
     options = ExportOptions(format, tuple(c.strip() for c in partition_by), include_control, isolation,
-                            max_bytes_per_task, target_file_size, include_deleted, typing_options(**typing), mode)
-    table = {"catalog": iceberg_catalog, "table": iceberg_table, "properties": dict(iceberg_properties or {})}
-    return _outcome(*run_export(*_paths(src, dst), options=options, append=append, table_settings=table,
+                            max_bytes_per_task, target_file_size, include_deleted,
+                            typing_options(**typing), mode, settings_from_keywords(format, keywords))
+    return _outcome(*run_export(*_paths(src, dst), options=options, append=append,
                                 **_run(storage_options, dst_storage_options, topic, partition, dry_run,
                                        master, progress)))
 
@@ -214,6 +218,9 @@ def typing_options(key_format=None, value_format=None, key_format_options: dict 
     return TypingOptions.of(key_format, value_format, key_options=key_format_options,
                             value_options=value_format_options, schemas=schemas, registry_auth=auth,
                             on_decode_error=on_decode_error, keep_raw=keep_raw)
+
+
+_TYPING_KEYWORDS = frozenset(inspect.signature(typing_options).parameters)
 
 
 # --- cleanup policies (kfmt.transforms.cleanup) ---

@@ -7,7 +7,6 @@ from kfmt.cli._common import (
     add_progress_argument,
     add_storage_arguments,
     add_typing_arguments,
-    key_value_pairs,
     typing_arguments,
 )
 from kfmt.cli._transform import (
@@ -18,6 +17,8 @@ from kfmt.cli._transform import (
     run_arguments,
 )
 from kfmt.defaults import DEFAULT_SPLIT_BYTES, DEFAULT_TARGET_FILE_BYTES
+from kfmt.plugin import registry
+from kfmt.plugin.options import add_flags, declared, from_flags
 
 NAME = "export"
 HELP = ("export records to Parquet or JSON Lines (Spark's Kafka source columns plus on-disk columns) in "
@@ -42,14 +43,6 @@ def add_arguments(p):
     p.add_argument("--format", default="parquet", metavar="NAME",
                    help="file format: parquet (default), jsonl, or one an exporter plugin provides "
                         "(kfmt plugins lists them)")
-    p.add_argument("--iceberg-catalog", metavar="NAME",
-                   help="--format iceberg: the pyiceberg catalog to use (load_catalog(NAME), configured in "
-                        "~/.pyiceberg.yaml or PYICEBERG_CATALOG__ variables; default: a SQLite catalog "
-                        "in DST/_catalog.db with the warehouse in DST/warehouse)")
-    p.add_argument("--iceberg-table", metavar="NS.TABLE",
-                   help="--format iceberg: the table (default kafka.records)")
-    p.add_argument("--iceberg-property", action="append", metavar="KEY=VALUE",
-                   help="--format iceberg: a catalog property (repeatable), e.g. uri=... or warehouse=...")
     p.add_argument("--partition-by", default="topic,partition", metavar="COLUMNS",
                    help="directory levels: topic,partition (default) or topic,partition,date (the UTC "
                         "date of the record timestamp)")
@@ -75,6 +68,15 @@ def add_arguments(p):
     p.add_argument("--output", choices=("text", "json"), default="text",
                    help="what is printed: text, or JSON (the plan with --dry-run, else the report)")
     add_progress_argument(p)
+    # Each exporter's own settings, as it declares them (--iceberg-table...): kfmt.plugin.options.
+    for name, exporter in sorted(registry.exporters_declared().items()):
+        add_flags(p, name, declared(exporter), f"--format {name}")
+
+
+def _settings(args) -> dict:
+    """The exporters' flags given, as kfmt.export's keywords (which refuses those of another format)."""
+    return {k: v for name, exporter in registry.exporters_declared().items()
+            for k, v in from_flags(args, name, declared(exporter)).items()}
 
 
 def run(args) -> int:
@@ -86,9 +88,7 @@ def run(args) -> int:
                     include_control=args.include_control, isolation=args.isolation,
                     max_bytes_per_task=args.max_bytes_per_task,
                     target_file_size=args.target_file_size, append=args.append,
-                    iceberg_catalog=args.iceberg_catalog, iceberg_table=args.iceberg_table,
-                    iceberg_properties=_properties(args.iceberg_property), mode=args.mode, **typing_arguments(args),
-                    **run_arguments(args))
+                    mode=args.mode, **typing_arguments(args), **_settings(args), **run_arguments(args))
     plan = result.plan
 
     def summary(r: dict) -> str:
@@ -107,7 +107,3 @@ def run(args) -> int:
                 f"({r['duration_ms'] / 1000:.1f} s{engine_note(r)}){summary_suffix(r.get('lost', []))}")
     report = None if result.is_plan else result
     return print_outcome(plan, report, args.output == "json", summary) or loss_exit(args, report)
-
-
-def _properties(pairs: list[str] | None) -> dict:
-    return key_value_pairs(pairs, "--iceberg-property")

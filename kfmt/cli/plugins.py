@@ -5,16 +5,28 @@ import sys
 
 from kfmt.cli._common import add_format_argument, dumps
 from kfmt.plugin.manager import describe_plugins, pm
+from kfmt.plugin.options import declared
 
 NAME = "plugins"
 HELP = "list the loaded plugins and what each registers"
 
+def _codec(c) -> str:
+    declared_levels = getattr(c, "levels", None)  # named levels (isal-1) included
+    levels = (f", levels {declared_levels.describe()}" if declared_levels is not None
+              else "" if c.level is None else f", levels {c.level.describe()}")
+    return f"{c.name} (id {c.id}{levels})"
+
+
+def _exporter(e) -> str:
+    flags = ", ".join(o.flag_of(e.name) for o in declared(e))
+    return f"{e.name} ({flags})" if flags else e.name
+
+
 _REGISTER_HOOKS = {
     "kfmt_register_formats": ("formats", lambda f: f"{f.name} (magic {', '.join(map(str, f.magics))})"),
-    "kfmt_register_compressions": ("compressions", lambda c: f"{c.name} (id {c.id}"
-                                   + (f"; levels {c.levels.describe()}" if getattr(c, "levels", None) else "") + ")"),
+    "kfmt_register_compressions": ("compressions", _codec),
     "kfmt_register_storage": ("storage", lambda s: s.name),
-    "kfmt_register_exporters": ("exporters", lambda e: e.name),
+    "kfmt_register_exporters": ("exporters", _exporter),
     "kfmt_register_commands": ("commands", lambda name, *rest: name),
 }
 

@@ -18,11 +18,15 @@ HELP = ("re-encode every data batch in v2 with another compression codec or leve
 
 def add_arguments(p):
     add_transform_arguments(p, include_deleted=True)
-    p.add_argument("--compression", required=True, choices=("none", "gzip", "snappy", "lz4", "zstd"),
-                   help="the codec of the output's data batches")
+    # The codecs and their levels are the compression plugins' own (kfmt plugins lists them): checked
+    # when the command runs, so that building the parser loads none of them.
+    p.add_argument("--compression", required=True, metavar="CODEC",
+                   help="the codec of the output's data batches, by name (kfmt plugins lists the codecs "
+                        "and their levels)")
     p.add_argument("--level", metavar="L",
-                   help="the codec's compression level (gzip 1-9 or isal-1..isal-3, lz4 1-17, zstd up to 22; "
-                        "default isal-1, 9, 3); given, batches already in the codec are re-encoded too")
+                   help="the codec's compression level, among those its plugin declares (gzip 1-9 or "
+                        "isal-1..isal-3, lz4 1-17, zstd up to 22; default isal-1, 9, 3); given, batches "
+                        "already in the codec are re-encoded too")
     add_compression_level_argument(p, bare=True)
     add_target_arguments(p)
     add_companion_arguments(p)

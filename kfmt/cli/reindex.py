@@ -28,7 +28,7 @@ def add_arguments(p):
 
 def run(args) -> int:
     from kfmt.api.commands import reindex
-    from kfmt.partition.log_start import left_out_suffix  # here: it imports numpy, which --help must not
+    from kfmt.partition.log_start import left_out_suffix  # numpy: only when the command runs
 
     result = reindex(args.src, args.dst, deep=args.deep, **companion_arguments(args), **run_arguments(args),
                      **target_arguments(args))

@@ -15,8 +15,6 @@
 #include "frames.h"
 #include "xxh3.h"
 
-#define V2_OVERHEAD 61
-
 /* One span row: int64 fields, in this order (kfmt.format.inflated_runs.SPAN_FIELDS). */
 enum { S_VALUE_AT, S_VALUE_LEN, S_CODEC, S_MAGIC, S_COUNT, S_BASE_OFFSET, S_BASE_TS, S_HAS_LAT, S_LAT, S_FIELDS };
 /* One facts row (kfmt.format.inflated_runs.WALK_FIELDS); flags: 1 a timestamp seen, 2 offsets not
@@ -27,38 +25,38 @@ enum { W_RECORDS, W_FIRST, W_LAST, W_MIN_TS, W_MAX_TS, W_FLAGS, W_FIELDS };
  * the per-entry path should decide. */
 static int entry_span(const uint8_t *p, int64_t at, const frame *f, int64_t *s) {
     int64_t size = f->size;
-    if (f->magic == 2) {
-        if (size < V2_OVERHEAD || !v2_row_describes(p, f) || f->compression == 0 || (f->attributes & 0x20) ||
-            f->records_count < 0)
+    if (f->magic == MAGIC_V2) {
+        if (size < V2_BATCH_OVERHEAD || !v2_row_describes(p, f) || f->compression == 0 ||
+            (f->attributes & ATTR_CONTROL) || f->records_count < 0)
             return 0;
         s[S_CODEC] = f->compression;
-        s[S_MAGIC] = 2;
+        s[S_MAGIC] = MAGIC_V2;
         s[S_COUNT] = f->records_count;
         s[S_BASE_OFFSET] = f->base_offset;
         s[S_BASE_TS] = f->base_timestamp;
-        s[S_HAS_LAT] = (f->attributes & 0x08) != 0;
+        s[S_HAS_LAT] = (f->attributes & ATTR_LOG_APPEND_TIME) != 0;
         s[S_LAT] = f->max_timestamp;
-        s[S_VALUE_AT] = at + V2_OVERHEAD;
+        s[S_VALUE_AT] = at + V2_BATCH_RECORDS_AT;
         if (f->records_count == 0) { /* an empty batch: decode looks no further (docs/format.md §4.7) */
             s[S_VALUE_LEN] = -1;
             return 1;
         }
-        if (crc32c_update(0, p + 21, (size_t)(size - 21)) != f->crc) return 0;
-        s[S_VALUE_LEN] = size - V2_OVERHEAD;
+        if (crc32c_update(0, p + V2_CRC_FROM, (size_t)(size - V2_CRC_FROM)) != f->crc) return 0;
+        s[S_VALUE_LEN] = size - V2_BATCH_RECORDS_AT;
         return 1;
     }
     legacy_wrapper_t w;
-    if (f->magic < 0 || !legacy_wrapper_parse(p, size, &w) || w.magic != f->magic || !(w.attributes & 0x07) ||
-        (w.attributes & 0x07) != f->compression || w.value_len < 0 || !w.crc_valid || w.offset != f->last_offset)
+    if (!legacy_wrapper_parse(p, size, &w) || w.magic != f->magic || !(w.attributes & CODEC_MASK) ||
+        (w.attributes & CODEC_MASK) != f->compression || w.value_len < 0 || !w.crc_valid || w.offset != f->last_offset)
         return 0;
     s[S_VALUE_AT] = at + w.value_at;
     s[S_VALUE_LEN] = w.value_len;
-    s[S_CODEC] = w.attributes & 0x07;
+    s[S_CODEC] = w.attributes & CODEC_MASK;
     s[S_MAGIC] = w.magic;
     s[S_COUNT] = -1; /* known only inflated */
     s[S_BASE_OFFSET] = w.offset;
     s[S_BASE_TS] = -1;
-    s[S_HAS_LAT] = w.magic == 1 && (w.attributes & 0x08); /* LogAppendTime: the wrapper's time for all */
+    s[S_HAS_LAT] = w.magic == MAGIC_V1 && (w.attributes & ATTR_LOG_APPEND_TIME); /* the wrapper's time for all */
     s[S_LAT] = w.timestamp;
     return 1;
 }
@@ -83,7 +81,7 @@ PyObject *py_compressed_spans(PyObject *self, PyObject *args) {
     for (; i < stop; i++) {
         const frame *row = &f[i];
         int64_t at = row->position - base, size = row->size;
-        if (at < 0 || size < 12 || at > (int64_t)data.len - size) break;
+        if (at < 0 || size < LOG_OVERHEAD || at > (int64_t)data.len - size) break;
         if (!entry_span((const uint8_t *)data.buf + at, at, row, spans + (i - start) * S_FIELDS)) break;
     }
     Py_END_ALLOW_THREADS

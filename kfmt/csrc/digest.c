@@ -76,13 +76,20 @@ PyObject *py_record_hashes_sum(PyObject *self, PyObject *args) {
 /* Whether a row describes the header of its entry p (what kfmt.format.frames' rows say of it, as the frame
  * scan reads it): the walk trusts no row it did not check. */
 static int row_describes(const uint8_t *p, const frame *f) {
-    return p[16] == 2 && f->magic == 2 && be64(p) == f->base_offset && (int64_t)be32(p + 8) + 12 == f->size &&
-           be32(p + 12) == f->partition_leader_epoch && (uint32_t)be32(p + 17) == f->crc &&
-           be16(p + 21) == f->attributes && wrap_add(f->base_offset, be32(p + 23)) == f->last_offset &&
-           be64(p + 27) == f->base_timestamp && be64(p + 35) == f->max_timestamp &&
-           be64(p + 43) == f->producer_id && be16(p + 51) == f->producer_epoch &&
-           be32(p + 53) == f->base_sequence && be32(p + 57) == f->records_count &&
-           f->compression == (be16(p + 21) & 0x07) && f->timestamp_type == (be16(p + 21) & 0x08 ? 1 : 0);
+    int16_t attributes = be16(p + V2_BATCH_ATTRIBUTES_AT);
+    return p[V2_BATCH_MAGIC_AT] == MAGIC_V2 && f->magic == MAGIC_V2 &&
+           be64(p + V2_BATCH_BASE_OFFSET_AT) == f->base_offset &&
+           (int64_t)be32(p + V2_BATCH_BATCH_LENGTH_AT) + LOG_OVERHEAD == f->size &&
+           be32(p + V2_BATCH_PARTITION_LEADER_EPOCH_AT) == f->partition_leader_epoch &&
+           (uint32_t)be32(p + V2_BATCH_CRC_AT) == f->crc && attributes == f->attributes &&
+           wrap_add(f->base_offset, be32(p + V2_BATCH_LAST_OFFSET_DELTA_AT)) == f->last_offset &&
+           be64(p + V2_BATCH_BASE_TIMESTAMP_AT) == f->base_timestamp &&
+           be64(p + V2_BATCH_MAX_TIMESTAMP_AT) == f->max_timestamp &&
+           be64(p + V2_BATCH_PRODUCER_ID_AT) == f->producer_id &&
+           be16(p + V2_BATCH_PRODUCER_EPOCH_AT) == f->producer_epoch &&
+           be32(p + V2_BATCH_BASE_SEQUENCE_AT) == f->base_sequence &&
+           be32(p + V2_BATCH_RECORDS_COUNT_AT) == f->records_count && f->compression == (attributes & CODEC_MASK) &&
+           f->timestamp_type == (attributes & ATTR_LOG_APPEND_TIME ? 1 : 0);
 }
 
 int v2_row_describes(const uint8_t *p, const frame *f) { return row_describes(p, f); }
@@ -94,7 +101,7 @@ static int hash_batch_records(const uint8_t *d, int64_t end, int64_t count, int6
                               int64_t *first_offset, int *nomem, facts_acc *a) {
     kerr e = {0};
     int64_t pos = 0;
-    if (count > end / MIN_RECORD_SIZE) return 0;
+    if (count > end / V2_MIN_RECORD_SIZE) return 0;
     for (int64_t i = 0; i < count; i++) {
         v2_record r;
         int64_t record_start = pos;
@@ -143,7 +150,7 @@ int v2_records_walk(const uint8_t *d, int64_t end, int64_t count, int64_t base_o
     /* the same walk without the hashes (facts.c's v2_facts) */
     kerr e = {0};
     int64_t pos = 0;
-    if (count > end / MIN_RECORD_SIZE) return 0;
+    if (count > end / V2_MIN_RECORD_SIZE) return 0;
     for (int64_t i = 0; i < count; i++) {
         v2_record r;
         if (parse_v2_record(d, &pos, end, i, &r, &e)) return 0;
@@ -210,18 +217,19 @@ PyObject *py_digest_v2_batches(PyObject *self, PyObject *args) {
     for (; i < stop; i++) {
         const frame *row = &f[i];
         int64_t at = row->position - base, size = row->size;
-        if (at < 0 || size < 61 || at > (int64_t)data.len - size) break;
+        if (at < 0 || size < V2_BATCH_OVERHEAD || at > (int64_t)data.len - size) break;
         const uint8_t *p = d + at;
-        if (!row_describes(p, row) || row->compression != 0 || (row->attributes & 0x20)) break;
-        if (check_crc && crc32c_update(0, p + 21, (size_t)(size - 21)) != row->crc) break;
+        if (!row_describes(p, row) || row->compression != 0 || (row->attributes & ATTR_CONTROL)) break;
+        if (check_crc && crc32c_update(0, p + V2_CRC_FROM, (size_t)(size - V2_CRC_FROM)) != row->crc) break;
         int64_t count = row->records_count;
         if (count < 0) break;
         if (count == 0) continue; /* an empty batch: decode looks no further (docs/format.md §4.7) */
         uint64_t batch_lo = 0, batch_hi = 0;
         int64_t batch_first = 0;
         int has_lat = row->timestamp_type == 1;
-        if (!hash_batch_records(p + 61, size - 61, count, row->base_offset, row->base_timestamp, has_lat,
-                                row->max_timestamp, &scratch, &batch_lo, &batch_hi, &batch_first, &nomem, NULL))
+        if (!hash_batch_records(p + V2_BATCH_RECORDS_AT, size - V2_BATCH_RECORDS_AT, count, row->base_offset,
+                                row->base_timestamp, has_lat, row->max_timestamp, &scratch, &batch_lo, &batch_hi,
+                                &batch_first, &nomem, NULL))
             break;
         kfmt_sum128(&lo, &hi, batch_lo, batch_hi);
         records += count;

@@ -15,22 +15,19 @@
 #include "frames.h"
 #include "xxh3.h"
 
-#define V2_CRC_FROM 21
-#define LEGACY_CRC_FROM 16
-#define V2_OVERHEAD 61
-#define LOG_OVERHEAD 12
+/* the layouts: layout.h (through native.h) */
 
 /* Whether the entry p (described by row f) is whole and its CRC holds. */
 static int entry_valid(const uint8_t *p, const frame *f) {
     int64_t size = f->size;
-    if (f->magic == 2)
-        return size >= V2_OVERHEAD && v2_row_describes(p, f) &&
+    if (f->magic == MAGIC_V2)
+        return size >= V2_BATCH_OVERHEAD && v2_row_describes(p, f) &&
                crc32c_update(0, p + V2_CRC_FROM, (size_t)(size - V2_CRC_FROM)) == f->crc;
     legacy_wrapper_t w;
     if (!legacy_wrapper_parse(p, size, &w) || !w.crc_valid) return 0;
     /* the row as the frame scan read it: the entry's own offset, magic, CRC and codec */
     return w.offset == f->last_offset && w.magic == f->magic && w.crc == f->crc &&
-           (w.attributes & 0x07) == f->compression;
+           (w.attributes & CODEC_MASK) == f->compression;
 }
 
 PyObject *py_entries_digest(PyObject *self, PyObject *args) {

@@ -17,8 +17,6 @@
 #include "frames.h"
 #include "records_v2.h"
 
-#define V2_OVERHEAD 61
-
 static void note_timestamp(facts_acc *a, int64_t ts) {
     if (ts == -1) return;
     if (!a->has_ts) {
@@ -43,7 +41,7 @@ static int v2_facts(const uint8_t *d, int64_t end, int64_t count, int64_t base_o
                     int64_t lat, facts_acc *a) {
     kerr e = {0};
     int64_t pos = 0;
-    if (count < 0 || count > end / MIN_RECORD_SIZE) return 0;
+    if (count < 0 || count > end / V2_MIN_RECORD_SIZE) return 0;
     facts_acc batch = *a;
     for (int64_t i = 0; i < count; i++) {
         v2_record r;
@@ -82,20 +80,21 @@ PyObject *py_entry_facts(PyObject *self, PyObject *args) {
     for (; i < stop; i++) {
         const frame *row = &f[i];
         int64_t at = row->position - base, size = row->size;
-        if (at < 0 || size < 26 || at > (int64_t)data.len - size) break;
+        if (at < 0 || size < LOG_OVERHEAD + MIN_ENTRY_SIZE || at > (int64_t)data.len - size) break;
         const uint8_t *p = d + at;
-        if (row->magic <= 1) {
+        if (row->magic < MAGIC_V2) {
             if (!legacy_message_vouched(p, row, 1)) break;
             /* a v0 message has no timestamp: its row says -1 (frames.h), as decode does */
             facts_note(&a, row->base_offset, row->max_timestamp);
             continue;
         }
-        if (size < V2_OVERHEAD || !v2_row_describes(p, row) || row->compression != 0 || (row->attributes & 0x20) ||
-            crc32c_update(0, p + 21, (size_t)(size - 21)) != row->crc)
+        if (size < V2_BATCH_OVERHEAD || !v2_row_describes(p, row) || row->compression != 0 ||
+            (row->attributes & ATTR_CONTROL) ||
+            crc32c_update(0, p + V2_CRC_FROM, (size_t)(size - V2_CRC_FROM)) != row->crc)
             break;
         if (row->records_count == 0) continue; /* an empty batch: decode looks no further */
-        if (!v2_facts(p + V2_OVERHEAD, size - V2_OVERHEAD, row->records_count, row->base_offset, row->base_timestamp,
-                      row->timestamp_type == 1, row->max_timestamp, &a))
+        if (!v2_facts(p + V2_BATCH_RECORDS_AT, size - V2_BATCH_RECORDS_AT, row->records_count, row->base_offset,
+                      row->base_timestamp, row->timestamp_type == 1, row->max_timestamp, &a))
             break;
     }
     Py_END_ALLOW_THREADS

@@ -13,10 +13,6 @@
 #include "native.h"
 #include "frames.h"
 
-#define LOG_OVERHEAD 12
-#define HEADER_SIZE_UP_TO_MAGIC 17
-#define MIN_ENTRY_SIZE 14
-#define V2_BATCH_OVERHEAD 61
 #define INT32_MAX_ 2147483647LL
 
 /* frame_layout() -> (itemsize, [(name, offset), ...]): the row layout, for numpy's dtype */
@@ -34,33 +30,33 @@ PyObject *py_frame_layout(PyObject *self, PyObject *args) {
 /* One entry's header at d[pos..pos+size+12) (its bounds already checked); 0 if read_header would
  * refuse it (the Python step then raises its message). */
 static int read_frame(const uint8_t *p, int64_t entry_size, frame *f) {
-    int magic = p[16];
+    int magic = p[LOG_ENTRY_MAGIC_AT];
     f->magic = (int8_t)magic;
     f->size = (int32_t)entry_size;
-    f->crc = (uint32_t)be32(p + (magic == 2 ? 17 : 12));
-    if (magic == 2) {
+    f->crc = (uint32_t)be32(p + (magic == MAGIC_V2 ? V2_BATCH_CRC_AT : V0_MESSAGE_CRC_AT));
+    if (magic == MAGIC_V2) {
         if (entry_size < V2_BATCH_OVERHEAD) return 0;
-        int16_t attrs = be16(p + 21);
-        f->base_offset = be64(p);
-        f->partition_leader_epoch = be32(p + 12);
+        int16_t attrs = be16(p + V2_BATCH_ATTRIBUTES_AT);
+        f->base_offset = be64(p + V2_BATCH_BASE_OFFSET_AT);
+        f->partition_leader_epoch = be32(p + V2_BATCH_PARTITION_LEADER_EPOCH_AT);
         f->attributes = attrs;
-        f->last_offset = wrap_add(f->base_offset, be32(p + 23));
-        f->base_timestamp = be64(p + 27);
-        f->max_timestamp = be64(p + 35);
-        f->producer_id = be64(p + 43);
-        f->producer_epoch = be16(p + 51);
-        f->base_sequence = be32(p + 53);
-        f->records_count = be32(p + 57);
-        f->compression = (int8_t)(attrs & 0x07);
-        f->timestamp_type = attrs & 0x08 ? 1 : 0;
+        f->last_offset = wrap_add(f->base_offset, be32(p + V2_BATCH_LAST_OFFSET_DELTA_AT));
+        f->base_timestamp = be64(p + V2_BATCH_BASE_TIMESTAMP_AT);
+        f->max_timestamp = be64(p + V2_BATCH_MAX_TIMESTAMP_AT);
+        f->producer_id = be64(p + V2_BATCH_PRODUCER_ID_AT);
+        f->producer_epoch = be16(p + V2_BATCH_PRODUCER_EPOCH_AT);
+        f->base_sequence = be32(p + V2_BATCH_BASE_SEQUENCE_AT);
+        f->records_count = be32(p + V2_BATCH_RECORDS_COUNT_AT);
+        f->compression = (int8_t)(attrs & CODEC_MASK);
+        f->timestamp_type = attrs & ATTR_LOG_APPEND_TIME ? 1 : 0;
         return 1;
     }
-    /* v0/v1: RECORD_OVERHEAD of 14 / 22 bytes after the log overhead */
-    if (entry_size < LOG_OVERHEAD + (magic == 0 ? 14 : 22)) return 0;
-    int8_t attrs = (int8_t)p[17];
-    f->base_offset = f->last_offset = be64(p);
+    /* v0/v1: at least RECORD_OVERHEAD_V0 / _V1 bytes after the log overhead */
+    if (entry_size < LOG_OVERHEAD + (magic == MAGIC_V0 ? RECORD_OVERHEAD_V0 : RECORD_OVERHEAD_V1)) return 0;
+    int8_t attrs = (int8_t)p[V0_MESSAGE_ATTRIBUTES_AT];
+    f->base_offset = f->last_offset = be64(p + V0_MESSAGE_OFFSET_AT);
     f->attributes = attrs;
-    f->compression = (int8_t)(attrs & 0x07);
+    f->compression = (int8_t)(attrs & CODEC_MASK);
     f->partition_leader_epoch = -1;
     f->base_timestamp = -1;
     f->producer_id = -1;
@@ -68,12 +64,12 @@ static int read_frame(const uint8_t *p, int64_t entry_size, frame *f) {
     f->base_sequence = -1;
     /* a compressed wrapper's count (and first offset) are known only after decompression */
     f->records_count = f->compression ? -1 : 1;
-    if (magic == 0) {
+    if (magic == MAGIC_V0) {
         f->timestamp_type = -1;
         f->max_timestamp = -1;
     } else {
-        f->timestamp_type = attrs & 0x08 ? 1 : 0;
-        f->max_timestamp = be64(p + 18);
+        f->timestamp_type = attrs & ATTR_LOG_APPEND_TIME ? 1 : 0;
+        f->max_timestamp = be64(p + V1_MESSAGE_TIMESTAMP_AT);
     }
     return 1;
 }
@@ -93,10 +89,10 @@ static int64_t scan(const uint8_t *d, int64_t pos, int64_t end, int64_t base, un
         }
         if (remaining <= HEADER_SIZE_UP_TO_MAGIC) break; /* the clean end, or a truncated tail */
         const uint8_t *p = d + pos;
-        int32_t size = be32(p + 8);
-        int magic = p[16];
+        int32_t size = be32(p + LOG_ENTRY_SIZE_AT);
+        int magic = p[LOG_ENTRY_MAGIC_AT];
         /* (a zero-filled head has size 0: it stops here too) */
-        if (size < MIN_ENTRY_SIZE || size > remaining - LOG_OVERHEAD || magic > 2 || !(magics >> magic & 1))
+        if (size < MIN_ENTRY_SIZE || size > remaining - LOG_OVERHEAD || magic > MAGIC_V2 || !(magics >> magic & 1))
             break;
         frame *f = &rows[n];
         memset(f, 0, sizeof *f);
@@ -121,7 +117,7 @@ PyObject *py_scan_frames(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "scan_frames: range outside the data");
         return NULL;
     }
-    /* the smallest entry is 26 bytes (log overhead + a v0 message's 14) */
+    /* the smallest entry: log overhead + a v0 message's RECORD_OVERHEAD_V0 (26 bytes) */
     int64_t cap = (end - pos) / (LOG_OVERHEAD + MIN_ENTRY_SIZE) + 1;
     if (cap > max_rows) cap = max_rows;
     PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(cap * (int64_t)sizeof(frame)));
@@ -233,10 +229,12 @@ PyObject *py_frames_describe(PyObject *self, PyObject *args) {
     for (; i < stop; i++) {
         const frame *f = &rows[i];
         int64_t at = f->position - base;
-        if (at < 0 || f->size < LOG_OVERHEAD + 5 || at > (int64_t)buf.len - f->size) break;
+        if (at < 0 || f->size < HEADER_SIZE_UP_TO_MAGIC || at > (int64_t)buf.len - f->size) break;
         const uint8_t *p = d + at;
-        int64_t stored = f->magic >= 2 ? f->base_offset : f->last_offset;
-        if (be64(p) != stored || (int64_t)be32(p + 8) + LOG_OVERHEAD != f->size || (int8_t)p[16] != f->magic) break;
+        int64_t stored = f->magic >= MAGIC_V2 ? f->base_offset : f->last_offset;
+        if (be64(p + LOG_ENTRY_OFFSET_AT) != stored ||
+            (int64_t)be32(p + LOG_ENTRY_SIZE_AT) + LOG_OVERHEAD != f->size || (int8_t)p[LOG_ENTRY_MAGIC_AT] != f->magic)
+            break;
     }
     PyBuffer_Release(&buf);
     PyBuffer_Release(&rows_buf);

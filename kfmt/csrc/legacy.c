@@ -18,8 +18,6 @@
 
 #include "xxh3.h"
 
-#define LOG_OVERHEAD 12
-
 PyObject *facts_result(const facts_acc *a); /* facts.c */
 #define INT32_MAX_ 2147483647LL
 
@@ -33,15 +31,15 @@ typedef struct {
 /* LegacyMessage's checks on the entry at p of `size` bytes (log overhead included); 0 if it refuses
  * the entry or the entry is a compressed wrapper. */
 static int parse_message(const uint8_t *p, int64_t size, message *m) {
-    int magic = (int8_t)p[16], attrs = (int8_t)p[17];
-    if (magic != 0 && magic != 1) return 0;
-    if (size - LOG_OVERHEAD < (magic == 0 ? 14 : 22) || (attrs & 0x07)) return 0;
-    int64_t pos = magic == 0 ? 18 : 26;
+    int magic = (int8_t)p[V0_MESSAGE_MAGIC_AT], attrs = (int8_t)p[V0_MESSAGE_ATTRIBUTES_AT];
+    if (magic != MAGIC_V0 && magic != MAGIC_V1) return 0;
+    if (size - LOG_OVERHEAD < RECORD_OVERHEAD(magic) || (attrs & CODEC_MASK)) return 0;
+    int64_t pos = LEGACY_KEY_AT(magic);
     m->magic = magic;
     m->entry = p;
-    m->offset = be64(p);
-    m->timestamp = magic == 1 ? be64(p + 18) : -1;
-    m->v2_timestamp_type = magic == 1 && (attrs & 0x08) ? 1 : 0;
+    m->offset = be64(p + V0_MESSAGE_OFFSET_AT);
+    m->timestamp = magic == MAGIC_V1 ? be64(p + V1_MESSAGE_TIMESTAMP_AT) : -1;
+    m->v2_timestamp_type = magic == MAGIC_V1 && (attrs & ATTR_LOG_APPEND_TIME) ? 1 : 0;
     for (int field = 0; field < 2; field++) {
         if (pos + 4 > size) return 0;
         int64_t n = be32(p + pos);
@@ -52,7 +50,9 @@ static int parse_message(const uint8_t *p, int64_t size, message *m) {
         if (n > 0) pos += n;
     }
     if (pos != size) return 0;
-    m->crc_valid = crc32_update(0, p + 16, (size_t)(size - 16)) == (uint32_t)be32(p + 12);
+    /* the CRC-32 covers magic .. end of value */
+    m->crc_valid = crc32_update(0, p + V0_MESSAGE_MAGIC_AT, (size_t)(size - V0_MESSAGE_MAGIC_AT)) ==
+                   (uint32_t)be32(p + V0_MESSAGE_CRC_AT);
     return 1;
 }
 
@@ -154,7 +154,7 @@ typedef struct {
 } message_info;
 
 /* The most messages a message set of `len` bytes can hold (the smallest v0 entry is 26 bytes). */
-static int64_t set_capacity(int64_t len, int inner) { return inner ? len / (LOG_OVERHEAD + 14) + 1 : 1; }
+static int64_t set_capacity(int64_t len, int inner) { return inner ? len / (LOG_OVERHEAD + MIN_ENTRY_SIZE) + 1 : 1; }
 
 /* The messages of d[0..end) into rows row0.. of c (their facts into info[0..], when not NULL), as
  * LegacyFormat decodes them: `inner` 0: d is one uncompressed entry (LegacyFormat.decode); 1: a
@@ -170,8 +170,8 @@ static int legacy_set_into(const uint8_t *d, int64_t end, int inner, int64_t wra
     int ok = 1;
     /* the messages: each entry whole, a truncated final inner one dropped as Kafka does */
     while (end - pos >= LOG_OVERHEAD) {
-        int64_t size = be32(d + pos + 8), row = row0 + n;
-        if (size < 14) { ok = 0; break; }
+        int64_t size = be32(d + pos + LOG_ENTRY_SIZE_AT), row = row0 + n;
+        if (size < MIN_ENTRY_SIZE) { ok = 0; break; }
         if (pos + LOG_OVERHEAD + size > end) {
             if (!inner) ok = 0;
             break;
@@ -184,9 +184,9 @@ static int legacy_set_into(const uint8_t *d, int64_t end, int inner, int64_t wra
         if (info != NULL) {
             memset(&info[n], 0, sizeof info[n]);
             info[n].stored_timestamp = m.timestamp;
-            info[n].crc = (uint32_t)be32(m.entry + 12);
+            info[n].crc = (uint32_t)be32(m.entry + V0_MESSAGE_CRC_AT);
             info[n].magic = (int8_t)m.magic;
-            info[n].attributes = (int8_t)m.entry[17];
+            info[n].attributes = (int8_t)m.entry[V0_MESSAGE_ATTRIBUTES_AT];
             info[n].crc_valid = (uint8_t)m.crc_valid;
         }
         if (m.klen >= 0) {
@@ -202,13 +202,13 @@ static int legacy_set_into(const uint8_t *d, int64_t end, int inner, int64_t wra
         c->header_list_offsets[row + 1] = 0;
         c->offsets[row] = m.offset; /* made absolute below */
         /* §3.5: v0 messages have no timestamp; a LogAppendTime wrapper's time overrides */
-        c->timestamps[row] = m.magic == 0 ? -1 : has_lat ? lat : m.timestamp;
+        c->timestamps[row] = m.magic == MAGIC_V0 ? -1 : has_lat ? lat : m.timestamp;
         n++;
         pos += LOG_OVERHEAD + size;
         if (!inner) break;
     }
     if (ok == 1 && (n == 0 || (!inner && pos != end))) ok = 0;
-    if (ok == 1 && inner && wrapper_magic == 1) {
+    if (ok == 1 && inner && wrapper_magic == MAGIC_V1) {
         /* v0 inner offsets are absolute; v1 ones relative to the wrapper's (§3.4; a wrapper offset
          * of 0, written by some librdkafka versions, means base 0) */
         int64_t base = 0;
@@ -366,8 +366,6 @@ PyObject *py_message_info_layout(PyObject *self, PyObject *args) {
 
 /* ---------------------------------------------------------------- upgrade */
 
-#define V2_OVERHEAD 61
-
 static uint64_t message_hash_sum(const message *m, gbuf *scratch, int *nomem, uint64_t *hi) {
     /* kfmt.format.digest's canonical form: offset, timestamp, sized key, sized value, header count 0 */
     size_t size = 16 + 4 + (m->klen > 0 ? (size_t)m->klen : 0) + 4 + (m->vlen > 0 ? (size_t)m->vlen : 0) + 4;
@@ -404,14 +402,14 @@ static int64_t record_size(const message *m, int64_t base_offset, int64_t base_t
 static int write_batch(const message *group, int64_t n, int64_t out_position, gbuf *out, gbuf *out_rows) {
     const message *first = &group[0], *last = &group[n - 1];
     int64_t base_offset = first->offset, base_ts = first->timestamp, max_ts = first->timestamp;
-    int64_t size = V2_OVERHEAD;
+    int64_t size = V2_BATCH_OVERHEAD;
     for (int64_t i = 0; i < n; i++) {
         size += record_size(&group[i], base_offset, base_ts);
         if (group[i].timestamp > max_ts) max_ts = group[i].timestamp;
     }
     if (gbuf_reserve(out, (size_t)size) || gbuf_reserve(out_rows, sizeof(frame))) return -1;
-    uint8_t *b = out->data + out->len, *p = b + V2_OVERHEAD;
-    int16_t attributes = first->v2_timestamp_type == 1 ? 0x08 : 0;
+    uint8_t *b = out->data + out->len, *p = b + V2_BATCH_RECORDS_AT;
+    int16_t attributes = first->v2_timestamp_type == 1 ? ATTR_LOG_APPEND_TIME : 0;
     for (int64_t i = 0; i < n; i++) {
         const message *m = &group[i];
         uint64_t zts = zigzag(m->timestamp - base_ts), zoff = zigzag(m->offset - base_offset);
@@ -428,20 +426,20 @@ static int write_batch(const message *group, int64_t n, int64_t out_position, gb
         else { p = put_varint_u(p, zigzag(m->vlen)); memcpy(p, m->value, (size_t)m->vlen); p += m->vlen; }
         *p++ = 0; /* no headers */
     }
-    put64(b, base_offset);
-    put32(b + 8, (int32_t)(size - LOG_OVERHEAD));
-    put32(b + 12, -1); /* partition leader epoch: none */
-    b[16] = 2;
-    put16(b + 21, attributes);
-    put32(b + 23, (int32_t)(last->offset - base_offset));
-    put64(b + 27, base_ts);
-    put64(b + 35, max_ts);
-    put64(b + 43, -1); /* producer id, epoch, base sequence: none */
-    put16(b + 51, -1);
-    put32(b + 53, -1);
-    put32(b + 57, (int32_t)n);
-    uint32_t crc = crc32c_update(0, b + 21, (size_t)(size - 21));
-    put32(b + 17, (int32_t)crc);
+    put64(b + V2_BATCH_BASE_OFFSET_AT, base_offset);
+    put32(b + V2_BATCH_BATCH_LENGTH_AT, (int32_t)(size - LOG_OVERHEAD));
+    put32(b + V2_BATCH_PARTITION_LEADER_EPOCH_AT, -1); /* none */
+    b[V2_BATCH_MAGIC_AT] = MAGIC_V2;
+    put16(b + V2_BATCH_ATTRIBUTES_AT, attributes);
+    put32(b + V2_BATCH_LAST_OFFSET_DELTA_AT, (int32_t)(last->offset - base_offset));
+    put64(b + V2_BATCH_BASE_TIMESTAMP_AT, base_ts);
+    put64(b + V2_BATCH_MAX_TIMESTAMP_AT, max_ts);
+    put64(b + V2_BATCH_PRODUCER_ID_AT, -1); /* producer id, epoch, base sequence: none */
+    put16(b + V2_BATCH_PRODUCER_EPOCH_AT, -1);
+    put32(b + V2_BATCH_BASE_SEQUENCE_AT, -1);
+    put32(b + V2_BATCH_RECORDS_COUNT_AT, (int32_t)n);
+    uint32_t crc = crc32c_update(0, b + V2_CRC_FROM, (size_t)(size - V2_CRC_FROM));
+    put32(b + V2_BATCH_CRC_AT, (int32_t)crc);
     frame *row = (frame *)(out_rows->data + out_rows->len);
     memset(row, 0, sizeof *row);
     row->position = out_position + (int64_t)out->len;
@@ -477,7 +475,7 @@ static int joins(const message *first, int64_t n, int64_t group_bytes, const mes
     if (__builtin_sub_overflow(m->offset, first->offset, &off_delta) || off_delta < 0 ||
         off_delta > INT32_MAX_ || __builtin_sub_overflow(m->timestamp, first->timestamp, &ts_delta))
         return 0;
-    return V2_OVERHEAD + group_bytes + entry_size <= max_batch_bytes;
+    return V2_BATCH_OVERHEAD + group_bytes + entry_size <= max_batch_bytes;
 }
 
 /* The open group of upgrade_legacy_messages, and the content digest of its records. */
@@ -601,14 +599,14 @@ PyObject *py_encode_legacy_messages(PyObject *self, PyObject *args) {
     int has_lat = o_lat != Py_None;
     long long lat = 0;
     if (has_lat && (lat = PyLong_AsLongLong(o_lat)) == -1 && PyErr_Occurred()) return NULL;
-    if (magic != 0 && magic != 1) Py_RETURN_NOTIMPLEMENTED;
+    if (magic != MAGIC_V0 && magic != MAGIC_V1) Py_RETURN_NOTIMPLEMENTED;
     record_view v;
     int r = record_view_open(&v, records);
     if (r != 1) {
         if (r < 0) return NULL;
         Py_RETURN_NOTIMPLEMENTED;
     }
-    int64_t total = 0, fixed = LOG_OVERHEAD + 4 + 2 + (magic == 1 ? 8 : 0) + 8;
+    int64_t total = 0, fixed = LOG_OVERHEAD + RECORD_OVERHEAD(magic); /* and the key and value */
     for (int64_t i = 0; i < v.n; i++) {
         int64_t k = v.key0 + i, val = v.value0 + i, hl = v.hlist0 + i, relative;
         if (v.header_list_offsets[hl + 1] != v.header_list_offsets[hl] ||
@@ -626,17 +624,14 @@ PyObject *py_encode_legacy_messages(PyObject *self, PyObject *args) {
         return NULL;
     }
     uint8_t *p = (uint8_t *)PyBytes_AS_STRING(out);
-    int8_t attributes = has_lat ? 0x08 : 0;
+    int8_t attributes = has_lat ? ATTR_LOG_APPEND_TIME : 0;
     Py_BEGIN_ALLOW_THREADS
     for (int64_t i = 0; i < v.n; i++) {
         int64_t k = v.key0 + i, val = v.value0 + i;
-        uint8_t *entry = p, *q = p + LOG_OVERHEAD + 4;
-        *q++ = (uint8_t)magic;
-        *q++ = (uint8_t)attributes;
-        if (magic == 1) {
-            put64(q, has_lat ? lat : v.timestamps[v.ts0 + i]);
-            q += 8;
-        }
+        uint8_t *entry = p, *q = p + LEGACY_KEY_AT(magic);
+        entry[V0_MESSAGE_MAGIC_AT] = (uint8_t)magic;
+        entry[V0_MESSAGE_ATTRIBUTES_AT] = (uint8_t)attributes;
+        if (magic == MAGIC_V1) put64(entry + V1_MESSAGE_TIMESTAMP_AT, has_lat ? lat : v.timestamps[v.ts0 + i]);
         if (!bit_set(v.key_valid, k)) { put32(q, -1); q += 4; }
         else {
             int32_t n = v.key_offsets[k + 1] - v.key_offsets[k];
@@ -651,9 +646,10 @@ PyObject *py_encode_legacy_messages(PyObject *self, PyObject *args) {
             memcpy(q + 4, v.value_data + v.value_offsets[val], (size_t)n);
             q += 4 + n;
         }
-        put64(entry, v.offsets[v.off0 + i] - base_offset);
-        put32(entry + 8, (int32_t)(q - entry - LOG_OVERHEAD));
-        put32(entry + 12, (int32_t)crc32_update(0, entry + 16, (size_t)(q - entry - 16)));
+        put64(entry + V0_MESSAGE_OFFSET_AT, v.offsets[v.off0 + i] - base_offset);
+        put32(entry + V0_MESSAGE_MESSAGE_SIZE_AT, (int32_t)(q - entry - LOG_OVERHEAD));
+        put32(entry + V0_MESSAGE_CRC_AT, (int32_t)crc32_update(0, entry + V0_MESSAGE_MAGIC_AT,
+                                                                (size_t)(q - entry - V0_MESSAGE_MAGIC_AT)));
         p = q;
     }
     Py_END_ALLOW_THREADS
@@ -666,10 +662,10 @@ PyObject *py_encode_legacy_messages(PyObject *self, PyObject *args) {
  * null value), without copying its value (a compressed wrapper's value is the inner message set,
  * decompressed straight from the entry). NotImplemented for anything LegacyMessage refuses. */
 int legacy_wrapper_parse(const uint8_t *p, int64_t size, legacy_wrapper_t *w) {
-    if (size < 18) return 0;
-    int magic = (int8_t)p[16], attrs = (int8_t)p[17];
-    int64_t pos = magic == 0 ? 18 : 26, n[2] = {0, 0}, at[2] = {0, 0};
-    if (!((magic == 0 || magic == 1) && size - LOG_OVERHEAD >= (magic == 0 ? 14 : 22))) return 0;
+    if (size < V0_MESSAGE_KEY_AT) return 0;
+    int magic = (int8_t)p[V0_MESSAGE_MAGIC_AT], attrs = (int8_t)p[V0_MESSAGE_ATTRIBUTES_AT];
+    int64_t pos = LEGACY_KEY_AT(magic), n[2] = {0, 0}, at[2] = {0, 0};
+    if (!((magic == MAGIC_V0 || magic == MAGIC_V1) && size - LOG_OVERHEAD >= RECORD_OVERHEAD(magic))) return 0;
     for (int field = 0; field < 2; field++) {
         if (pos + 4 > size) return 0;
         n[field] = be32(p + pos);
@@ -681,12 +677,12 @@ int legacy_wrapper_parse(const uint8_t *p, int64_t size, legacy_wrapper_t *w) {
         }
     }
     if (pos != size) return 0;
-    w->offset = be64(p);
+    w->offset = be64(p + V0_MESSAGE_OFFSET_AT);
     w->magic = magic;
     w->attributes = attrs;
-    w->crc = (uint32_t)be32(p + 12);
-    w->crc_valid = crc32_update(0, p + 16, (size_t)(size - 16)) == w->crc;
-    w->timestamp = magic == 1 ? be64(p + 18) : -1;
+    w->crc = (uint32_t)be32(p + V0_MESSAGE_CRC_AT);
+    w->crc_valid = crc32_update(0, p + V0_MESSAGE_MAGIC_AT, (size_t)(size - V0_MESSAGE_MAGIC_AT)) == w->crc;
+    w->timestamp = magic == MAGIC_V1 ? be64(p + V1_MESSAGE_TIMESTAMP_AT) : -1;
     w->value_at = at[1];
     w->value_len = n[1] < 0 ? -1 : n[1];
     return 1;
@@ -713,13 +709,13 @@ PyObject *py_legacy_wrapper(PyObject *self, PyObject *args) {
  * walk trusts no row it did not check. */
 static int message_row_describes(const uint8_t *p, const frame *f, const message *m) {
     return f->magic == m->magic && f->compression == 0 && f->base_offset == m->offset &&
-           f->last_offset == m->offset && f->records_count == 1 && f->crc == (uint32_t)be32(p + 12) &&
-           f->attributes == (int8_t)p[17] && f->max_timestamp == m->timestamp;
+           f->last_offset == m->offset && f->records_count == 1 && f->crc == (uint32_t)be32(p + V0_MESSAGE_CRC_AT) &&
+           f->attributes == (int8_t)p[V0_MESSAGE_ATTRIBUTES_AT] && f->max_timestamp == m->timestamp;
 }
 
 int legacy_message_vouched(const uint8_t *p, const frame *f, int check_crc) {
     message m;
-    return f->magic <= 1 && f->compression == 0 && parse_message(p, f->size, &m) &&
+    return f->magic < MAGIC_V2 && f->compression == 0 && parse_message(p, f->size, &m) &&
            message_row_describes(p, f, &m) && (!check_crc || m.crc_valid);
 }
 
@@ -750,7 +746,7 @@ PyObject *py_digest_legacy_messages(PyObject *self, PyObject *args) {
         const frame *row = &f[i];
         const uint8_t *p = entry_of(data.buf, data.len, base, row);
         message m;
-        if (p == NULL || row->magic > 1 || row->compression != 0 || !parse_message(p, row->size, &m) ||
+        if (p == NULL || row->magic >= MAGIC_V2 || row->compression != 0 || !parse_message(p, row->size, &m) ||
             !message_row_describes(p, row, &m) || (check_crc && !m.crc_valid))
             break;
         uint64_t h_hi = 0, h_lo = message_hash_sum(&m, &scratch, &nomem, &h_hi);
@@ -775,8 +771,8 @@ static int inner_set(const uint8_t *d, int64_t end, long long wrapper_offset, in
     int64_t pos = 0, n = 0;
     int ok = end <= INT32_MAX_;
     while (ok && end - pos >= LOG_OVERHEAD) {
-        int64_t size = be32(d + pos + 8);
-        if (size < 14) { ok = 0; break; }
+        int64_t size = be32(d + pos + LOG_ENTRY_SIZE_AT);
+        if (size < MIN_ENTRY_SIZE) { ok = 0; break; }
         if (pos + LOG_OVERHEAD + size > end) break; /* a truncated final inner message is dropped */
         message m;
         if (!parse_message(d + pos, LOG_OVERHEAD + size, &m) || (check_crc && !m.crc_valid)) { ok = 0; break; }
@@ -790,14 +786,14 @@ static int inner_set(const uint8_t *d, int64_t end, long long wrapper_offset, in
     int64_t base = 0;
     if (ok && n == 0) ok = 0;
     /* v0 inner offsets are absolute; v1 ones relative to the wrapper's (§3.4; 0 means base 0) */
-    if (ok && wrapper_magic == 1 && wrapper_offset != 0) {
+    if (ok && wrapper_magic == MAGIC_V1 && wrapper_offset != 0) {
         if (wrapper_offset < ms[n - 1].offset) ok = 0;
         else base = wrapper_offset - ms[n - 1].offset;
     }
     for (int64_t i = 0; ok && i < n; i++) {
         message *m = &ms[i];
-        if (wrapper_magic == 1) m->offset = wrap_add(base, m->offset);
-        m->timestamp = m->magic == 0 ? -1 : has_lat ? lat : m->timestamp;
+        if (wrapper_magic == MAGIC_V1) m->offset = wrap_add(base, m->offset);
+        m->timestamp = m->magic == MAGIC_V0 ? -1 : has_lat ? lat : m->timestamp;
     }
     *count = n;
     return ok;

@@ -13,6 +13,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "layout.h" /* the layouts of docs/format.md, generated from kfmt/format/layout.py */
+
 /* ---- The Arrow C data interface (https://arrow.apache.org/docs/format/CDataInterface.html) ----
  * A stable ABI: record columns cross into pyarrow without copies and without per-record objects. */
 #ifndef ARROW_C_DATA_INTERFACE

@@ -78,10 +78,10 @@ PyObject *py_decode_v2_records(PyObject *self, PyObject *args) {
     const uint8_t *d = buf.buf;
     int64_t end = buf.len;
     kerr e = {0};
-    if (count > end / MIN_RECORD_SIZE) {
+    if (count > end / V2_MIN_RECORD_SIZE) {
         /* checked before the columns are allocated: a corrupt count must not cost gigabytes */
         kerr_set(&e, 0, "record batch declares %lld records but %lld bytes of records can hold at most %lld",
-                 (long long)count, (long long)end, (long long)(end / MIN_RECORD_SIZE));
+                 (long long)count, (long long)end, (long long)(end / V2_MIN_RECORD_SIZE));
         PyBuffer_Release(&buf);
         return raise_kerr(&e);
     }
@@ -129,9 +129,9 @@ PyObject *py_decode_v2_batches(PyObject *self, PyObject *args) {
     Py_ssize_t limit = start;
     for (; limit < stop; limit++) {
         const frame *row = &f[limit];
-        int64_t payload = (int64_t)row->size - 61;
-        if (row->magic != 2 || row->compression != 0 || (row->attributes & 0x20) || payload < 0 ||
-            row->records_count < 0 || row->records_count > payload / MIN_RECORD_SIZE || bytes + payload > INT32_MAX)
+        int64_t payload = (int64_t)row->size - V2_BATCH_RECORDS_AT;
+        if (row->magic != MAGIC_V2 || row->compression != 0 || (row->attributes & ATTR_CONTROL) || payload < 0 ||
+            row->records_count < 0 || row->records_count > payload / V2_MIN_RECORD_SIZE || bytes + payload > INT32_MAX)
             break;
         records += row->records_count;
         bytes += payload;
@@ -153,13 +153,14 @@ PyObject *py_decode_v2_batches(PyObject *self, PyObject *args) {
         if (at < 0 || at > (int64_t)data.len - size) break;
         const uint8_t *p = d + at;
         if (!v2_row_describes(p, row)) break;
-        if (check_crc && crc32c_update(0, p + 21, (size_t)(size - 21)) != row->crc) break;
+        if (check_crc && crc32c_update(0, p + V2_CRC_FROM, (size_t)(size - V2_CRC_FROM)) != row->crc) break;
         int64_t count = row->records_count;
         if (count == 0) continue; /* decode looks no further (docs/format.md §4.7) */
         kerr e = {0};
         columns_mark mark = columns_marked(&c);
-        int r = decode_records(p + 61, size - 61, count, row->base_offset, row->base_timestamp,
-                               (row->attributes & 0x08) != 0, row->max_timestamp, &c, done, &e);
+        int r = decode_records(p + V2_BATCH_RECORDS_AT, size - V2_BATCH_RECORDS_AT, count, row->base_offset,
+                               row->base_timestamp, (row->attributes & ATTR_LOG_APPEND_TIME) != 0, row->max_timestamp,
+                               &c, done, &e);
         if (r != OK) {
             columns_back_to(&c, &mark);
             nomem = r == NO_MEMORY;
@@ -207,7 +208,7 @@ PyObject *py_decode_v2_payloads(PyObject *self, PyObject *args) {
     Py_ssize_t limit = 0;
     for (; limit < l.n; limit++) {
         int64_t count = fa[limit * 5], len = l.views[limit].len;
-        if (count < 0 || count > len / MIN_RECORD_SIZE || bytes + len > INT32_MAX) break;
+        if (count < 0 || count > len / V2_MIN_RECORD_SIZE || bytes + len > INT32_MAX) break;
         records += count;
         bytes += len;
     }

@@ -7,8 +7,6 @@
 #define KFMT_RECORDS_V2_H
 #include "native.h"
 
-#define MIN_RECORD_SIZE 7
-
 typedef struct {
     int64_t ts_delta, off_delta;
     int64_t klen, vlen; /* < 0: null */

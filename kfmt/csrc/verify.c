@@ -11,15 +11,13 @@
 #include "frames.h"
 #include "records_v2.h"
 
-#define V2_OVERHEAD 61
-
 /* Whether an uncompressed v2 data batch's records parse and keep the record rules; *count its
  * records. */
 static int v2_batch_clean(const uint8_t *p, const frame *f) {
-    int64_t end = f->size - V2_OVERHEAD, count = f->records_count, pos = 0, previous = 0;
-    const uint8_t *d = p + V2_OVERHEAD;
+    int64_t end = f->size - V2_BATCH_RECORDS_AT, count = f->records_count, pos = 0, previous = 0;
+    const uint8_t *d = p + V2_BATCH_RECORDS_AT;
     kerr e = {0};
-    if (count < 0 || count > end / MIN_RECORD_SIZE) return 0;
+    if (count < 0 || count > end / V2_MIN_RECORD_SIZE) return 0;
     if (count == 0) return 1; /* an empty batch: decode looks no further */
     int create_time = f->timestamp_type == 0;
     for (int64_t i = 0; i < count; i++) {
@@ -48,15 +46,16 @@ PyObject *py_clean_entries(PyObject *self, PyObject *args) {
     for (; i < stop; i++) {
         const frame *row = &f[i];
         int64_t at = row->position - base, size = row->size;
-        if (at < 0 || size < 26 || at > (int64_t)data.len - size) break;
+        if (at < 0 || size < LOG_OVERHEAD + MIN_ENTRY_SIZE || at > (int64_t)data.len - size) break;
         const uint8_t *p = d + at;
-        if (row->magic <= 1) {
+        if (row->magic < MAGIC_V2) {
             if (!legacy_message_vouched(p, row, 1)) break;
             records += 1;
             continue;
         }
-        if (size < V2_OVERHEAD || !v2_row_describes(p, row) || row->compression != 0 || (row->attributes & 0x20) ||
-            crc32c_update(0, p + 21, (size_t)(size - 21)) != row->crc || !v2_batch_clean(p, row))
+        if (size < V2_BATCH_OVERHEAD || !v2_row_describes(p, row) || row->compression != 0 ||
+            (row->attributes & ATTR_CONTROL) ||
+            crc32c_update(0, p + V2_CRC_FROM, (size_t)(size - V2_CRC_FROM)) != row->crc || !v2_batch_clean(p, row))
             break;
         records += row->records_count;
     }

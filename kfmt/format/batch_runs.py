@@ -38,8 +38,9 @@ import pyarrow as pa
 from kfmt.errors import DataError, UsageError
 from kfmt.format import inflated_runs, segment
 from kfmt.format.digest import ContentDigest
-from kfmt.format.frames import ATTR_CONTROL, FRAME_DTYPE, header_of
+from kfmt.format.frames import FRAME_DTYPE, header_of
 from kfmt.format.kernels import native
+from kfmt.format.layout import ATTR_CONTROL, MAGIC_V2
 from kfmt.format.message_formats import STRICT, ReadOptions
 from kfmt.format.model import EMPTY_RECORDS, RECORD_SCHEMA, Batch
 
@@ -71,8 +72,8 @@ def checked(data, rows: np.ndarray, file: str, options: ReadOptions = STRICT,
     rows = _frame_rows(rows)
     # rows no kernel takes (compressed, control) are decoded without asking one first: a segment of
     # compressed batches is all such rows
-    plain = ((rows["compression"] == 0) & ((rows["magic"] >= 2) if not messages else True)
-             & ~((rows["magic"] >= 2) & (rows["attributes"] & ATTR_CONTROL != 0))).tolist()
+    plain = ((rows["compression"] == 0) & ((rows["magic"] >= MAGIC_V2) if not messages else True)
+             & ~((rows["magic"] >= MAGIC_V2) & (rows["attributes"] & ATTR_CONTROL != 0))).tolist()
     wrappers = ((rows["compression"] != 0).tolist()
                 if messages and native is not None and options.check_crc else None)
     start = 0
@@ -124,7 +125,7 @@ def digest_run_reference(data, rows: np.ndarray, start: int, stop: int, base: in
     digest, first = ContentDigest(), None
     for i in range(start, stop):
         row = rows[i]
-        if row["magic"] != 2 or row["compression"] or row["attributes"] & ATTR_CONTROL:
+        if row["magic"] != MAGIC_V2 or row["compression"] or row["attributes"] & ATTR_CONTROL:
             return i, digest, first
         try:
             batch = segment.decode(data, header_of(row.item()), "", options, base)
@@ -138,7 +139,7 @@ def digest_run_reference(data, rows: np.ndarray, start: int, stop: int, base: in
 
 def plain_batches(rows: np.ndarray) -> np.ndarray:
     """Which rows are uncompressed v2 data batches (what decode_run takes)."""
-    return ((rows["magic"] == 2) & (rows["compression"] == 0)
+    return ((rows["magic"] == MAGIC_V2) & (rows["compression"] == 0)
             & (rows["attributes"] & ATTR_CONTROL == 0))
 
 
@@ -204,7 +205,7 @@ def digest_messages_reference(data, rows: np.ndarray, start: int, stop: int, bas
     digest, first = ContentDigest(), None
     for i in range(start, stop):
         row = rows[i]
-        if row["magic"] > 1 or row["compression"]:
+        if row["magic"] >= MAGIC_V2 or row["compression"]:
             return i, digest, first
         try:
             batch = segment.decode(data, header_of(row.item()), "", options, base)

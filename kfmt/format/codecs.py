@@ -13,6 +13,8 @@ import os
 from dataclasses import dataclass
 
 from kfmt.errors import CompressionError, DecompressionLimitExceeded, UsageError
+from kfmt.format.layout import MAGICS
+from kfmt.plugin.options import Option
 
 
 def _limit_from_environment(default: int = 1 << 30) -> int:
@@ -78,14 +80,17 @@ class Compression:
     #: the name Kafka uses (compression.type, kafka-dump-log's `compresscodec:`)
     name: str
     #: the message formats this codec may appear in (zstd exists only in v2)
-    magics: frozenset[int] = frozenset({0, 1, 2})
-    #: the levels `compress` takes (None: it has none)
+    magics: frozenset[int] = frozenset(MAGICS)
+    #: the levels `compress` takes, names such as isal-1 included (None: it has none)
     levels: Levels | None = None
+    #: the numeric compression levels it takes (an int Option: its range, `low`..`high`, and the level
+    #: Kafka uses when none is asked for, `default`), or None for a codec without levels
+    level: Option | None = None
 
     def compress(self, data: bytes, *, magic: int, level: Level | None = None) -> bytes:
         raise NotImplementedError
 
-    def level(self, text: "str | int") -> Level:
+    def parse_level(self, text: "str | int") -> Level:
         """A level of this codec given by a user, checked (Levels.parse)."""
         if self.levels is None:
             raise UsageError(f"{self.name} has no compression levels")
@@ -96,6 +101,21 @@ class Compression:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.id}:{self.name}>"
+
+
+def checked_level(codec: Compression, level: int | None, flag: str = "--level") -> int | None:
+    """`level` if `codec` declares it among its levels (None stays None: the codec's default); a
+    UsageError naming the codec's range otherwise."""
+    if level is None:
+        return None
+    if isinstance(level, str) and codec.levels is not None:
+        return codec.levels.parse(codec.name, level)
+    if codec.level is None:
+        raise UsageError(f"{flag}: {codec.name} has no compression levels")
+    low, high = codec.level.low, codec.level.high
+    if isinstance(level, bool) or not isinstance(level, int) or not low <= level <= high:
+        raise UsageError(f"{flag} {level} is outside {codec.name}'s levels {low}..{high}")
+    return level
 
 
 def too_large(codec: str, max_size: int) -> DecompressionLimitExceeded:
@@ -127,7 +147,7 @@ def compression_levels(specs, codec: str | None = None) -> dict[int, Level]:
         plugin = registry.get().compression_named(name.strip())
         if codec is not None and plugin.name != codec:
             raise UsageError(f"--compression-level {spec}: this command writes {codec}, not {plugin.name}")
-        out[plugin.id] = plugin.level(text)
+        out[plugin.id] = plugin.parse_level(text)
     return out
 
 

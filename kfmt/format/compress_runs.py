@@ -9,19 +9,18 @@ made into a column (kfmt recompress of old one-message entries: hundreds of thou
 """
 from __future__ import annotations
 
-import struct
-
 import numpy as np
 
-from kfmt.format.wire import crc32c
+from kfmt.format.layout import MAGIC_V2, V2_BATCH
+from kfmt.format.wire import INT16, INT32, UINT32, crc32c
 from kfmt.plugin import registry
 
-_ATTRIBUTES_AT = 21  # the CRC covers the batch from its attributes on
-_RECORDS_AT = 61  # the records section follows the fixed header
-_LENGTH_COVERS_FROM = 12  # batchLength counts the bytes after itself
-_INT32 = struct.Struct(">i")
-_UINT32 = struct.Struct(">I")
-_INT16 = struct.Struct(">h")
+_ATTRIBUTES_AT = V2_BATCH.at("attributes")  # the CRC covers the batch from its attributes on
+_AFTER_ATTRIBUTES = V2_BATCH.at("lastOffsetDelta")
+_RECORDS_AT = V2_BATCH.at("records")  # the records section follows the fixed header
+_LENGTH_AT = V2_BATCH.at("batchLength")
+_LENGTH_COVERS_FROM = V2_BATCH.at("partitionLeaderEpoch")  # batchLength counts the bytes after itself
+_CRC_AT = V2_BATCH.at("crc")
 
 
 def compressed(entries, rows: np.ndarray, codec: int, level: int | None = None) -> tuple[bytes, np.ndarray]:
@@ -29,7 +28,7 @@ def compressed(entries, rows: np.ndarray, codec: int, level: int | None = None) 
     consecutive, and their concatenated bytes `entries`) with their records compressed by `codec`
     at `level` (None: the codec's default), as the v2 format plugin's encode writes them. Positions
     start where the input's do."""
-    compress = registry.get().compression_for(codec, 2).compress
+    compress = registry.get().compression_for(codec, MAGIC_V2).compress
     view = memoryview(entries)
     first = int(rows["position"][0])
     out = bytearray()
@@ -37,15 +36,15 @@ def compressed(entries, rows: np.ndarray, codec: int, level: int | None = None) 
     crcs = np.empty(len(rows), np.uint32)
     for i, (position, size) in enumerate(zip(rows["position"].tolist(), rows["size"].tolist())):
         entry = view[position - first:position - first + size]
-        (attributes,) = _INT16.unpack_from(entry, _ATTRIBUTES_AT)
-        after_crc = bytearray(_INT16.pack(attributes | codec))
-        after_crc += entry[_ATTRIBUTES_AT + 2:_RECORDS_AT]
-        after_crc += compress(entry[_RECORDS_AT:], magic=2, level=level)
+        (attributes,) = INT16.unpack_from(entry, _ATTRIBUTES_AT)
+        after_crc = bytearray(INT16.pack(attributes | codec))
+        after_crc += entry[_AFTER_ATTRIBUTES:_RECORDS_AT]
+        after_crc += compress(entry[_RECORDS_AT:], magic=MAGIC_V2, level=level)
         crc = crc32c(after_crc)
-        out += entry[:8]  # baseOffset
-        out += _INT32.pack(len(after_crc) + _ATTRIBUTES_AT - _LENGTH_COVERS_FROM)
-        out += entry[_LENGTH_COVERS_FROM:17]  # partitionLeaderEpoch, magic
-        out += _UINT32.pack(crc)
+        out += entry[:_LENGTH_AT]  # baseOffset
+        out += INT32.pack(len(after_crc) + _ATTRIBUTES_AT - _LENGTH_COVERS_FROM)
+        out += entry[_LENGTH_COVERS_FROM:_CRC_AT]  # partitionLeaderEpoch, magic
+        out += UINT32.pack(crc)
         out += after_crc
         sizes[i] = len(after_crc) + _ATTRIBUTES_AT
         crcs[i] = crc

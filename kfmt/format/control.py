@@ -1,14 +1,16 @@
-"""Control records: what a control batch's single record means (docs/format.md §4.6).
-
-    key:   version int16 (0), type int16 (0 ABORT, 1 COMMIT, 2 LEADER_CHANGE, 3-6 KRaft)
-    value: for ABORT/COMMIT, EndTransactionMarker: version int16 (0), coordinatorEpoch int32
+"""Control records: what a control batch's single record means (docs/format.md §4.6). The key is
+kfmt.format.layout's CONTROL_KEY (version int16 0, type int16: 0 ABORT, 1 COMMIT, 2 LEADER_CHANGE, 3-6
+KRaft); an ABORT or COMMIT marker's value is END_TXN_MARKER (version int16 0, coordinatorEpoch int32).
 """
 from __future__ import annotations
 
 import enum
-import struct
 
 from kfmt.errors import DataError
+from kfmt.format.layout import CONTROL_KEY, END_TXN_MARKER
+
+_KEY = CONTROL_KEY.struct
+_MARKER = END_TXN_MARKER.struct
 
 
 class ControlType(enum.IntEnum):
@@ -24,10 +26,10 @@ class ControlType(enum.IntEnum):
 
 def control_type(key: bytes | None) -> ControlType:
     """The type a control record's key names; UNKNOWN for types this version does not know."""
-    if key is None or len(key) < 4:
+    if key is None or len(key) < _KEY.size:
         raise DataError(f"control record key of {0 if key is None else len(key)} bytes is shorter "
-                        f"than 4")
-    version, type_id = struct.unpack_from(">hh", key)
+                        f"than {_KEY.size}")
+    version, type_id = _KEY.unpack_from(key)
     if version < 0:
         raise DataError(f"control record key has a negative version {version}")
     try:
@@ -37,23 +39,23 @@ def control_type(key: bytes | None) -> ControlType:
 
 
 def control_type_id(key: bytes) -> int:
-    return struct.unpack_from(">hh", key)[1]
+    return _KEY.unpack_from(key)[1]
 
 
 def end_txn_marker(value: bytes | None) -> tuple[int, int]:
     """(version, coordinatorEpoch) of an ABORT/COMMIT marker's value."""
-    if value is None or len(value) < 6:
+    if value is None or len(value) < _MARKER.size:
         raise DataError(f"end transaction marker value of {0 if value is None else len(value)} "
-                        f"bytes is shorter than 6")
-    version, coordinator_epoch = struct.unpack_from(">hi", value)
+                        f"bytes is shorter than {_MARKER.size}")
+    version, coordinator_epoch = _MARKER.unpack_from(value)
     if version < 0:
         raise DataError(f"end transaction marker has a negative version {version}")
     return version, coordinator_epoch
 
 
 def control_key(kind: ControlType) -> bytes:
-    return struct.pack(">hh", 0, int(kind))
+    return _KEY.pack(0, int(kind))
 
 
 def end_txn_marker_value(coordinator_epoch: int) -> bytes:
-    return struct.pack(">hi", 0, coordinator_epoch)
+    return _MARKER.pack(0, coordinator_epoch)

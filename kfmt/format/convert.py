@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from kfmt.format.layout import MAGIC_V2
 from kfmt.format.model import Batch, BatchHeader, TimestampType, int64_values
 
 
@@ -33,7 +34,7 @@ def v2_header_for(records: pa.RecordBatch, *, compression: int, timestamp_type: 
         # a tenth of a second of start-up
         assert not timestamps.null_count  # RECORD_SCHEMA's timestamps are never null
         max_ts = int(int64_values(timestamps).max())
-    return BatchHeader(magic=2, base_offset=first, last_offset=last, compression=compression,
+    return BatchHeader(magic=MAGIC_V2, base_offset=first, last_offset=last, compression=compression,
                        timestamp_type=timestamp_type, max_timestamp=max_ts,
                        base_timestamp=timestamps[0].as_py(), records_count=len(offsets))
 
@@ -67,7 +68,7 @@ def convert_run(batches: list[Batch]) -> tuple[BatchHeader, pa.RecordBatch]:
 def rebatchable(a: Batch, b: Batch) -> bool:
     """Whether b may join a's v2 batch in --rebatch mode: both uncompressed legacy messages with the
     same timestamp type (a LogAppendTime batch can only carry one time per batch)."""
-    return (a.header.magic < 2 and b.header.magic < 2 and not a.header.compression
+    return (a.header.magic < MAGIC_V2 and b.header.magic < MAGIC_V2 and not a.header.compression
             and not b.header.compression and _v2_type(a) == _v2_type(b)
             and _v2_type(a) != TimestampType.LOG_APPEND_TIME)
 

@@ -29,10 +29,11 @@ import numpy as np
 
 from kfmt.format import segment
 from kfmt.format.digest import EntriesDigest
-from kfmt.format.frames import ATTR_CONTROL, FRAME_DTYPE, header_of
+from kfmt.format.frames import FRAME_DTYPE, header_of
+from kfmt.format.layout import ATTR_CONTROL, LEGACY_MESSAGES, LOG_OVERHEAD, RECORD_OVERHEAD
 from kfmt.format.kernels import native
 from kfmt.format.message_formats import STRICT, ReadOptions
-from kfmt.format.model import LOG_OVERHEAD, Batch
+from kfmt.format.model import Batch
 from kfmt.format.wire import crc32, crc32c
 
 _V2_OVERHEAD = 61
@@ -133,9 +134,9 @@ def _legacy_valid(entry: bytes, row) -> bool:
     """A v0/v1 message framed as LegacyMessage frames it (key and value lengths filling it exactly),
     whose CRC-32 holds and whose offset, magic, CRC and codec are the row's."""
     offset, _size, crc, magic, attributes = _LEGACY_PREFIX.unpack_from(entry)
-    if magic not in (0, 1) or len(entry) - LOG_OVERHEAD < (14 if magic == 0 else 22):
+    if magic not in LEGACY_MESSAGES or len(entry) - LOG_OVERHEAD < RECORD_OVERHEAD[magic]:
         return False
-    pos = 18 if magic == 0 else 26
+    pos = LEGACY_MESSAGES[magic].at("key")
     for _ in range(2):  # key, then value
         if pos + 4 > len(entry):
             return False

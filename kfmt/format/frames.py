@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from kfmt.format.kernels import native
+from kfmt.format.layout import ATTR_CONTROL, ATTR_DELETE_HORIZON, ATTR_TRANSACTIONAL, MAGIC_V2
 from kfmt.format.model import BatchHeader, TimestampType
 
 FIELDS = [
@@ -26,10 +27,6 @@ FIELDS = [
     ("producer_epoch", np.int16), ("magic", np.int8), ("compression", np.int8),
     ("timestamp_type", np.int8),
 ]
-ATTR_TRANSACTIONAL = 0x10  # v2 attribute bits (docs/format.md §4.1)
-ATTR_CONTROL = 0x20
-ATTR_DELETE_HORIZON = 0x40
-
 
 def _dtype() -> np.dtype:
     if native is None:
@@ -50,7 +47,7 @@ def header_of(row: tuple) -> BatchHeader:
     """The BatchHeader of one row (a tuple in FIELDS order, as `rows.tolist()` gives)."""
     (position, base_offset, last_offset, max_ts, base_ts, producer_id, size, leader_epoch, base_seq,
      count, crc, attrs, producer_epoch, magic, codec, ts_type) = row
-    if magic < 2:
+    if magic < MAGIC_V2:
         wrapper = codec != 0
         return BatchHeader(magic, None if wrapper else base_offset, last_offset, codec,
                            _TIMESTAMP_TYPES[ts_type], max_ts, records_count=None if wrapper else count,
@@ -71,7 +68,7 @@ def rows_of(headers: list[BatchHeader]) -> np.ndarray:
 
 
 def _row(h: BatchHeader) -> tuple:
-    wrapper = h.magic < 2 and h.compression != 0
+    wrapper = h.magic < MAGIC_V2 and h.compression != 0
     return (h.position, h.last_offset if wrapper else h.base_offset, h.last_offset, h.max_timestamp,
             h.base_timestamp, h.producer_id, h.size, h.partition_leader_epoch, h.base_sequence,
             -1 if wrapper else h.records_count, h.crc, h.attributes, h.producer_epoch, h.magic,

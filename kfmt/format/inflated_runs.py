@@ -25,7 +25,6 @@ frame rows at once. Then:
 """
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -35,8 +34,18 @@ import pyarrow as pa
 from kfmt.errors import DataError, UsageError
 from kfmt.format import segment
 from kfmt.format.digest import ContentDigest
-from kfmt.format.frames import ATTR_CONTROL, FRAME_DTYPE, header_of
+from kfmt.format.frames import FRAME_DTYPE, header_of
 from kfmt.format.kernels import native
+from kfmt.format.layout import (
+    ATTR_CONTROL,
+    ATTR_LOG_APPEND_TIME,
+    CODEC_MASK,
+    MAGIC_V1,
+    MAGIC_V2,
+    V2_BATCH,
+    V2_BATCH_OVERHEAD,
+    V2_CRC_FROM,
+)
 from kfmt.format.model import int64_values
 from kfmt.format.message_formats import STRICT, ReadOptions
 from kfmt.plugin import registry
@@ -58,7 +67,7 @@ class InflatedBlock:
 def compressed_entries(rows: np.ndarray) -> np.ndarray:
     """Which rows are compressed data entries (what inflated_blocks takes): v2 batches other than
     control ones, and v0/v1 wrappers."""
-    return (rows["compression"] != 0) & ((rows["magic"] < 2) | (rows["attributes"] & ATTR_CONTROL == 0))
+    return (rows["compression"] != 0) & ((rows["magic"] < MAGIC_V2) | (rows["attributes"] & ATTR_CONTROL == 0))
 
 
 def inflated_blocks(data, rows: np.ndarray, file: str, options: ReadOptions = STRICT,
@@ -71,7 +80,7 @@ def inflated_blocks(data, rows: np.ndarray, file: str, options: ReadOptions = ST
     if native is None:
         yield from inflated_blocks_reference(data, rows, file, options, base)
         return
-    v2 = (rows["magic"] >= 2).tolist()
+    v2 = (rows["magic"] >= MAGIC_V2).tolist()
     formats = registry.get()
     n, i = len(rows), 0
     while i < n:
@@ -128,7 +137,7 @@ def _block(rows: np.ndarray, records: pa.RecordBatch, counts: np.ndarray) -> Inf
     starts = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
     firsts = int64_values(records.column(0))[np.minimum(starts, max(records.num_rows - 1, 0))] \
         if records.num_rows else np.zeros(len(rows), np.int64)
-    base_offsets = np.where(rows["magic"] >= 2, rows["base_offset"], firsts).astype(np.int64)
+    base_offsets = np.where(rows["magic"] >= MAGIC_V2, rows["base_offset"], firsts).astype(np.int64)
     return InflatedBlock(rows, records, np.asarray(counts, np.int64), base_offsets)
 
 
@@ -157,19 +166,20 @@ def inflated_wrapper(data, row, base: int, options: ReadOptions, formats=None) -
     if facts is NotImplemented:
         return None
     offset, magic, attributes, _crc, crc_valid, timestamp, value_at, value_len = facts
-    if not attributes & 0x07 or value_len < 0 or not crc_valid or offset != int(row["last_offset"]):
+    if not attributes & CODEC_MASK or value_len < 0 or not crc_valid or offset != int(row["last_offset"]):
         return None
     try:
-        codec = formats.compression_for(attributes & 0x07, magic)
+        codec = formats.compression_for(attributes & CODEC_MASK, magic)
         payload = codec.decompress(entry[value_at:value_at + value_len], magic=magic,
                                    max_size=options.max_decompressed)
     except DataError:
         return None
-    lat = magic == 1 and attributes & 0x08  # LogAppendTime: every inner record has the wrapper's time
+    lat = magic == MAGIC_V1 and attributes & ATTR_LOG_APPEND_TIME  # every inner record has the wrapper's time
     return payload, offset, magic, timestamp if lat else None
 
 
-_V2_HEADER = struct.Struct(">qiibIhiqqqhii")  # the v2 batch header (docs/format.md §4.1)
+
+_V2_HEADER = V2_BATCH.struct
 
 
 def inflated_v2(data, row, base: int, options: ReadOptions, formats=None) -> tuple | None:
@@ -179,26 +189,26 @@ def inflated_v2(data, row, base: int, options: ReadOptions, formats=None) -> tup
     wherever that decode should decide. The header is read from the entry's own bytes. `formats`: as
     for inflated_wrapper."""
     formats = formats or registry.get()
-    if not native_format(formats, 2):
+    if not native_format(formats, MAGIC_V2):
         return None
     at, size = int(row["position"]) - base, int(row["size"])
     entry = data[at:at + size]
-    if size < 61 or len(entry) != size:
+    if size < V2_BATCH_OVERHEAD or len(entry) != size:
         return None
     (base_offset, _length, _epoch, magic, crc, attributes, _last_delta, base_ts, max_ts, _pid, _pepoch,
      _seq, count) = _V2_HEADER.unpack_from(entry)
-    if magic != 2 or attributes & ATTR_CONTROL or not attributes & 0x07 or count < 0:
+    if magic != MAGIC_V2 or attributes & ATTR_CONTROL or not attributes & CODEC_MASK or count < 0:
         return None
     if count == 0:
         return b"", 0, base_offset, base_ts, None  # decode looks no further (docs/format.md §4.7)
-    if native.crc32c(entry[21:]) != crc & 0xFFFFFFFF:
+    if native.crc32c(entry[V2_CRC_FROM:]) != crc & 0xFFFFFFFF:
         return None
     try:
-        codec = formats.compression_for(attributes & 0x07, 2)
-        payload = codec.decompress(entry[61:], magic=2, max_size=options.max_decompressed)
+        codec = formats.compression_for(attributes & CODEC_MASK, MAGIC_V2)
+        payload = codec.decompress(entry[V2_BATCH_OVERHEAD:], magic=MAGIC_V2, max_size=options.max_decompressed)
     except DataError:
         return None
-    lat = max_ts if attributes & 0x08 else None  # LogAppendTime: every record has the batch's time
+    lat = max_ts if attributes & ATTR_LOG_APPEND_TIME else None  # every record has the batch's time
     return payload, count, base_offset, base_ts, lat
 
 
@@ -311,9 +321,9 @@ def walk_reference(data, rows: np.ndarray, start: int, stop: int, base: int = 0,
     total, facts, i = ContentDigest(), [], start
     for i in range(start, stop):
         row = rows[i]
-        if not row["compression"] or (row["magic"] >= 2 and row["attributes"] & ATTR_CONTROL):
+        if not row["compression"] or (row["magic"] >= MAGIC_V2 and row["attributes"] & ATTR_CONTROL):
             break
-        if row["magic"] < 2:
+        if row["magic"] < MAGIC_V2:
             inflated = inflated_wrapper(data, row, base, options, formats)
             if inflated is None:
                 break

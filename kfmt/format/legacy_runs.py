@@ -32,13 +32,13 @@ from kfmt.format.convert import convert_batch, convert_run, rebatchable
 from kfmt.format.digest import ContentDigest
 from kfmt.format.frames import FRAME_DTYPE, header_of, rows_of
 from kfmt.format.kernels import native
+from kfmt.format.layout import LEGACY_MAGICS, LOG_OVERHEAD, MAGIC_V0, MAGIC_V1, MAGIC_V2, V2_BATCH_OVERHEAD
 from kfmt.format.message_formats import STRICT, ReadOptions
 from kfmt.format.model import EMPTY_RECORDS, INT32_MAX, RECORD_SCHEMA, Batch, BatchHeader, TimestampType
 from kfmt.plugin import registry
 
-V2_BATCH_OVERHEAD = 61
 # Kafka's default message.max.bytes (1 MiB + the log overhead), kfmt.transforms.upgrade's default.
-DEFAULT_MAX_BATCH_BYTES = 1024 * 1024 + 12
+DEFAULT_MAX_BATCH_BYTES = 1024 * 1024 + LOG_OVERHEAD
 # Entry bytes per kernel call: output memory stays small and reused (allocations below glibc's mmap
 # threshold come back from the heap instead of as fresh pages) and within Arrow's 32-bit offsets.
 MAX_CALL_BYTES = 1 << 23
@@ -47,7 +47,7 @@ _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 def message_runs(rows: np.ndarray) -> list[tuple[int, int]]:
     """(start, stop) of every maximal run of uncompressed legacy messages in `rows`."""
-    is_message = (rows["magic"] < 2) & (rows["compression"] == 0)
+    is_message = (rows["magic"] < MAGIC_V2) & (rows["compression"] == 0)
     edges = np.flatnonzero(np.diff(np.concatenate(([0], is_message.view(np.int8), [0]))))
     return [(int(a), int(b)) for a, b in zip(edges[::2], edges[1::2])]
 
@@ -116,7 +116,7 @@ def record_blocks(data, file: str, options: ReadOptions = STRICT, start: int | N
 def encode_messages(records: pa.RecordBatch, magic: int, log_append_time: int | None = None) -> bytes:
     """Uncompressed v0/v1 entries for `records`, one message each, with the records' offsets and
     timestamps (`log_append_time`: the time of a v1 LogAppendTime run, which every message reports)."""
-    if native is not None and type(records) is pa.RecordBatch and magic in (0, 1):
+    if native is not None and type(records) is pa.RecordBatch and magic in LEGACY_MAGICS:
         out = native.encode_legacy_messages(records, magic, 0, log_append_time if magic else None)
         if out is not NotImplemented:
             return out
@@ -126,8 +126,8 @@ def encode_messages(records: pa.RecordBatch, magic: int, log_append_time: int | 
 def encode_messages_reference(records: pa.RecordBatch, magic: int,
                               log_append_time: int | None = None) -> bytes:
     encode = registry.get().format_for(magic).encode
-    lat = magic == 1 and log_append_time is not None
-    ts_type = (TimestampType.NO_TIMESTAMP_TYPE if magic == 0 else
+    lat = magic == MAGIC_V1 and log_append_time is not None
+    ts_type = (TimestampType.NO_TIMESTAMP_TYPE if magic == MAGIC_V0 else
                TimestampType.LOG_APPEND_TIME if lat else TimestampType.CREATE_TIME)
     out = bytearray()
     for i, (offset, timestamp) in enumerate(zip(records.column(0).to_pylist(),
@@ -239,7 +239,7 @@ def upgrade_run_reference(data, rows: np.ndarray, file: str, *, options: ReadOpt
                           max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
                           close_last: bool = True) -> UpgradedRun:
     digest = ContentDigest()
-    encode = registry.get().format_for(2).encode
+    encode = registry.get().format_for(MAGIC_V2).encode
     out = bytearray()
     group: list[Batch] = []
     group_bytes = 0
@@ -282,7 +282,7 @@ def joins(first: Batch, group_bytes: int, batch: Batch, max_batch_bytes: int) ->
 def _run_rows(rows: np.ndarray) -> np.ndarray:
     if rows.dtype != FRAME_DTYPE:
         rows = rows.astype(FRAME_DTYPE)
-    if len(rows) and not ((rows["magic"] < 2) & (rows["compression"] == 0)).all():
+    if len(rows) and not ((rows["magic"] < MAGIC_V2) & (rows["compression"] == 0)).all():
         raise UsageError("a run holds uncompressed v0/v1 messages only (see message_runs)")
     return np.ascontiguousarray(rows)
 

@@ -15,8 +15,6 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pyarrow as pa
 
-LOG_OVERHEAD = 12  # offset (8) + size (4) in front of every entry (docs/format.md §2)
-HEADER_SIZE_UP_TO_MAGIC = 17
 NO_TIMESTAMP = -1
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1

@@ -28,12 +28,22 @@ import numpy as np
 from kfmt.errors import DataError, KfmtWarning
 from kfmt.format.frames import FRAME_DTYPE, headers_of, rows_of
 from kfmt.format.kernels import native
+from kfmt.format.layout import (
+    CODEC_MASK,
+    HEADER_SIZE_UP_TO_MAGIC,
+    LEGACY_ATTRIBUTES_AT,
+    LOG_OVERHEAD,
+    MAGIC_AT,
+    MAGIC_V2,
+    MAGICS,
+    MIN_ENTRY_SIZE,
+    V2_BATCH,
+)
 from kfmt.format.message_formats import STRICT, ReadOptions
-from kfmt.format.model import HEADER_SIZE_UP_TO_MAGIC, INT32_MAX, LOG_OVERHEAD, Batch, BatchHeader
-from kfmt.format.wire import INT64, OFFSET_AND_SIZE
+from kfmt.format.model import INT32_MAX, Batch, BatchHeader
+from kfmt.format.wire import INT16, INT64, OFFSET_AND_SIZE
 from kfmt.plugin import registry
 
-MIN_ENTRY_SIZE = 14  # LegacyRecord.RECORD_OVERHEAD_V0: the broker's lower bound for any entry
 # Frames per array chunk: 640 KB of rows. Small enough that the entries a chunk covers (2 MB of
 # 250-byte legacy messages) are still in the CPU's cache when the caller's next pass reads them
 # (measured: 30% faster upgrades than with 64Ki-row chunks), large enough to make the per-chunk
@@ -176,7 +186,7 @@ class FrameScanner:
                 self.tail = bad("truncated", f"entry of {size + LOG_OVERHEAD} bytes runs past the end of "
                                              f"the data: only {remaining} bytes remain")
                 return
-            magic = head[16]
+            magic = head[MAGIC_AT]
             fmt = formats.get(magic)
             if fmt is None:
                 self.tail = bad("corrupt", f"unknown magic {magic}")
@@ -199,7 +209,7 @@ def _natively_framed(formats: dict) -> int:
     if native is None:
         return 0
     mask = 0
-    for magic in (0, 1, 2):
+    for magic in MAGICS:
         fmt = formats.get(magic)
         if fmt is not None and type(fmt).__dict__.get("native_frames", False):
             mask |= 1 << magic
@@ -225,6 +235,22 @@ def scan(data, file: str, start: int | None = None, end: int | None = None,
         if not recover_tail:
             raise scanner.tail.error(file)
         scanner.tail.recovered(file)
+
+
+# The bytes of an entry's start that say its magic and codec, whatever its format.
+KIND_BYTES = V2_BATCH.at("lastOffsetDelta")
+
+
+def entry_kind(head) -> tuple[int, int] | None:
+    """(magic, codec) of the entry whose first KIND_BYTES bytes are `head` (docs/format.md §2: the
+    magic at byte 16 of every entry; the codec the low bits of the attributes, an int8 in v0/v1 and
+    an int16 in v2); None when they are fewer."""
+    if len(head) < KIND_BYTES:
+        return None
+    magic = head[MAGIC_AT]
+    if magic < MAGIC_V2:
+        return magic, head[LEGACY_ATTRIBUTES_AT] & CODEC_MASK
+    return magic, INT16.unpack_from(head, V2_BATCH.at("attributes"))[0] & CODEC_MASK
 
 
 def entry_bytes(data, header: BatchHeader, base: int = 0):

@@ -8,12 +8,15 @@ import zlib
 import crc32c as _crc32c
 
 from kfmt.errors import DataError
+from kfmt.format.layout import FIXED, LOG_ENTRY
 
-INT64 = struct.Struct(">q")
-INT32 = struct.Struct(">i")
-UINT32 = struct.Struct(">I")
-INT16 = struct.Struct(">h")
-OFFSET_AND_SIZE = struct.Struct(">qi")  # the 12-byte log overhead in front of every entry
+# Each fixed-size type of kfmt.format.layout, big-endian (Kafka's protocol messages use them too).
+TYPES = {name: struct.Struct(">" + code) for name, (code, *_rest) in FIXED.items()}
+INT64, INT32, UINT32, INT16, INT8 = (TYPES[t] for t in ("int64", "int32", "uint32", "int16", "int8"))
+OFFSET_AND_SIZE = LOG_ENTRY.struct_of("offset", "size")  # the 12-byte log overhead of every entry
+# Not Kafka's: two int64 in the machine's order, as the compiled index walk hands over index entries
+# (kfmt/csrc/frames.c index_frames, kfmt.partition.segment_recovery).
+NATIVE_INT64_PAIR = struct.Struct("=qq")
 
 
 def crc32(data) -> int:

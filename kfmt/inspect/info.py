@@ -23,6 +23,7 @@ from kfmt.format.copied_runs import header_counts
 from kfmt.format.frames import header_of, rows_of
 from kfmt.format.inflated_runs import HAS_TS
 from kfmt.format.kernels import native
+from kfmt.format.layout import MAGIC_V2
 from kfmt.format.message_formats import STRICT
 from kfmt.format.model import NO_TIMESTAMP
 from kfmt.format.segment import FrameScanner
@@ -137,7 +138,7 @@ class _Counter:
             info.log_end_offset = header.next_offset
             return  # deleted: a broker no longer serves it
         if (info.check == ENTRIES_CHECK and header.compression and not header.is_control
-                and (floor is None or header.magic < 2 or header.base_offset >= floor)):
+                and (floor is None or header.magic < MAGIC_V2 or header.base_offset >= floor)):
             self._add_headers(None, rows_of([header]), 0, 1)  # counted from its header
             info.log_end_offset = header.next_offset
             return
@@ -171,7 +172,7 @@ class _Counter:
             if below.any():
                 rows = rows[~below]
             # a v2 batch the log start offset cuts: its records from the floor on, as decode gives them
-            cut = np.flatnonzero((rows["magic"] >= 2) & (rows["base_offset"] < self.floor)).tolist()
+            cut = np.flatnonzero((rows["magic"] >= MAGIC_V2) & (rows["base_offset"] < self.floor)).tolist()
         else:
             cut = []
         rows = np.ascontiguousarray(rows)

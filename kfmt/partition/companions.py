@@ -43,6 +43,7 @@ from kfmt.defaults import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_PRODUCER_EXPIRAT
 from kfmt.errors import DataError, UsageError
 from kfmt.format.control import ControlType, control_type, end_txn_marker
 from kfmt.format.frames import header_of
+from kfmt.format.layout import MAGIC_V2
 from kfmt.format.model import Batch, BatchHeader
 from kfmt.partition.checkpoints import EpochEntry, read_leader_epochs, write_leader_epochs
 from kfmt.partition.layout import LEADER_EPOCH_CHECKPOINT, PartitionDir, segment_file_name
@@ -166,7 +167,7 @@ class _SegmentRecovery:
     def add(self, header: BatchHeader, control: ControlType | None, coordinator_epoch: int,
             marker_timestamp: int) -> None:
         self.indexer.add(header)
-        if header.magic >= 2:
+        if header.magic >= MAGIC_V2:
             self.epochs.observe(header)
             self.update_producer_state(header, control, coordinator_epoch, marker_timestamp)
             self.producers.map_end_offset = header.last_offset + 1

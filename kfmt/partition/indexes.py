@@ -1,7 +1,6 @@
-"""The sparse `.index` and `.timeindex` files (docs/format.md §6).
-
-    .index entry (8 bytes):      relativeOffset int32, position int32
-    .timeindex entry (12 bytes): timestamp int64, relativeOffset int32
+"""The sparse `.index` and `.timeindex` files (docs/format.md §6), whose entries kfmt.format.layout
+declares (OFFSET_INDEX_ENTRY: relativeOffset int32, position int32; TIME_INDEX_ENTRY: timestamp int64,
+relativeOffset int32).
 
 Relative offsets are against the segment's base offset. A file copied from a running broker is
 preallocated and zero-filled past its last entry: reading stops at the first entry after slot 0 whose
@@ -14,13 +13,14 @@ entries of each, which the columns give without making an object per entry.
 from __future__ import annotations
 
 import bisect
-import struct
 from dataclasses import dataclass
 
 import numpy as np
 
-OFFSET_ENTRY = struct.Struct(">ii")
-TIME_ENTRY = struct.Struct(">qi")
+from kfmt.format.layout import OFFSET_INDEX_ENTRY, TIME_INDEX_ENTRY
+
+OFFSET_ENTRY = OFFSET_INDEX_ENTRY.struct
+TIME_ENTRY = TIME_INDEX_ENTRY.struct
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,15 +35,15 @@ class TimeEntry:
     offset: int  # absolute
 
 
-OFFSET_ROW = np.dtype([("relative", ">i4"), ("position", ">i4")])
-TIME_ROW = np.dtype([("timestamp", ">i8"), ("relative", ">i4")])
+OFFSET_ROW = OFFSET_INDEX_ENTRY.dtype()  # relative_offset, position
+TIME_ROW = TIME_INDEX_ENTRY.dtype()  # timestamp, relative_offset
 
 
 def _rows(data, row: np.dtype) -> np.ndarray:
     """The file's whole entries up to the zero-filled tail: the first slot after slot 0 whose
     relative offset is 0 ends them."""
     rows = np.frombuffer(data, row, count=len(data) // row.itemsize)
-    ends = np.flatnonzero(rows["relative"][1:] == 0)
+    ends = np.flatnonzero(rows["relative_offset"][1:] == 0)
     return rows[:ends[0] + 1] if len(ends) else rows
 
 
@@ -90,13 +90,13 @@ class TimeColumns:
 
 def offset_columns(data, base_offset: int) -> OffsetColumns:
     rows = _rows(data, OFFSET_ROW)
-    return OffsetColumns(rows["relative"].astype(np.int64) + base_offset, rows["position"].astype(np.int64),
+    return OffsetColumns(rows["relative_offset"].astype(np.int64) + base_offset, rows["position"].astype(np.int64),
                          base_offset)
 
 
 def time_columns(data, base_offset: int) -> TimeColumns:
     rows = _rows(data, TIME_ROW)
-    return TimeColumns(rows["timestamp"].astype(np.int64), rows["relative"].astype(np.int64) + base_offset,
+    return TimeColumns(rows["timestamp"].astype(np.int64), rows["relative_offset"].astype(np.int64) + base_offset,
                        base_offset)
 
 

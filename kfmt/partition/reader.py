@@ -27,14 +27,8 @@ import numpy as np
 
 from kfmt.format import segment
 from kfmt.format.message_formats import STRICT, ReadOptions
-from kfmt.format.model import (
-    HEADER_SIZE_UP_TO_MAGIC,
-    INT32_MAX,
-    LOG_OVERHEAD,
-    NO_TIMESTAMP,
-    Batch,
-    BatchHeader,
-)
+from kfmt.format.layout import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MAGIC_AT, MIN_ENTRY_SIZE
+from kfmt.format.model import INT32_MAX, NO_TIMESTAMP, Batch, BatchHeader
 from kfmt.format.wire import OFFSET_AND_SIZE
 from kfmt.partition import indexes
 from kfmt.partition.layout import PartitionDir, Segment
@@ -224,7 +218,7 @@ class PartitionReader:
         if len(head) < HEADER_SIZE_UP_TO_MAGIC:
             return False
         offset, size = OFFSET_AND_SIZE.unpack_from(head)
-        return (head[16] in registry.get().formats and size >= segment.MIN_ENTRY_SIZE
+        return (head[MAGIC_AT] in registry.get().formats and size >= MIN_ENTRY_SIZE
                 and entry.position + LOG_OVERHEAD + size <= seg.log.size
                 and seg.base_offset <= offset <= entry.offset)
 

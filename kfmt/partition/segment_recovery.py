@@ -11,7 +11,6 @@ leader epoch are looked at one by one. Same results as `add` per row, which rema
 from __future__ import annotations
 
 import gc
-import struct
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,9 +18,11 @@ import numpy as np
 from kfmt.defaults import DEFAULT_INDEX_INTERVAL_BYTES
 from kfmt.errors import DataError, UsageError
 from kfmt.format.control import ControlType
-from kfmt.format.frames import ATTR_CONTROL, ATTR_TRANSACTIONAL, FRAME_DTYPE, header_of
+from kfmt.format.frames import FRAME_DTYPE, header_of
 from kfmt.format.kernels import native
+from kfmt.format.layout import ATTR_CONTROL, ATTR_TRANSACTIONAL, MAGIC_V2
 from kfmt.format.model import INT32_MAX, NO_PRODUCER_ID, NO_TIMESTAMP, BatchHeader
+from kfmt.format.wire import NATIVE_INT64_PAIR
 from kfmt.partition import indexes, txnindex
 from kfmt.partition.indexes import OffsetEntry, TimeEntry
 from kfmt.partition.layout import segment_file_name
@@ -55,8 +56,8 @@ class SegmentCompanions:
         relative = pairs[:, 0] - self.base_offset
         if not _fit_int32(relative, pairs[:, 1]):
             return indexes.write_offset_index(self.offset_entries, self.base_offset)  # (refuses them)
-        out = np.empty(len(pairs), dtype=[("relative", ">i4"), ("position", ">i4")])
-        out["relative"], out["position"] = relative, pairs[:, 1]
+        out = np.empty(len(pairs), dtype=indexes.OFFSET_ROW)
+        out["relative_offset"], out["position"] = relative, pairs[:, 1]
         return out.tobytes()
 
     @property
@@ -65,8 +66,8 @@ class SegmentCompanions:
         relative = pairs[:, 1] - self.base_offset
         if not _fit_int32(relative):
             return indexes.write_time_index(self.time_entries, self.base_offset)  # (refuses them)
-        out = np.empty(len(pairs), dtype=[("timestamp", ">i8"), ("relative", ">i4")])
-        out["timestamp"], out["relative"] = pairs[:, 0], relative
+        out = np.empty(len(pairs), dtype=indexes.TIME_ROW)
+        out["timestamp"], out["relative_offset"] = pairs[:, 0], relative
         return out.tobytes()
 
     @property
@@ -235,7 +236,7 @@ class RecoveredSegmentBuilder:
     def add(self, header: BatchHeader, control: ControlType | None = None, coordinator_epoch: int = -1,
             marker_timestamp: int | None = None) -> None:
         self.indexer.add(header)
-        if header.magic < 2:
+        if header.magic < MAGIC_V2:
             return
         self._v2_next_offset = header.last_offset + 1
         epoch = header.partition_leader_epoch
@@ -283,7 +284,7 @@ class RecoveredSegmentBuilder:
         return indexer.finish(), facts
 
 
-_PAIR = struct.Struct("=qq")  # an index entry as the index walk makes it (native int64 pairs)
+_PAIR = NATIVE_INT64_PAIR  # an index entry as the index walk makes it
 
 
 def _pairs(data) -> np.ndarray:
@@ -309,7 +310,7 @@ def _entries(kind, data: bytes) -> list:
 
 
 def v2_rows(rows: np.ndarray) -> np.ndarray:
-    v2 = rows["magic"] >= 2
+    v2 = rows["magic"] >= MAGIC_V2
     return rows if v2.all() else rows[v2]
 
 
@@ -347,6 +348,6 @@ def rising_epochs(v2_rows: np.ndarray, latest: int) -> list[tuple[int, int]]:
 
 
 def check_no_control(rows: np.ndarray) -> None:
-    if ((rows["magic"] >= 2) & (rows["attributes"] & ATTR_CONTROL != 0)).any():
+    if ((rows["magic"] >= MAGIC_V2) & (rows["attributes"] & ATTR_CONTROL != 0)).any():
         raise UsageError("control batches are added with their marker's facts (add_batch / "
                          "add_decoded_batch), not as frames")

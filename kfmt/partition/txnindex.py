@@ -1,16 +1,17 @@
-"""The transaction index `.txnindex`: one 34-byte entry per aborted transaction (docs/format.md §7).
-
-    version int16 (0) | producerId int64 | firstOffset int64 | lastOffset int64 (the ABORT marker)
-    | lastStableOffset int64
+"""The transaction index `.txnindex`: one entry per aborted transaction (docs/format.md §7), as
+kfmt.format.layout declares it (TXN_INDEX_ENTRY: version int16 0, producerId int64, firstOffset int64,
+lastOffset int64 (the ABORT marker), lastStableOffset int64; 34 bytes).
 
 An entry lives in the segment that holds the abort marker. Trailing bytes short of an entry are ignored.
 """
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
-ENTRY = struct.Struct(">hqqqq")
+from kfmt.format.layout import TXN_INDEX_ENTRY
+
+ENTRY = TXN_INDEX_ENTRY.struct
+VERSION_AT = TXN_INDEX_ENTRY.at("version")
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kfmt.format import segment
-from kfmt.format.model import LOG_OVERHEAD
+from kfmt.format.layout import LOG_OVERHEAD, MAGIC_V2, MIN_ENTRY_SIZE
 from kfmt.format.wire import OFFSET_AND_SIZE
 from kfmt.partition import indexes
 from kfmt.partition.layout import Segment
@@ -89,7 +89,7 @@ def frame_mask(rows: np.ndarray, wanted: Wanted) -> np.ndarray | None:
         keep = ~late if keep is None else keep & ~late
     if wanted.intervals is not None:
         # a legacy wrapper's first inner offset is unknown before decompression: taken as unbounded
-        wrapper = (rows["magic"] < 2) & (rows["compression"] != 0)
+        wrapper = (rows["magic"] < MAGIC_V2) & (rows["compression"] != 0)
         first = np.where(wrapper, np.iinfo(np.int64).min, rows["base_offset"])
         hit = overlaps(wanted.intervals, first, rows["last_offset"])
         keep = hit if keep is None else keep & hit
@@ -181,7 +181,7 @@ def _header(reader, seg: Segment, position: int) -> tuple[int, int] | None:
     if len(head) < LOG_OVERHEAD:
         return None
     offset, size = OFFSET_AND_SIZE.unpack_from(head)
-    if size < segment.MIN_ENTRY_SIZE or position + LOG_OVERHEAD + size > seg.size:
+    if size < MIN_ENTRY_SIZE or position + LOG_OVERHEAD + size > seg.size:
         return None
     return offset, size
 

@@ -68,13 +68,26 @@ def load_plugins(*, builtin: bool = True) -> None:
             _load(kinds)
 
 
-def _load(kinds: set[bool]) -> None:
+def load_declaring(kind: str) -> None:
+    """The third-party plugins and those of kfmt's built-ins that provide things of one kind
+    (their entry points are named `<kind>-...` in pyproject.toml: "exporters"), not the others:
+    what the command line's parser needs to build the flags of the options those declare
+    (kfmt.plugin.options). Such built-in modules import what they are made of on first use, as
+    docs/plugins.md asks of every plugin, so `kfmt export --help` stays light."""
+    load_plugins(builtin=False)
+    if True in _loaded:
+        return
+    with _loading:
+        _load({True}, only=f"{kind}-")
+
+
+def _load(kinds: set[bool], only: str = "") -> None:
     global generation
     allow = os.environ.get(ALLOW_LIST_ENV)
     allowed = None if allow is None else {n.strip() for n in allow.split(",") if n.strip()}
     found = _entry_points()
     for ep, is_builtin in sorted(found, key=lambda e: not e[1]):  # built-ins first, else as found
-        if is_builtin not in kinds or is_builtin in _loaded:
+        if is_builtin not in kinds or is_builtin in _loaded or not ep.name.startswith(only):
             continue
         if not is_builtin and allowed is not None and ep.name not in allowed:
             continue
@@ -97,7 +110,8 @@ def _load(kinds: set[bool]) -> None:
     if True in kinds and not any(is_builtin for _, is_builtin in found):
         raise KfmtError("kfmt's built-in plugins are not registered: install kfmt (pip install -e .) "
                         "rather than running it from a source tree")
-    _loaded.update(kinds)
+    if not only:
+        _loaded.update(kinds)
     generation += 1
 
 

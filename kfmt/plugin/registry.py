@@ -126,6 +126,16 @@ def get() -> Registry:
     return reg
 
 
+def exporters_declared() -> dict:
+    """The exporters (name -> Exporter) of the third-party plugins and of kfmt's own, without loading
+    kfmt's other built-in plugins (kfmt.plugin.manager.load_declaring): what the command line's
+    parser needs for the flags of their options."""
+    manager.load_declaring("exporters")
+    table: dict = {}
+    _call_each(manager.pm.hook.kfmt_register_exporters, _Keyed("exporter", table, lambda e: (e.name,), repr))
+    return table
+
+
 def commands() -> dict:
     """The CLI commands plugins register (name -> Command), without loading kfmt's built-in
     plugins, which register none (kfmt.plugin.manager): what the command line's parser needs, so

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kfmt.errors import DataError
-from kfmt.format.frames import ATTR_TRANSACTIONAL
+from kfmt.format.layout import ATTR_TRANSACTIONAL, MAGIC_V2
 from kfmt.format.javatext import java_string
 from kfmt.format.model import EMPTY_RECORDS, RECORD_SCHEMA, Batch
 from kfmt.plugin import registry
@@ -127,7 +127,7 @@ def export_frames(records: pa.RecordBatch, rows: np.ndarray, segment_base: int, 
     no object per entry."""
     types = {f.name: f.type for f in EXPORT_SCHEMA}
     n = len(rows)
-    v2 = rows["magic"] >= 2
+    v2 = rows["magic"] >= MAGIC_V2
     if counts is None:
         counts = np.where(v2, rows["records_count"], 1)
     if base_offsets is None:

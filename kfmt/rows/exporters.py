@@ -19,6 +19,9 @@ from typing import Iterator, Protocol
 
 import pyarrow as pa
 
+from kfmt.errors import UsageError
+from kfmt.plugin.options import declared, from_keywords
+
 
 class ExportWriter(Protocol):
     def write(self, rows: pa.RecordBatch) -> None:
@@ -31,15 +34,19 @@ class ExportWriter(Protocol):
 class Exporter(Protocol):
     name: str  # the value of `kfmt export --format`
     extension: str  # of the files written, with its dot
+    # Optional: the settings it takes (kfmt.plugin.options.Option), which become the flags
+    # `--<name>-<option>` of `kfmt export` and the keywords `<name>_<option>` of `kfmt.export`.
+    # options: tuple = ()
 
-    def open(self, stream, schema: pa.Schema) -> ExportWriter:
-        """A writer onto `stream` (kfmt.storage.store.WriteStream: write(bytes), size)."""
+    def open(self, stream, schema: pa.Schema, settings: dict) -> ExportWriter:
+        """A writer onto `stream` (kfmt.storage.store.WriteStream: write(bytes), size); `settings`:
+        the value of each of its options (option name -> value, defaults filled in)."""
 
-    def read_back(self, data, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    def read_back(self, data, schema: pa.Schema, settings: dict) -> Iterator[pa.RecordBatch]:
         """The rows of a written file, with `schema`; a KfmtError when they cannot be read."""
 
     # Optional:
-    # def rows_in(self, data, schema: pa.Schema) -> int:
+    # def rows_in(self, data, schema: pa.Schema, settings: dict) -> int:
     #     """How many rows a written file holds, from its own metadata, without decoding them (a
     #     KfmtError when it cannot tell, or the schema differs): an exporter with it is not read back."""
 
@@ -70,8 +77,8 @@ class TableExporter(Protocol):
     kind: str  # "table"
 
     def open_table(self, destination: str, storage_options: dict, settings: dict) -> TableSink:
-        """The table at `destination` (created on the first commit); `settings`: the format's own
-        options (`kfmt export --iceberg-...`)."""
+        """The table at `destination` (created on the first commit); `settings`: the value of each
+        of its options, as `open` receives them (`kfmt export --iceberg-...`)."""
 
 
 def is_table(exporter) -> bool:
@@ -83,3 +90,18 @@ def exporters() -> dict[str, Exporter]:
     from kfmt.plugin import registry
 
     return registry.get().exporters
+
+
+def exporter_named(name: str) -> Exporter:
+    known = exporters()
+    if name not in known:
+        raise UsageError(f"unknown export format {name!r} (known: {', '.join(sorted(known))})")
+    return known[name]
+
+
+def settings_from_keywords(name: str, keywords: dict) -> dict:
+    """The settings of the exporter `name` from `kfmt.export`'s keyword arguments `<name>_<option>`
+    (kfmt.plugin.options.from_keywords; a keyword of another exporter's option is refused)."""
+    exporter = exporter_named(name)
+    others = {other: declared(e) for other, e in exporters().items() if other != name}
+    return from_keywords(name, declared(exporter), keywords, others)

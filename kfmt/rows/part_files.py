@@ -57,8 +57,9 @@ class PartFiles:
     def __init__(self, exporter, files, schema: pa.Schema, segment_base: int, range_index: int,
                  target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES,
                  row_group_rows: int | None = None, row_group_bytes: int | None = None,
-                 first_offset: int | None = None, observe=None):
+                 first_offset: int | None = None, observe=None, settings: dict | None = None):
         self.exporter, self.files, self.schema = exporter, files, schema
+        self.settings = settings or {}  # the exporter's (kfmt.rows.exporters: its options' values)
         # observe(file's relative path, rows): called with every RecordBatch handed to a writer, as
         # it was handed (the export checks them against what it read: kfmt.transforms.export_job)
         self.observe = observe
@@ -122,7 +123,7 @@ class PartFiles:
         if d.writer is None:
             file_name = part_file_name(self.segment_base, self.range_index, d.files,
                                        self.exporter.extension, self.first_offset)
-            d.writer = self.exporter.open(self.files.open(f"{name}/{file_name}"), self.schema)
+            d.writer = self.exporter.open(self.files.open(f"{name}/{file_name}"), self.schema, self.settings)
             self._writers.append(d.writer)
             d.files += 1
         (batch,) = group.to_batches()

@@ -34,7 +34,8 @@ from kfmt.defaults import DEFAULT_SPLIT_BYTES
 from kfmt.errors import DataError, UsageError
 from kfmt.format import batch_runs, inflated_runs, legacy_runs, segment
 from kfmt.format.digest import ContentDigest
-from kfmt.format.frames import ATTR_TRANSACTIONAL, header_of
+from kfmt.format.layout import ATTR_TRANSACTIONAL, MAGIC_V2
+from kfmt.format.frames import header_of
 from kfmt.partition.indexes import OffsetEntry
 from kfmt.partition.layout import PartitionDir
 from kfmt.partition.live import SegmentGone, maps_files, segment_bytes
@@ -336,13 +337,17 @@ def _runs(rows, selection: Selection, outcomes, floor: int | None) -> list[tuple
     first offset is known only inflated: the chunk's first row), and with read_committed a
     transactional one or one at or beyond the last stable offset."""
     kinds = np.full(len(rows), _ONE, dtype=np.int8)
-    kinds[(rows["magic"] < 2) & (rows["compression"] == 0)] = _MESSAGES
+    messages = (rows["magic"] < MAGIC_V2) & (rows["compression"] == 0)
     whole = np.ones(len(rows), dtype=bool)
     if floor is not None:
         whole &= rows["base_offset"] >= floor
         whole[:1] &= rows["magic"][:1] >= 2  # rows before this chunk's all end below every later one
+        # a message below the log start after one above it (offsets out of order) is not in the
+        # deleted prefix _deleted_left_out takes away: it goes on its own, where the floor is applied
+        messages &= rows["base_offset"] >= floor
+    kinds[messages] = _MESSAGES
     if selection.read_committed:
-        whole &= (rows["magic"] < 2) | (rows["attributes"] & ATTR_TRANSACTIONAL == 0)
+        whole &= (rows["magic"] < MAGIC_V2) | (rows["attributes"] & ATTR_TRANSACTIONAL == 0)
         if outcomes.last_stable_offset is not None:
             whole &= rows["last_offset"] < outcomes.last_stable_offset
     kinds[whole & batch_runs.plain_batches(rows)] = _BATCHES

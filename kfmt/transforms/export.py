@@ -62,12 +62,11 @@ from kfmt.transforms.report import make_report, report_bytes
 def export(src: str, dst: str, *, src_options: dict | None = None, dst_options: dict | None = None,
            options: ExportOptions | None = None, topic: str | None = None,
            partition: int | None = None, master: str | None = None, dry_run: bool = False,
-           progress: bool = True, append: bool = False, table_settings: dict | None = None
-           ) -> tuple[ExportPlan, dict | None]:
+           progress: bool = True, append: bool = False) -> tuple[ExportPlan, dict | None]:
     """Export SRC into DST. Returns the plan and the report (None for a dry run, which writes
     nothing). `append`: add to the export in DST what is new since its last run (an empty or
     missing DST is exported whole). A table format (`--format iceberg`) goes to
-    kfmt.transforms.export_table, with `table_settings` (catalog, table, properties)."""
+    kfmt.transforms.export_table, with its settings (options.settings: catalog, table, properties)."""
     started = time.monotonic()
     options = options or ExportOptions()
     src_storage, src_path = open_storage(src, src_options)
@@ -77,7 +76,7 @@ def export(src: str, dst: str, *, src_options: dict | None = None, dst_options: 
     if is_table(exporters()[options.format]):
         return table_export(src_storage, src_path, dst_storage, dst_path, dst,
                             dst_options if dst_options is not None else src_options, options,
-                            table_settings or {}, topic, partition, append, progress, started, dry_run)
+                            options.settings, topic, partition, append, progress, started, dry_run)
     if options.mode == "upsert":
         return _upsert(src_storage, src_path, dst_storage, dst_path, options, topic, partition, append,
                        progress, started, dry_run)

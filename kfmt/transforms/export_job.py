@@ -23,7 +23,7 @@ from kfmt.partition.transactions import TransactionOutcomes, partition_outcomes
 from kfmt.pipelines.engine import Engine
 from kfmt.pipelines.runner import run_tasks
 from kfmt.rows.columns import EXPORT_SCHEMA, record_dates, rows_to_records
-from kfmt.rows.exporters import exporters
+from kfmt.rows.exporters import exporter_named, exporters
 from kfmt.rows.part_files import PartFiles
 from kfmt.rows.typed import DEAD_LETTER_SCHEMA, DecodeTally, TopicTyping, TypingOptions, bind_typing
 from kfmt.rows.ranges import (
@@ -62,11 +62,11 @@ class ExportOptions:
     include_deleted: bool = False  # also the records below each partition's log start offset
     typing: TypingOptions = TypingOptions()  # how keys and values are decoded (kfmt.rows.typed)
     mode: str = "records"  # or "upsert": one row per key (kfmt.transforms.export_upsert)
+    # the exporter's settings: each of its options' value (kfmt.plugin.options.settings)
+    settings: dict = field(default_factory=dict)
 
     def __post_init__(self):
-        known = exporters()
-        if self.format not in known:
-            raise UsageError(f"unknown export format {self.format!r} (known: {', '.join(sorted(known))})")
+        exporter_named(self.format)
         if ",".join(self.partition_by) not in PARTITION_BY:
             raise UsageError(f"cannot partition by {','.join(self.partition_by)!r} (choose one of: "
                              f"{'; '.join(PARTITION_BY)})")
@@ -102,7 +102,9 @@ class ExportOptions:
                 "split_bytes": self.split_bytes, "target_file_bytes": self.target_file_bytes,
                 "include_deleted": self.include_deleted,
                 **({"typing": self.typing.to_json()} if self.typing.active else {}),
-                **({"mode": self.mode} if self.mode != "records" else {})}
+                **({"mode": self.mode} if self.mode != "records" else {}),
+                # only when the exporter has settings: the reports and states of those without stay as they were
+                **({"settings": self.settings} if self.settings else {})}
 
 
 # --- the plan -------------------------------------------------------------------------------------
@@ -247,7 +249,7 @@ def export_task(task: ExportTask) -> TaskResult:
     # a topic whose values are decoded one member per schema id: a table per schema id (export_split)
     files_of = SchemaIdTables if splits_values(typing) else PartFiles
     out = files_of(fmt, files, schema, first.segment_base, first.index, options.target_file_bytes,
-                   first_offset=task.first_offset, observe=handed.add)
+                   first_offset=task.first_offset, observe=handed.add, settings=options.settings)
     dead = DeadLetters(fmt, files, task) if typing is not None else None
     decoded = RangeTally()  # typed: the stored records handed to the decoders
     read = RangeTally()
@@ -273,10 +275,11 @@ def export_task(task: ExportTask) -> TaskResult:
         raise
     for record in records:
         if dead is not None and record.rel.startswith(DEAD_LETTER_DIR + "/"):
-            _check_file(fmt, files, record, DEAD_LETTER_SCHEMA, dead.handed.files[record.rel])
+            _check_file(fmt, files, record, DEAD_LETTER_SCHEMA, dead.handed.files[record.rel],
+                        options.settings)
         else:
             _check_file(fmt, files, record, out.schema_of(record.rel) if files_of is SchemaIdTables
-                        else schema, handed.files[record.rel])
+                        else schema, handed.files[record.rel], options.settings)
     written = handed.total()
     if typing is not None:  # the typed rows hold the stored records the decoders were handed
         written.digest = decoded.digest
@@ -296,7 +299,7 @@ class DeadLetters:
         self.handed = HandedRows(typed=True)
         self.out = PartFiles(fmt, files, DEAD_LETTER_SCHEMA, first.segment_base, first.index,
                              task.options.target_file_bytes, first_offset=task.first_offset,
-                             observe=self.handed.add)
+                             observe=self.handed.add, settings=task.options.settings)
         self.tally = DecodeTally()
 
     def split(self, typing: TopicTyping, rows: pa.RecordBatch) -> pa.RecordBatch:
@@ -392,7 +395,8 @@ def distinct_batches(keys: list[np.ndarray]) -> int:
     return len(np.unique(pairs, axis=0))
 
 
-def _check_file(fmt, files, record: FileRecord, schema: pa.Schema, handed: RangeTally) -> None:
+def _check_file(fmt, files, record: FileRecord, schema: pa.Schema, handed: RangeTally,
+                settings: dict) -> None:
     """Check a written file against the rows handed to its writer: its size, and the rows it holds,
     counted from its own metadata where the exporter provides that (`rows_in`: Parquet's footer;
     its encoding is pyarrow's), else read back whole and digested (an exporter whose encoding is its
@@ -408,9 +412,9 @@ def _check_file(fmt, files, record: FileRecord, schema: pa.Schema, handed: Range
     found = RangeTally()
     try:
         if rows_in is not None:
-            held = rows_in(data, schema)
+            held = rows_in(data, schema, settings)
         else:
-            for rows in fmt.read_back(data, schema):
+            for rows in fmt.read_back(data, schema, settings):
                 if typed:
                     found.records += rows.num_rows
                 else:

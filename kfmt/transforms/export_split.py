@@ -29,8 +29,9 @@ class SchemaIdTables:
     """PartFiles per schema id, made as rows of each come (the same naming and sizing as one)."""
 
     def __init__(self, fmt, files, schema: pa.Schema, segment_base: int, range_index: int,
-                 target_file_bytes: int, first_offset: int | None, observe):
+                 target_file_bytes: int, first_offset: int | None, observe, settings: dict | None = None):
         self.args = (fmt, files)
+        self.settings = settings  # the exporter's (kfmt.rows.exporters: its options' values)
         self.place = (segment_base, range_index, target_file_bytes, first_offset, observe)
         self.schema = schema
         self.value_index = schema.get_field_index("value")
@@ -58,7 +59,7 @@ class SchemaIdTables:
             schema = self.schema.set(self.value_index, pa.field("value", value.type))
             base, index, target, first_offset, observe = self.place
             self.outs[schema_id] = (PartFiles(*self.args, schema, base, index, target, first_offset=first_offset,
-                                              observe=observe), schema)
+                                              observe=observe, settings=self.settings), schema)
         out, schema = self.outs[schema_id]
         columns = [value if i == self.value_index else rows.column(i) for i in range(rows.num_columns)]
         out.write(table_directory(directory, schema_id), pa.RecordBatch.from_arrays(columns, schema=schema))

@@ -84,7 +84,7 @@ def upsert_files(plan: ExportPlan, dst_storage, dst_path: str, progress: bool, s
         written, records = 0, []
         for topic, table in tables.items():
             schema = pa.schema([f for f in table.schema if f.name not in options.partition_by])
-            parts = PartFiles(fmt, files, schema, 0, 0, options.target_file_bytes)
+            parts = PartFiles(fmt, files, schema, 0, 0, options.target_file_bytes, settings=options.settings)
             for p in sorted({p.part.partition for p in plan.partitions if p.part.topic == topic}):
                 rows = table.filter(pa.compute.equal(table.column("partition"), p))
                 rel = next(q.rel for q in plan.partitions if q.part.topic == topic and q.part.partition == p)
@@ -94,7 +94,8 @@ def upsert_files(plan: ExportPlan, dst_storage, dst_path: str, progress: bool, s
             records += parts.close()
             dead = decode["dead"].get(topic)
             if dead is not None:
-                letters = PartFiles(fmt, files, DEAD_LETTER_SCHEMA, 0, 0, options.target_file_bytes)
+                letters = PartFiles(fmt, files, DEAD_LETTER_SCHEMA, 0, 0, options.target_file_bytes,
+                                    settings=options.settings)
                 letters.write(f"{DEAD_LETTER_DIR}/topic={topic}", dead)
                 records += letters.close()
         out.adopt(records)

@@ -25,7 +25,7 @@ import numpy as np
 
 from kfmt.format import compress_runs, wrapper_runs
 from kfmt.format.codecs import Level, compression_levels
-from kfmt.format.frames import ATTR_CONTROL
+from kfmt.format.layout import ATTR_CONTROL, MAGIC_V2
 from kfmt.format.legacy_runs import RunUpgrader, UpgradedRun
 from kfmt.format.model import Batch, BatchHeader
 from kfmt.partition.companions import CompanionOptions
@@ -36,10 +36,11 @@ from kfmt.transforms.upgrade import encode_v2
 
 class RecompressRewriter(Rewriter):
     def __init__(self, compression: str, level: Level | None = None):
-        self.codec = registry.get().compression_named(compression).id
-        self.codec_name = compression
-        # checked against the levels the codec plugin declares (Compression.levels)
-        self.level = None if level is None else compression_levels([level], compression)[self.codec]
+        # The codec and its levels are what its plugin declares (kfmt.format.codecs.Compression.levels).
+        codec = registry.get().compression_named(compression)
+        self.codec = codec.id
+        self.codec_name = codec.name
+        self.level = None if level is None else compression_levels([level], codec.name)[self.codec]
         self._levels = {} if self.level is None else {self.codec: self.level}
 
     def converts_wrappers(self) -> tuple[int | None, dict] | None:
@@ -52,7 +53,7 @@ class RecompressRewriter(Rewriter):
 
     def kept(self, rows: np.ndarray) -> np.ndarray:
         """keeps() for rows of frames, many at a time (legacy rows are never kept)."""
-        v2 = rows["magic"] >= 2
+        v2 = rows["magic"] >= MAGIC_V2
         control = (rows["attributes"] & ATTR_CONTROL) != 0
         same = (rows["compression"] == self.codec) if self.level is None else np.zeros(len(rows), bool)
         return v2 & (control | (rows["records_count"] == 0) | same)
@@ -75,7 +76,7 @@ class RecompressRewriter(Rewriter):
         return _CompressingUpgrader(upgrader, self.codec, self.level)
 
     def outputs(self, header: BatchHeader, entry, batch: Batch) -> Iterator[Output]:
-        if header.magic < 2:
+        if header.magic < MAGIC_V2:
             yield Output(wrapper_runs.convert_wrapper_reference(batch, self._levels, self.codec), header)
         elif self.keeps(header):
             yield Output(entry, header, batch)
@@ -89,7 +90,7 @@ class RecompressRewriter(Rewriter):
         def verb(magic: int, codec: int, control: bool) -> str:
             if control:
                 return "copied byte for byte (Kafka never compresses control batches)"
-            if magic < 2:
+            if magic < MAGIC_V2:
                 return f"converted by Kafka 4.0's rules, then {target}"
             if codec == self.codec and self.level is None:
                 return "copied byte for byte (already " + self.codec_name + ")"

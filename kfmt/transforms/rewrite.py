@@ -12,7 +12,8 @@ import numpy as np
 from kfmt.errors import DataError, KfmtError
 from kfmt.format import batch_runs, legacy_runs, segment, wrapper_runs
 from kfmt.format.batch_runs import CheckedRun
-from kfmt.format.frames import ATTR_CONTROL, header_of
+from kfmt.format.frames import header_of
+from kfmt.format.layout import ATTR_CONTROL, MAGIC_AT, MAGIC_V2
 from kfmt.format.legacy_runs import RunUpgrader, UpgradedRun
 from kfmt.format.model import INT32_MAX, Batch, BatchHeader
 from kfmt.partition.companions import CompanionOptions, control_facts
@@ -94,7 +95,7 @@ class Census:
 
     def add_rows(self, rows: np.ndarray) -> None:
         """add() for rows of frames (kfmt.format.frames), many at a time."""
-        control = (rows["magic"] >= 2) & (rows["attributes"] & ATTR_CONTROL != 0)
+        control = (rows["magic"] >= MAGIC_V2) & (rows["attributes"] & ATTR_CONTROL != 0)
         keys = np.stack([rows["magic"].astype(np.int64), rows["compression"].astype(np.int64),
                          control.astype(np.int64)], axis=1)
         kinds, where = np.unique(keys, axis=0, return_inverse=True)
@@ -352,7 +353,7 @@ def _decoded_output(out: Output) -> tuple[BatchHeader, Batch]:
     if out.copied is not None:
         return out.source, out.copied
     entry = memoryview(out.entry)
-    fmt = registry.get().format_for(entry[16])
+    fmt = registry.get().format_for(entry[MAGIC_AT])
     header = fmt.read_header(entry, 0)
     return header, fmt.decode(entry, header)
 
@@ -409,11 +410,8 @@ class RewriteTransform(Transform):
 
 
 def first_entry_kind(source: SourceSegment) -> tuple[int, int] | None:
-    """(magic, codec) of a segment's first entry from its first 23 bytes (docs/format.md §2: the
-    magic is byte 16; the codec the low 3 bits of the attributes, byte 17 in v0/v1, the int16 at 21
-    in v2); None for a segment too short to hold an entry."""
-    if source.size < 23:
+    """(magic, codec) of a segment's first entry (kfmt.format.segment.entry_kind); None for a segment
+    too short to hold an entry."""
+    if source.size < segment.KIND_BYTES:
         return None
-    head = bytes(source.read(0, 23))
-    magic = head[16]
-    return magic, (head[17] if magic < 2 else head[22]) & 0x07
+    return segment.entry_kind(bytes(source.read(0, segment.KIND_BYTES)))

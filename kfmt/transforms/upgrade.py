@@ -22,7 +22,8 @@ from kfmt.errors import UsageError
 from kfmt.format.codecs import Level, named_levels
 from kfmt.format import wrapper_runs
 from kfmt.format.kernels import native
-from kfmt.format.legacy_runs import DEFAULT_MAX_BATCH_BYTES, V2_BATCH_OVERHEAD, RunUpgrader
+from kfmt.format.layout import MAGIC_V2, V2_BATCH_OVERHEAD
+from kfmt.format.legacy_runs import DEFAULT_MAX_BATCH_BYTES, RunUpgrader
 from kfmt.format.model import Batch, BatchHeader
 from kfmt.partition.companions import CompanionOptions
 from kfmt.plugin import registry
@@ -31,7 +32,7 @@ from kfmt.transforms.run import RunPlan, run_transform
 
 
 def encode_v2(header: BatchHeader, records, level: Level | None = None) -> bytes:
-    return registry.get().format_for(2).encode(header, records, level=level)
+    return registry.get().format_for(MAGIC_V2).encode(header, records, level=level)
 
 
 class UpgradeRewriter(Rewriter):
@@ -63,17 +64,17 @@ class UpgradeRewriter(Rewriter):
         # of Python each (kfmt.format.wrapper_runs: on two threads 4.5 CPU s for the gzip and plain v1
         # gigabyte of bench/'s opaque input, against 5.3 on the pool). Not with the pure-Python
         # references (KFMT_PURE_PYTHON=1, or no compiler): they hold the GIL.
-        return native is not None and (codec == 0 or (magic < 2 and wrapper_runs.available()))
+        return native is not None and (codec == 0 or (magic < MAGIC_V2 and wrapper_runs.available()))
 
     def outputs(self, header: BatchHeader, entry, batch: Batch) -> Iterator[Output]:
-        if header.magic >= 2:
+        if header.magic >= MAGIC_V2:
             yield Output(entry, header, batch)  # already v2: byte for byte
         else:  # a compressed wrapper (runs of messages go through run_upgrader, of wrappers wrapper_runs)
             yield Output(wrapper_runs.convert_wrapper_reference(batch, self.levels), header)
 
     def describe(self, census: Census) -> list[str]:
         def verb(magic: int, codec: int, control: bool) -> str:
-            if magic >= 2:
+            if magic >= MAGIC_V2:
                 return "copied byte for byte"
             if codec:
                 return "one v2 batch each, same codec (Kafka 4.0)"

@@ -24,9 +24,10 @@ import numpy as np
 
 from kfmt.errors import UsageError
 from kfmt.format.control import ControlType
-from kfmt.format.frames import ATTR_CONTROL, header_of
+from kfmt.format.frames import header_of
 from kfmt.format.kernels import native
-from kfmt.format.model import LOG_OVERHEAD, Batch, BatchHeader
+from kfmt.format.layout import ATTR_CONTROL, HEADER_SIZE_UP_TO_MAGIC, LOG_ENTRY, LOG_OVERHEAD, MAGIC_AT, MAGIC_V2
+from kfmt.format.model import Batch, BatchHeader
 from kfmt.format.wire import OFFSET_AND_SIZE
 from kfmt.partition.companions import CompanionBuilder, control_facts
 from kfmt.partition.layout import PARTITION_METADATA, PartitionDir, segment_file_name
@@ -37,6 +38,7 @@ from kfmt.storage.manifest import FileRecord
 from kfmt.storage.staging import StagedFiles, StagedOutput
 from kfmt.write.planner import FIRST, REQUESTED, RollPolicy, SegmentPlanner
 
+_ENTRY_START = LOG_ENTRY.dtype()  # offset, size, crc_or_leader_epoch, magic: the reference check's view
 # --- writing ---
 
 @dataclass(frozen=True)
@@ -68,14 +70,14 @@ def rel_path(rel_dir: str, name: str) -> str:
 
 def checked_header(header: BatchHeader, entry) -> BatchHeader:
     """The header must describe the bytes: an index built from wrong facts would point nowhere."""
-    if len(entry) < LOG_OVERHEAD + 5:
+    if len(entry) < HEADER_SIZE_UP_TO_MAGIC:
         raise UsageError(f"an entry of {len(entry)} bytes is too short to be a batch")
     offset, size = OFFSET_AND_SIZE.unpack_from(entry)
-    stored_offset = header.base_offset if header.magic >= 2 else header.last_offset
-    if (size + LOG_OVERHEAD != len(entry) or entry[16] != header.magic or offset != stored_offset
+    stored_offset = header.base_offset if header.magic >= MAGIC_V2 else header.last_offset
+    if (size + LOG_OVERHEAD != len(entry) or entry[MAGIC_AT] != header.magic or offset != stored_offset
             or header.size not in (None, len(entry))):
         raise UsageError(f"the header (magic {header.magic}, offset {stored_offset}, size "
-                         f"{header.size}) does not describe the entry (magic {entry[16]}, offset "
+                         f"{header.size}) does not describe the entry (magic {entry[MAGIC_AT]}, offset "
                          f"{offset}, {len(entry)} bytes)")
     return header if header.size is not None else header.replace(size=len(entry))
 
@@ -84,9 +86,9 @@ def checked_rows(rows: np.ndarray, entries) -> tuple[np.ndarray, int]:
     """checked_header for rows of frames of data batches and their concatenated bytes: (the rows,
     the position the first of them is given), positions made consecutive if they were not."""
     sizes = rows["size"].astype(np.int64)
-    if not len(rows) or sizes.min() < LOG_OVERHEAD + 5 or int(sizes.sum()) != len(entries):
+    if not len(rows) or sizes.min() < HEADER_SIZE_UP_TO_MAGIC or int(sizes.sum()) != len(entries):
         raise UsageError(f"{len(rows)} rows of frames do not describe {len(entries)} bytes of entries")
-    if ((rows["magic"] >= 2) & (rows["attributes"] & ATTR_CONTROL != 0)).any():
+    if ((rows["magic"] >= MAGIC_V2) & (rows["attributes"] & ATTR_CONTROL != 0)).any():
         raise UsageError("control batches are appended one by one, with their marker's facts")
     base = int(rows["position"][0])
     starts = base + np.concatenate(([0], np.cumsum(sizes)[:-1]))
@@ -97,12 +99,11 @@ def checked_rows(rows: np.ndarray, entries) -> tuple[np.ndarray, int]:
     if native is not None:
         bad = native.frames_describe(entries, rows, 0, len(rows), base)
     else:
-        head = np.frombuffer(entries, np.uint8)[(starts - base)[:, None] + np.arange(LOG_OVERHEAD + 5)]
-        offset = head[:, :8].copy().view(">i8").ravel()
-        size = head[:, 8:12].copy().view(">i4").ravel().astype(np.int64)
-        magic = head[:, 16].view(np.int8)
-        stored = np.where(rows["magic"] >= 2, rows["base_offset"], rows["last_offset"])
-        wrong = np.flatnonzero((size + LOG_OVERHEAD != sizes) | (magic != rows["magic"]) | (offset != stored))
+        starts_of_entries = (starts - base)[:, None] + np.arange(HEADER_SIZE_UP_TO_MAGIC)
+        head = np.frombuffer(entries, np.uint8)[starts_of_entries].copy().view(_ENTRY_START).ravel()
+        stored = np.where(rows["magic"] >= MAGIC_V2, rows["base_offset"], rows["last_offset"])
+        wrong = np.flatnonzero((head["size"].astype(np.int64) + LOG_OVERHEAD != sizes)
+                               | (head["magic"] != rows["magic"]) | (head["offset"] != stored))
         bad = int(wrong[0]) if len(wrong) else len(rows)
     if bad < len(rows):
         at = int(starts[bad]) - base

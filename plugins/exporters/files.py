@@ -18,13 +18,16 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Iterator
-
-import numpy as np
-import pyarrow as pa
+from typing import TYPE_CHECKING, Iterator
 
 from kfmt.errors import KfmtError
 from kfmt.plugin.hookspecs import hookimpl
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+# numpy and pyarrow are imported where they are used: the command line's parser loads this module to
+# learn the exporters' options (kfmt.plugin.manager.load_declaring), and must stay light.
 
 _BINARY_COLUMNS = ("key", "value")
 READ_BACK_ROWS = 65536
@@ -55,10 +58,11 @@ class ParquetFormat:
     name = "parquet"
     extension = ".parquet"
 
-    def open(self, stream, schema: pa.Schema) -> "ParquetFileWriter":
+    def open(self, stream, schema: pa.Schema, settings: dict) -> "ParquetFileWriter":
         return ParquetFileWriter(stream, schema)
 
-    def read_back(self, data, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    def read_back(self, data, schema: pa.Schema, settings: dict) -> Iterator[pa.RecordBatch]:
+        import pyarrow as pa
         import pyarrow.parquet as pq  # on first use: every command loads this plugin
 
         file = pq.ParquetFile(pa.BufferReader(data))
@@ -67,9 +71,10 @@ class ParquetFormat:
                             f"{file.schema_arrow}")
         yield from file.iter_batches(batch_size=READ_BACK_ROWS)
 
-    def rows_in(self, data, schema: pa.Schema) -> int:
+    def rows_in(self, data, schema: pa.Schema, settings: dict) -> int:
         """The rows a written file holds, from its footer (the encoding is pyarrow's: the export
         checks the rows it hands the writer, kfmt.transforms.export_job)."""
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
         metadata = pq.read_metadata(pa.BufferReader(data))
@@ -123,10 +128,10 @@ class JsonLinesFormat:
     name = "jsonl"
     extension = ".jsonl"
 
-    def open(self, stream, schema: pa.Schema) -> "JsonLinesWriter":
+    def open(self, stream, schema: pa.Schema, settings: dict) -> "JsonLinesWriter":
         return JsonLinesWriter(stream)
 
-    def read_back(self, data, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    def read_back(self, data, schema: pa.Schema, settings: dict) -> Iterator[pa.RecordBatch]:
         lines = bytes(data).splitlines()
         for start in range(0, len(lines), READ_BACK_ROWS):
             try:
@@ -165,6 +170,9 @@ def _unb64(text: str | None) -> bytes | None:
 
 def rows_to_json_objects(rows: pa.RecordBatch) -> list[dict]:
     """Export rows as JSON-ready dicts (see the module docstring), columns in schema order."""
+    import numpy as np
+    import pyarrow as pa
+
     names = rows.schema.names
     cols = {}
     for name in names:
@@ -188,6 +196,9 @@ def rows_to_json_objects(rows: pa.RecordBatch) -> list[dict]:
 
 def json_objects_to_rows(objects: list[dict], schema: pa.Schema) -> pa.RecordBatch:
     """The inverse of rows_to_json_objects; every object must have exactly the schema's columns."""
+    import numpy as np
+    import pyarrow as pa
+
     names = schema.names
     for obj in objects:
         if list(obj) != names:

@@ -32,6 +32,7 @@ from urllib.parse import urlparse
 
 from kfmt.errors import KfmtError, UsageError
 from kfmt.plugin.hookspecs import hookimpl
+from kfmt.plugin.options import Option
 
 DEFAULT_TABLE = "kafka.records"
 HWM_PREFIX = "kfmt.hwm."
@@ -50,11 +51,21 @@ class IcebergFormat:
     name = "iceberg"
     kind = "table"
     extension = ""
+    # --iceberg-catalog, --iceberg-table, --iceberg-property (kfmt.plugin.options), received as the
+    # settings of open_table
+    options = (
+        Option("catalog", "the pyiceberg catalog to use (load_catalog(NAME), configured in ~/.pyiceberg.yaml "
+                          "or PYICEBERG_CATALOG__ variables; default: a SQLite catalog in DST/_catalog.db "
+                          "with the warehouse in DST/warehouse)", metavar="NAME"),
+        Option("table", "the table", default=DEFAULT_TABLE, metavar="NS.TABLE"),
+        Option("properties", "a catalog property (repeatable), e.g. uri=... or warehouse=...", pairs=True,
+               flag="property"),
+    )
 
-    def open(self, stream, schema):
+    def open(self, stream, schema, settings):
         raise UsageError("iceberg is a table format: it is written through open_table")
 
-    def read_back(self, data, schema):
+    def read_back(self, data, schema, settings):
         raise UsageError("iceberg is a table format: read it with an Iceberg reader")
 
     def open_table(self, destination: str, storage_options: dict, settings: dict) -> "IcebergSink":

@@ -1,16 +1,8 @@
-"""Message formats v0 (Kafka 0.8-0.9) and v1 (0.10, KIP-31/32): legacy messages (docs/format.md §3).
-
-    Message (one log entry) =>
-      offset: int64         absolute; a compressed wrapper carries its LAST inner offset
-      messageSize: int32    bytes from crc to the end of the value
-      crc: uint32           CRC-32 of magic .. end of value
-      magic: int8           0 or 1
-      attributes: int8      bits 0-2 codec; bit 3 timestamp type (v1 only)
-      timestamp: int64      v1 only
-      keyLength: int32      negative = null
-      key: bytes
-      valueLength: int32    negative = null
-      value: bytes          a wrapper's value is the compressed inner message set
+"""Message formats v0 (Kafka 0.8-0.9) and v1 (0.10, KIP-31/32): legacy messages (docs/format.md §3),
+declared in kfmt.format.layout (V0_MESSAGE, V1_MESSAGE: offset, messageSize, crc, magic, attributes, a
+v1 timestamp, then keyLength and key, valueLength and value; LEGACY_ATTRIBUTES: codec, timestamp type).
+Each message is one log entry; a compressed wrapper's offset is its LAST inner offset, and its value
+the compressed inner message set.
 
 Uncompressed legacy data is not batched: every message is its own entry. A compressed wrapper holds
 inner messages framed the same way; their offsets are absolute in v0 and relative in v1 (possibly
@@ -25,7 +17,6 @@ kfmt.format.legacy_runs.
 from __future__ import annotations
 
 import dataclasses
-import struct
 from collections.abc import Sequence
 
 import numpy as np
@@ -33,26 +24,33 @@ import pyarrow as pa
 
 from kfmt.errors import DataError
 from kfmt.format.kernels import native
-from kfmt.format.message_formats import STRICT, MessageFormat, ReadOptions
-from kfmt.format.model import (
+from kfmt.format.layout import (
+    ATTR_LOG_APPEND_TIME,
+    CODEC_MASK,
+    LEGACY_ATTRIBUTES_AT,
+    LEGACY_MAGICS,
+    LEGACY_MESSAGES,
     LOG_OVERHEAD,
-    NO_TIMESTAMP,
-    Batch,
-    BatchHeader,
-    LegacyMessageInfo,
-    TimestampType,
-    make_records,
+    MAGIC_AT,
+    MAGIC_V0,
+    MAGIC_V1,
+    RECORD_OVERHEAD,
+    V0_MESSAGE,
+    V1_MESSAGE,
 )
-from kfmt.format.wire import INT32, OFFSET_AND_SIZE, crc32, int64
+from kfmt.format.message_formats import STRICT, MessageFormat, ReadOptions
+from kfmt.format.model import NO_TIMESTAMP, Batch, BatchHeader, LegacyMessageInfo, TimestampType, make_records
+from kfmt.format.wire import INT32, OFFSET_AND_SIZE, UINT32, crc32, int64
 from kfmt.plugin import registry
 from kfmt.plugin.hookspecs import hookimpl
 
-PREFIX = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
-V1_TIMESTAMP = struct.Struct(">q")
-RECORD_OVERHEAD = {0: 14, 1: 22}  # minimum messageSize: crc .. valueLength
-KEY_LENGTH_AT = {0: 18, 1: 26}  # position of keyLength in the entry
-ATTR_COMPRESSION = 0x07
-ATTR_LOG_APPEND_TIME = 0x08
+PREFIX = V0_MESSAGE.struct  # offset, messageSize, crc, magic, attributes: the same in v0 and v1
+UP_TO_CRC = V0_MESSAGE.struct_of("offset", "crc")
+MAGIC_AND_ATTRIBUTES = V0_MESSAGE.struct_of("magic", "attributes")
+V1_TIMESTAMP = V1_MESSAGE.struct_of("timestamp", "timestamp")
+TIMESTAMP_AT = V1_MESSAGE.at("timestamp")
+KEY_LENGTH_AT = {magic: message.at("key") for magic, message in LEGACY_MESSAGES.items()}
+CRC_FROM = MAGIC_AT  # the CRC-32 covers magic .. end of value
 
 
 class LegacyMessage:
@@ -69,8 +67,8 @@ class LegacyMessage:
         if size < RECORD_OVERHEAD[self.magic]:
             raise DataError(f"message of {size} bytes is smaller than the minimum "
                             f"{RECORD_OVERHEAD[self.magic]} for magic {self.magic}", position=start)
-        self.crc_valid = crc32(buf[start + 16:end]) == self.crc
-        self.timestamp = (V1_TIMESTAMP.unpack_from(buf, start + 18)[0] if self.magic == 1
+        self.crc_valid = crc32(buf[start + CRC_FROM:end]) == self.crc
+        self.timestamp = (V1_TIMESTAMP.unpack_from(buf, start + TIMESTAMP_AT)[0] if self.magic == MAGIC_V1
                           else NO_TIMESTAMP)
         pos = start + KEY_LENGTH_AT[self.magic]
         self.key, pos = _sized_bytes(buf, pos, end, "key", start)
@@ -81,11 +79,11 @@ class LegacyMessage:
 
     @property
     def compression(self) -> int:
-        return self.attributes & ATTR_COMPRESSION
+        return self.attributes & CODEC_MASK
 
     @property
     def timestamp_type(self) -> TimestampType:
-        if self.magic == 0:
+        if self.magic == MAGIC_V0:
             return TimestampType.NO_TIMESTAMP_TYPE
         return (TimestampType.LOG_APPEND_TIME if self.attributes & ATTR_LOG_APPEND_TIME
                 else TimestampType.CREATE_TIME)
@@ -152,10 +150,10 @@ def _info(row: tuple) -> LegacyMessageInfo:
 
 
 def _sized_bytes(buf, pos: int, end: int, what: str, start: int):
-    if pos + 4 > end:
+    if pos + INT32.size > end:
         raise DataError(f"message too short for its {what} length", position=start)
     n = INT32.unpack_from(buf, pos)[0]
-    pos += 4
+    pos += INT32.size
     if n < 0:
         return None, pos
     if pos + n > end:
@@ -165,22 +163,22 @@ def _sized_bytes(buf, pos: int, end: int, what: str, start: int):
 
 class LegacyFormat(MessageFormat):
     name = "legacy"
-    magics = (0, 1)
+    magics = LEGACY_MAGICS
     native_frames = True  # kfmt.format.segment may frame these entries with the compiled scanner
 
     def read_header(self, entry: memoryview, position: int) -> BatchHeader:
-        magic = entry[16]
+        magic = entry[MAGIC_AT]
         if len(entry) < LOG_OVERHEAD + RECORD_OVERHEAD[magic]:
             raise DataError(f"message of {len(entry) - LOG_OVERHEAD} bytes is smaller than the "
                             f"minimum {RECORD_OVERHEAD[magic]} for magic {magic}", position=position)
         offset, _size, crc, magic, attrs = PREFIX.unpack_from(entry)
-        codec = attrs & ATTR_COMPRESSION
-        if magic == 0:
+        codec = attrs & CODEC_MASK
+        if magic == MAGIC_V0:
             ts_type, ts = TimestampType.NO_TIMESTAMP_TYPE, NO_TIMESTAMP
         else:
             ts_type = (TimestampType.LOG_APPEND_TIME if attrs & ATTR_LOG_APPEND_TIME
                        else TimestampType.CREATE_TIME)
-            ts = V1_TIMESTAMP.unpack_from(entry, 18)[0]
+            ts = V1_TIMESTAMP.unpack_from(entry, TIMESTAMP_AT)[0]
         return BatchHeader(
             magic=magic, base_offset=None if codec else offset, last_offset=offset,
             compression=codec, timestamp_type=ts_type, max_timestamp=ts,
@@ -189,10 +187,10 @@ class LegacyFormat(MessageFormat):
 
     def crc_valid(self, entry: memoryview, header: BatchHeader) -> bool:
         # the CRC covers magic .. end of value (docs/format.md §3.1), as LegacyMessage checks it when decoding
-        return crc32(entry[16:]) == header.crc
+        return crc32(entry[CRC_FROM:]) == header.crc
 
     def decode(self, entry: memoryview, header: BatchHeader, options: ReadOptions = STRICT) -> Batch:
-        if native is not None and len(entry) > 17 and not entry[17] & ATTR_COMPRESSION:
+        if native is not None and len(entry) > LEGACY_ATTRIBUTES_AT and not entry[LEGACY_ATTRIBUTES_AT] & CODEC_MASK:
             decoded = native.decode_legacy_set(entry, None, 0, None, options.check_crc)
             if decoded is not NotImplemented:
                 records, infos = decoded
@@ -206,7 +204,7 @@ class LegacyFormat(MessageFormat):
         message = LegacyMessage(entry, 0, len(entry))
         if not message.crc_valid and options.check_crc:
             raise DataError(f"message is corrupt (stored crc = {message.crc}, computed crc = "
-                            f"{crc32(entry[16:])})", offset=message.offset)
+                            f"{crc32(entry[CRC_FROM:])})", offset=message.offset)
         if not message.compression:
             records = make_records([message.offset], [message.timestamp], [message.key],
                                    [message.value])
@@ -218,7 +216,7 @@ class LegacyFormat(MessageFormat):
         offsets = self._absolute_offsets(message, inner)
         # §3.5: v0 inner messages have no timestamp; under LogAppendTime every inner message
         # reports the wrapper's timestamp whatever its own bytes say.
-        timestamps = [NO_TIMESTAMP if m.magic == 0 else message.timestamp if lat else m.timestamp
+        timestamps = [NO_TIMESTAMP if m.magic == MAGIC_V0 else message.timestamp if lat else m.timestamp
                       for m in inner]
         records = make_records(offsets, timestamps, [m.key for m in inner], [m.value for m in inner])
         decoded = header.replace(base_offset=offsets[0], records_count=len(inner))
@@ -234,13 +232,13 @@ class LegacyFormat(MessageFormat):
         if facts is NotImplemented:
             return None
         offset, magic, attributes, _crc, crc_valid, timestamp, value_at, value_len = facts
-        codec_id = attributes & ATTR_COMPRESSION
+        codec_id = attributes & CODEC_MASK
         if not codec_id or value_len < 0 or (not crc_valid and options.check_crc):
             return None
         codec = registry.get().compression_for(codec_id, magic)
         data = codec.decompress(entry[value_at:value_at + value_len], magic=magic,
                                 max_size=options.max_decompressed)
-        lat = magic == 1 and attributes & ATTR_LOG_APPEND_TIME
+        lat = magic == MAGIC_V1 and attributes & ATTR_LOG_APPEND_TIME
         decoded = native.decode_legacy_set(data, offset, magic, timestamp if lat else None,
                                            options.check_crc)
         if decoded is NotImplemented:
@@ -263,7 +261,7 @@ class LegacyFormat(MessageFormat):
         pos, end = 0, len(data)
         while end - pos >= LOG_OVERHEAD:
             _offset, size = OFFSET_AND_SIZE.unpack_from(data, pos)
-            if size < RECORD_OVERHEAD[0]:
+            if size < RECORD_OVERHEAD[MAGIC_V0]:
                 raise DataError(f"inner message {len(inner)} has an impossible size {size} (at byte "
                                 f"{pos} of the decompressed message set)", offset=wrapper.offset)
             if pos + LOG_OVERHEAD + size > end:
@@ -286,7 +284,7 @@ class LegacyFormat(MessageFormat):
 
     @staticmethod
     def _absolute_offsets(wrapper: LegacyMessage, inner: list[LegacyMessage]) -> list[int]:
-        if wrapper.magic == 0:
+        if wrapper.magic == MAGIC_V0:
             return [m.offset for m in inner]  # v0 inner offsets are absolute
         if wrapper.offset == 0:
             base = 0  # certain librdkafka versions wrote wrapper offset 0 (AbstractLegacyRecordBatch)
@@ -302,7 +300,7 @@ class LegacyFormat(MessageFormat):
         magic = header.magic
         # Under LogAppendTime the header's max_timestamp is the append time, which every message
         # reports (docs/format.md §3.5), as it is for v2 batches (docs/format.md §4.3).
-        lat = magic == 1 and header.timestamp_type == TimestampType.LOG_APPEND_TIME
+        lat = magic == MAGIC_V1 and header.timestamp_type == TimestampType.LOG_APPEND_TIME
         if native is not None and type(records) is pa.RecordBatch and (
                 records.num_rows == 1 or header.compression and records.num_rows):
             entry = self._encode_native(header, records, lat, level)
@@ -320,7 +318,7 @@ class LegacyFormat(MessageFormat):
             raise ValueError("a compressed legacy wrapper needs at least one message")
         # Inner messages: v0 absolute offsets, v1 relative to the first (gaps kept); under
         # LogAppendTime they carry the append time and the flag, as Kafka's builder writes them.
-        base = offsets[0] if magic == 1 else 0
+        base = offsets[0] if magic == MAGIC_V1 else 0
         inner = b"".join(
             encode_message(o - base, magic, header.max_timestamp if lat else t, k, v, 0, lat)
             for o, t, k, v in zip(offsets, timestamps, keys, values))
@@ -334,7 +332,7 @@ class LegacyFormat(MessageFormat):
         """encode() by the compiled kernel (the messages; a wrapper's own message here); None where
         the code above decides (it raises for headers and impossible offsets)."""
         magic = header.magic
-        base = records.column(0)[0].as_py() if header.compression and magic == 1 else 0
+        base = records.column(0)[0].as_py() if header.compression and magic == MAGIC_V1 else 0
         messages = native.encode_legacy_messages(records, magic, base,
                                                  header.max_timestamp if lat else None)
         if messages is NotImplemented:
@@ -350,8 +348,8 @@ class LegacyFormat(MessageFormat):
 
 def encode_message(offset: int, magic: int, timestamp: int, key, value, codec: int, lat: bool) -> bytes:
     attrs = codec | (ATTR_LOG_APPEND_TIME if lat else 0)
-    body = bytearray(struct.pack(">bb", magic, attrs))
-    if magic == 1:
+    body = bytearray(MAGIC_AND_ATTRIBUTES.pack(magic, attrs))
+    if magic == MAGIC_V1:
         body += V1_TIMESTAMP.pack(timestamp)
     for field in (key, value):
         if field is None:
@@ -359,7 +357,8 @@ def encode_message(offset: int, magic: int, timestamp: int, key, value, codec: i
         else:
             body += INT32.pack(len(field))
             body += field
-    return struct.pack(">qiI", offset, len(body) + 4, crc32(body)) + body
+    # messageSize counts the crc and the body
+    return UP_TO_CRC.pack(offset, len(body) + UINT32.size, crc32(body)) + body
 
 
 @hookimpl

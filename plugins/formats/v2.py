@@ -1,46 +1,36 @@
-"""Message format v2: record batches (Kafka 0.11+, docs/format.md §4).
-
-    RecordBatch =>
-      baseOffset: int64
-      batchLength: int32            bytes after this field
-      partitionLeaderEpoch: int32   not covered by the CRC
-      magic: int8                   2
-      crc: uint32                   CRC-32C of everything from attributes to the end
-      attributes: int16             bits 0-2 codec, 3 timestamp type, 4 transactional,
-                                    5 control, 6 delete horizon (baseTimestamp holds it)
-      lastOffsetDelta: int32
-      baseTimestamp: int64
-      maxTimestamp: int64
-      producerId: int64
-      producerEpoch: int16
-      baseSequence: int32
-      recordsCount: int32
-      records: the records (v2_records), or one compressed stream of them
+"""Message format v2: record batches (Kafka 0.11+, docs/format.md §4), whose header is declared in
+kfmt.format.layout (V2_BATCH: baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes,
+lastOffsetDelta, baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, recordsCount,
+then the records of v2_records, or one compressed stream of them; V2_ATTRIBUTES: its bits).
 """
 from __future__ import annotations
-
-import struct
 
 import pyarrow as pa
 
 from kfmt.errors import DataError
+from kfmt.format.layout import (
+    ATTR_CONTROL,
+    ATTR_DELETE_HORIZON,
+    ATTR_LOG_APPEND_TIME,
+    ATTR_TRANSACTIONAL,
+    CODEC_MASK,
+    MAGIC_V2,
+    V2_BATCH,
+    V2_BATCH_OVERHEAD,
+    V2_CRC_FROM,
+)
 from kfmt.format.message_formats import STRICT, MessageFormat, ReadOptions
-from kfmt.format.model import EMPTY_RECORDS, LOG_OVERHEAD, Batch, BatchHeader, TimestampType
+from kfmt.format.model import EMPTY_RECORDS, Batch, BatchHeader, TimestampType
 from kfmt.format.wire import crc32c, int64
 from kfmt.plugin import registry
 from kfmt.plugin.hookspecs import hookimpl
 
 from .v2_records import decode_records, encode_records
 
-HEADER = struct.Struct(">qiibIhiqqqhii")
-AFTER_CRC = struct.Struct(">hiqqqhii")  # attributes .. recordsCount
-BATCH_OVERHEAD = HEADER.size  # 61
-CRC_START = 21  # the CRC covers [21, end)
-ATTR_COMPRESSION = 0x07
-ATTR_LOG_APPEND_TIME = 0x08
-ATTR_TRANSACTIONAL = 0x10
-ATTR_CONTROL = 0x20
-ATTR_DELETE_HORIZON = 0x40
+HEADER = V2_BATCH.struct
+UP_TO_CRC = V2_BATCH.struct_of("baseOffset", "crc")  # the fields before those the CRC covers, and it
+AFTER_CRC = V2_BATCH.struct_of("attributes", "recordsCount")
+LENGTH_FROM_CRC = V2_CRC_FROM - V2_BATCH.at("partitionLeaderEpoch")  # partitionLeaderEpoch, magic, crc
 
 
 def attributes_of(header: BatchHeader) -> int:
@@ -53,18 +43,18 @@ def attributes_of(header: BatchHeader) -> int:
 
 class RecordBatchV2(MessageFormat):
     name = "v2"
-    magics = (2,)
+    magics = (MAGIC_V2,)
     native_frames = True  # kfmt.format.segment may frame these entries with the compiled scanner
 
     def read_header(self, entry: memoryview, position: int) -> BatchHeader:
-        if len(entry) < BATCH_OVERHEAD:
+        if len(entry) < V2_BATCH_OVERHEAD:
             raise DataError(f"record batch of {len(entry)} bytes is smaller than the minimum "
-                            f"{BATCH_OVERHEAD}", position=position)
+                            f"{V2_BATCH_OVERHEAD}", position=position)
         (base_offset, _length, ple, magic, crc, attrs, last_delta, base_ts, max_ts, pid, epoch,
          base_seq, count) = HEADER.unpack_from(entry)
         return BatchHeader(
             magic=magic, base_offset=base_offset, last_offset=int64(base_offset + last_delta),
-            compression=attrs & ATTR_COMPRESSION,
+            compression=attrs & CODEC_MASK,
             timestamp_type=(TimestampType.LOG_APPEND_TIME if attrs & ATTR_LOG_APPEND_TIME
                             else TimestampType.CREATE_TIME),
             max_timestamp=max_ts, base_timestamp=base_ts, partition_leader_epoch=ple,
@@ -74,13 +64,13 @@ class RecordBatchV2(MessageFormat):
             position=position, size=len(entry), crc=crc)
 
     def crc_valid(self, entry: memoryview, header: BatchHeader) -> bool:
-        return crc32c(entry[CRC_START:]) == header.crc
+        return crc32c(entry[V2_CRC_FROM:]) == header.crc
 
     def decode(self, entry: memoryview, header: BatchHeader, options: ReadOptions = STRICT) -> Batch:
         crc_valid = self.crc_valid(entry, header)
         if not crc_valid and options.check_crc:
             raise DataError(f"record batch is corrupt (stored crc = {header.crc}, computed crc = "
-                            f"{crc32c(entry[CRC_START:])})", offset=header.base_offset)
+                            f"{crc32c(entry[V2_CRC_FROM:])})", offset=header.base_offset)
         count = header.records_count
         if count < 0:
             raise DataError(f"record batch declares a negative record count {count}",
@@ -89,11 +79,11 @@ class RecordBatchV2(MessageFormat):
             # DefaultRecordBatch.iterator() returns nothing for an empty batch without looking at
             # (or decompressing) what follows the header (docs/format.md §4.7).
             return Batch(header=header, records=EMPTY_RECORDS, crc_valid=crc_valid)
-        payload = entry[BATCH_OVERHEAD:]
+        payload = entry[V2_BATCH_OVERHEAD:]
         compressed = bool(header.compression)
         if compressed:
-            codec = registry.get().compression_for(header.compression, 2)
-            payload = codec.decompress(payload, magic=2, max_size=options.max_decompressed)
+            codec = registry.get().compression_for(header.compression, MAGIC_V2)
+            payload = codec.decompress(payload, magic=MAGIC_V2, max_size=options.max_decompressed)
         lat = header.max_timestamp if header.timestamp_type == TimestampType.LOG_APPEND_TIME else None
         try:
             records = decode_records(payload, count, header.base_offset, header.base_timestamp, lat)
@@ -103,28 +93,26 @@ class RecordBatchV2(MessageFormat):
                 err.message = f"{err.message} (at byte {err.position} of the decompressed records)"
                 err.position = None
             elif err.position is not None:
-                err.position += BATCH_OVERHEAD
+                err.position += V2_BATCH_OVERHEAD
             raise
         return Batch(header=header, records=records, crc_valid=crc_valid)
 
     def encode(self, header: BatchHeader, records: pa.RecordBatch, *, level: int | None = None) -> bytes:
         body = encode_records(records, header.base_offset, header.base_timestamp)
         if header.compression:
-            codec = registry.get().compression_for(header.compression, 2)
-            body = codec.compress(body, magic=2, level=level)
+            codec = registry.get().compression_for(header.compression, MAGIC_V2)
+            body = codec.compress(body, magic=MAGIC_V2, level=level)
         after_crc = AFTER_CRC.pack(
             attributes_of(header), header.last_offset - header.base_offset, header.base_timestamp,
             header.max_timestamp, header.producer_id, header.producer_epoch, header.base_sequence,
             records.num_rows) + body
         crc = crc32c(after_crc)
-        batch_length = len(after_crc) + 9  # partitionLeaderEpoch, magic, crc
-        return struct.pack(">qiibI", header.base_offset, batch_length,
-                           header.partition_leader_epoch, 2, crc) + after_crc
+        batch_length = LENGTH_FROM_CRC + len(after_crc)  # batchLength counts the bytes after itself
+        return UP_TO_CRC.pack(header.base_offset, batch_length, header.partition_leader_epoch, MAGIC_V2,
+                              crc) + after_crc
 
 
 @hookimpl
 def kfmt_register_formats(register):
     register(RecordBatchV2())
 
-
-assert LOG_OVERHEAD + 49 == BATCH_OVERHEAD

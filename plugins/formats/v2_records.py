@@ -1,17 +1,8 @@
-"""The records inside a v2 batch (docs/format.md §4.4), decoded into and encoded from columns.
-
-    Record =>
-      length: varint            size of the rest of the record
-      attributes: int8          unused, 0
-      timestampDelta: varlong   vs the batch's baseTimestamp
-      offsetDelta: varint       vs the batch's baseOffset
-      keyLength: varint         -1 (any negative) = null
-      key: bytes
-      valueLength: varint       -1 (any negative) = null
-      value: bytes
-      headerCount: varint       >= 0
-      Header => headerKeyLength: varint (>= 0), headerKey: bytes (UTF-8),
-                headerValueLength: varint (-1 = null), value: bytes
+"""The records inside a v2 batch (docs/format.md §4.4), decoded into and encoded from columns. Their
+layout is kfmt.format.layout's V2_RECORD (length varint, attributes int8, timestampDelta varlong,
+offsetDelta varint, keyLength varint and key, valueLength varint and value, headerCount varint and the
+headers) and V2_RECORD_HEADER (headerKeyLength varint >= 0 and the key, headerValueLength varint and
+the value; a negative length is null).
 
 Strictness is Kafka's (DefaultRecord.readFrom): the bytes a record uses must equal its length, and no
 bytes may follow the last declared record.
@@ -26,12 +17,9 @@ import pyarrow as pa
 
 from kfmt.errors import DataError
 from kfmt.format.kernels import native
+from kfmt.format.layout import V2_MIN_RECORD_SIZE
 from kfmt.format.model import make_records
 from kfmt.format.wire import int64, read_varint, read_varlong, varint
-
-# The smallest record: length, attributes, timestampDelta, offsetDelta, keyLength, valueLength and
-# headerCount of one byte each.
-MIN_RECORD_SIZE = 7
 
 
 def decode_records(data, count: int, base_offset: int, base_timestamp: int,
@@ -60,10 +48,10 @@ def decode_records_reference(data, count: int, base_offset: int, base_timestamp:
                              log_append_time: int | None) -> pa.RecordBatch:
     end = len(data)
     pos = 0
-    if count > end // MIN_RECORD_SIZE:
+    if count > end // V2_MIN_RECORD_SIZE:
         # Checked before the columns are allocated: a corrupt count must not cost gigabytes.
         raise DataError(f"record batch declares {count} records but {end} bytes of records can hold "
-                        f"at most {end // MIN_RECORD_SIZE}", position=0)
+                        f"at most {end // V2_MIN_RECORD_SIZE}", position=0)
     # The columns grow with the records parsed: a declared count allocates nothing (a few bytes of zstd
     # can decompress to a stream whose size allows millions of records, and hold none).
     offsets, timestamps, keys, values, headers = [], [], [], [], []

@@ -130,7 +130,7 @@ def test_legacy_entries_are_converted_then_recompressed(tmp_path):
     (["--compression", "snappy", "--level", "1"], "snappy has no compression levels"),
     (["--compression", "gzip", "--level", "10"], "outside gzip's levels 1..9"),
     (["--compression", "zstd", "--level", "23"], "outside zstd's levels"),
-    (["--compression", "brotli"], "invalid choice"),
+    (["--compression", "brotli"], "unknown compression 'brotli' (known: gzip, lz4, none, snappy, zstd)"),
     ([], "required"),
 ])
 def test_usage_errors_exit_2(tmp_path, args, message):

@@ -25,11 +25,11 @@ such a field is declared without one.
 from __future__ import annotations
 
 import base64
-import struct
 from dataclasses import dataclass, field
 
 from kfmt.errors import DataError
 from kfmt.format.javatext import java_string
+from kfmt.format.wire import TYPES
 
 NO_VERSIONS = (1, 0)  # an empty range
 
@@ -134,8 +134,9 @@ class Reader:
         self.pos += n
         return out
 
-    def fixed(self, fmt: str):
-        layout = struct.Struct(fmt)
+    def fixed(self, type_: str):
+        """A fixed-size value of one of kfmt.format.wire's TYPES (int8 .. float64), big-endian."""
+        layout = TYPES[type_]
         return layout.unpack(self.take(layout.size))[0]
 
     def uvarint(self) -> int:
@@ -151,9 +152,6 @@ class Reader:
 
     def remaining(self) -> int:
         return len(self.data) - self.pos
-
-
-_FIXED = {"int8": ">b", "int16": ">h", "uint16": ">H", "int32": ">i", "int64": ">q", "float64": ">d"}
 
 
 def read_message(schema: Message, data: bytes, version: int, what: str | None = None,
@@ -191,8 +189,8 @@ def read_struct(reader: Reader, fields: tuple[Field, ...], version: int, flexibl
 
 
 def _read_value(reader: Reader, f: Field, type_: str, version: int, flexible: bool, tagged: bool = False):
-    if type_ in _FIXED:
-        return reader.fixed(_FIXED[type_])
+    if type_ in TYPES:
+        return reader.fixed(type_)
     if type_ == "bool":
         return reader.take(1)[0] != 0
     if type_ == "uuid":
@@ -201,13 +199,13 @@ def _read_value(reader: Reader, f: Field, type_: str, version: int, flexible: bo
         if flexible:
             length = reader.uvarint() - 1
         else:
-            length = reader.fixed(">h" if type_ == "string" else ">i")
+            length = reader.fixed("int16" if type_ == "string" else "int32")
         if length < 0:
             return _null(reader, f, version)
         raw = reader.take(length)
         return java_string(raw) if type_ == "string" else raw
     if type_.startswith("[]"):
-        count = reader.uvarint() - 1 if flexible else reader.fixed(">i")
+        count = reader.uvarint() - 1 if flexible else reader.fixed("int32")
         if count < 0:
             return _null(reader, f, version)
         if count > reader.remaining():  # every element takes a byte at least
@@ -217,7 +215,7 @@ def _read_value(reader: Reader, f: Field, type_: str, version: int, flexible: bo
             return [read_struct(reader, f.fields, version, flexible) for _ in range(count)]
         return [_read_value(reader, f, element, version, flexible) for _ in range(count)]
     if f.fields:  # one struct; a nullable one says first whether it is there
-        if within(version, f.nullable) and (reader.uvarint() <= 0 if tagged else reader.fixed(">b") < 0):
+        if within(version, f.nullable) and (reader.uvarint() <= 0 if tagged else reader.fixed("int8") < 0):
             return None
         return read_struct(reader, f.fields, version, flexible)
     raise DataError(f"{reader.what}: no reader for type {type_}")

@@ -23,6 +23,7 @@ from kfmt.format.internal_topics.control import (
     VOTERS,
 )
 from kfmt.format.internal_topics.protocol import read_message
+from kfmt.format.wire import INT16
 from kfmt.inspect.dump.common import ControlInfo
 from kfmt.inspect.dump.decoders import jackson
 from kfmt.inspect.dump.decoders.converter import message_json
@@ -62,9 +63,9 @@ def control_info(key: bytes | None, value: bytes | None, kafka_version: str) -> 
 
 
 def _json(schema, value: bytes | None, what: str, kafka_version: str) -> str:
-    if value is None or len(value) < 2:
+    if value is None or len(value) < INT16.size:
         raise DataError(f"{what}: a control record value of {0 if value is None else len(value)} bytes")
     # ControlRecordUtils: Kafka 3.6 read the records it knew at version 0; 4.x at their own version
-    version = 0 if kafka_version == "3.6" else int.from_bytes(value[:2], "big", signed=True)
+    version = 0 if kafka_version == "3.6" else INT16.unpack_from(value)[0]
     fields = read_message(schema, value, version, what)
     return jackson.write(message_json(schema, fields, version))

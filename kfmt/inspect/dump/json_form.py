@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 
+from kfmt.format.layout import MAGIC_V2
 from kfmt.format.model import BatchHeader
 from kfmt.inspect.dump.common import BatchView, DumpOptions, DumpRecord, DumpTarget, Sink
 from kfmt.inspect.dump.java_output import java_string
@@ -57,7 +58,7 @@ class JsonSink(Sink):
         obj = {"offset": r.offset}
         if not self.options.skip_record_metadata:
             obj.update(timestamp=r.timestamp, keySize=r.key_size, valueSize=r.value_size)
-            if batch.header.magic >= 2:
+            if batch.header.magic >= MAGIC_V2:
                 obj["sequence"] = r.sequence
                 obj["headers"] = [{"key": java_string(k), "keyBase64": _b64(k), "value": _b64(v),
                                    "valueText": _text(v)} for k, v in r.headers]
@@ -83,7 +84,7 @@ class JsonSink(Sink):
 
     def batch_end(self, target: DumpTarget, batch: BatchView, decoded: BatchHeader | None) -> None:
         h = decoded or batch.header
-        v2 = h.magic >= 2
+        v2 = h.magic >= MAGIC_V2
         fields = dict(
             position=batch.position, size=h.size, magic=h.magic, baseOffset=h.base_offset,
             lastOffset=h.last_offset, count=h.records_count,

@@ -15,16 +15,10 @@ from typing import Iterator
 from kfmt.defaults import DEFAULT_DUMP_MAX_BYTES
 from kfmt.errors import DataError
 from kfmt.format import segment
+from kfmt.format.layout import HEADER_SIZE_UP_TO_MAGIC, MAGIC_V2, MIN_ENTRY_SIZE
 from kfmt.format.message_formats import LENIENT
-from kfmt.format.model import (
-    HEADER_SIZE_UP_TO_MAGIC,
-    NO_SEQUENCE,
-    Batch,
-    BatchHeader,
-    increment_sequence,
-    int64_values,
-)
-from kfmt.format.segment import MIN_ENTRY_SIZE, FrameScanner
+from kfmt.format.model import NO_SEQUENCE, Batch, BatchHeader, increment_sequence, int64_values
+from kfmt.format.segment import FrameScanner
 from kfmt.inspect.dump import text_blocks
 from kfmt.inspect.dump.common import BatchView, DumpOptions, DumpRecord, DumpTarget, Sink
 from kfmt.inspect.dump.control_records import control_info
@@ -143,7 +137,7 @@ def dump_records(batch: Batch, target: DumpTarget, options: DumpOptions) -> Iter
             cols["offset"], cols["timestamp"], cols["key"], cols["value"], cols["headers"])):
         record = DumpRecord(offset, timestamp, key, value,
                             -1 if key is None else len(key), -1 if value is None else len(value))
-        if h.magic >= 2:
+        if h.magic >= MAGIC_V2:
             record.headers = [(x["key"], x["value"]) for x in headers]
             # DefaultRecord: the sequence is only defined when the batch has a base sequence
             record.sequence = (increment_sequence(h.base_sequence, offset - h.base_offset)

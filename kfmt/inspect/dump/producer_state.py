@@ -8,18 +8,18 @@ so that stderr matches too.
 """
 from __future__ import annotations
 
+from kfmt.format.layout import SNAPSHOT_ENTRY, SNAPSHOT_HEADER
 from kfmt.format.wire import crc32c
 from kfmt.inspect.dump.common import DumpOptions, DumpTarget, Sink
 from kfmt.inspect.dump.java_output import java_parse_long
-from kfmt.partition.snapshots import ENTRY, VERSION, ProducerEntry
+from kfmt.partition.snapshots import COUNT, CRC_FROM, ENTRY, HEADER, VERSION, VERSION_AND_CRC, ProducerEntry
 
 UNDERFLOW = "java.nio.BufferUnderflowException"
-# ProducerStateManager's schema: (field name, size) in file order
-HEADER_FIELDS = (("version", 2), ("crc", 4))
-ENTRY_FIELDS = (("producer_id", 8), ("epoch", 2), ("last_sequence", 4), ("last_offset", 8),
-                ("offset_delta", 4), ("timestamp", 8), ("coordinator_epoch", 4),
-                ("current_txn_first_offset", 8))
-assert sum(size for _, size in ENTRY_FIELDS) == ENTRY.size
+# ProducerStateManager's schema: (the name its errors give a field, its size) in file order; the
+# sizes are the declaration's (kfmt.format.layout), the names Kafka's schema's own
+HEADER_FIELDS = tuple(zip(("version", "crc"), (f.size for f in SNAPSHOT_HEADER.fields[:2])))
+ENTRY_FIELDS = tuple(zip(("producer_id", "epoch", "last_sequence", "last_offset", "offset_delta", "timestamp",
+                          "coordinator_epoch", "current_txn_first_offset"), (f.size for f in SNAPSHOT_ENTRY.fields)))
 
 
 class CorruptSnapshot(Exception):
@@ -38,10 +38,10 @@ def read_snapshot_like_kafka(data) -> list[ProducerEntry]:
         if len(data) - pos < size:
             raise _schema_error(name, UNDERFLOW)
         pos += size
-    if len(data) - pos < 4:
+    if len(data) - pos < COUNT.size:
         raise _schema_error("producer_entries", UNDERFLOW)
-    count = int.from_bytes(data[pos:pos + 4], "big", signed=True)
-    pos += 4
+    (count,) = COUNT.unpack_from(data, pos)
+    pos += COUNT.size
     if count < 0:
         raise _schema_error("producer_entries", f"Array size {count} cannot be negative")
     if count > len(data) - pos:  # Kafka compares the count with the bytes left, not the entries
@@ -53,15 +53,14 @@ def read_snapshot_like_kafka(data) -> list[ProducerEntry]:
             if available < size:
                 raise _schema_error("producer_entries", f"Error reading field '{name}': {UNDERFLOW}")
             available -= size
-    version = int.from_bytes(data[0:2], "big", signed=True)
+    version, stored = VERSION_AND_CRC.unpack_from(data)
     if version != VERSION:
         raise CorruptSnapshot(f"Snapshot contained an unknown file version {version}")
-    stored = int.from_bytes(data[2:6], "big")
-    computed = crc32c(data[6:])
+    computed = crc32c(data[CRC_FROM:])
     if stored != computed:
         raise CorruptSnapshot(f"Snapshot is corrupt (CRC is no longer valid). Stored crc: {stored}. "
                               f"Computed crc: {computed}")
-    return [ProducerEntry(*ENTRY.unpack_from(data, 10 + i * ENTRY.size)) for i in range(count)]
+    return [ProducerEntry(*ENTRY.unpack_from(data, HEADER.size + i * ENTRY.size)) for i in range(count)]
 
 
 def dump_snapshot(target: DumpTarget, options: DumpOptions, sink: Sink) -> bool:

@@ -9,6 +9,7 @@ problems were appended to ArrayBuffers.
 """
 from __future__ import annotations
 
+from kfmt.format.layout import MAGIC_V2
 from kfmt.format.model import BatchHeader
 from kfmt.inspect.dump.common import BatchView, DumpOptions, DumpRecord, DumpTarget, Sink
 from kfmt.inspect.dump.java_output import java_string
@@ -27,7 +28,7 @@ def _optional_long(value: int | None) -> str:
 def batch_line(batch: BatchView) -> str:
     """printBatchLevel"""
     h = batch.header
-    if h.magic >= 2:
+    if h.magic >= MAGIC_V2:
         head = (f"baseOffset: {h.base_offset} lastOffset: {h.last_offset} count: {h.records_count} "
                 f"baseSequence: {h.base_sequence} lastSequence: {h.last_sequence} producerId: "
                 f"{h.producer_id} producerEpoch: {h.producer_epoch} partitionLeaderEpoch: "
@@ -49,7 +50,7 @@ def record_line(batch: BatchView, record: DumpRecord, options: DumpOptions) -> s
         parts.append(f"| offset: {record.offset} {h.timestamp_type.java_name}: {record.timestamp} "
                      f"keySize: {record.key_size} valueSize: {record.value_size}")
         prefix = " "
-        if h.magic >= 2:
+        if h.magic >= MAGIC_V2:
             keys = ",".join(java_string(k) for k, _ in record.headers)
             parts.append(f" sequence: {record.sequence} headerKeys: [{keys}]")
         if record.legacy is not None:

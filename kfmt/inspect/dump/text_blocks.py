@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 from kfmt.format.kernels import native
+from kfmt.format.layout import MAGIC_V2
 from kfmt.format.model import Batch
 
 _INT64_MAX = (1 << 63) - 1
@@ -23,7 +24,7 @@ def record_lines(batch: Batch, options) -> bytes | str | None:
     where the per-record path must make them. ASCII lines come as bytes, for the sink to write
     without a decode and an encode (most of what its text stream costs); other lines as text."""
     h = batch.header
-    if (native is None or h.magic < 2 or h.is_control or options.decoder is not None
+    if (native is None or h.magic < MAGIC_V2 or h.is_control or options.decoder is not None
             or options.skip_record_metadata or type(batch.records) is not pa.RecordBatch):
         return None
     block = native.v2_record_lines(batch.records, h.base_offset, h.base_sequence,

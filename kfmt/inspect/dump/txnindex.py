@@ -7,8 +7,9 @@ were printed.
 from __future__ import annotations
 
 from kfmt.errors import DataError
+from kfmt.format.wire import INT8
 from kfmt.inspect.dump.common import DumpOptions, DumpTarget, Sink
-from kfmt.partition.txnindex import ENTRY, AbortedTxn
+from kfmt.partition.txnindex import ENTRY, VERSION_AT, AbortedTxn
 
 CURRENT_VERSION = 0
 
@@ -20,7 +21,8 @@ def dump_txn_index(target: DumpTarget, options: DumpOptions, sink: Sink) -> None
     data = target.read_all()
     for i in range(len(data) // ENTRY.size):
         at = i * ENTRY.size
-        version = int.from_bytes(data[at:at + 1], "big", signed=True)
+        # TransactionIndex reads the version's first byte only (docs/format.md §7)
+        version = INT8.unpack_from(data, at + VERSION_AT)[0]
         if version > CURRENT_VERSION:
             raise DataError(f"Unexpected aborted transaction version {version} in transaction index "
                             f"{target.absolute}, current version is {CURRENT_VERSION}",

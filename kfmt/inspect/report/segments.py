@@ -18,6 +18,7 @@ import numpy as np
 
 from kfmt.errors import DataError
 from kfmt.format.frames import ATTR_CONTROL, ATTR_TRANSACTIONAL
+from kfmt.format.layout import MAGIC_V2
 from kfmt.partition.layout import PartitionDir, Segment
 from kfmt.partition.reader import PartitionReader
 
@@ -62,7 +63,7 @@ def _walk(reader: PartitionReader, seg: Segment) -> SegmentFacts:
 
 def _add(facts: SegmentFacts, rows: np.ndarray) -> None:
     magic, attrs = rows["magic"], rows["attributes"]
-    v2 = magic == 2
+    v2 = magic == MAGIC_V2
     facts.entries += len(rows)
     # gaps: the previous chunk's last entry, then each entry whose first offset its header states
     stated = v2 | (rows["compression"] == 0)

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kfmt.errors import DataError
+from kfmt.format.layout import MAGIC_V2
 from kfmt.partition.checkpoints import (
     EpochEntry,
     checkpoint_entries,
@@ -87,7 +88,7 @@ class LeaderEpochs:
         epoch (kfmt.inspect.verify.log_runs skips the rest); against a checkpoint, only those whose
         epoch is not the one of the entry covering them (on_batch does nothing with the others: most
         batches of a partition), found for all rows at once."""
-        mask = (rows["magic"] >= 2) & (rows["partition_leader_epoch"] >= 0)
+        mask = (rows["magic"] >= MAGIC_V2) & (rows["partition_leader_epoch"] >= 0)
         if not self.entries or not mask.any():
             return mask
         starts = np.array(self._starts, np.int64)
@@ -99,7 +100,7 @@ class LeaderEpochs:
 
     def on_batch(self, facts: BatchFacts, file: str, report: Report) -> None:
         epoch = facts.partition_leader_epoch
-        if facts.magic < 2 or epoch < 0:
+        if facts.magic < MAGIC_V2 or epoch < 0:
             return
         if not self.entries:
             if not self._missing_reported:

@@ -25,6 +25,7 @@ from kfmt.errors import DataError
 from kfmt.format import segment as segment_io
 from kfmt.format.control import ControlType, control_type, end_txn_marker
 from kfmt.format.frames import headers_of
+from kfmt.format.layout import MAGIC_V1, MAGIC_V2
 from kfmt.format.message_formats import LENIENT, STRICT
 from kfmt.format.model import (
     INT32_MAX,
@@ -237,7 +238,7 @@ class LogChecker:
             report.note("segment-base", f"the first batch {facts.base_offset}..{facts.last_offset} begins "
                         f"below the segment's base offset {seg.base_offset}: a broker serves it from "
                         f"{seg.base_offset} on (docs/format.md §12.1)", *where)
-        if facts.magic >= 2 and facts.partition_leader_epoch < NO_PARTITION_LEADER_EPOCH:
+        if facts.magic >= MAGIC_V2 and facts.partition_leader_epoch < NO_PARTITION_LEADER_EPOCH:
             # Not covered by the CRC (docs/format.md §4.1); Kafka writes -1 (none) or the leader's epoch (>= 0).
             report.error("leader-epoch", f"partition leader epoch {facts.partition_leader_epoch} "
                          f"(expected -1 for none, or an epoch >= 0)", *where)
@@ -253,7 +254,7 @@ class LogChecker:
         increasing (docs/format.md §4.4), a legacy wrapper carrying its last inner offset (docs/format.md §3.4), record timestamps
         not above the batch's maxTimestamp (time lookups skip batches by it, §6.5)."""
         report, h = self.report, batch.header
-        if not len(batch) or (h.magic < 2 and not h.compression):
+        if not len(batch) or (h.magic < MAGIC_V2 and not h.compression):
             return  # an uncompressed legacy entry is its one record: its offset and timestamp are the entry's
         if log_runs.records_keep_rules(batch):
             return  # nothing to report (the checks below, in one compiled call)
@@ -268,11 +269,11 @@ class LogChecker:
         if first < h.base_offset or last > h.last_offset:
             report.error("record-offsets", f"record offsets {first}..{last} fall outside the batch's "
                          f"offsets {h.base_offset}..{h.last_offset}", file, facts.position, facts.base_offset)
-        elif h.magic < 2 and h.compression and last != h.last_offset:
+        elif h.magic < MAGIC_V2 and h.compression and last != h.last_offset:
             report.error("record-offsets", f"wrapper offset {h.last_offset} is not the offset {last} of "
                          f"its last inner message (a legacy wrapper carries its last inner offset, §3.4)",
                          file, facts.position, h.last_offset)
-        if h.magic >= 1 and h.timestamp_type == TimestampType.CREATE_TIME:
+        if h.magic >= MAGIC_V1 and h.timestamp_type == TimestampType.CREATE_TIME:
             largest = pc.max(batch.records.column(1)).as_py()
             if largest > h.max_timestamp:
                 report.error("record-timestamp", f"a record has timestamp {largest}, above the batch's "
@@ -343,7 +344,7 @@ class LogChecker:
 
 def _declared(header: BatchHeader) -> str:
     """What the entry's header promises, to say what decoding expected."""
-    if header.magic >= 2:
+    if header.magic >= MAGIC_V2:
         return (f"the batch at position {header.position} declares {header.records_count} records, "
                 f"offsets {header.base_offset}..{header.last_offset}")
     kind = "wrapper" if header.compression else "message"

@@ -22,7 +22,8 @@ import numpy as np
 import pyarrow as pa
 
 from kfmt.format import inflated_runs
-from kfmt.format.frames import ATTR_TRANSACTIONAL, FRAME_DTYPE
+from kfmt.format.layout import ATTR_TRANSACTIONAL, MAGIC_V1, MAGIC_V2
+from kfmt.format.frames import FRAME_DTYPE
 from kfmt.format.inflated_runs import DISORDERED, HAS_TS
 from kfmt.format.kernels import native
 from kfmt.format.message_formats import STRICT
@@ -78,14 +79,14 @@ def compressed_clean(rows: np.ndarray, facts: np.ndarray) -> int:
     (kfmt.format.inflated_runs.walk: inflated, decoded strictly, their records' facts taken without
     columns), from the first, LogChecker._check_batch would find nothing wrong with, judged by the
     rules of _check_records and _check_inner_messages; the entry after them is for those checks."""
-    v2 = rows["magic"] >= 2
+    v2 = rows["magic"] >= MAGIC_V2
     flags = facts["flags"]
     hi = np.where(flags & HAS_TS, facts["max_ts"], -1)
     clean = ((flags & DISORDERED) == 0) & (facts["last"] <= rows["last_offset"])
     # a wrapper carries its last inner offset; inner magics other than its own are noted
     clean &= v2 | ((facts["last"] == rows["last_offset"]) & ((flags >> 8) & 0xFF == 1 << rows["magic"]))
     clean &= ~v2 | (facts["first"] >= rows["base_offset"])
-    create_time = (rows["magic"] >= 1) & (rows["timestamp_type"] == TimestampType.CREATE_TIME.value)
+    create_time = (rows["magic"] >= MAGIC_V1) & (rows["timestamp_type"] == TimestampType.CREATE_TIME.value)
     clean &= ~create_time | (hi <= rows["max_timestamp"])
     clean |= v2 & (facts["records"] == 0)  # an empty batch: no record to check
     refused = np.flatnonzero(~clean)
@@ -105,7 +106,8 @@ def offsets_clean(rows: np.ndarray, prev_last: int | None, segment_base: int, fi
         follows[0] = True
     return bool((last >= base).all() and follows.all()
                 and not (first and base[0] < segment_base)
-                and not ((rows["magic"] >= 2) & (rows["partition_leader_epoch"] < NO_PARTITION_LEADER_EPOCH)).any()
+                and not ((rows["magic"] >= MAGIC_V2)
+                         & (rows["partition_leader_epoch"] < NO_PARTITION_LEADER_EPOCH)).any()
                 and (last - segment_base <= INT32_MAX).all())
 
 
@@ -144,9 +146,9 @@ def records_keep_rules(batch) -> bool:
     h = batch.header
     if native is None or type(batch.records) is not pa.RecordBatch or h.base_offset is None:
         return False
-    create_time = h.magic >= 1 and h.timestamp_type == TimestampType.CREATE_TIME
+    create_time = h.magic >= MAGIC_V1 and h.timestamp_type == TimestampType.CREATE_TIME
     verdict = native.records_keep_rules(batch.records, h.base_offset, h.last_offset,
-                                        h.magic < 2 and bool(h.compression),
+                                        h.magic < MAGIC_V2 and bool(h.compression),
                                         h.max_timestamp if create_time else None)
     return verdict is True
 
@@ -170,7 +172,7 @@ def _observe(observers, rows: np.ndarray, file: str, report, batch_facts) -> Non
                                                                                         zip(*columns)):
         facts = batch_facts(position=position, size=size, base_offset=base, last_offset=last,
                            max_timestamp=max_ts, magic=magic, producer_id=pid, producer_epoch=pepoch,
-                           is_transactional=magic >= 2 and bool(attrs & ATTR_TRANSACTIONAL),
+                           is_transactional=magic >= MAGIC_V2 and bool(attrs & ATTR_TRANSACTIONAL),
                            is_control=False, partition_leader_epoch=epoch)
         for observer, mask in zip(observers, masks):
             if mask[i]:

@@ -30,7 +30,7 @@ from bisect import bisect_left
 from dataclasses import dataclass
 
 from kfmt.format.control import ControlType
-from kfmt.format.frames import ATTR_TRANSACTIONAL
+from kfmt.format.layout import ATTR_TRANSACTIONAL, MAGIC_V2
 from kfmt.format.model import NO_PRODUCER_ID
 from kfmt.partition.layout import PartitionDir
 from kfmt.partition.txnindex import ENTRY, AbortedTxn, read_txn_index
@@ -121,7 +121,7 @@ class TxnChecker:
     # --- following the log ---
     def on_batch(self, facts: BatchFacts, file: str, report: Report) -> None:
         self._resolve(facts)
-        if facts.magic < 2 or facts.producer_id <= NO_PRODUCER_ID:  # no producer id (hasProducerId)
+        if facts.magic < MAGIC_V2 or facts.producer_id <= NO_PRODUCER_ID:  # no producer id (hasProducerId)
             return
         pid = facts.producer_id
         self._check_epoch(facts, file, report)
@@ -163,7 +163,7 @@ class TxnChecker:
         pending = np.asarray(self._pending[self._next:], dtype=np.int64)
         holds = (np.searchsorted(pending, rows["last_offset"], side="right")
                  > np.searchsorted(pending, rows["base_offset"], side="left"))
-        producer = (rows["magic"] >= 2) & (rows["producer_id"] > NO_PRODUCER_ID)
+        producer = (rows["magic"] >= MAGIC_V2) & (rows["producer_id"] > NO_PRODUCER_ID)
         transactional = producer & ((rows["attributes"] & ATTR_TRANSACTIONAL) != 0)
         # a data batch outside a transaction matters only while its producer has one open: one
         # opened before these rows, or by one of them (data rows close none)

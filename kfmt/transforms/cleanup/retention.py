@@ -35,7 +35,8 @@ from kfmt.defaults import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_PRODUCER_EXPIRAT
 from kfmt.errors import UsageError
 from kfmt.format import inflated_runs
 from kfmt.format.copied_runs import header_counts
-from kfmt.format.frames import ATTR_CONTROL, header_of
+from kfmt.format.frames import header_of
+from kfmt.format.layout import ATTR_CONTROL, MAGIC_V2
 from kfmt.format.kernels import native
 from kfmt.format.model import NO_TIMESTAMP
 from kfmt.partition.companions import CompanionBuilder, CompanionOptions, existing_leader_epochs
@@ -379,7 +380,7 @@ def _count_rows(reader: PartitionReader, seg: Segment, d, rows: np.ndarray, summ
                 batch = reader.decode(seg, header_of(rows[i].item()))
                 counts[i], firsts[i] = len(batch), batch.header.base_offset
                 i += 1
-    control = (rows["magic"] >= 2) & (rows["attributes"] & ATTR_CONTROL != 0)
+    control = (rows["magic"] >= MAGIC_V2) & (rows["attributes"] & ATTR_CONTROL != 0)
     summary.batches += len(rows)
     summary.control_records += int(counts[control].sum())
     summary.records += int(counts[~control].sum())

@@ -5,6 +5,7 @@ from __future__ import annotations
 from array import array
 from dataclasses import dataclass, field
 
+from kfmt.format.layout import MAGIC_V2
 from kfmt.format.model import INT32_MAX, Batch
 
 # Kinds of dropped ranges
@@ -68,7 +69,7 @@ class Found:
         self.bases.append(h.base_offset)
         self.lasts.append(h.last_offset)
         self.epochs.append(h.partition_leader_epoch)
-        v2 = h.magic >= 2
+        v2 = h.magic >= MAGIC_V2
         self.pids.append(h.producer_id if v2 else -1)
         self.producer_epochs.append(h.producer_epoch if v2 else -1)
         self.first_seqs.append(h.base_sequence if v2 else -1)

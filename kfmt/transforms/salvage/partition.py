@@ -8,6 +8,7 @@ from typing import Callable
 
 from kfmt.errors import DataError
 from kfmt.format.control import ControlType
+from kfmt.format.layout import MAGIC_AT, MAGIC_V2
 from kfmt.format.message_formats import STRICT, ReadOptions
 from kfmt.format.model import INT32_MAX, Batch
 from kfmt.partition.checkpoints import EpochEntry, checkpoint_text, read_partition_metadata
@@ -81,7 +82,7 @@ class _TxnReplay:
 
     def refusal(self, batch: Batch) -> str | None:
         h = batch.header
-        if h.magic < 2 or not h.has_producer_id:
+        if h.magic < MAGIC_V2 or not h.has_producer_id:
             return None
         pid = h.producer_id
         if h.is_control:
@@ -178,7 +179,7 @@ def _planned(part: PartitionDir, options: SalvageOptions, result: "PartitionSalv
         for j in scan.order:
             position = scan.found.positions[j]
             yield _Planned(seg, file, buf, position, scan.found.sizes[j], scan.found.epochs[j]
-                           if buf[position + 16] >= 2 else None)
+                           if buf[position + MAGIC_AT] >= MAGIC_V2 else None)
         if on_progress is not None:
             on_progress(seg.size)
 
@@ -218,7 +219,7 @@ def salvage_partition(part: PartitionDir, rel: str, out: StagedOutput | None, op
                     writer.roll(current.base_offset)  # segments keep their base offsets, even emptied
                 continue
             entry = memoryview(current.buf)[current.position:current.position + current.size]
-            fmt = registry.get().format_for(entry[16])
+            fmt = registry.get().format_for(entry[MAGIC_AT])
             batch = fmt.decode(entry, fmt.read_header(entry, current.position), options.read)
             h = batch.header
             kind, refusal = TXN_STATE, replay.refusal(batch)

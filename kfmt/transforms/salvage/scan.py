@@ -7,9 +7,18 @@ from typing import Callable
 import numpy as np
 
 from kfmt.errors import DataError
+from kfmt.format.layout import (
+    CODEC_MASK,
+    HEADER_SIZE_UP_TO_MAGIC,
+    LEGACY_ATTRIBUTES_AT,
+    LOG_ENTRY,
+    LOG_OVERHEAD,
+    MAGIC_AT,
+    MAGIC_V2,
+    MIN_ENTRY_SIZE,
+)
 from kfmt.format.message_formats import STRICT, ReadOptions
-from kfmt.format.model import LOG_OVERHEAD, NO_PARTITION_LEADER_EPOCH, Batch, int64_values
-from kfmt.format.segment import MIN_ENTRY_SIZE
+from kfmt.format.model import NO_PARTITION_LEADER_EPOCH, Batch, int64_values
 from kfmt.format.wire import OFFSET_AND_SIZE
 from kfmt.partition.companions import control_facts
 from kfmt.plugin import registry
@@ -32,6 +41,7 @@ MIN_ENTRY = LOG_OVERHEAD + MIN_ENTRY_SIZE  # the smallest entry the broker's rea
 # Positions examined per numpy pass while resynchronising: small first (the next entry is usually
 # close), doubling up to the largest.
 SEARCH_CHUNKS = (1 << 12, 1 << 22)
+ENTRY_START = LOG_ENTRY.dtype()  # offset, size, crc_or_leader_epoch, magic
 
 
 def examine(buf, pos: int, end: int, rng: OffsetBounds, options: ReadOptions = STRICT
@@ -47,7 +57,7 @@ def examine(buf, pos: int, end: int, rng: OffsetBounds, options: ReadOptions = S
     if size > remaining - LOG_OVERHEAD:
         return None, 0, (f"entry of {size + LOG_OVERHEAD} bytes runs past the end of the file "
                          f"({remaining} bytes remain)")
-    magic = buf[pos + 16]
+    magic = buf[pos + MAGIC_AT]
     fmt = registry.get().formats.get(magic)
     if fmt is None:
         return None, 0, f"unknown magic {magic}"
@@ -61,7 +71,7 @@ def examine(buf, pos: int, end: int, rng: OffsetBounds, options: ReadOptions = S
         if not rng.holds(first, header.last_offset):
             return None, 0, (f"offsets {first}..{header.last_offset} do not belong in this segment "
                              f"(expected offsets in {rng.base}..{rng.limit})")
-        if header.magic >= 2 and header.partition_leader_epoch < NO_PARTITION_LEADER_EPOCH:
+        if header.magic >= MAGIC_V2 and header.partition_leader_epoch < NO_PARTITION_LEADER_EPOCH:
             return None, 0, f"impossible partition leader epoch {header.partition_leader_epoch}"
         batch = fmt.decode(entry, header, options)
         _check_records(batch, rng)
@@ -84,7 +94,7 @@ def _check_records(batch: Batch, rng: OffsetBounds) -> None:
     if first < max(h.base_offset, rng.base) or last > h.last_offset:
         raise DataError(f"record offsets {first}..{last} fall outside the batch's offsets "
                         f"{h.base_offset}..{h.last_offset} or its segment")
-    if h.magic < 2 and h.compression and last != h.last_offset:
+    if h.magic < MAGIC_V2 and h.compression and last != h.last_offset:
         raise DataError(f"wrapper offset {h.last_offset} is not the offset {last} of its last inner "
                         f"message")
 
@@ -103,21 +113,14 @@ def _candidates(arr: np.ndarray, start: int, end: int, rng: OffsetBounds):
 
 
 def _plausible(arr: np.ndarray, lo: int, hi: int, end: int, magics: np.ndarray, rng: OffsetBounds):
-    p = np.flatnonzero(np.isin(arr[lo + 16:hi + 16], magics)) + lo
+    p = np.flatnonzero(np.isin(arr[lo + MAGIC_AT:hi + MAGIC_AT], magics)) + lo
     if not p.size:
         return []
-    size = np.zeros(p.size, dtype=np.int64)
-    for k in range(8, 12):
-        size = (size << 8) | arr[p + k]
-    size = np.where(size >= 1 << 31, size - (1 << 32), size)  # a signed int32
-    p = p[(size >= MIN_ENTRY_SIZE) & (p + LOG_OVERHEAD + size <= end)]
-    if not p.size:
-        return []
-    offset = np.zeros(p.size, dtype=np.uint64)
-    for k in range(8):
-        offset = (offset << np.uint64(8)) | arr[p + k].astype(np.uint64)
-    offset = offset.view(np.int64)
-    return p[(offset >= rng.base) & (offset <= rng.limit)].tolist()
+    # each candidate's first bytes (they lie inside the file: _candidates stops MIN_ENTRY before its end)
+    head = arr[p[:, None] + np.arange(HEADER_SIZE_UP_TO_MAGIC)].view(ENTRY_START).ravel()
+    size, offset = head["size"].astype(np.int64), head["offset"].astype(np.int64)
+    return p[(size >= MIN_ENTRY_SIZE) & (p + LOG_OVERHEAD + size <= end)
+             & (offset >= rng.base) & (offset <= rng.limit)].tolist()
 
 
 def scan_segment(buf, file: str, rng: OffsetBounds, options: ReadOptions = STRICT,
@@ -141,7 +144,7 @@ def scan_segment(buf, file: str, rng: OffsetBounds, options: ReadOptions = STRIC
         batch, size, reason = examine(buf, pos, end, rng, options)
         if batch is not None:
             keep(pos, size, batch)
-            if batch.header.magic < 2:
+            if batch.header.magic < MAGIC_V2:
                 plain_legacy |= not batch.header.compression
                 wrapped_legacy |= bool(batch.header.compression)
             pos += size
@@ -212,7 +215,7 @@ def _resynchronise(buf, arr: np.ndarray, pos: int, end: int, rng: OffsetBounds, 
         if batch is None:
             continue
         h = batch.header
-        if h.base_offset <= after or (nested and h.magic < 2 and not h.compression):
+        if h.base_offset <= after or (nested and h.magic < MAGIC_V2 and not h.compression):
             continue
         return at, (batch, size)
     return end, None
@@ -220,7 +223,8 @@ def _resynchronise(buf, arr: np.ndarray, pos: int, end: int, rng: OffsetBounds, 
 
 def _looks_wrapped(buf, pos: int, end: int) -> bool:
     """Whether the (damaged) entry at `pos` says it is a compressed legacy wrapper."""
-    return pos + 17 < end and buf[pos + 16] < 2 and bool(buf[pos + 17] & 0x07)
+    at = pos + LEGACY_ATTRIBUTES_AT
+    return at < end and buf[pos + MAGIC_AT] < MAGIC_V2 and bool(buf[at] & CODEC_MASK)
 
 
 def _claim(buf, pos: int, stop: int, end: int, rng: OffsetBounds) -> tuple[int, int] | None:
@@ -229,7 +233,7 @@ def _claim(buf, pos: int, stop: int, end: int, rng: OffsetBounds) -> tuple[int, 
     offset is unknown: its last one is claimed)."""
     if stop == end or _declared_end(buf, pos, end) != stop:
         return None
-    fmt = registry.get().formats.get(buf[pos + 16])
+    fmt = registry.get().formats.get(buf[pos + MAGIC_AT])
     try:
         header = fmt.read_header(memoryview(buf)[pos:stop], pos) if fmt is not None else None
     except DataError:

@@ -32,6 +32,7 @@ from kfmt.format.internal_topics.groups import (
 from kfmt.format.internal_topics.protocol import Message, read_message
 from kfmt.format.internal_topics.share_state import SHARE_STATE_RECORDS
 from kfmt.format.internal_topics.transactions import TRANSACTION_RECORDS
+from kfmt.format.wire import INT16
 from kfmt.inspect.dump.decoders import jackson
 from kfmt.inspect.dump.decoders.converter import message_json
 from kfmt.inspect.dump.decoders.result import Decoded
@@ -48,9 +49,9 @@ class UnknownRecordType(DataError):
 
 
 def _version(data: bytes, what: str) -> tuple[int, bytes]:
-    if len(data) < 2:
+    if len(data) < INT16.size:
         raise DataError(f"Could not read version from {what}'s buffer.")
-    return int.from_bytes(data[:2], "big", signed=True), bytes(data[2:])
+    return INT16.unpack_from(data)[0], bytes(data[INT16.size:])
 
 
 def _message(schema: Message, data: bytes, version: int, what: str) -> dict:

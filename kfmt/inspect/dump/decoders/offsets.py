@@ -15,8 +15,6 @@ Kafka 3.6 (OffsetsMessageParser) prints text, not the JSON later versions print:
 """
 from __future__ import annotations
 
-import struct
-
 from kfmt.errors import DataError
 from kfmt.format.internal_topics.groups import (
     CONSUMER_PROTOCOL_ASSIGNMENT,
@@ -27,6 +25,7 @@ from kfmt.format.internal_topics.groups import (
     OFFSET_COMMIT_VALUE,
 )
 from kfmt.format.internal_topics.protocol import read_message
+from kfmt.format.wire import INT16
 from kfmt.inspect.dump.decoders import jackson
 from kfmt.inspect.dump.decoders.converter import message_json
 from kfmt.inspect.dump.decoders.result import Decoded
@@ -37,9 +36,9 @@ CONSUMER_PROTOCOL_TYPE = "consumer"
 
 def split_version(data: bytes, what: str) -> tuple[int, bytes]:
     """The int16 version every coordinator key and value starts with, and the rest."""
-    if data is None or len(data) < 2:
+    if data is None or len(data) < INT16.size:
         raise DataError(f"{what} of {0 if data is None else len(data)} bytes has no version")
-    return struct.unpack_from(">h", data)[0], bytes(data[2:])
+    return INT16.unpack_from(data)[0], bytes(data[INT16.size:])
 
 
 def read_key(key: bytes) -> tuple[str, int, dict | None]:
@@ -86,7 +85,7 @@ def read_subscription(data: bytes) -> tuple[int, dict]:
 def kafka_hex(data: bytes | None) -> str:
     if not data:
         return ""
-    return f"{int.from_bytes(data, 'big'):X}"
+    return data.hex().lstrip("0").upper() or "0"  # the bytes as one unsigned number
 
 
 def _partition_list(assignment: dict) -> str:

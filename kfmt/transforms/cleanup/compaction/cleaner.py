@@ -24,6 +24,7 @@ from kfmt.errors import DataError, KfmtError, UsageError
 from kfmt.format import batch_runs, legacy_runs, segment
 from kfmt.format.batch_runs import CheckedRun
 from kfmt.format.frames import header_of
+from kfmt.format.layout import MAGIC_V2
 from kfmt.format.model import Batch, BatchHeader, int64_values
 from kfmt.partition.companions import control_facts, existing_leader_epochs
 from kfmt.partition.layout import PARTITION_METADATA, Segment, segment_file_name
@@ -393,7 +394,7 @@ class _Cleaner:
                                    f"the cleaning kept all lie below the log start offset {self.start}: "
                                    f"left out of DST's first segment, which is named after it")
                     return
-                if header.magic < 2 and out.header.magic >= 2:
+                if header.magic < MAGIC_V2 and out.header.magic >= MAGIC_V2:
                     self.stats.converted_batches += 1
                 sink.append_batch(out, level=self._level(out), mtime_ms=mtime)
                 self._count_output(out)

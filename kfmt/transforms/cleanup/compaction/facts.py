@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from kfmt.errors import DataError
 from kfmt.format.frames import headers_of
+from kfmt.format.layout import MAGIC_V2
 from kfmt.format.model import NO_PRODUCER_ID, NO_TIMESTAMP
 from kfmt.partition.companions import control_facts
 from kfmt.partition.producer_state import ProducerStateManager
@@ -71,7 +72,7 @@ def gather_facts(reader: PartitionReader, now_ms: int, producer_expiration_ms: i
                 largest.append(frames_largest_timestamp([rows]))
             # only v2 batches with a producer id change the producer state: a header for those alone
             # (a GB of producer-shaped log is over a million entries, most of them without one)
-            for header in headers_of(rows[(rows["magic"] >= 2) & (rows["producer_id"] > NO_PRODUCER_ID)]):
+            for header in headers_of(rows[(rows["magic"] >= MAGIC_V2) & (rows["producer_id"] > NO_PRODUCER_ID)]):
                 _replay(reader, seg, header, producers, aborted)
         log_end_offset = next_offset
         segments.append(SegmentInfo(

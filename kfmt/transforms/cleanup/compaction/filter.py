@@ -32,6 +32,7 @@ import numpy as np
 import pyarrow as pa
 
 from kfmt.format.control import ControlType
+from kfmt.format.layout import MAGIC_V2
 from kfmt.format.model import Batch, BatchHeader, int64_values
 from kfmt.transforms.cleanup.compaction.facts import LastRecord
 from kfmt.transforms.cleanup.compaction.offset_map import OffsetMap, record_key_hashes
@@ -137,7 +138,7 @@ class CleanerFilter:
     def decide(self, batch: Batch, check: BatchCheck) -> Decision:
         header, records = batch.header, batch.records
         n = len(records)
-        legacy = header.magic < 2
+        legacy = header.magic < MAGIC_V2
         has_value = is_present(records.column(3))
         if check.discard_records:
             retained = np.zeros(n, dtype=bool)
@@ -187,7 +188,7 @@ class CleanerFilter:
             return retained
         found = self.offset_map.get(record_key_hashes(records, candidates))
         latest = offsets[candidates] >= found
-        if header.magic >= 2:
+        if header.magic >= MAGIC_V2:
             retain_deletes = not header.has_delete_horizon or self.now_ms < header.delete_horizon_ms
         else:
             retain_deletes = self.retain_legacy_deletes

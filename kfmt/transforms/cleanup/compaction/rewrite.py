@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from kfmt.format.convert import convert_batch
+from kfmt.format.layout import MAGIC_V2
 from kfmt.format.model import (
     EMPTY_RECORDS,
     NO_TIMESTAMP,
@@ -38,12 +39,12 @@ def retained_batch(batch: Batch, retained: np.ndarray, delete_horizon: int | Non
                    convert_legacy: bool) -> Batch:
     records = batch.records.filter(boolean_array(retained))
     header = batch.header
-    if header.magic < 2 and convert_legacy:
+    if header.magic < MAGIC_V2 and convert_legacy:
         converted, records = convert_batch(Batch(header, records))
         if delete_horizon is not None:
             converted = converted.replace(base_timestamp=delete_horizon, has_delete_horizon=True)
         return Batch(converted, records)
-    if header.magic < 2:
+    if header.magic < MAGIC_V2:
         offsets = records.column(0)
         return Batch(_fresh(header, base_offset=offsets[0].as_py(),
                             last_offset=offsets[len(offsets) - 1].as_py(),
