@@ -9,7 +9,7 @@ from support.corpus import REALKAFKA
 
 import kfmt
 from kfmt.errors import UsageError
-from kfmt.format.codecs import checked_level
+from kfmt.format.codecs import Compression, Levels
 from kfmt.plugin import registry
 from kfmt.plugin.options import Option, declared, from_keywords, settings
 
@@ -66,14 +66,25 @@ def test_an_option_name_must_be_a_python_name():
 
 def test_codecs_declare_their_names_and_levels():
     codecs = {c.name: c for c in registry.get().compressions.values()}
-    assert {name: (c.level.low, c.level.high, c.level.default) for name, c in codecs.items() if c.level} == {
-        "gzip": (1, 9, 6), "lz4": (1, 17, 9), "zstd": (-131072, 22, 3)}
-    assert codecs["snappy"].level is None and codecs["none"].level is None
-    assert checked_level(codecs["zstd"], -5) == -5 and checked_level(codecs["gzip"], None) is None
-    with pytest.raises(UsageError, match="--level: snappy has no compression levels"):
-        checked_level(codecs["snappy"], 1)
-    with pytest.raises(UsageError, match="--compression-level 0 is outside lz4's levels 1..17"):
-        checked_level(codecs["lz4"], 0, "--compression-level")
+    levels = {name: c.levels for name, c in codecs.items() if c.levels}
+    assert {name: (v.lowest, v.highest, v.default, v.kafka_level) for name, v in levels.items()} == {
+        "gzip": (1, 9, "isal-1", 6), "lz4": (1, 17, 9, 9), "zstd": (-131072, 22, 3, 3)}
+    assert codecs["snappy"].levels is None and codecs["none"].levels is None
+    assert codecs["zstd"].parse_level(-5) == -5 and codecs["gzip"].parse_level("isal-2") == "isal-2"
+    with pytest.raises(UsageError, match="snappy has no compression levels"):
+        codecs["snappy"].parse_level(1)
+    with pytest.raises(UsageError, match="compression level 0 is outside lz4's levels 1..17"):
+        codecs["lz4"].parse_level(0)
+
+
+def test_a_codec_declaring_only_a_level_option_takes_its_range():
+    class Numbered(Compression):
+        id, name = 6, "numbered"
+        level = Option("level", "a level", int, default=4, low=2, high=7)
+
+    assert Numbered().levels == Levels(2, 7, 4) and Numbered().parse_level("3") == 3
+    with pytest.raises(UsageError, match="compression level 8 is outside numbered's levels 2..7; default 4"):
+        Numbered().parse_level(8)
 
 
 def test_the_iceberg_exporter_declares_the_flags_kfmt_export_shows():

@@ -55,7 +55,7 @@ def test_the_doc_shows_each_package_whole():
 def test_kfmt_plugins_lists_them_with_their_settings(site):
     listed = {p["name"]: p for p in json.loads(kfmt(site, "plugins", "--format", "json").stdout)}
     assert listed["bzip2"]["distribution"] == "kfmt-bzip2"
-    assert listed["bzip2"]["provides"] == {"compressions": ["bzip2 (id 5, levels 1..9, default 9)"]}
+    assert listed["bzip2"]["provides"] == {"compressions": ["bzip2 (id 5, levels 1..9; default 9)"]}
     assert listed["csv"]["provides"] == {
         "exporters": ["csv (--csv-columns, --csv-delimiter, --csv-header, --csv-binary)"]}
 
@@ -76,7 +76,8 @@ def test_recompress_into_the_third_party_codec_at_a_level_it_declares(site, tmp_
     assert {f["compression"] for f in census} == {"bzip2"}
     assert kfmt(site, "verify", tmp_path / "out").returncode == 0
     refused = kfmt(site, "recompress", src, tmp_path / "again", "--compression", "bzip2", "--level", 10)
-    assert (refused.returncode, refused.stderr) == (2, "kfmt: error: --level 10 is outside bzip2's levels 1..9\n")
+    assert (refused.returncode, refused.stderr) == (
+        2, "kfmt: error: compression level 10 is outside bzip2's levels 1..9; default 9\n")
 
 
 def test_export_to_the_third_party_format_with_its_flags(site, tmp_path):

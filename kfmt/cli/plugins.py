@@ -11,9 +11,7 @@ NAME = "plugins"
 HELP = "list the loaded plugins and what each registers"
 
 def _codec(c) -> str:
-    declared_levels = getattr(c, "levels", None)  # named levels (isal-1) included
-    levels = (f", levels {declared_levels.describe()}" if declared_levels is not None
-              else "" if c.level is None else f", levels {c.level.describe()}")
+    levels = "" if c.levels is None else f", levels {c.levels.describe()}"  # named ones (isal-1) too
     return f"{c.name} (id {c.id}{levels})"
 
 

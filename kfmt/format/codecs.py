@@ -81,11 +81,18 @@ class Compression:
     name: str
     #: the message formats this codec may appear in (zstd exists only in v2)
     magics: frozenset[int] = frozenset(MAGICS)
-    #: the levels `compress` takes, names such as isal-1 included (None: it has none)
-    levels: Levels | None = None
-    #: the numeric compression levels it takes (an int Option: its range, `low`..`high`, and the level
-    #: Kafka uses when none is asked for, `default`), or None for a codec without levels
+    #: the numeric compression levels it takes, as an int Option (its range `low`..`high` and the level
+    #: it compresses at when given none, `default`), or None: the simple declaration, for a codec whose
+    #: levels are numbers only (the bzip2 example of docs/plugins.md)
     level: Option | None = None
+
+    @property
+    def levels(self) -> Levels | None:
+        """The levels `compress` takes (what --level and --compression-level accept). A codec with
+        named levels or a Kafka level of its own (gzip's isal-1) declares `levels = Levels(...)`,
+        which replaces this; otherwise they are its `level` Option's range and default."""
+        option = self.level
+        return None if option is None else Levels(option.low, option.high, option.default)
 
     def compress(self, data: bytes, *, magic: int, level: Level | None = None) -> bytes:
         raise NotImplementedError
@@ -101,21 +108,6 @@ class Compression:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.id}:{self.name}>"
-
-
-def checked_level(codec: Compression, level: int | None, flag: str = "--level") -> int | None:
-    """`level` if `codec` declares it among its levels (None stays None: the codec's default); a
-    UsageError naming the codec's range otherwise."""
-    if level is None:
-        return None
-    if isinstance(level, str) and codec.levels is not None:
-        return codec.levels.parse(codec.name, level)
-    if codec.level is None:
-        raise UsageError(f"{flag}: {codec.name} has no compression levels")
-    low, high = codec.level.low, codec.level.high
-    if isinstance(level, bool) or not isinstance(level, int) or not low <= level <= high:
-        raise UsageError(f"{flag} {level} is outside {codec.name}'s levels {low}..{high}")
-    return level
 
 
 def too_large(codec: str, max_size: int) -> DecompressionLimitExceeded:

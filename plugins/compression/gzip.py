@@ -31,7 +31,6 @@ _fast_zlib = False  # not imported yet
 
 from kfmt.format.codecs import DEFAULT_MAX_DECOMPRESSED, Compression, Levels, corrupt, too_large
 from kfmt.plugin.hookspecs import hookimpl
-from kfmt.plugin.options import Option
 
 ISAL_LEVELS = {"isal-1": 1, "isal-2": 2, "isal-3": 3}
 KAFKA_LEVEL = 6  # Deflater.DEFAULT_COMPRESSION: what GZIPOutputStream writes in Kafka
@@ -56,8 +55,6 @@ class Gzip(Compression):
     id = 1
     name = "gzip"
     levels = Levels(1, 9, DEFAULT_LEVEL, tuple(ISAL_LEVELS), kafka=KAFKA_LEVEL)
-    # java.util.zip's levels, which compression.gzip.level takes (KIP-390)
-    level = Option("level", "deflate's level", int, default=KAFKA_LEVEL, low=1, high=9)
 
     def compress(self, data, *, magic, level=None):
         body = _deflate(data, DEFAULT_LEVEL if level is None else level)

@@ -17,7 +17,6 @@ import xxhash
 
 from kfmt.format.codecs import DEFAULT_MAX_DECOMPRESSED, Compression, Levels, corrupt, too_large
 from kfmt.plugin.hookspecs import hookimpl
-from kfmt.plugin.options import Option
 
 MAGIC = b"\x04\x22\x4d\x18"
 FLG_WRITTEN = 0x60
@@ -51,9 +50,6 @@ class Lz4(Compression):
     id = 3
     name = "lz4"
     levels = Levels(1, 17, DEFAULT_LEVEL)  # lz4-java's, as Kafka takes them (compression.lz4.level)
-    # lz4-java's levels, which compression.lz4.level takes (KIP-390)
-    level = Option("level", "LZ4's level (9: the fast compressor, others: high compression)", int,
-                   default=DEFAULT_LEVEL, low=1, high=17)
 
     def compress(self, data, *, magic, level=None):
         header = _HEADERS[0 if magic == 0 else 2]  # magic 1 and 2 hash the same bytes

@@ -8,7 +8,6 @@ import zstandard
 
 from kfmt.format.codecs import DEFAULT_MAX_DECOMPRESSED, Compression, Levels, corrupt, too_large
 from kfmt.plugin.hookspecs import hookimpl
-from kfmt.plugin.options import Option
 
 DEFAULT_LEVEL = 3
 # The most output one byte of input can yield: an RLE block is 4 bytes (3-byte header, 1 byte) and
@@ -23,9 +22,6 @@ class Zstd(Compression):
     name = "zstd"
     magics = frozenset({2})
     levels = Levels(-131072, 22, DEFAULT_LEVEL)  # zstd-jni's minimum to 22, as Kafka takes them
-    # zstd-jni's levels, which compression.zstd.level takes (KIP-390): zstd's minimum (negative: fast
-    # levels) to 22
-    level = Option("level", "zstd's level", int, default=DEFAULT_LEVEL, low=-131072, high=22)
 
     def compress(self, data, *, magic, level=None):
         compressor = zstandard.ZstdCompressor(level=DEFAULT_LEVEL if level is None else level,

@@ -362,7 +362,8 @@ class _Cleaner:
         codec = batch.header.compression
         if codec in self.options.compression_levels:
             return self.options.compression_levels[codec]
-        levels = getattr(registry.get().compressions.get(codec), "levels", None)
+        plugin = registry.get().compressions.get(codec)
+        levels = plugin.levels if plugin is not None else None
         return levels.kafka_level if levels is not None else None
 
     def _clean_one(self, seg: Segment, header: BatchHeader, sink, mtime: int) -> None:
