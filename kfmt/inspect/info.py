@@ -18,15 +18,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from kfmt.errors import DataError
 from kfmt.format import inflated_runs
 from kfmt.format.copied_runs import header_counts
-from kfmt.format.frames import header_of, rows_of
+from kfmt.format.frames import header_of, headers_of, rows_of
 from kfmt.format.inflated_runs import HAS_TS
 from kfmt.format.kernels import native
 from kfmt.format.layout import MAGIC_V2
 from kfmt.format.message_formats import STRICT
 from kfmt.format.model import NO_TIMESTAMP
-from kfmt.format.segment import FrameScanner
+from kfmt.format.segment import decode
 from kfmt.inspect.per_partition import map_partitions
 from kfmt.partition.layout import PartitionDir
 from kfmt.partition.live import read_whole
@@ -83,38 +84,65 @@ def partition_info(part: PartitionDir, include_deleted: bool = False, deep: bool
 
 
 def _partition_info(part: PartitionDir, include_deleted: bool, deep: bool = False) -> PartitionInfo:
-    reader = PartitionReader(part, recover_tail=True)
-    # A partition without segments is loaded as one empty segment at its log start offset (LogLoader
-    # .recoverLog: the checkpoint's entry, else 0): both offsets are that.
-    empty_start = None if part.segments else part.log_start_entry or 0
-    info = PartitionInfo(part.topic, part.partition, part.storage.url_of(part.path),
-                         segments=len(part.segments), log_start_offset=part.log_start_offset,
-                         log_end_offset=empty_start, check=RECORDS_CHECK if deep else ENTRIES_CHECK)
-    if empty_start is not None:
-        info.log_start_offset = empty_start
-    floor = None if include_deleted or info.log_start_offset is None else info.log_start_offset
-    counter = _Counter(info, reader, floor)
-    for seg in part.segments:
-        info.bytes += seg.size
+    walk = InfoWalk(part, include_deleted, deep)
+    PartitionReader(part, recover_tail=True).walk([walk])
+    return walk.result()
+
+
+class InfoWalk:
+    """A partition's PartitionInfo, added up from its entries as a SegmentWalker
+    (kfmt.partition.reader) is shown them: by PartitionReader.walk for `kfmt info`, or by verify's
+    log check beside verify's own checks (the report: one pass over the bytes for both). The first
+    bad data ends it (`error`, raised by result()), as `kfmt info` stops there."""
+
+    def __init__(self, part: PartitionDir, include_deleted: bool = False, deep: bool = False):
+        self.part = part
+        # A partition without segments is loaded as one empty segment at its log start offset
+        # (LogLoader.recoverLog: the checkpoint's entry, else 0): both offsets are that.
+        empty_start = None if part.segments else part.log_start_entry or 0
+        info = PartitionInfo(part.topic, part.partition, part.storage.url_of(part.path),
+                             segments=len(part.segments), log_start_offset=part.log_start_offset,
+                             log_end_offset=empty_start, check=RECORDS_CHECK if deep else ENTRIES_CHECK)
+        if empty_start is not None:
+            info.log_start_offset = empty_start
+        floor = None if include_deleted or info.log_start_offset is None else info.log_start_offset
+        self.info, self.counter = info, _Counter(info, floor)
+        self.error: DataError | None = None
+        self.done = False
+
+    def on_segment(self, seg, d) -> None:
+        self.info.bytes += seg.size
         # The log end offset is the last segment's next offset, its base offset when it holds no
         # batch (LogSegment.readNextOffset, UnifiedLog.logEndOffset): set here, raised by its batches.
-        info.log_end_offset = seg.base_offset
-        if native is None:
-            for header in reader.frames(seg):
-                counter.add_header(seg, header)
-            continue
-        d = reader.data(seg)
-        scanner = FrameScanner(d.buf, d.file, None, None, d.base)
-        for rows in scanner.chunks():
-            counter.add_rows(seg, d, rows)
-        if scanner.tail.is_error:  # as PartitionReader.frames: only the last segment's tail is recovered
-            if seg is not part.segments[-1]:
-                raise scanner.tail.error(d.file)
-            scanner.tail.recovered(d.file)
-    info.census = counter.census
-    if counter.min_unknown:
-        info.min_timestamp = None
-    return info
+        self.info.log_end_offset = seg.base_offset
+
+    def on_chunk(self, seg, d, rows: np.ndarray) -> None:
+        try:
+            if native is None:  # the per-batch path, the definition
+                for header in headers_of(rows):
+                    self.counter.add_header(seg, d, header)
+            else:
+                self.counter.add_rows(seg, d, rows)
+        except DataError as err:
+            self.error, self.done = err, True
+
+    def on_tail(self, seg, d, tail) -> None:
+        if self.done or not tail.is_error:
+            return
+        # as PartitionReader.frames: only the last segment's tail is recovered
+        if seg is not self.part.segments[-1]:
+            self.error, self.done = tail.error(d.file), True
+        else:
+            tail.recovered(d.file)
+
+    def result(self) -> PartitionInfo:
+        """The partition's info; raises the DataError that ended the walk."""
+        if self.error is not None:
+            raise self.error
+        self.info.census = self.counter.census
+        if self.counter.min_unknown:
+            self.info.min_timestamp = None
+        return self.info
 
 
 class _Counter:
@@ -125,14 +153,14 @@ class _Counter:
     records walked, every other entry (control batches, anything a kernel leaves to decode, the batch
     the log start offset cuts) through the per-batch path."""
 
-    def __init__(self, info: PartitionInfo, reader: PartitionReader, floor: int | None):
-        self.info, self.reader, self.floor = info, reader, floor
+    def __init__(self, info: PartitionInfo, floor: int | None):
+        self.info, self.floor = info, floor
         self.reg = registry.get()
         self.census: dict = {}
         self.first_known = False  # info.first_offset is final (None where a wrapper comes first)
         self.min_unknown = False  # a compressed batch was counted from its header
 
-    def add_header(self, seg, header) -> None:
+    def add_header(self, seg, d, header) -> None:
         info, floor = self.info, self.floor
         if floor is not None and header.last_offset < floor:
             info.log_end_offset = header.next_offset
@@ -142,7 +170,7 @@ class _Counter:
             self._add_headers(None, rows_of([header]), 0, 1)  # counted from its header
             info.log_end_offset = header.next_offset
             return
-        batch = self.reader.decode(seg, header)
+        batch = decode(d.buf, header, d.file, STRICT, d.base)
         if floor is not None and len(batch) and batch.records.column(0)[0].as_py() < floor:
             batch = _from(batch, floor)
         h, n = batch.header, len(batch)
@@ -189,7 +217,7 @@ class _Counter:
             if taken:
                 i = stop + taken
                 continue
-            self.add_header(seg, header_of(rows[stop].item()))
+            self.add_header(seg, d, header_of(rows[stop].item()))
             i = stop + 1
         self.info.log_end_offset = end
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import bisect
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, Protocol
 
 import numpy as np
 
@@ -44,6 +44,20 @@ class SegmentData:
     buf: object
     base: int
     file: str
+
+
+class SegmentWalker(Protocol):
+    """What sees a partition's segments entry by entry, a chunk of frame rows (kfmt.format.frames) at a
+    time, in file order: PartitionReader.walk shows them, and so does verify's log check, so that one
+    pass over the bytes feeds verify, info and the report's per-segment facts at once."""
+
+    done: bool  # nothing more wanted (info stops at its first error)
+
+    def on_segment(self, seg: Segment, data: SegmentData) -> None: ...
+
+    def on_chunk(self, seg: Segment, data: SegmentData, rows: np.ndarray) -> None: ...
+
+    def on_tail(self, seg: Segment, data: SegmentData, tail: segment.Tail) -> None: ...
 
 
 class PartitionReader:
@@ -95,6 +109,24 @@ class PartitionReader:
             if not (self.recover_tail and seg is self.part.segments[-1]):
                 raise scanner.tail.error(d.file)
             scanner.tail.recovered(d.file)
+
+    def walk(self, walkers: list) -> None:
+        """Show every segment's entries, as chunks of frame rows, to each of `walkers` (SegmentWalker)
+        in one pass over the bytes, until every walker is done: what `kfmt info` and the report's
+        per-segment facts are computed from. A bad tail is shown to the walkers, not raised."""
+        for seg in self.part.segments:
+            if all(w.done for w in walkers):
+                return
+            d = self.data(seg)
+            for w in walkers:
+                w.on_segment(seg, d)
+            scanner = segment.FrameScanner(d.buf, d.file, None, None, d.base)
+            for rows in scanner.chunks():
+                for w in walkers:
+                    if not w.done:
+                        w.on_chunk(seg, d, rows)
+            for w in walkers:
+                w.on_tail(seg, d, scanner.tail)
 
     def decode(self, seg: Segment, header: BatchHeader) -> Batch:
         d = self.data(seg, header.position)

@@ -9,12 +9,13 @@ the page is drawn by html (docs/report.md).
 from __future__ import annotations
 
 import datetime
+import functools
 import sys
 from collections import defaultdict
 
 from kfmt.inspect.report.internal import internal_topics
-from kfmt.inspect.report.partitions import partition_reports
-from kfmt.inspect.verify import verify
+from kfmt.inspect.report.partitions import ReportWalk, partition_reports
+from kfmt.inspect.verify import verify_walked
 from kfmt.partition.layout import PartitionDir, offset_checkpoint_entries
 from kfmt.storage.store import Storage
 
@@ -29,20 +30,23 @@ def collect(storage: Storage, path: str, parts: list[PartitionDir], *, kind: str
     partition); `kind` says what PATH is ("log directory", "partition", "archive"), `log_dir` the
     directory whose checkpoint files apply (None: none). Without `with_verify`, "verify" is null
     and so are the counts of findings."""
-    with _bar(progress, len(parts), "partition", "info") as bar:
-        partitions = partition_reports(parts, _cleaner_offsets(storage, log_dir))
-        bar.update(len(parts))
+    cleaner = _cleaner_offsets(storage, log_dir)
     checked = None
-    if with_verify:
+    if with_verify:  # one pass over the bytes: verify's, which shows every entry to the report's walk
         bars = []
 
         def start(total):
             bars.append(_bar(progress, total, "segment", "verify"))
             return lambda: bars[0].update(1)
 
-        checked = verify(storage, path, topic, partition, start)
+        walk = functools.partial(ReportWalk, cleaner_offsets=cleaner)
+        checked, partitions = verify_walked(storage, path, topic, partition, start, walk=walk)
         for b in bars:
             b.close()
+    else:
+        with _bar(progress, len(parts), "partition", "info") as bar:
+            partitions = partition_reports(parts, cleaner)
+            bar.update(len(parts))
     findings = _findings(checked, parts) if checked is not None else None
     for p in partitions:
         mine = [f for f in findings or () if f["partition"] == p["name"]]

@@ -8,10 +8,12 @@ from __future__ import annotations
 import functools
 
 from kfmt.errors import DataError
-from kfmt.inspect.info import partition_info
+from kfmt.inspect.info import InfoWalk
 from kfmt.inspect.per_partition import map_partitions
-from kfmt.inspect.report.segments import SegmentFacts, segment_facts
+from kfmt.inspect.report.segments import SegmentFacts, SegmentWalk
 from kfmt.partition.layout import PartitionDir
+from kfmt.partition.live import read_whole
+from kfmt.partition.reader import PartitionReader
 
 
 def partition_reports(parts: list[PartitionDir], cleaner_offsets: dict) -> list[dict]:
@@ -21,24 +23,60 @@ def partition_reports(parts: list[PartitionDir], cleaner_offsets: dict) -> list[
 
 
 def partition_report(part: PartitionDir, cleaner_offsets: dict) -> dict:
-    """The partition's JSON: info's fields (or `info_error`, the one line info failed with), then
-    `name`, `segment_list`, `segment_gaps`, `cleaner_offset`, `transactional_batches`."""
-    try:
-        out = partition_info(part).to_json()
-    except DataError as err:  # a damaged partition: verify names every problem, info stops at the first
-        out = {"topic": part.topic, "partition": part.partition, "path": part.storage.url_of(part.path),
-               "segments": len(part.segments), "bytes": sum(s.size for s in part.segments),
-               "info_error": str(err)}
-    segments = segment_facts(part)
-    log_start = out.get("log_start_offset", part.log_start_offset)
-    cleaner = cleaner_offsets.get((part.topic, part.partition))
-    out["name"] = part.label
-    out["cleaner_offset"] = cleaner
-    out["transactional_batches"] = sum(s.transactional_batches for s in segments)
-    out["segment_list"] = [_segment_json(s, i == len(segments) - 1, _next_base(segments, i), log_start, cleaner)
-                           for i, s in enumerate(segments)]
-    out["segment_gaps"] = segment_gaps(segments)
-    return out
+    """The partition's JSON, from one walk over its entries (ReportWalk)."""
+    def attempt(p: PartitionDir) -> dict:
+        walk = ReportWalk(p, cleaner_offsets)
+        PartitionReader(p, recover_tail=True).walk([walk])
+        return walk.result()
+
+    return read_whole(part, attempt)
+
+
+class ReportWalk:
+    """A partition's part of the report as a SegmentWalker (kfmt.partition.reader): `kfmt info`'s
+    walk (kfmt.inspect.info.InfoWalk, the same code, not redone) and the segments' own facts
+    (kfmt.inspect.report.segments) from the same chunks of entries, shown by PartitionReader.walk or
+    by verify's log check (`kfmt report` with verify: one pass over the bytes for all three)."""
+
+    done = False  # every segment is wanted
+
+    def __init__(self, part: PartitionDir, cleaner_offsets: dict):
+        self.part, self.cleaner_offsets = part, cleaner_offsets
+        self.walkers = (InfoWalk(part), SegmentWalk(part))
+
+    def on_segment(self, seg, d) -> None:
+        for w in self.walkers:
+            w.on_segment(seg, d)
+
+    def on_chunk(self, seg, d, rows) -> None:
+        for w in self.walkers:
+            if not w.done:
+                w.on_chunk(seg, d, rows)
+
+    def on_tail(self, seg, d, tail) -> None:
+        for w in self.walkers:
+            w.on_tail(seg, d, tail)
+
+    def result(self) -> dict:
+        """info's fields (or `info_error`, the one line info failed with), then `name`,
+        `segment_list`, `segment_gaps`, `cleaner_offset`, `transactional_batches`."""
+        part, (info, walked) = self.part, self.walkers
+        try:
+            out = info.result().to_json()
+        except DataError as err:  # a damaged partition: verify names every problem, info stops at the first
+            out = {"topic": part.topic, "partition": part.partition, "path": part.storage.url_of(part.path),
+                   "segments": len(part.segments), "bytes": sum(s.size for s in part.segments),
+                   "info_error": str(err)}
+        segments = walked.segments
+        log_start = out.get("log_start_offset", part.log_start_offset)
+        cleaner = self.cleaner_offsets.get((part.topic, part.partition))
+        out["name"] = part.label
+        out["cleaner_offset"] = cleaner
+        out["transactional_batches"] = sum(s.transactional_batches for s in segments)
+        out["segment_list"] = [_segment_json(s, i == len(segments) - 1, _next_base(segments, i), log_start,
+                                             cleaner) for i, s in enumerate(segments)]
+        out["segment_gaps"] = segment_gaps(segments)
+        return out
 
 
 def _next_base(segments: list[SegmentFacts], i: int) -> int | None:

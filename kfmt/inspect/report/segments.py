@@ -16,11 +16,9 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from kfmt.errors import DataError
 from kfmt.format.frames import ATTR_CONTROL, ATTR_TRANSACTIONAL
 from kfmt.format.layout import MAGIC_V2
 from kfmt.partition.layout import PartitionDir, Segment
-from kfmt.partition.reader import PartitionReader
 
 
 @dataclass
@@ -42,23 +40,28 @@ class SegmentFacts:
         return asdict(self)
 
 
-def segment_facts(part: PartitionDir) -> list[SegmentFacts]:
-    """The facts of each segment of `part`, in order. A segment whose framing breaks keeps what came
-    before the break, and `unreadable_at` says where (a bad tail of the last segment, which log
-    recovery truncates, ends it the same way)."""
-    reader = PartitionReader(part, recover_tail=True)
-    return [_walk(reader, seg) for seg in part.segments]
+class SegmentWalk:
+    """The facts of each segment of a partition, as a SegmentWalker (kfmt.partition.reader) is shown
+    its entries: by PartitionReader.walk beside info's walk, or by verify's log check. A segment
+    whose framing breaks keeps what came before the break, and `unreadable_at` says where; a bad
+    tail of the last segment, which log recovery truncates, ends it without one (info warns)."""
 
+    done = False  # every segment is wanted
 
-def _walk(reader: PartitionReader, seg: Segment) -> SegmentFacts:
-    facts = SegmentFacts(seg.base_offset, seg.size)
-    try:
-        for rows in reader.frame_chunks(seg):
-            if len(rows):
-                _add(facts, np.ascontiguousarray(rows))
-    except DataError as err:
-        facts.unreadable_at = err.position if err.position is not None else 0
-    return facts
+    def __init__(self, part: PartitionDir):
+        self.part = part
+        self.segments: list[SegmentFacts] = []
+
+    def on_segment(self, seg: Segment, d) -> None:
+        self.segments.append(SegmentFacts(seg.base_offset, seg.size))
+
+    def on_chunk(self, seg: Segment, d, rows: np.ndarray) -> None:
+        if len(rows):
+            _add(self.segments[-1], np.ascontiguousarray(rows))
+
+    def on_tail(self, seg: Segment, d, tail) -> None:
+        if tail.is_error and seg is not self.part.segments[-1]:
+            self.segments[-1].unreadable_at = tail.position
 
 
 def _add(facts: SegmentFacts, rows: np.ndarray) -> None:

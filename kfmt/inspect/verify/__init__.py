@@ -13,6 +13,7 @@ clean, including the quirks listed in realkafka/README.md.
 from __future__ import annotations
 
 import functools
+from typing import Callable
 
 from kfmt.inspect.per_partition import map_partitions
 from kfmt.partition.layout import PartitionDir, find_partitions, is_log_dir
@@ -25,7 +26,7 @@ from .identity import check_cluster_id, check_topic_ids, cluster_of
 from .partition import verify_partition
 from .problems import Problem, Report, Severity
 
-__all__ = ["Problem", "Report", "Severity", "verify", "verify_partition"]
+__all__ = ["Problem", "Report", "Severity", "verify", "verify_partition", "verify_walked"]
 
 
 def verify(storage: Storage, path: str, topic: str | None = None, partition: int | None = None,
@@ -34,18 +35,29 @@ def verify(storage: Storage, path: str, topic: str | None = None, partition: int
     """Verify the partition or log directory at `path`; `progress(total_segments)` may return a
     callable invoked after each segment. Topic ids are checked against `cluster_metadata` (a copy of
     a cluster's metadata log, read with `storage_options`), else a log directory's own."""
+    return verify_walked(storage, path, topic, partition, progress, cluster_metadata, storage_options)[0]
+
+
+def verify_walked(storage: Storage, path: str, topic: str | None = None, partition: int | None = None,
+                  progress=None, cluster_metadata: str | None = None, storage_options: dict | None = None,
+                  walk: Callable | None = None) -> tuple[Report, list]:
+    """verify(), and for each partition `walk(part).result()`: `walk` makes a SegmentWalker
+    (kfmt.partition.reader) that the log check shows every entry it checks, so that what else wants
+    the partition's entries (the report) takes them from verify's pass over the bytes (a list of
+    None without `walk`). `walk` is pickled to the pool's workers with the partitions."""
     report = Report()
     parts = find_partitions(storage, path, topic, partition)
     log_dir = is_log_dir(parts, storage, path)
     recoveries = load_recoveries(storage, path if log_dir else storage.parent(path), parts)
     tick = progress(sum(len(p.segments) for p in parts)) if progress is not None else None
-    ranges = []
-    verified = functools.partial(_verified, recoveries=recoveries)
-    for part, (found, checked) in zip(parts, map_partitions(verified, parts, "verify")):
+    ranges, walked = [], []
+    verified = functools.partial(_verified, recoveries=recoveries, walk=walk)
+    for part, (found, checked, result) in zip(parts, map_partitions(verified, parts, "verify")):
         report.problems.extend(found.problems)
         for name, n in vars(found.counts).items():
             setattr(report.counts, name, getattr(report.counts, name) + n)
         ranges.append(checked)
+        walked.append(result)
         for _ in part.segments if tick is not None else ():
             tick()
     if log_dir:
@@ -56,17 +68,20 @@ def verify(storage: Storage, path: str, topic: str | None = None, partition: int
         check_topic_ids(parts, cluster, report)
         if log_dir and cluster_metadata is not None:
             check_cluster_id(storage, path, cluster, report)
-    return report
+    return report, walked
 
 
-def _verified(part: PartitionDir, recoveries: dict[str, LoadRecovery]) -> tuple[Report, object]:
-    """One partition's problems and range, in a report of its own (a task of map_partitions). A
-    running broker's partition whose files change while it is verified is verified again from a new
-    listing (kfmt.partition.live), the findings of the attempt dropped."""
+def _verified(part: PartitionDir, recoveries: dict[str, LoadRecovery],
+              walk: Callable | None) -> tuple[Report, object, object]:
+    """One partition's problems, range and walk result, in a report of its own (a task of
+    map_partitions). A running broker's partition whose files change while it is verified is
+    verified again from a new listing (kfmt.partition.live), the findings of the attempt dropped."""
     recovery = recoveries.get(part.path, TRUSTED)
 
-    def attempt(p: PartitionDir) -> tuple[Report, object]:
+    def attempt(p: PartitionDir) -> tuple[Report, object, object]:
         report = Report()
-        return report, verify_partition(p, report, recovery=recovery)
+        walker = walk(p) if walk is not None else None
+        checked = verify_partition(p, report, recovery=recovery, walkers=[walker] if walker else [])
+        return report, checked, walker.result() if walker else None
 
     return read_whole(part, attempt)

@@ -38,6 +38,7 @@ from kfmt.format.model import (
 )
 from kfmt.partition.layout import PartitionDir, Segment
 from kfmt.partition.live import segment_bytes
+from kfmt.partition.reader import SegmentData
 
 from . import log_runs
 from .problems import Report
@@ -143,17 +144,20 @@ class LogChecker:
     """Walks a partition's segments in order; `observers` (the transaction and leader-epoch checks)
     see every batch as it goes, so nothing but the current segment's facts is kept."""
 
-    def __init__(self, part: PartitionDir, report: Report, observers=()):
+    def __init__(self, part: PartitionDir, report: Report, observers=(), walkers=()):
         self.part = part
         self.report = report
         self.observers = list(observers)
+        # SegmentWalkers (kfmt.partition.reader) shown the same chunks of entries: what else wants
+        # this pass over the bytes (the report: info's counts and the segments' facts)
+        self.walkers = list(walkers)
         self.prev_last: int | None = None  # last offset of the previous batch of the partition
         self.prev_file: str | None = None
 
     def check_segment(self, seg: Segment, is_last: bool) -> SegmentColumns:
         report = self.report
         file = self.part.display(seg.log)
-        buf, _ = segment_bytes(self.part.storage, seg.log.path, file, seg.log.size, is_last)
+        buf, base = segment_bytes(self.part.storage, seg.log.path, file, seg.log.size, is_last)
         facts = SegmentColumns(seg, file)
         report.counts.segments += 1
         report.counts.files += 1
@@ -165,8 +169,14 @@ class LogChecker:
                          f"above the last offset {self.prev_last} of the previous segment: offsets "
                          f"would be looked up in the wrong segment (expected a base offset > "
                          f"{self.prev_last})", file, 0, seg.base_offset)
+        data = SegmentData(seg, buf, base, file)
+        for walker in self.walkers:
+            walker.on_segment(seg, data)
         scanner = segment_io.FrameScanner(buf, file)
         for chunk in scanner.chunks():
+            for walker in self.walkers:
+                if not walker.done:
+                    walker.on_chunk(seg, data, chunk)
             # runs the kernels find nothing wrong with are taken whole (log_runs); the rest entry by entry
             for rows, records in log_runs.split(buf, chunk):
                 if records is not None and log_runs.add_clean_run(self, rows, records, facts, file, BatchFacts):
@@ -176,6 +186,8 @@ class LogChecker:
                     facts.add(batch_facts)
                     for observer in self.observers:
                         observer.on_batch(batch_facts, file, report)
+        for walker in self.walkers:
+            walker.on_tail(seg, data, scanner.tail)
         self._check_tail(scanner.tail, file, is_last)
         facts.readable_end = scanner.tail.position
         facts.recovered_tail = is_last and scanner.tail.is_error
