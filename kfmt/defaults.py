@@ -26,3 +26,6 @@ DEFAULT_DUMP_KAFKA_VERSION = DUMP_KAFKA_VERSIONS[-1]
 # kfmt's own: export
 DEFAULT_TARGET_FILE_BYTES = 128 << 20  # Parquet output per file, as spark.sql.files.maxPartitionBytes
 DEFAULT_SPLIT_BYTES = 128 << 20  # input bytes per export task
+
+# kfmt's own: report
+DEFAULT_SAMPLE_BYTES = 4 << 20  # the estimate's sample (kfmt.api.estimate)

@@ -6,6 +6,7 @@ import sys
 
 from kfmt.cli._common import add_format_argument, add_path_arguments, add_progress_argument
 from kfmt.cli._transform import show_progress
+from kfmt.defaults import DEFAULT_SAMPLE_BYTES
 from kfmt.errors import UsageError
 from kfmt.storage.store import parse_storage_options
 
@@ -28,7 +29,8 @@ def add_arguments(p):
     p.add_argument("--no-estimate", action="store_true",
                    help="leave out the estimate of upgrade, export and archive (no sample is run)")
     p.add_argument("--sample-bytes", type=int, metavar="N",
-                   help="bytes of the input the estimate runs the commands on (default 8 MiB)")
+                   help=f"bytes of the input the estimate runs the commands on (default "
+                        f"{DEFAULT_SAMPLE_BYTES >> 20} MiB)")
     add_progress_argument(p)
 
 

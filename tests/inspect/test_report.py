@@ -9,6 +9,7 @@ import json
 import re
 import shutil
 import struct
+import time
 from collections import defaultdict
 
 import pytest
@@ -174,6 +175,33 @@ def test_the_estimate_of_a_sample_holding_everything_is_what_the_commands_write(
         assert abs(measured["estimated_bytes_written"] - written) <= 0.02 * written, name
         assert measured["estimated_seconds"] >= measured["fixed_cpu_seconds"] >= 0
         assert measured["sample_cpu_seconds"] > 0 and measured["bytes_per_second_one_core"] > 0
+
+
+def test_the_estimate_from_a_fifth_of_the_input_is_the_commands_time_on_all_of_it(tmp_path):
+    """Scaled from a sample of a fifth of the Kafka 3.6 broker's partitions (every format and codec),
+    each command's estimate on one core is within a factor 2 of the command's time on the whole input
+    (a margin for a busy machine: other tests' load lengthens even CPU time, by up to 1.7x in
+    practice), run as the estimate runs it (in this process, on one core) and timed as it times it
+    (the shorter of CPU and wall time: an export's Arrow threads are not counted twice), best of
+    three runs after a warm-up."""
+    from kfmt.api import commands
+    from kfmt.api.report import report
+
+    logs = corpus36_log_dir(tmp_path)
+    total = sum(f.stat().st_size for f in logs.rglob("*.log"))
+    estimate = report(logs, verify=False, sample_bytes=total // 5)["estimate"]
+    assert estimate["input_bytes"] == total and estimate["sample"]["bytes"] <= total // 5 + 64 * 4096
+    runs = {"upgrade": commands.upgrade, "export": commands.export,
+            "archive": lambda src, dst, **kw: commands.archive(src, dst, include_active=True, **kw)}
+    for name, run in runs.items():
+        taken = []
+        for i in range(4):  # the first a warm-up
+            wall, cpu = time.perf_counter(), time.process_time()
+            run(logs, tmp_path / f"{name}-{i}", master="inprocess")
+            taken.append(min(time.perf_counter() - wall, time.process_time() - cpu))
+        measured = estimate["commands"][name]  # its seconds unrounded: fixed + bytes / rate
+        real, estimated = min(taken[1:]), measured["fixed_cpu_seconds"] + total / measured["bytes_per_second_one_core"]
+        assert real / 2 <= estimated <= real * 2, (name, estimated, taken)
 
 
 def test_a_small_sample_keeps_whole_entries_of_every_partition(tmp_path):
