@@ -116,6 +116,8 @@ def floors(ctx: Context) -> dict[str, Floor]:
                                writes=True),
         "json loop": Floor("aiokafka + json.dumps loop", [PY, f"{BASELINES}/cat_json.py", ctx.src, "--topic-prefix", "v2-"]),
         "import pyarrow": Floor("python -c 'import pyarrow'", [PY, "-c", "import pyarrow"]),
+        # issue 27: a report takes at most 1.5x `kfmt info` of the same directory
+        "info indexed": Floor(f"kfmt info ({mb(tree_bytes([ctx.indexed]))} with indexes)", [KFMT, "info", ctx.indexed]),
     }
     if not gzip:
         del f["gzip codec"]
@@ -140,6 +142,7 @@ def project_benches(ctx: Context) -> list[Bench]:
         Bench("info", size, ["info", ctx.src], ["copy"], 1.0),
         Bench("verify", f"{mb(tree_bytes([ctx.indexed]))} with indexes", ["verify", ctx.indexed],
               ["copy indexed"], 2.0),
+        *report_benches(ctx),
         Bench("cat --format json", f"{v2} of v2", ["cat", ctx.src, "--topic", "v2-*", "--format", "json"],
               ["json loop"], 0.5),
         Bench("dump", f"{mb(os.path.getsize(segment))} v2 lz4 segment",
@@ -168,6 +171,7 @@ def opaque_benches(ctx: Context) -> list[Bench]:
         Bench("info", size, ["info", ctx.src], ["copy"], 1.0),
         Bench("verify", f"{mb(tree_bytes([ctx.indexed]))} with indexes", ["verify", ctx.indexed],
               ["copy indexed"], 2.0),
+        *report_benches(ctx),
         Bench("export", f"{size}, to Parquet", ["export", ctx.src, "OUT", "--format", "parquet"],
               ["export script"], 0.6, writes=True),
         *copying_benches(ctx, size),
@@ -177,6 +181,15 @@ def opaque_benches(ctx: Context) -> list[Bench]:
         Bench("upgrade gzip", f"{gzip} of v1 gzip wrappers, values incompressible",
               ["upgrade", ctx.src, "OUT", "--topic", "v1-gzip-opaque"], ["gzip codec"], 1.5, writes=True),
     ]
+
+
+def report_benches(ctx: Context) -> list[Bench]:
+    """`kfmt report` (the page, as a user makes it) against `kfmt info` of the same input, run in
+    turn with it (issue 27: at most 1.5x); without verify's checks for comparison."""
+    size = f"{mb(tree_bytes([ctx.indexed]))} with indexes"
+    return [Bench("report", size, ["report", ctx.indexed, "-o", "OUT"], ["info indexed"], 1.5, writes=True),
+            Bench("report --no-verify", size, ["report", ctx.indexed, "--no-verify", "-o", "OUT"],
+                  ["info indexed"], 1.5, writes=True)]
 
 
 def copying_benches(ctx: Context, size: str) -> list[Bench]:
@@ -200,6 +213,8 @@ def copying_benches(ctx: Context, size: str) -> list[Bench]:
 
 def clear(ctx: Context) -> None:
     for path in (ctx.out, ctx.archive):
+        if os.path.isfile(path):  # a report's page
+            os.remove(path)
         shutil.rmtree(path, ignore_errors=True)
     subprocess.run(["sync"], check=True)  # earlier writes are flushed outside the timed span
 
@@ -358,9 +373,9 @@ def measure_input(ctx: Context, mix: str, selected: list[Bench], results: dict, 
     """Every selected row on one input: a table of its own, each row added to `results` (written to
     `path` after every row, so that an interrupted run keeps what it measured)."""
     facts, args = ctx.facts, ctx.args
-    if any(b.command == "verify" for b in selected):
+    if any(b.command == "verify" or b.command.startswith("report") for b in selected):
         ensure_indexed(ctx)
-        names = {b.command for b in selected}  # verify's input label needs the indexed copy
+        names = {b.command for b in selected}  # verify's and report's input labels need the indexed copy
         selected = [b for b in benches(ctx) if b.command in names]
     shell('find "$@" -type f -exec cat {} + > /dev/null', ctx.src)  # the input in the page cache
     compile_bytecode()

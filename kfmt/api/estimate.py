@@ -6,8 +6,8 @@ boundary; with its partition.metadata and leader-epoch-checkpoint), each partiti
 SAMPLE_BYTES in proportion to its size, so the sample holds the input's mix of message formats and
 codecs. It is copied to a local temporary directory, and each command runs on it through its own
 entry point (kfmt.api.commands) in this process, on one core (METHOD): twice on one entry per
-partition (a warm-up: imports, caches; then twice for the fixed part every run pays) and twice on
-the sample, the shorter of each pair taken. The sample's time above the fixed part, per byte, and the ratio of the bytes it wrote to the bytes
+partition (a warm-up: imports, caches; then the fixed part every run pays) and once on the sample.
+The sample's time above the fixed part, per byte, and the ratio of the bytes it wrote to the bytes
 it read are scaled to the whole input, the time divided among the workers the engine kfmt picks for
 that size would run (kfmt.pipelines.engine.choose_engine, the pool's workers are one per core). The
 KRaft metadata log is left out: the transforms carry it byte for byte.
@@ -60,14 +60,13 @@ def estimate(parts: list[PartitionDir], sample_bytes: int = SAMPLE_BYTES, progre
 
 
 METHOD = ("the head of every partition, in proportion to its size; each command run in this process on one "
-          "core on one entry per partition (a warm-up, then twice for its fixed part: planning, publishing) "
-          "and twice on the sample, the shorter runs taken, timed by its CPU time or its wall time where that is shorter; the sample's "
+          "core on one entry per partition twice (a warm-up, then its fixed part: planning, publishing) and "
+          "once on the sample, timed by its CPU time or its wall time where that is shorter; the sample's "
           "time above the fixed part, per byte, scaled to the input")
 
 
-# (label, cut): a warm-up (imports, caches), then the fixed part and the sample twice each, the
-# shorter run taken (a busy machine only ever makes a run longer)
-_RUNS = (("warm-up", "warm"), ("fixed", "warm"), ("fixed2", "warm"), ("sample", "sample"), ("sample2", "sample"))
+# (label, cut): a warm-up (imports, caches), then the fixed part, then the sample
+_RUNS = (("warm-up", "warm"), ("fixed", "warm"), ("sample", "sample"))
 
 
 def _measure(run, tmp: str, name: str, cuts: dict, total: int, workers: int) -> dict:
@@ -76,8 +75,7 @@ def _measure(run, tmp: str, name: str, cuts: dict, total: int, workers: int) -> 
         with warnings.catch_warnings():  # the sample's warnings are the input's, which verify reports
             warnings.simplefilter("ignore")
             for label, cut in _RUNS:
-                took = _timed(run, os.path.join(tmp, cut), os.path.join(tmp, f"{name}-{label}"))
-                seconds[label.rstrip("2")] = min(took, seconds.get(label.rstrip("2"), took))
+                seconds[label] = _timed(run, os.path.join(tmp, cut), os.path.join(tmp, f"{name}-{label}"))
     except KfmtError as err:  # damaged input in the sample: the estimate says so, the report stands
         return {"error": str(err)}
     written, sample = _tree_bytes(os.path.join(tmp, f"{name}-sample")), cuts["sample"]
