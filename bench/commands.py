@@ -185,11 +185,12 @@ def opaque_benches(ctx: Context) -> list[Bench]:
 
 def report_benches(ctx: Context) -> list[Bench]:
     """`kfmt report` (the page, as a user makes it) against `kfmt info` of the same input, run in
-    turn with it (issue 27: at most 1.5x); without verify's checks for comparison."""
+    turn with it (issue 27: at most 1.5x); without the estimate, verify's checks or both, to show
+    what each costs."""
     size = f"{mb(tree_bytes([ctx.indexed]))} with indexes"
-    return [Bench("report", size, ["report", ctx.indexed, "-o", "OUT"], ["info indexed"], 1.5, writes=True),
-            Bench("report --no-verify", size, ["report", ctx.indexed, "--no-verify", "-o", "OUT"],
-                  ["info indexed"], 1.5, writes=True)]
+    variants = ([], ["--no-estimate"], ["--no-verify"], ["--no-verify", "--no-estimate"])
+    return [Bench(" ".join(["report", *flags]), size, ["report", ctx.indexed, *flags, "-o", "OUT"], ["info indexed"],
+                  1.5, writes=True) for flags in variants]
 
 
 def copying_benches(ctx: Context, size: str) -> list[Bench]:
