@@ -99,7 +99,7 @@ def _timed(run, src: str, dst: str) -> float:
     """The seconds run(src, dst) takes: its CPU time, so that other work on a shared machine does not
     make this one look slower (a 2 GB estimate taken on the wall clock at a load average of 10 varied
     fourfold), unless the wall clock was shorter: CPU time adds up every thread's, and an export's
-    Arrow threads work alongside the command's own (counting them made its estimate twice too long)."""
+    Arrow threads work alongside the command's own."""
     wall, cpu = time.perf_counter(), time.process_time()
     run(src, dst)
     return min(time.perf_counter() - wall, time.process_time() - cpu)

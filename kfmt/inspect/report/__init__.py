@@ -2,7 +2,8 @@
 
 Every number comes from the command that already computes it, called, not redone: `kfmt info` per
 partition (kfmt.inspect.info), `kfmt verify` (kfmt.inspect.verify), `kfmt offsets` and the internal
-topics' readers (internal), plus the header-only frame walk of each segment (segments). The estimate
+topics' readers (internal), plus the header-only facts of each segment (segments). Info's count and
+the segments' facts ride verify's pass over the bytes (partitions.ReportWalk). The estimate
 of what the transforms would take is measured and added by kfmt.api (kfmt.api.estimate);
 the page is drawn by html (docs/report.md).
 """
