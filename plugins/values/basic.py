@@ -10,8 +10,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kfmt.format.value_formats import Decoded, FormatOption
+from kfmt.format.value_formats import Decoded
 from kfmt.plugin.hookspecs import hookimpl
+from kfmt.plugin.options import Option
 
 
 class RawDecoder:
@@ -90,9 +91,9 @@ class JsonTextDecoder:
 
 class Json:
     name = "json"
-    options = (FormatOption("schema", "a JSON Schema file whose struct the values are parsed into, or "
-                                      "`text` to keep the checked JSON text; without it, the struct is "
-                                      "inferred from the topic's first values"),)
+    options = (Option("schema", "a JSON Schema file whose struct the values are parsed into, or "
+                                "`text` to keep the checked JSON text; without it, the struct is "
+                                "inferred from the topic's first values"),)
     description = ("JSON text, parsed into the struct inferred from the topic's first values (or one a "
                    "JSON Schema file describes, schema=FILE), or kept as text (schema=text)")
 

@@ -17,8 +17,9 @@ import numpy as np
 import pyarrow as pa
 
 from kfmt.errors import UsageError
-from kfmt.format.value_formats import Decoded, FormatOption
+from kfmt.format.value_formats import Decoded
 from kfmt.plugin.hookspecs import hookimpl
+from kfmt.plugin.options import Option
 from kfmt.default_plugins.values.per_schema_id import (
     PER_SCHEMA_ID,
     TABLES_OPTION,
@@ -27,10 +28,10 @@ from kfmt.default_plugins.values.per_schema_id import (
 )
 
 AVRO, PROTOBUF, JSON = "AVRO", "PROTOBUF", "JSON"
-SUBJECT_OPTION = FormatOption("subject", "the registry subject whose versions make the table type "
-                                         "(default: TOPIC-key / TOPIC-value)")
-MESSAGE_OPTION = FormatOption("message", "Protobuf: the message of the table, when the schema defines "
-                                         "several (default: the one the topic's first records name)")
+SUBJECT_OPTION = Option("subject", "the registry subject whose versions make the table type "
+                                   "(default: TOPIC-key / TOPIC-value)")
+MESSAGE_OPTION = Option("message", "Protobuf: the message of the table, when the schema defines "
+                                   "several (default: the one the topic's first records name)")
 
 
 class WriterSchema:
