@@ -1,7 +1,8 @@
 """The declaration of Kafka's layouts (kfmt.format.layout) is the one place the bytes are described:
 docs/format.md's tables must say what it says (every table there that lays bytes out is one of its
-declarations, field by field, offset by offset, the offsets adding up to the declared size), and kafka-python, a peer implementation, must agree
-with it on every struct, offset, size and attribute bit it has its own constant for. (That the C
+declarations, field by field and offset by offset, the offsets adding up to the declared size), and
+kafka-python, a peer implementation, must agree with it on every struct, offset, size and attribute
+bit it has its own constant for. (That the C
 header is what it generates, and that nothing else spells a layout: tests/test_architecture.py.)"""
 from __future__ import annotations
 
