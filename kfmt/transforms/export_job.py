@@ -20,6 +20,7 @@ from kfmt.partition.live import SegmentGone, read_whole, stopped_warning
 from kfmt.partition.reader import PartitionReader
 from kfmt.partition.summary import PartitionSummary
 from kfmt.partition.transactions import TransactionOutcomes, partition_outcomes
+from kfmt.partition.transactions import ISOLATION_LEVELS
 from kfmt.pipelines.engine import Engine
 from kfmt.pipelines.runner import run_tasks
 from kfmt.rows.columns import EXPORT_SCHEMA, record_dates, rows_to_records
@@ -44,7 +45,6 @@ from kfmt.transforms.reindex import plan_engine
 
 PARTITION_BY = {"topic,partition": ("topic", "partition"),
                 "topic,partition,date": ("topic", "partition", "date")}
-ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 # Not data: named as Hadoop's FileInputFormat and Arrow's dataset discovery skip them (a leading `_`),
 # unlike the other transforms' `kfmt-report.json`, whose destinations are log directories.
 REPORT_NAME = "_kfmt-report.json"
