@@ -34,7 +34,7 @@ class SourceOptions:
 
     @classmethod
     def parse(cls, options) -> "SourceOptions":
-        from kfmt.rows.ranges import DEFAULT_SPLIT_BYTES
+        from kfmt.defaults import DEFAULT_SPLIT_BYTES
         from kfmt.storage.store import parse_storage_options
 
         opts = {k.lower(): v for k, v in dict(options).items()}
