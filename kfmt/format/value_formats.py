@@ -93,6 +93,8 @@ def value_format(name: str):
 def check_options(side: str, names: Iterable[str], given: dict) -> None:
     """Refuse, before any work, an option of `side` ("key" or "value") that none of the formats
     chosen for it (`names`) declares, or a value its declaration does not allow."""
+    if not given:
+        return  # nothing to look up (no plugin loaded for it)
     formats = [value_format(name) for name in dict.fromkeys(names)]
     for key, value in given.items():
         owners = [fmt for fmt in formats if key in _options_of(fmt)]
