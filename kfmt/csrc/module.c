@@ -123,8 +123,9 @@ static PyMethodDef methods[] = {
     {"encode_legacy_messages", py_encode_legacy_messages, METH_VARARGS,
      "encode_legacy_messages(records, magic, base_offset, log_append_time) -> bytes"},
     {"decode_avro", py_decode_avro, METH_VARARGS,
-     "decode_avro(program, symbols, nslots, data, starts, lengths) -> ([(count, valid, offsets, values)], "
-     "[(row, reason)]) or NotImplemented: Avro datums into Arrow buffers (plugins/values/avro_program.py)"},
+     "decode_avro(ops, roots, symbols, defaults, nslots, data, starts, lengths, which) -> ([(count, valid, "
+     "offsets, values)], [(row, reason)]) or NotImplemented: Avro datums, each by its writer schema's "
+     "program, into the Arrow buffers of the table type (plugins/values/avro_program.py)"},
     {"json_record_lines", py_json_record_lines, METH_VARARGS,
      "json_record_lines(records, skip, timestamp_type_json, leader_epoch_json, where_json) -> bytes: "
      "kfmt cat's JSON lines"},

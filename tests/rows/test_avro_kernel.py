@@ -125,7 +125,7 @@ def compiled(node, datums: list[bytes]):
     starts = np.zeros(len(datums), np.int64)
     np.cumsum(lengths[:-1], out=starts[1:])
     data = np.frombuffer(b"".join(datums) or b"\0", np.uint8)
-    return decode_chunk(compile_program(node), native, data, starts, lengths)
+    return decode_chunk([compile_program(node)], native, data, starts, lengths)
 
 
 def same_values(a: pa.Array, b: pa.Array) -> bool:
