@@ -193,7 +193,9 @@ static int decode_blocks(ctx_t *c, const op_t *o, int64_t *p, int depth) {
             count = -count;
             if (read_long(c, p, &size) < 0) return -1;
         }
-        if (count > c->n - *p + 1) /* every item takes a byte at least (a null a byte of count) */
+        if (o->b && count > o->b) /* b: the most items of no bytes a block holds (avro_decode.MAX_EMPTY_ITEMS) */
+            FAIL(c, *p, "a block of %lld items of no bytes (at most %d)", (long long)count, o->b);
+        if (!o->b && count > c->n - *p + 1) /* every item takes a byte at least */
             FAIL(c, *p, "a block of %lld items in %lld bytes", (long long)count, (long long)(c->n - *p));
         for (int64_t k = 0; k < count; k++) {
             if (o->op == OP_MAP) {

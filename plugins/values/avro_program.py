@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from kfmt.default_plugins.values.avro_decode import MAX_EMPTY_ITEMS, empty_items
 from kfmt.default_plugins.values.avro_layout import Layout, Place, assemble
 from kfmt.default_plugins.values.avro_types import Node
 
@@ -136,7 +137,8 @@ class _Builder:
 
     def _array(self, node: Node, place: Place, path: tuple, seen: tuple):
         _expect_kind(place, pa.types.is_list)
-        self.emit(ARRAY, place.slot, 1, place.item.slot)
+        # b: the most items of no bytes a block may hold (0: items take bytes, the bytes left bound them)
+        self.emit(ARRAY, place.slot, 1, place.item.slot, MAX_EMPTY_ITEMS if empty_items(node.children[0]) else 0)
         self.op(node.children[0], place.item, path + ("[]",), seen)
 
     def _map(self, node: Node, place: Place, path: tuple, seen: tuple):
