@@ -16,6 +16,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
+from support.avro_strategies import Names, enums, fixeds
 from support.kernels import SETTINGS
 
 from kfmt.default_plugins.values.avro_decode import decode_datums
@@ -41,14 +42,6 @@ LOGICAL = [({"type": "int", "logicalType": "date"}, INT32),
            ({"type": "string", "logicalType": "uuid"}, st.uuids().map(str))]
 
 
-class Names:
-    def __init__(self):
-        self.n = 0
-
-    def next(self, prefix: str) -> str:
-        self.n += 1
-        return f"{prefix}{self.n}"
-
 
 @st.composite
 def schemas(draw, names: Names, depth: int = 0):
@@ -71,11 +64,9 @@ def schemas(draw, names: Names, depth: int = 0):
         unscaled = st.integers(-(10**precision - 1), 10**precision - 1)
         return schema, unscaled.map(lambda u, s=scale: decimal.Decimal(u).scaleb(-s))
     if kind == "enum":
-        symbols = [f"S{i}" for i in range(draw(st.integers(1, 4)))]
-        return {"type": "enum", "name": names.next("E"), "symbols": symbols}, st.sampled_from(symbols)
+        return draw(enums(names))
     if kind == "fixed":
-        size = draw(st.integers(0, 5))
-        return {"type": "fixed", "name": names.next("F"), "size": size}, st.binary(min_size=size, max_size=size)
+        return draw(fixeds(names, 5))
     if kind == "record":
         fields = [draw(schemas(names, depth + 1)) for _ in range(draw(st.integers(1, 4)))]
         schema = {"type": "record", "name": names.next("R"),

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import event, given
 from hypothesis import strategies as st
+from support.avro_strategies import Names, enums, fixeds
 from support.kernels import SETTINGS
 
 from kfmt.errors import UsageError
@@ -32,14 +33,6 @@ PRIMITIVES = {"null": st.none(), "boolean": st.booleans(), "int": st.integers(-2
 UNION_BRANCHES = ["boolean", "long", "double", "string"]  # told apart by their Python types
 
 
-class Names:
-    def __init__(self):
-        self.n = 0
-
-    def next(self, prefix: str) -> str:
-        self.n += 1
-        return f"{prefix}{self.n}"
-
 
 @st.composite
 def reader_types(draw, names: Names, depth: int = 0):
@@ -50,11 +43,9 @@ def reader_types(draw, names: Names, depth: int = 0):
         name = draw(st.sampled_from(sorted(PRIMITIVES)))
         return name, PRIMITIVES[name]
     if kind == "enum":
-        symbols = [f"S{i}" for i in range(draw(st.integers(1, 4)))]
-        return {"type": "enum", "name": names.next("E"), "symbols": symbols}, st.sampled_from(symbols)
+        return draw(enums(names))
     if kind == "fixed":
-        size = draw(st.integers(0, 4))
-        return {"type": "fixed", "name": names.next("F"), "size": size}, st.binary(min_size=size, max_size=size)
+        return draw(fixeds(names, 4))
     if kind == "record":
         return draw(reader_records(names, depth))
     if kind in ("array", "map"):
