@@ -56,8 +56,9 @@ typedef struct {
 
 #define FAIL(c, pos, ...) do { kerr_set(&(c)->err, (pos), __VA_ARGS__); return -1; } while (0)
 
-static int put(ctx_t *c, gbuf *g, const void *v, size_t len) {
-    if (gbuf_reserve(g, len) < 0) { c->oom = 1; return -1; }
+static inline int put(ctx_t *c, gbuf *g, const void *v, size_t len) {
+    /* the room test inline: gbuf_reserve is in another unit, and this runs for every value */
+    if ((g->len + len > g->cap || g->data == NULL) && gbuf_reserve(g, len) < 0) { c->oom = 1; return -1; }
     memcpy(g->data + g->len, v, len);
     g->len += len;
     return 0;
