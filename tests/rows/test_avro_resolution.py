@@ -130,7 +130,8 @@ def writer_of(draw, reader, names: Names):
     if kind in ("array", "map"):
         key = "items" if kind == "array" else "values"
         schema, values = draw(writer_of(reader[key], names))
-        many = st.lists(values, max_size=3) if kind == "array" else st.dictionaries(st.text(max_size=3), values, max_size=3)
+        many = (st.lists(values, max_size=3) if kind == "array"
+                else st.dictionaries(st.text(max_size=3), values, max_size=3))
         return {**reader, key: schema}, many
     fields, strategies = [], {}
     for field in reader["fields"]:
