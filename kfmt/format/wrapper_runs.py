@@ -138,7 +138,7 @@ def _framed(bodies: list, formats, levels: dict, counts, first, last, base_ts, m
 
 def _compressed(bodies: list, formats, levels: dict, codecs: np.ndarray) -> list:
     """Each body as its batch holds it: compressed by its codec (0: as it is) at its level."""
-    used = np.unique(codecs).tolist()
+    used = np.flatnonzero(np.bincount(codecs)).tolist()  # not np.unique: it imports numpy.ma
     compress = {c: formats.compression_for(c, MAGIC_V2).compress for c in used if c}
     if len(used) == 1 and used[0]:  # the usual block: one codec
         one, level = compress[used[0]], levels.get(used[0])
