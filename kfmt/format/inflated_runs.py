@@ -9,19 +9,20 @@ frame rows at once; kfmt.format.span_inflate.SpanInflater then inflates the rows
 comprehension of codec calls per few MB. Then:
 
 * `walk(data, rows, start, stop, ...)`: what the deep checks of reindex, resegment, restore,
-  archive, retain, info and verify need of a run of entries: inflated so, a few MB of payloads then walked in one compiled call (`walk_inflated`) as
-  digest_v2_records / v2_records_facts and digest_legacy_set / legacy_set_facts walk each one: per
-  entry its records, first and last offsets and timestamp range, and the run's content digest,
-  without columns. It stops at the first entry those would leave to the decode (which then reports
-  it). `walk_reference` defines the result, entry by entry through the per-entry kernels.
+  archive, retain, info and verify need of a run of entries: inflated so, a few MB of payloads
+  then walked in one compiled call (`walk_inflated`) as digest_v2_records / v2_records_facts and
+  digest_legacy_set / legacy_set_facts walk each one: per entry its records, first and last offsets
+  and timestamp range, and the run's content digest, without columns. It stops at the first entry
+  those would leave to the decode (which then reports it). `walk_reference` defines the result,
+  entry by entry through the per-entry kernels.
 * `inflated_blocks(data, rows, ...)`: the records of a run as column blocks (export, the upgrade of
-  wrappers): inflated so, the payloads handed to one compiled call per few MB (decode_v2_payloads, decode_legacy_payloads), which decodes
-  them as decode_records and decode_legacy_set decode each, and says how many records each entry
-  gave. An entry the kernels are not sure of goes through `segment.decode` on its own, which raises
-  the reader's error for a damaged one. `inflated_blocks_reference` defines the result (each entry
-  decoded, a block of its own); the kernels give the same records, counts and base offsets in fewer
-  blocks (tests/format/test_fast_paths.py), and without them (KFMT_PURE_PYTHON=1) the reference
-  runs.
+  wrappers): inflated so, the payloads handed to one compiled call per few MB (decode_v2_payloads,
+  decode_legacy_payloads), which decodes them as decode_records and decode_legacy_set decode each,
+  and says how many records each entry gave. An entry the kernels are not sure of goes through
+  `segment.decode` on its own, which raises the reader's error for a damaged one.
+  `inflated_blocks_reference` defines the result (each entry decoded, a block of its own); the
+  kernels give the same records, counts and base offsets in fewer blocks
+  (tests/format/test_fast_paths.py), and without them (KFMT_PURE_PYTHON=1) the reference runs.
 """
 from __future__ import annotations
 
@@ -47,6 +48,7 @@ from kfmt.format.layout import (
     V2_CRC_FROM,
 )
 from kfmt.format.model import int64_values
+from kfmt.format.message_formats import STRICT, ReadOptions
 from kfmt.format.span_inflate import (
     BASE_OFFSET,
     BASE_TS,
@@ -58,9 +60,7 @@ from kfmt.format.span_inflate import (
     SpanInflater,
     native_format,
 )
-from kfmt.format.message_formats import STRICT, ReadOptions
 from kfmt.plugin import registry
-
 
 
 @dataclass
@@ -84,8 +84,8 @@ def inflated_blocks(data, rows: np.ndarray, file: str, options: ReadOptions = ST
     compressed_entries), as segment.decode of each gives them, in consecutive blocks of entries: one
     per kernel call (about MAX_CALL_BYTES of inflated records: memory holds one block, however well
     the entries compress) and one for each entry decoded on its own. A run of entries is checked by
-    one compressed_spans call and inflated by inflate_spans (the codec's call is the only Python per
-    entry); an entry either refuses goes through segment.decode, which reports it."""
+    one compressed_spans call and inflated by span_inflate.SpanInflater (the codec's call is the only
+    Python per entry); an entry either refuses goes through segment.decode, which reports it."""
     rows = _entry_rows(rows)
     if native is None:
         yield from inflated_blocks_reference(data, rows, file, options, base)
