@@ -47,6 +47,9 @@ BATCH_COMMANDS = [("upgrade", "OUT"), ("recompress", "OUT", "--compression", "zs
                   ("info",), ("verify",), ("salvage", "OUT")]
 
 
+# the compiled paths' start-up cost: the pure-Python references (KFMT_PURE_PYTHON=1) define results,
+# not speed, and build their columns with pa.array and pyarrow.compute
+@pytest.mark.needs("speedups")
 @pytest.mark.parametrize("command", BATCH_COMMANDS, ids=lambda c: c[0])
 def test_commands_over_compressed_batches_do_not_import_pandas(command, tmp_path):
     from tests.support.corpus import REALKAFKA
@@ -63,6 +66,7 @@ def test_commands_over_compressed_batches_do_not_import_pandas(command, tmp_path
     assert result.stderr.strip().splitlines()[-1] == "False"
 
 
+@pytest.mark.needs("speedups")
 @pytest.mark.parametrize("command", [("upgrade", "OUT"), ("recompress", "OUT", "--compression", "gzip")],
                          ids=lambda c: c[0])
 def test_the_legacy_upgrade_imports_no_module_it_does_not_use(command, tmp_path):
