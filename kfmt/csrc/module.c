@@ -82,6 +82,8 @@ static PyMethodDef methods[] = {
      "decode_v2_records(data, count, base_offset, base_timestamp, log_append_time) -> RecordBatch"},
     {"encode_v2_bodies", py_encode_v2_bodies, METH_VARARGS,
      "encode_v2_bodies(records, table) -> (bodies, sizes): the records sections of many v2 batches at once"},
+    {"frame_v2_batches", py_frame_v2_batches, METH_VARARGS,
+     "frame_v2_batches(sections, table) -> (entries, sizes, crcs): v2 batches framed around records sections"},
     {"encode_v2_records", py_encode_v2_records, METH_VARARGS,
      "encode_v2_records(records, base_offset, base_timestamp) -> bytes"},
     {"record_hashes_sum", py_record_hashes_sum, METH_VARARGS,
