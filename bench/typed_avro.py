@@ -99,7 +99,7 @@ class AvroOrders(producer_logs.Producer):
                 fastavro.schemaless_writer(out, parsed, _order(rng, version))
                 self.pool.append(out.getvalue())
 
-    def value(self) -> bytes:
+    def value(self, opaque: float = 0.0) -> bytes:  # every value is an Avro datum: `opaque` unused
         return self.pool[self.rng.randrange(len(self.pool))]
 
     def headers(self) -> list:

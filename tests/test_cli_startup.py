@@ -47,6 +47,9 @@ BATCH_COMMANDS = [("upgrade", "OUT"), ("recompress", "OUT", "--compression", "zs
                   ("info",), ("verify",), ("salvage", "OUT")]
 
 
+# the compiled paths' start-up cost: the pure-Python references (KFMT_PURE_PYTHON=1) define results,
+# not speed, and build their columns with pa.array and pyarrow.compute
+@pytest.mark.needs("speedups")
 @pytest.mark.parametrize("command", BATCH_COMMANDS, ids=lambda c: c[0])
 def test_commands_over_compressed_batches_do_not_import_pandas(command, tmp_path):
     from tests.support.corpus import REALKAFKA
@@ -61,3 +64,24 @@ def test_commands_over_compressed_batches_do_not_import_pandas(command, tmp_path
                             else [sys.executable, "-c", code, *argv], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stderr.strip().splitlines()[-1] == "False"
+
+
+@pytest.mark.needs("speedups")
+@pytest.mark.parametrize("command", [("upgrade", "OUT"), ("recompress", "OUT", "--compression", "gzip")],
+                         ids=lambda c: c[0])
+def test_the_legacy_upgrade_imports_no_module_it_does_not_use(command, tmp_path):
+    """pyarrow.compute and numpy.ma cost 20-30 ms each of a command's start (np.unique imports numpy.ma;
+    a plugin loaded with every command imported pyarrow.compute): neither is used to convert legacy
+    entries, uncompressed or wrapped."""
+    from tests.support.corpus import REALKAFKA
+
+    src = tmp_path / "src"
+    for name in ("v1-gzip-0", "v0-snappy-0", "v0-none-0", "v1-logappendtime-gzip-0"):
+        shutil.copytree(REALKAFKA / name, src / name)
+    argv = [command[0], str(src), *(str(tmp_path / a) if a == "OUT" else a for a in command[1:]), "--no-progress"]
+    code = ("import sys\nfrom kfmt.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n"
+            "    assert not e.code, e.code\n"
+            "print(sorted(m for m in ('pyarrow.compute', 'numpy.ma') if m in sys.modules), file=sys.stderr)")
+    result = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.strip().splitlines()[-1] == "[]"

@@ -1,12 +1,13 @@
-"""A third-party codec and exporter with settings of their own, each a package (tests/plugin_packages/,
+"""A third-party codec, exporter and value format with settings of their own, each a package (tests/plugin_packages/,
 shown whole in docs/plugins.md): built into a wheel and installed by pip into a directory of their own,
 then used by kfmt run as a separate process with that directory on its path, as a user who installs a
-plugin runs it. Nothing of kfmt names them: the codec's levels and the exporter's flags and keywords
-come from what the packages declare (kfmt.plugin.options)."""
+plugin runs it. Nothing of kfmt names them: the codec's levels, the exporter's flags and keywords and
+the value format's options come from what the packages declare (kfmt.plugin.options)."""
 from __future__ import annotations
 
 import base64
 import csv
+import gzip
 import io
 import json
 import os
@@ -42,7 +43,7 @@ def pip(*args: str) -> None:
 def kfmt(site: Path, *args, script: str | None = None) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("KFMT_LOAD_PLUGINS", "PYTHONPATH")}
     env["PYTHONPATH"] = str(site)
-    command = [sys.executable, "-c", script] if script else [sys.executable, "-m", "kfmt", *map(str, args)]
+    command = [sys.executable, *(["-c", script] if script else ["-m", "kfmt"]), *map(str, args)]
     return subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
 
 
@@ -58,6 +59,9 @@ def test_kfmt_plugins_lists_them_with_their_settings(site):
     assert listed["bzip2"]["provides"] == {"compressions": ["bzip2 (id 5, levels 1..9; default 9)"]}
     assert listed["csv"]["provides"] == {
         "exporters": ["csv (--csv-columns, --csv-delimiter, --csv-header, --csv-binary)"]}
+    assert listed["delimited"]["provides"] == {"value formats": [
+        "delimited (options fields [default first,second], separator [comma/semicolon/pipe/tab, default comma], "
+        "strip [true or false, default False])"]}
 
 
 def cat(site: Path, path: Path) -> list[dict]:
@@ -116,3 +120,64 @@ def test_kfmt_export_takes_the_exporters_settings_as_keywords(site, tmp_path):
              for line in written.read_text().splitlines()]
     assert int(done.stdout) == len(lines) == len(cat(site, src))
     assert {len(fields) for fields in lines} == {4}  # offset, timestamp_ms, key, value: the default columns
+
+
+def delimited_truth(name: str, fields: int, strip: bool) -> tuple[dict, int]:
+    """offset -> the value's fields as Python splits (and strips) them, for the values of the truth
+    (records.jsonl.gz: what the Java consumer read) that are UTF-8 with `fields` fields; and how many
+    values (not null) are not."""
+    good, bad = {}, 0
+    with gzip.open(REALKAFKA / f"{name}.truth" / "records.jsonl.gz", "rt") as f:
+        for record in map(json.loads, f):
+            if record["value"] is None:
+                continue
+            try:
+                parts = base64.b64decode(record["value"]).decode("utf-8").split(",")
+            except UnicodeDecodeError:
+                parts = []
+            if len(parts) == fields:
+                good[record["offset"]] = [p.strip(" \t\n\r\v\f") if strip else p for p in parts]
+            else:
+                bad += 1
+    return good, bad
+
+
+def test_export_with_the_third_party_value_format_and_its_options(site, tmp_path):
+    import pyarrow.parquet as pq
+
+    done = kfmt(site, "export", REALKAFKA / "v2-zstd-0", tmp_path / "out", "--value-format", "delimited",
+                "--value-format-option", "fields=left,right", "--value-format-option", "strip=true",
+                "--master", "inprocess", "--no-progress")
+    assert done.returncode == 0, done.stderr
+    table = pq.read_table(tmp_path / "out" / "topic=v2-zstd", columns=["offset", "value"])
+    assert table.schema.field("value").type == pa_struct("left", "right")
+    got = {r["offset"]: [r["value"]["left"], r["value"]["right"]] for r in table.to_pylist() if r["value"]}
+    good, bad = delimited_truth("v2-zstd-0", 2, strip=True)
+    assert got == good and len(good) > 100
+    dead = sum(pq.read_metadata(f).num_rows for f in (tmp_path / "out" / "_errors").rglob("*.parquet"))
+    assert dead == bad > 100
+    refused = kfmt(site, "export", REALKAFKA / "v2-zstd-0", tmp_path / "no", "--value-format", "delimited",
+                   "--value-format-option", "separator=colon")
+    assert (refused.returncode, refused.stderr) == (2, "kfmt: error: value format 'delimited' option "
+                                                       "'separator' 'colon': one of comma, semicolon, pipe, tab\n")
+
+
+def pa_struct(*names):
+    import pyarrow as pa
+
+    return pa.struct([(name, pa.string()) for name in names])
+
+
+READ_FROM_PYTHON = '''
+import json, sys, kfmt
+table = kfmt.read(sys.argv[1], value_format="delimited",
+                  value_format_options={"fields": "a,b,c", "separator": "comma"}).read_all()
+print(json.dumps({r["offset"]: list(r["value"].values()) for r in table.to_pylist() if r["value"]}))
+'''
+
+
+def test_kfmt_read_decodes_with_it(site):
+    done = kfmt(site, REALKAFKA / "v2-zstd-0", script=READ_FROM_PYTHON)
+    assert done.returncode == 0, done.stderr
+    good, _ = delimited_truth("v2-zstd-0", 3, strip=False)
+    assert {int(k): v for k, v in json.loads(done.stdout).items()} == good and len(good) > 10

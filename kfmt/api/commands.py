@@ -12,78 +12,29 @@ Keyword arguments every transform takes (as the flags of docs/cli.md "Transforms
 URL, or "inprocess"). Those that regenerate companion files also take `index_interval_bytes`, `now_ms`
 and `producer_expiration_ms` (kfmt.partition.companions.CompanionOptions); those that write
 partition directories (upgrade, resegment, recompress, compact, retain, reindex, restore) take
-`topic_id` and `cluster_metadata`, the target cluster's topic ids (`_target`).
+`topic_id` and `cluster_metadata`, the target cluster's topic ids (`target_topics`).
 
 Heavy modules (the transforms, pyspark) are imported when a command runs, never by `import kfmt`.
 """
 from __future__ import annotations
 
-import inspect
 import os
-import sys
 from typing import Sequence
 
+from kfmt.api.arguments import (  # Report and Where: also kfmt's face (kfmt/__init__.py)
+    Report,
+    Where,
+    companion_options,
+    outcome,
+    paths,
+    progress_bar,
+    run_keywords,
+    target_topics,
+    typing_keywords,
+    typing_options,
+)
 from kfmt.defaults import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_PRODUCER_EXPIRATION_MS
 from kfmt.errors import UsageError
-
-Where = str | os.PathLike  # a local path or an fsspec URL
-
-
-class Report(dict):
-    """A command's outcome as the JSON `kfmt CMD --format json` prints: its report, or, for a dry run
-    of a transform that only plans, the plan (`is_plan` True). `plan` and `detail` keep the objects
-    the text output is made from (the plan; verify's problem list, an archive's state)."""
-
-    def __init__(self, data: dict, *, plan=None, is_plan: bool = False, detail=None):
-        super().__init__(data)
-        self.plan, self.is_plan, self.detail = plan, is_plan, detail
-
-
-def _paths(*paths) -> list[str]:
-    """Paths as the storage layer takes them (a pathlib.Path works too)."""
-    return [os.fspath(p) for p in paths]
-
-
-def _outcome(plan, report: dict | None) -> Report:
-    """A transform's (plan, report): the report, or the plan of a dry run that made none."""
-    if report is None:
-        return Report(plan.to_json(), plan=plan, is_plan=True)
-    return Report(report, plan=plan)
-
-
-def _run(storage_options, dst_storage_options, topic, partition, dry_run, master=None, progress=False
-         ) -> dict:
-    """The keyword arguments every transform's library entry point takes."""
-    return dict(src_options=storage_options or {},
-                dst_options=dict(dst_storage_options) if dst_storage_options is not None else None,
-                topic=topic, partition=partition, dry_run=dry_run, master=master, progress=progress)
-
-
-def _companions(index_interval_bytes, now_ms, producer_expiration_ms):
-    from kfmt.partition.companions import CompanionOptions
-
-    return CompanionOptions(index_interval_bytes, now_ms, producer_expiration_ms)
-
-
-def _target(topic_id, cluster_metadata, storage_options):
-    """The topic ids a transform's output is for (kfmt.partition.topic_identity): `topic_id` is an
-    id for SRC's only topic, "TOPIC=ID", a list of those or a {topic: id} dict; `cluster_metadata`
-    a copy of the target cluster's `__cluster_metadata-0` (or the log directory holding it), read
-    with `storage_options`. None when neither is given: every partition keeps its own id."""
-    if topic_id is None and cluster_metadata is None:
-        return None
-    from kfmt.partition.topic_identity import TargetTopics
-
-    ids = [topic_id] if isinstance(topic_id, str) else topic_id
-    return TargetTopics.of(ids, None if cluster_metadata is None else os.fspath(cluster_metadata),
-                           storage_options)
-
-
-def _bar(progress: bool, **kwargs):
-    """A tqdm bar on stderr, or one that shows nothing."""
-    from tqdm import tqdm
-
-    return tqdm(disable=not progress, file=sys.stderr, **kwargs)
 
 
 # --- transforms on an engine (kfmt.transforms.rewrite) ---
@@ -106,13 +57,13 @@ def upgrade(src: Where, dst: Where, *, rebatch: bool = False, max_batch_bytes: i
 
     if max_batch_bytes is not None and not rebatch:
         raise UsageError("--max-batch-bytes (max_batch_bytes) only applies with --rebatch (rebatch)")
-    return _outcome(*run_upgrade(
-        *_paths(src, dst), rebatch=rebatch, max_batch_bytes=max_batch_bytes or DEFAULT_MAX_BATCH_BYTES,
+    return outcome(*run_upgrade(
+        *paths(src, dst), rebatch=rebatch, max_batch_bytes=max_batch_bytes or DEFAULT_MAX_BATCH_BYTES,
         levels=levels_of(compression_levels),
-        companions=_companions(index_interval_bytes, now_ms, producer_expiration_ms),
+        companions=companion_options(index_interval_bytes, now_ms, producer_expiration_ms),
         include_deleted=include_deleted,
-        target=_target(topic_id, cluster_metadata, storage_options),
-        **_run(storage_options, dst_storage_options, topic, partition, dry_run, master, progress)))
+        target=target_topics(topic_id, cluster_metadata, storage_options),
+        **run_keywords(storage_options, dst_storage_options, topic, partition, dry_run, master, progress)))
 
 
 def resegment(src: Where, dst: Where, *, segment_bytes: int, segment_ms: int | None = None,
@@ -131,15 +82,15 @@ def resegment(src: Where, dst: Where, *, segment_bytes: int, segment_ms: int | N
     from kfmt.transforms.resegment import resegment as run_resegment
     from kfmt.defaults import DEFAULT_MAX_INDEX_BYTES, DEFAULT_SEGMENT_MS
 
-    return _outcome(*run_resegment(
-        *_paths(src, dst), segment_bytes=segment_bytes,
+    return outcome(*run_resegment(
+        *paths(src, dst), segment_bytes=segment_bytes,
         segment_ms=DEFAULT_SEGMENT_MS if segment_ms is None else segment_ms,
         segment_index_bytes=DEFAULT_MAX_INDEX_BYTES if segment_index_bytes is None else segment_index_bytes,
         kafka_version=kafka_version,
-        companions=_companions(index_interval_bytes, now_ms, producer_expiration_ms),
+        companions=companion_options(index_interval_bytes, now_ms, producer_expiration_ms),
         include_deleted=include_deleted, deep=deep,
-        target=_target(topic_id, cluster_metadata, storage_options),
-        **_run(storage_options, dst_storage_options, topic, partition, dry_run, master, progress)))
+        target=target_topics(topic_id, cluster_metadata, storage_options),
+        **run_keywords(storage_options, dst_storage_options, topic, partition, dry_run, master, progress)))
 
 
 def recompress(src: Where, dst: Where, *, compression: str, level: int | None = None,
@@ -155,12 +106,12 @@ def recompress(src: Where, dst: Where, *, compression: str, level: int | None = 
     (`kfmt recompress`)."""
     from kfmt.transforms.recompress import recompress as run_recompress
 
-    return _outcome(*run_recompress(
-        *_paths(src, dst), compression=compression, level=level,
-        companions=_companions(index_interval_bytes, now_ms, producer_expiration_ms),
+    return outcome(*run_recompress(
+        *paths(src, dst), compression=compression, level=level,
+        companions=companion_options(index_interval_bytes, now_ms, producer_expiration_ms),
         include_deleted=include_deleted,
-        target=_target(topic_id, cluster_metadata, storage_options),
-        **_run(storage_options, dst_storage_options, topic, partition, dry_run, master, progress)))
+        target=target_topics(topic_id, cluster_metadata, storage_options),
+        **run_keywords(storage_options, dst_storage_options, topic, partition, dry_run, master, progress)))
 
 
 def export(src: Where, dst: Where, *, format: str = "parquet",
@@ -184,7 +135,7 @@ def export(src: Where, dst: Where, *, format: str = "parquet",
     from kfmt.transforms.export import ExportOptions
     from kfmt.transforms.export import export as run_export
 
-    typing = {k: keywords.pop(k) for k in list(keywords) if k in _TYPING_KEYWORDS}
+    typing = typing_keywords(keywords)
     if isinstance(partition_by, str):
         partition_by = partition_by.split(",")
     if max_bytes_per_task is None:
@@ -198,29 +149,11 @@ def export(src: Where, dst: Where, *, format: str = "parquet",
     options = ExportOptions(format, tuple(c.strip() for c in partition_by), include_control, isolation,
                             max_bytes_per_task, target_file_size, include_deleted,
                             typing_options(**typing), mode, settings_from_keywords(format, keywords))
-    return _outcome(*run_export(*_paths(src, dst), options=options, append=append,
-                                **_run(storage_options, dst_storage_options, topic, partition, dry_run,
+    return outcome(*run_export(*paths(src, dst), options=options, append=append,
+                                **run_keywords(storage_options, dst_storage_options, topic, partition, dry_run,
                                        master, progress)))
 
 
-def typing_options(key_format=None, value_format=None, key_format_options: dict | None = None,
-                   value_format_options: dict | None = None, schemas: str | None = None,
-                   schema_registry_auth: str | None = None, schema_registry_token: str | None = None,
-                   schema_registry_headers: dict | None = None, on_decode_error: str = "dead-letter",
-                   keep_raw: bool = False):
-    """kfmt.rows.typed.TypingOptions from keyword arguments (formats as a name or a list of
-    `[TOPIC_GLOB:]NAME`)."""
-    from kfmt.rows.schemas.sources import RegistryAuth
-    from kfmt.rows.typed import TypingOptions
-
-    auth = RegistryAuth(schema_registry_auth, schema_registry_token,
-                        tuple(sorted((schema_registry_headers or {}).items())))
-    return TypingOptions.of(key_format, value_format, key_options=key_format_options,
-                            value_options=value_format_options, schemas=schemas, registry_auth=auth,
-                            on_decode_error=on_decode_error, keep_raw=keep_raw)
-
-
-_TYPING_KEYWORDS = frozenset(inspect.signature(typing_options).parameters)
 
 
 # --- cleanup policies (kfmt.transforms.cleanup) ---
@@ -267,8 +200,8 @@ def compact(src: Where, dst: Where, *, delete_retention_ms: int | None = None, n
         fail_when_map_full=fail_when_map_full, keep_format=keep_format,
         producer_expiration_ms=producer_expiration_ms, cleanup_policy=cleanup_policy,
         include_deleted=include_deleted, compression_levels=levels_of(compression_levels))
-    plan, report = run_compact(*_paths(src, dst), options,
-                               target=_target(topic_id, cluster_metadata, storage_options), **_run(
+    plan, report = run_compact(*paths(src, dst), options,
+                               target=target_topics(topic_id, cluster_metadata, storage_options), **run_keywords(
         storage_options, dst_storage_options, topic, partition, dry_run, master, progress))
     return Report(report, plan=plan)
 
@@ -294,8 +227,8 @@ def retain(src: Where, dst: Where, *, retention_ms: int = -1, retention_bytes: i
     options = RetentionOptions(retention_ms, retention_bytes, log_start_offset, now_ms or 0, include_active,
                                index_interval_bytes, producer_expiration_ms, cleanup_policy,
                                deep=deep, include_deleted=include_deleted)
-    plan, report = run_retain(*_paths(src, dst), options,
-                              target=_target(topic_id, cluster_metadata, storage_options), **_run(
+    plan, report = run_retain(*paths(src, dst), options,
+                              target=target_topics(topic_id, cluster_metadata, storage_options), **run_keywords(
         storage_options, dst_storage_options, topic, partition, dry_run, master, progress))
     return Report(report, plan=plan)
 
@@ -315,12 +248,12 @@ def reindex(src: Where, dst: Where, *, index_interval_bytes: int = DEFAULT_INDEX
     a partition-directory DST keeps what lies below the log start offset."""
     from kfmt.transforms.reindex import reindex as run_reindex
 
-    with _bar(progress, unit="B", unit_scale=True, desc="reindex") as bar:
-        return _outcome(*run_reindex(
-            *_paths(src, dst), options=_companions(index_interval_bytes, now_ms, producer_expiration_ms),
+    with progress_bar(progress, unit="B", unit_scale=True, desc="reindex") as bar:
+        return outcome(*run_reindex(
+            *paths(src, dst), options=companion_options(index_interval_bytes, now_ms, producer_expiration_ms),
             on_progress=bar.update, include_deleted=include_deleted, deep=deep,
-            target=_target(topic_id, cluster_metadata, storage_options),
-            **_run(storage_options, dst_storage_options, topic, partition, dry_run, master, progress)))
+            target=target_topics(topic_id, cluster_metadata, storage_options),
+            **run_keywords(storage_options, dst_storage_options, topic, partition, dry_run, master, progress)))
 
 
 def salvage(src: Where, dst: Where, *, index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
@@ -336,11 +269,11 @@ def salvage(src: Where, dst: Where, *, index_interval_bytes: int = DEFAULT_INDEX
     from kfmt.transforms.salvage import SalvageOptions
     from kfmt.transforms.salvage import salvage as run_salvage
 
-    options = SalvageOptions(**_companions(index_interval_bytes, now_ms,
+    options = SalvageOptions(**companion_options(index_interval_bytes, now_ms,
                                            producer_expiration_ms).builder_options())
-    with _bar(progress, unit="B", unit_scale=True, desc="salvage") as bar:
-        plan, report = run_salvage(*_paths(src, dst), options=options, on_progress=bar.update,
-                                   target=_target(topic_id, cluster_metadata, storage_options), **_run(
+    with progress_bar(progress, unit="B", unit_scale=True, desc="salvage") as bar:
+        plan, report = run_salvage(*paths(src, dst), options=options, on_progress=bar.update,
+                                   target=target_topics(topic_id, cluster_metadata, storage_options), **run_keywords(
             storage_options, dst_storage_options, topic, partition, dry_run, master, progress))
     return Report(report, plan=plan)
 
@@ -359,8 +292,8 @@ def archive(src: Where, url: Where, *, include_active: bool | None = None, prune
     uploads nothing and gives {"state": "unchanged", "generation": <the latest>, ...}."""
     from kfmt.transforms.archive.upload import archive as run_archive
 
-    result = run_archive(*_paths(src, url), include_active=include_active, prune=prune, deep=deep,
-                         **_run(storage_options, dst_storage_options, topic, partition, dry_run, master, progress))
+    result = run_archive(*paths(src, url), include_active=include_active, prune=prune, deep=deep,
+                         **run_keywords(storage_options, dst_storage_options, topic, partition, dry_run, master, progress))
     if dry_run:
         return Report(result.plan.to_json(), plan=result.plan, is_plan=True, detail=result)
     if result.report is None:  # nothing new
@@ -395,12 +328,12 @@ def restore(url: Where, dst: Where, *, index_interval_bytes: int = DEFAULT_INDEX
     record decoded."""
     from kfmt.transforms.archive.restore import restore as run_restore
 
-    result = run_restore(*_paths(url, dst), generation=generation, include_deleted=include_deleted, deep=deep,
-                         options=_companions(index_interval_bytes, now_ms, producer_expiration_ms),
-                         target=_target(topic_id, cluster_metadata, storage_options),
-                         **_run(storage_options, dst_storage_options, topic, partition, dry_run, master,
+    result = run_restore(*paths(url, dst), generation=generation, include_deleted=include_deleted, deep=deep,
+                         options=companion_options(index_interval_bytes, now_ms, producer_expiration_ms),
+                         target=target_topics(topic_id, cluster_metadata, storage_options),
+                         **run_keywords(storage_options, dst_storage_options, topic, partition, dry_run, master,
                                 progress))
-    return _outcome(result, result.report)
+    return outcome(result, result.report)
 
 
 # --- inspection ---
@@ -420,7 +353,7 @@ def verify(path: Where, *, storage_options: dict | None = None, topic: str | Non
 
     def start_progress(total):
         nonlocal bar
-        bar = _bar(progress, total=total, unit="segment", desc="verify")
+        bar = progress_bar(progress, total=total, unit="segment", desc="verify")
         return lambda: bar.update(1)
 
     try:

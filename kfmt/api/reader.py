@@ -30,13 +30,12 @@ import pyarrow.compute as pc
 from kfmt.errors import UsageError
 from kfmt.partition.layout import PartitionDir, find_partitions
 from kfmt.partition.reader import PartitionReader
+from kfmt.partition.transactions import ISOLATION_LEVELS
 from kfmt.rows.columns import EXPORT_SCHEMA
 from kfmt.rows.ranges import ROWS_PER_CHUNK, Selection, plan_ranges, read_range
 from kfmt.rows.schemas.sources import RegistryAuth
 from kfmt.rows.typed import TypingOptions, bind_typing
 from kfmt.storage.store import open_storage
-
-ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 
 
 @dataclass(frozen=True)

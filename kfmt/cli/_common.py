@@ -68,13 +68,16 @@ def dumps(obj) -> str:
 def add_typing_arguments(p: argparse.ArgumentParser, on_error_default: str = "dead-letter") -> None:
     """--key-format, --value-format and what they need (kfmt.rows.typed, docs/typed-export.md)."""
     for side in ("key", "value"):
+        # The formats and their options are the value format plugins' own (kfmt plugins lists them),
+        # checked when the command runs, so that building the parser loads none of them.
         p.add_argument(f"--{side}-format", action="append", metavar="[TOPIC_GLOB:]NAME",
-                       help=f"decode {side}s: raw (the stored bytes, default), string, json, avro, "
-                            f"protobuf, json-schema, registry, avro-single, or a plugin's; TOPIC_GLOB:NAME "
-                            f"for the topics the glob matches (repeatable, the last match wins; NAME "
-                            f"alone leaves topics starting with _ raw)")
+                       help=f"decode {side}s with a value format (raw, the stored bytes, by default; "
+                            f"kfmt plugins lists the others); TOPIC_GLOB:NAME for the topics the glob "
+                            f"matches (repeatable, the last match wins; NAME alone leaves topics "
+                            f"starting with _ raw)")
         p.add_argument(f"--{side}-format-option", action="append", metavar="KEY=VALUE", default=[],
-                       help=f"an option of the {side} format (repeatable), e.g. subject=NAME")
+                       help=f"an option the {side} format declares (repeatable; kfmt plugins lists "
+                            f"them), e.g. subject=NAME")
     p.add_argument("--schemas", metavar="SOURCE",
                    help="where the schemas are: a schema registry URL, a directory with schemas.json, "
                         "or a _schemas partition or a log directory holding one (default: the "
@@ -90,22 +93,10 @@ def add_typing_arguments(p: argparse.ArgumentParser, on_error_default: str = "de
                    help="also keep the stored bytes as key_bytes and value_bytes")
 
 
-def key_value_pairs(given: list[str] | None, flag: str) -> dict:
-    """Repeated KEY=VALUE arguments as a dict (a UsageError naming the flag for one without `=`)."""
-    from kfmt.errors import UsageError
-
-    out = {}
-    for pair in given or []:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise UsageError(f"{flag} {pair!r}: give it as KEY=VALUE")
-        out[key] = value
-    return out
-
-
 def typing_arguments(args) -> dict:
     """The typing options of the command line as keyword arguments of kfmt.api.commands."""
-    pairs = key_value_pairs
+    from kfmt.plugin.options import key_value_pairs as pairs
+
     return {"key_format": args.key_format, "value_format": args.value_format,
             "key_format_options": pairs(args.key_format_option, "--key-format-option"),
             "value_format_options": pairs(args.value_format_option, "--value-format-option"),

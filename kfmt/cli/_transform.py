@@ -85,9 +85,8 @@ def add_deep_argument(p) -> None:
 
 
 COMPRESSION_LEVEL_HELP = (
-    "the level of the batches written with a codec, as CODEC=LEVEL (repeatable), e.g. gzip=6 (Kafka's "
-    "default; zlib), gzip=isal-3, zstd=9; each codec declares its levels and default (`kfmt plugins` "
-    "lists them; gzip's default is isal-1: ISA-L, many times zlib's speed)")
+    "the level of the batches written with a codec, as CODEC=LEVEL (repeatable), e.g. zstd=9; each "
+    "codec declares its levels and default (`kfmt plugins` lists them)")
 
 
 def add_compression_level_argument(p, *, bare: bool = False) -> None:

@@ -20,11 +20,17 @@ def _exporter(e) -> str:
     return f"{e.name} ({flags})" if flags else e.name
 
 
+def _value_format(f) -> str:
+    options = ", ".join(o.name + (f" [{o.describe()}]" if o.describe() else "") for o in declared(f))
+    return f"{f.name} (options {options})" if options else f.name
+
+
 _REGISTER_HOOKS = {
     "kfmt_register_formats": ("formats", lambda f: f"{f.name} (magic {', '.join(map(str, f.magics))})"),
     "kfmt_register_compressions": ("compressions", _codec),
     "kfmt_register_storage": ("storage", lambda s: s.name),
     "kfmt_register_exporters": ("exporters", _exporter),
+    "kfmt_register_value_formats": ("value formats", _value_format),
     "kfmt_register_commands": ("commands", lambda name, *rest: name),
 }
 

@@ -24,9 +24,9 @@ def add_arguments(p):
                    help="the codec of the output's data batches, by name (kfmt plugins lists the codecs "
                         "and their levels)")
     p.add_argument("--level", metavar="L",
-                   help="the codec's compression level, among those its plugin declares (gzip 1-9 or "
-                        "isal-1..isal-3, lz4 1-17, zstd up to 22; default isal-1, 9, 3); given, batches "
-                        "already in the codec are re-encoded too")
+                   help="the codec's compression level, among those its plugin declares (kfmt plugins "
+                        "lists each codec's levels and default); given, batches already in the codec "
+                        "are re-encoded too")
     add_compression_level_argument(p, bare=True)
     add_target_arguments(p)
     add_companion_arguments(p)

@@ -1,12 +1,18 @@
-/* Avro binary datums decoded in bulk into the Arrow buffers of their column
- * (kfmt.default_plugins.values.avro_program, which compiles the schema to the program this walks and
- * assembles the arrays). Reference: plugins/values/avro_decode.py (decode_datums): a closure per type,
- * one Python call per value. Both give the same columns and the same reasons, positions included.
+/* Avro binary datums decoded in bulk into the Arrow buffers of their table's column
+ * (kfmt.default_plugins.values.avro_program, which compiles each writer schema to a program this walks,
+ * and avro_layout, which assembles the arrays). Reference: plugins/values/avro_decode.py (decode_datums:
+ * a closure per type, one Python call per value) then evolution.conform (to the table type). Both give
+ * the same columns and the same reasons, positions included.
  *
- * The program is a flat array of ops in preorder, OP_WIDTH int32 each: (op, slot, children, a, b).
- * A slot is one Arrow array of the column: a validity byte per element (Python packs the bits), the
- * int32 offsets of a list, map, string or binary, and the value bytes. A datum that fails is rolled
- * back (every slot to its length before the datum) and becomes a null row; the others are untouched.
+ * A program is a flat array of ops in preorder, OP_WIDTH int32 each: (op, slot, children, a, b); one
+ * call takes several (one per writer schema, all writing into the same slots) and which one decodes
+ * each row. A slot is one Arrow array of the table type: a validity byte per element (Python packs the
+ * bits), the int32 offsets of a list, map, string or binary, and the value bytes. Schema resolution is
+ * in the ops: an int or float op with b = 1 stores its value widened to long or double, OP_ABSENT
+ * appends a null to a field the writer lacks, OP_DEFAULT decodes the reader's default (Avro binary,
+ * default a of the defaults table) with its child ops instead of the datum's bytes. A datum that fails
+ * is rolled back (every slot to its length before the datum) and becomes a null row; the others are
+ * untouched.
  * Values the reference leaves to pyarrow's checks (an int beyond int32, a decimal beyond its
  * precision, a time of day outside [0, 24 h), a 10-byte varint beyond 64 bits) make the call return
  * NotImplemented: the reference then decodes the chunk, so its messages stay the single definition
@@ -15,7 +21,7 @@
 
 enum { OP_NULL, OP_BOOL, OP_INT32, OP_INT64, OP_MILLIS, OP_FLOAT, OP_DOUBLE, OP_BYTES, OP_STRING,
        OP_FIXED, OP_ENUM, OP_DECIMAL, OP_DECIMAL_FIXED, OP_RECORD, OP_ARRAY, OP_MAP, OP_UNION_BARE,
-       OP_UNION_STRUCT, OP_TIME_MILLIS, OP_TIME_MICROS };
+       OP_UNION_STRUCT, OP_TIME_MILLIS, OP_TIME_MICROS, OP_ABSENT, OP_DEFAULT };
 #define OP_WIDTH 5
 #define MAX_DEPTH 64
 
@@ -39,6 +45,8 @@ typedef struct {
     slot_t *slots;
     const uint8_t *symbols; /* enum symbols: int32 offsets (nsymbols + 1), then the text */
     int nsym;
+    const uint8_t *defaults; /* encoded defaults, laid out as the symbols */
+    int ndef;
     const uint8_t *b; /* the datum */
     int64_t n;
     kerr err;
@@ -48,8 +56,9 @@ typedef struct {
 
 #define FAIL(c, pos, ...) do { kerr_set(&(c)->err, (pos), __VA_ARGS__); return -1; } while (0)
 
-static int put(ctx_t *c, gbuf *g, const void *v, size_t len) {
-    if (gbuf_reserve(g, len) < 0) { c->oom = 1; return -1; }
+static inline int put(ctx_t *c, gbuf *g, const void *v, size_t len) {
+    /* the room test inline: gbuf_reserve is in another unit, and this runs for every value */
+    if ((g->len + len > g->cap || g->data == NULL) && gbuf_reserve(g, len) < 0) { c->oom = 1; return -1; }
     memcpy(g->data + g->len, v, len);
     g->len += len;
     return 0;
@@ -147,7 +156,8 @@ static int append_null(ctx_t *c, int i) {
     switch (o->op) {
     case OP_NULL: s->count++; return 0;
     case OP_BOOL: width = 1; break;
-    case OP_INT32: case OP_TIME_MILLIS: case OP_FLOAT: width = 4; break;
+    case OP_INT32: case OP_FLOAT: width = o->b ? 8 : 4; break; /* b: widened to long, double */
+    case OP_TIME_MILLIS: width = 4; break;
     case OP_INT64: case OP_MILLIS: case OP_TIME_MICROS: case OP_DOUBLE: width = 8; break;
     case OP_DECIMAL: case OP_DECIMAL_FIXED: width = 16; break;
     case OP_BYTES: case OP_STRING: case OP_FIXED: case OP_ENUM:
@@ -160,6 +170,7 @@ static int append_null(ctx_t *c, int i) {
         for (int j = o->first; j >= 0; j = c->ops[j].next)
             if ((o->op == OP_RECORD || c->ops[j].op != OP_NULL) && append_null(c, j) < 0) return -1;
         break;
+    case OP_ABSENT: case OP_DEFAULT: return append_null(c, o->first);
     case OP_UNION_BARE: /* the slot of its one non-null branch (or its own null slot) */
         for (int j = o->first; j >= 0; j = c->ops[j].next)
             if (c->ops[j].op != OP_NULL) return append_null(c, j);
@@ -183,7 +194,9 @@ static int decode_blocks(ctx_t *c, const op_t *o, int64_t *p, int depth) {
             count = -count;
             if (read_long(c, p, &size) < 0) return -1;
         }
-        if (count > c->n - *p + 1) /* every item takes a byte at least (a null a byte of count) */
+        if (o->b && count > o->b) /* b: the most items of no bytes a block holds (avro_decode.MAX_EMPTY_ITEMS) */
+            FAIL(c, *p, "a block of %lld items of no bytes (at most %d)", (long long)count, o->b);
+        if (!o->b && count > c->n - *p + 1) /* every item takes a byte at least */
             FAIL(c, *p, "a block of %lld items in %lld bytes", (long long)count, (long long)(c->n - *p));
         for (int64_t k = 0; k < count; k++) {
             if (o->op == OP_MAP) {
@@ -201,7 +214,8 @@ static int decode_union(ctx_t *c, int i, int64_t *p, int depth) {
     const op_t *o = &c->ops[i];
     int64_t branch;
     if (read_long(c, p, &branch) < 0) return -1;
-    if (branch < 0 || branch >= o->nchild) FAIL(c, *p, "union branch %lld of %d", (long long)branch, o->nchild);
+    int branches = o->op == OP_UNION_STRUCT ? o->b : o->nchild; /* a struct's members of other versions follow */
+    if (branch < 0 || branch >= branches) FAIL(c, *p, "union branch %lld of %d", (long long)branch, branches);
     int chosen = o->first;
     for (int64_t k = 0; k < branch; k++) chosen = c->ops[chosen].next;
     if (c->ops[chosen].op == OP_NULL) return append_null(c, i); /* [null, T]: T null; else the struct null */
@@ -211,6 +225,20 @@ static int decode_union(ctx_t *c, int i, int64_t *p, int depth) {
         if ((j == chosen ? decode(c, j, p, depth + 1) : append_null(c, j)) < 0) return -1;
     }
     return put_valid(c, &c->slots[o->slot], 1);
+}
+
+/* The reader's default of a field the writer lacks: its encoded bytes read by its ops (the child). */
+static int decode_default(ctx_t *c, const op_t *o, int depth) {
+    const int32_t *offs = (const int32_t *)c->defaults;
+    const uint8_t *text = c->defaults + 4 * (c->ndef + 1);
+    const uint8_t *b = c->b;
+    int64_t n = c->n, at = 0;
+    c->b = text + offs[o->a];
+    c->n = offs[o->a + 1] - offs[o->a];
+    int rc = decode(c, o->first, &at, depth + 1);
+    if (rc == 0 && at != c->n) kerr_set(&c->err, at, "a default that does not fit its schema"), rc = -1;
+    c->b = b, c->n = n;
+    return rc;
 }
 
 /* One value of op i at *p. */
@@ -233,6 +261,7 @@ static int decode(ctx_t *c, int i, int64_t *p, int depth) {
             c->unsupported = 1;
             return -1;
         }
+        if (o->b) { if (put(c, &s->data, &v, 8) < 0) return -1; break; }
         int32_t v32 = (int32_t)v;
         if (put(c, &s->data, &v32, 4) < 0) return -1;
         break;
@@ -245,7 +274,12 @@ static int decode(ctx_t *c, int i, int64_t *p, int depth) {
     case OP_FLOAT: case OP_DOUBLE: {
         int64_t size = o->op == OP_FLOAT ? 4 : 8;
         if (*p + size > c->n) FAIL(c, *p, "the datum ends inside a %s", size == 4 ? "float" : "double");
-        if (put(c, &s->data, c->b + *p, (size_t)size) < 0) return -1;
+        if (o->b) { /* a float stored as a double */
+            float f;
+            memcpy(&f, c->b + *p, 4);
+            double d = f;
+            if (put(c, &s->data, &d, 8) < 0) return -1;
+        } else if (put(c, &s->data, c->b + *p, (size_t)size) < 0) return -1;
         *p += size;
         break;
     }
@@ -273,6 +307,8 @@ static int decode(ctx_t *c, int i, int64_t *p, int depth) {
             if (decode(c, j, p, depth + 1) < 0) return -1;
         break;
     case OP_ARRAY: case OP_MAP: return decode_blocks(c, o, p, depth);
+    case OP_ABSENT: return append_null(c, o->first);
+    case OP_DEFAULT: return decode_default(c, o, depth);
     case OP_UNION_BARE: case OP_UNION_STRUCT: return decode_union(c, i, p, depth);
     }
     return put_valid(c, s, 1);
@@ -321,20 +357,23 @@ static void rollback(slot_t *slots, const mark_t *m, int nslots) {
     }
 }
 
-/* Every datum (bytes[starts[r] : starts[r] + lengths[r]]) decoded; the failed ones as (row, reason). */
+/* Every datum (bytes[starts[r] : starts[r] + lengths[r]]) decoded by the program at roots[which[r]];
+ * the failed ones as (row, reason). */
 static PyObject *decode_all(ctx_t *c, int nslots, const uint8_t *data, const int64_t *starts,
-                            const int64_t *lengths, Py_ssize_t rows, mark_t *marks) {
+                            const int64_t *lengths, const int32_t *roots, const int32_t *which,
+                            Py_ssize_t rows, mark_t *marks) {
     PyObject *failed = PyList_New(0);
     if (!failed) return NULL;
     for (int k = 0; k < nslots; k++) /* every list, string and binary starts at offset 0 */
         if (put_offset(c, &c->slots[k], 0) < 0) break;
     for (Py_ssize_t r = 0; r < rows && !c->oom && !c->unsupported; r++) {
+        int root = roots[which[r]];
         c->b = data + starts[r];
         c->n = lengths[r];
         c->err.set = 0;
         int64_t p = 0;
         mark(c->slots, marks, nslots);
-        if (decode(c, 0, &p, 0) == 0 && p != c->n)
+        if (decode(c, root, &p, 0) == 0 && p != c->n)
             kerr_set(&c->err, p, "%lld bytes left after the datum", (long long)(c->n - p));
         if (c->oom || c->unsupported) break;
         if (!c->err.set) continue;
@@ -348,45 +387,74 @@ static PyObject *decode_all(ctx_t *c, int nslots, const uint8_t *data, const int
             return NULL;
         }
         Py_DECREF(item);
-        if (append_null(c, 0) < 0) break;
+        if (append_null(c, root) < 0) break;
     }
     return failed;
 }
 
-/* decode_avro(program, symbols, nslots, data, starts, lengths) -> ([(count, valid, offsets, data)
- * per slot], [(row, reason)]) or NotImplemented. program: int32 ops; symbols: int32 offsets and text;
- * data: the value bytes; starts, lengths: int64 per datum. */
-PyObject *py_decode_avro(PyObject *self, PyObject *args) {
-    Py_buffer prog, sym, data, st, ln;
-    int nslots;
-    if (!PyArg_ParseTuple(args, "y*y*iy*y*y*", &prog, &sym, &nslots, &data, &st, &ln)) return NULL;
-    PyObject *result = NULL;
-    int nops = (int)(prog.len / (OP_WIDTH * 4));
-    Py_ssize_t rows = st.len / 8;
-    op_t *ops = calloc((size_t)nops + 1, sizeof(op_t));
-    slot_t *slots = calloc((size_t)nslots + 1, sizeof(slot_t));
-    mark_t *marks = calloc((size_t)nslots + 1, sizeof(mark_t));
-    ctx_t c = {.ops = ops, .slots = slots, .symbols = sym.buf, .nsym = sym.len >= 4 ? *(const int32_t *)sym.buf : 0};
-    int after = 0;
-    if (!ops || !slots || !marks) { PyErr_NoMemory(); goto done; }
-    const int32_t *words = prog.buf;
+/* A packed table (int32 count, int32 offsets, bytes) of `buf`: its count, or -1 when malformed. */
+static int table_count(const Py_buffer *buf) {
+    if (buf->len < 4) return -1;
+    int n = *(const int32_t *)buf->buf;
+    if (n < 0 || buf->len < 4 * ((Py_ssize_t)n + 2)) return -1;
+    const int32_t *offs = (const int32_t *)buf->buf + 1;
+    for (int k = 0; k < n; k++)
+        if (offs[k] < 0 || offs[k + 1] < offs[k]) return -1;
+    return buf->len - 4 * ((Py_ssize_t)n + 2) >= offs[n] ? n : -1;
+}
+
+/* The ops of the programs read and checked: every field in range, every program one tree. */
+static int load_ops(op_t *ops, int nops, const int32_t *words, const int32_t *roots, int nroots,
+                    int nslots, int nsym, int ndef) {
     for (int i = 0; i < nops; i++) {
         const int32_t *w = words + i * OP_WIDTH;
         ops[i] = (op_t){.op = w[0], .slot = w[1], .nchild = w[2], .a = w[3], .b = w[4]};
         int bad_a = (w[0] == OP_ARRAY || w[0] == OP_MAP) && (w[3] < 0 || w[3] >= nslots);
-        int bad_enum = w[0] == OP_ENUM && (w[3] < 0 || w[4] < 0 || w[3] + w[4] > c.nsym ||
-                                           sym.len < 4 * (Py_ssize_t)(c.nsym + 2));
-        if (w[1] < 0 || w[1] >= nslots || bad_a || bad_enum || w[0] < 0 || w[0] > OP_TIME_MICROS) {
-            PyErr_SetString(PyExc_ValueError, "not an Avro program (an op out of range)");
-            goto done;
-        }
+        int bad_enum = w[0] == OP_ENUM && (w[3] < 0 || w[4] < 0 || w[3] + w[4] > nsym);
+        int bad_default = w[0] == OP_DEFAULT && (w[3] < 0 || w[3] >= ndef);
+        int one_child = (w[0] == OP_ABSENT || w[0] == OP_DEFAULT) && w[2] != 1;
+        if (w[1] < 0 || w[1] >= nslots || w[2] < 0 || bad_a || bad_enum || bad_default || one_child ||
+            w[0] < 0 || w[0] > OP_DEFAULT)
+            return -1;
     }
-    if (nops == 0 || ln.len != st.len || link_ops(ops, nops, 0, &after) < 0 || after != nops) {
-        PyErr_SetString(PyExc_ValueError, "not an Avro program");
+    for (int k = 0; k < nroots; k++) {
+        int after = 0, end = k + 1 < nroots ? roots[k + 1] : nops;
+        if (roots[k] < 0 || roots[k] >= nops || link_ops(ops, nops, roots[k], &after) < 0 || after != end)
+            return -1;
+    }
+    return nroots > 0 && roots[0] == 0 ? 0 : -1;
+}
+
+/* decode_avro(ops, roots, symbols, defaults, nslots, data, starts, lengths, which) -> ([(count, valid,
+ * offsets, data) per slot], [(row, reason)]) or NotImplemented. ops: int32 ops of every program; roots:
+ * int32 first op of each; symbols, defaults: packed tables; data: the value bytes; starts, lengths:
+ * int64 per datum; which: int32 program per datum. */
+PyObject *py_decode_avro(PyObject *self, PyObject *args) {
+    Py_buffer prog, rts, sym, dfl, data, st, ln, wh;
+    int nslots;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*iy*y*y*y*", &prog, &rts, &sym, &dfl, &nslots, &data, &st, &ln, &wh))
+        return NULL;
+    PyObject *result = NULL;
+    int bad_slots = nslots < 0;
+    if (bad_slots) nslots = 0;
+    int nops = (int)(prog.len / (OP_WIDTH * 4)), nroots = (int)(rts.len / 4);
+    Py_ssize_t rows = st.len / 8;
+    op_t *ops = calloc((size_t)nops + 1, sizeof(op_t));
+    slot_t *slots = calloc((size_t)nslots + 1, sizeof(slot_t));
+    mark_t *marks = calloc((size_t)nslots + 1, sizeof(mark_t));
+    ctx_t c = {.ops = ops, .slots = slots, .nsym = table_count(&sym), .ndef = table_count(&dfl)};
+    if (!ops || !slots || !marks) { PyErr_NoMemory(); goto done; }
+    int bad = bad_slots || c.nsym < 0 || c.ndef < 0 || ln.len != st.len || wh.len != rows * 4 ||
+              load_ops(ops, nops, prog.buf, rts.buf, nroots, nslots, c.nsym, c.ndef) < 0;
+    for (Py_ssize_t r = 0; r < rows && !bad; r++)
+        bad = ((const int32_t *)wh.buf)[r] < 0 || ((const int32_t *)wh.buf)[r] >= nroots;
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "not an Avro program (an op, table or program number out of range)");
         goto done;
     }
-    c.symbols = (const uint8_t *)sym.buf + 4; /* the first int32 is the number of symbols */
-    PyObject *failed = decode_all(&c, nslots, data.buf, st.buf, ln.buf, rows, marks);
+    c.symbols = (const uint8_t *)sym.buf + 4; /* the first int32 is the number of entries */
+    c.defaults = (const uint8_t *)dfl.buf + 4;
+    PyObject *failed = decode_all(&c, nslots, data.buf, st.buf, ln.buf, rts.buf, wh.buf, rows, marks);
     if (!failed) goto done;
     if (c.oom) { Py_DECREF(failed); PyErr_NoMemory(); goto done; }
     if (c.unsupported) { Py_DECREF(failed); result = Py_NewRef(Py_NotImplemented); goto done; }
@@ -398,7 +466,7 @@ done:
         gbuf_free(&slots[k].valid); gbuf_free(&slots[k].offsets); gbuf_free(&slots[k].data);
     }
     free(ops); free(slots); free(marks);
-    PyBuffer_Release(&prog); PyBuffer_Release(&sym); PyBuffer_Release(&data);
-    PyBuffer_Release(&st); PyBuffer_Release(&ln);
+    PyBuffer_Release(&prog); PyBuffer_Release(&rts); PyBuffer_Release(&sym); PyBuffer_Release(&dfl);
+    PyBuffer_Release(&data); PyBuffer_Release(&st); PyBuffer_Release(&ln); PyBuffer_Release(&wh);
     return result;
 }

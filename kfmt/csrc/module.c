@@ -82,6 +82,8 @@ static PyMethodDef methods[] = {
      "decode_v2_records(data, count, base_offset, base_timestamp, log_append_time) -> RecordBatch"},
     {"encode_v2_bodies", py_encode_v2_bodies, METH_VARARGS,
      "encode_v2_bodies(records, table) -> (bodies, sizes): the records sections of many v2 batches at once"},
+    {"frame_v2_batches", py_frame_v2_batches, METH_VARARGS,
+     "frame_v2_batches(sections, table) -> (entries, sizes, crcs): v2 batches framed around records sections"},
     {"encode_v2_records", py_encode_v2_records, METH_VARARGS,
      "encode_v2_records(records, base_offset, base_timestamp) -> bytes"},
     {"record_hashes_sum", py_record_hashes_sum, METH_VARARGS,
@@ -123,8 +125,9 @@ static PyMethodDef methods[] = {
     {"encode_legacy_messages", py_encode_legacy_messages, METH_VARARGS,
      "encode_legacy_messages(records, magic, base_offset, log_append_time) -> bytes"},
     {"decode_avro", py_decode_avro, METH_VARARGS,
-     "decode_avro(program, symbols, nslots, data, starts, lengths) -> ([(count, valid, offsets, values)], "
-     "[(row, reason)]) or NotImplemented: Avro datums into Arrow buffers (plugins/values/avro_program.py)"},
+     "decode_avro(ops, roots, symbols, defaults, nslots, data, starts, lengths, which) -> ([(count, valid, "
+     "offsets, values)], [(row, reason)]) or NotImplemented: Avro datums, each by its writer schema's "
+     "program, into the Arrow buffers of the table type (plugins/values/avro_program.py)"},
     {"json_record_lines", py_json_record_lines, METH_VARARGS,
      "json_record_lines(records, skip, timestamp_type_json, leader_epoch_json, where_json) -> bytes: "
      "kfmt cat's JSON lines"},

@@ -221,6 +221,7 @@ extern PyObject *record_schema;       /* kfmt.format.model.RECORD_SCHEMA */
 PyObject *py_decode_v2_records(PyObject *self, PyObject *args);
 PyObject *py_encode_v2_records(PyObject *self, PyObject *args);
 PyObject *py_encode_v2_bodies(PyObject *self, PyObject *args);
+PyObject *py_frame_v2_batches(PyObject *self, PyObject *args);
 PyObject *py_record_hashes_sum(PyObject *self, PyObject *args);
 PyObject *py_digest_v2_batches(PyObject *self, PyObject *args);
 PyObject *py_decode_v2_batches(PyObject *self, PyObject *args);

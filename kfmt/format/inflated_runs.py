@@ -1,27 +1,28 @@
-"""Runs of compressed data batches (v2) and wrappers (v0/v1): inflated one by one, their records walked
-or decoded many entries per compiled call.
+"""Runs of compressed data batches (v2) and wrappers (v0/v1): inflated by their codecs, their records
+walked or decoded many entries per compiled call.
 
 Each compressed entry must go through its codec plugin (one Python call: the codecs are plugins), but
 nothing else needs Python per entry. What an entry is before it is inflated is one rule,
 `inflated_v2` / `inflated_wrapper` (checked as the format's decode checks it: CRC, codec, declared
 sizes), which the run kernel `compressed_spans` (kfmt/csrc/compressed.c) applies to a whole run of
-frame rows at once. Then:
+frame rows at once; kfmt.format.span_inflate.SpanInflater then inflates the rows it gives, a list
+comprehension of codec calls per few MB. Then:
 
 * `walk(data, rows, start, stop, ...)`: what the deep checks of reindex, resegment, restore,
-  archive, retain, info and verify need of a run of entries: each inflated by the tightest loop over
-  its codec, a few MB of payloads then walked in one compiled call (`walk_inflated`) as
-  digest_v2_records / v2_records_facts and digest_legacy_set / legacy_set_facts walk each one: per
-  entry its records, first and last offsets and timestamp range, and the run's content digest,
-  without columns. It stops at the first entry those would leave to the decode (which then reports
-  it). `walk_reference` defines the result, entry by entry through the per-entry kernels.
-* `inflated_blocks(data, rows, ...)`: the records of a run as column blocks (export): the payloads
-  handed to one compiled call per few MB (decode_v2_payloads, decode_legacy_payloads), which decodes
-  them as decode_records and decode_legacy_set decode each, and says how many records each entry
-  gave. An entry the kernels are not sure of goes through `segment.decode` on its own, which raises
-  the reader's error for a damaged one. `inflated_blocks_reference` defines the result (each entry
-  decoded, a block of its own); the kernels give the same records, counts and base offsets in fewer
-  blocks (tests/format/test_fast_paths.py), and without them (KFMT_PURE_PYTHON=1) the reference
-  runs.
+  archive, retain, info and verify need of a run of entries: inflated so, a few MB of payloads
+  then walked in one compiled call (`walk_inflated`) as digest_v2_records / v2_records_facts and
+  digest_legacy_set / legacy_set_facts walk each one: per entry its records, first and last offsets
+  and timestamp range, and the run's content digest, without columns. It stops at the first entry
+  those would leave to the decode (which then reports it). `walk_reference` defines the result,
+  entry by entry through the per-entry kernels.
+* `inflated_blocks(data, rows, ...)`: the records of a run as column blocks (export, the upgrade of
+  wrappers): inflated so, the payloads handed to one compiled call per few MB (decode_v2_payloads,
+  decode_legacy_payloads), which decodes them as decode_records and decode_legacy_set decode each,
+  and says how many records each entry gave. An entry the kernels are not sure of goes through
+  `segment.decode` on its own, which raises the reader's error for a damaged one.
+  `inflated_blocks_reference` defines the result (each entry decoded, a block of its own); the
+  kernels give the same records, counts and base offsets in fewer blocks
+  (tests/format/test_fast_paths.py), and without them (KFMT_PURE_PYTHON=1) the reference runs.
 """
 from __future__ import annotations
 
@@ -48,11 +49,18 @@ from kfmt.format.layout import (
 )
 from kfmt.format.model import int64_values
 from kfmt.format.message_formats import STRICT, ReadOptions
+from kfmt.format.span_inflate import (
+    BASE_OFFSET,
+    BASE_TS,
+    COUNT,
+    HAS_LAT,
+    LAT,
+    MAGIC,
+    SPAN_FIELDS,
+    SpanInflater,
+    native_format,
+)
 from kfmt.plugin import registry
-
-# Inflated bytes per kernel call: the payloads of a call are held at once, and decoded into columns of
-# their size (at this size, below glibc's mmap threshold, that memory is reused rather than fresh pages)
-MAX_CALL_BYTES = 1 << 23
 
 
 @dataclass
@@ -75,47 +83,59 @@ def inflated_blocks(data, rows: np.ndarray, file: str, options: ReadOptions = ST
     """The records of compressed data entries (rows of `data`, the file from position `base` on; all
     compressed_entries), as segment.decode of each gives them, in consecutive blocks of entries: one
     per kernel call (about MAX_CALL_BYTES of inflated records: memory holds one block, however well
-    the entries compress) and one for each entry decoded on its own."""
+    the entries compress) and one for each entry decoded on its own. A run of entries is checked by
+    one compressed_spans call and inflated by span_inflate.SpanInflater (the codec's call is the only
+    Python per entry); an entry either refuses goes through segment.decode, which reports it."""
     rows = _entry_rows(rows)
     if native is None:
         yield from inflated_blocks_reference(data, rows, file, options, base)
         return
-    v2 = (rows["magic"] >= MAGIC_V2).tolist()
-    formats = registry.get()
+    formats, inflater = registry.get(), SpanInflater(data, options)
     n, i = len(rows), 0
     while i < n:
-        kind = v2[i]
-        inflate = inflated_v2 if kind else inflated_wrapper
-        payloads, facts, size, j = [], [], 0, i
-        while j < n and v2[j] == kind and size < MAX_CALL_BYTES:
-            inflated = inflate(data, rows[j], base, options, formats)
-            if inflated is None:
-                break
-            payload, *fact = inflated
-            payloads.append(payload)
-            facts.append(fact)
-            size += len(payload)
-            j += 1
-        done = 0
-        if payloads:
-            done, records, counts = _decode_payloads(kind, payloads, facts, options)
-            if done:
-                yield _block(rows[i:i + done], records, counts)
-            i += done
-        if done < len(payloads) or not payloads:  # an entry the kernels leave to decode, which reports
+        _stopped, spans = native.compressed_spans(data, rows, i, n, base)
+        spans = np.frombuffer(spans, np.int64).reshape(-1, len(SPAN_FIELDS))
+        i += yield from _span_blocks(rows[i:i + len(spans)], spans, formats, inflater, options)
+        if i < n:  # an entry the spans, its codec or the kernels leave to decode, which reports
             yield _decoded(data, rows[i:i + 1], file, options, base)
             i += 1
 
 
-def _decode_payloads(v2: bool, payloads: list, facts: list, options: ReadOptions):
-    """(payloads decoded, their records, records per payload) from one kernel call."""
-    if v2:  # facts: (count, base offset, base timestamp, LogAppendTime or None)
-        table = np.array([(c, o, t, lat is not None, lat or 0) for c, o, t, lat in facts], np.int64)
-        done, records = native.decode_v2_payloads(payloads, table.reshape(-1))
-        return done, records, table[:done, 0]
-    # facts: (wrapper offset, wrapper magic, LogAppendTime or None)
-    table = np.array([(o, m, lat is not None, lat or 0) for o, m, lat in facts], np.int64)
-    done, records, made = native.decode_legacy_payloads(payloads, table.reshape(-1), options.check_crc)
+def _span_blocks(rows: np.ndarray, spans: np.ndarray, formats, inflater: "SpanInflater",
+                 options: ReadOptions):
+    """Yield the blocks of the entries of `spans` (rows: their frames) from the first, in runs of
+    one kind (v2 batches, wrappers) of kfmt's own formats; return how many entries they hold."""
+    v2 = spans[:, MAGIC] >= MAGIC_V2
+    edges = (np.flatnonzero(v2[1:] != v2[:-1]) + 1).tolist()
+    for a, b in zip([0, *edges], [*edges, len(spans)]):
+        k = a
+        while k < b:
+            payloads, refused = inflater.payloads(spans, k, b, formats)
+            done = 0
+            if payloads:
+                done, records, counts = _decode_spans(bool(v2[a]), payloads, spans[k:k + len(payloads)],
+                                                      options)
+                if done:
+                    yield _block(rows[k:k + done], records, counts)
+            k += done
+            if refused or done < len(payloads):
+                return k
+    return len(spans)
+
+
+def _decode_spans(v2: bool, payloads: list, spans: np.ndarray, options: ReadOptions):
+    """(payloads decoded, their records, records per payload) from one kernel call; the facts each
+    payload is decoded with come from its span row, as inflated_v2 / inflated_wrapper give them."""
+    lat = np.where(spans[:, HAS_LAT] != 0, spans[:, LAT], 0)
+    if v2:  # count, base offset, base timestamp, LogAppendTime 0/1 and its time
+        table = np.column_stack((spans[:, COUNT], spans[:, BASE_OFFSET], spans[:, BASE_TS],
+                                 spans[:, HAS_LAT], lat))
+        done, records = native.decode_v2_payloads(payloads, np.ascontiguousarray(table, np.int64))
+        return done, records, table[:done, 0].copy()
+    # wrapper offset, wrapper magic, LogAppendTime 0/1 and its time
+    table = np.column_stack((spans[:, BASE_OFFSET], spans[:, MAGIC], spans[:, HAS_LAT], lat))
+    done, records, made = native.decode_legacy_payloads(payloads, np.ascontiguousarray(table, np.int64),
+                                                        options.check_crc)
     return done, records, np.frombuffer(made, np.int64)
 
 
@@ -212,19 +232,8 @@ def inflated_v2(data, row, base: int, options: ReadOptions, formats=None) -> tup
     return payload, count, base_offset, base_ts, lat
 
 
-def native_format(formats, magic: int) -> bool:
-    """Whether the format plugin reading `magic` is kfmt's own, whose decode the kernels mirror (another
-    plugin's format decides for itself)."""
-    return bool(type(formats.format_for(magic)).__dict__.get("native_frames", False))
-
-
 # ---------------------------------------------------------------- runs walked without columns
 
-# compressed_spans' rows (kfmt/csrc/compressed.c): where an entry's compressed bytes lie in the data
-# (value_len -1: an empty v2 batch, nothing to inflate) and what the walk of its records needs (v2:
-# count, base offset and timestamp; a wrapper: its offset in base_offset)
-SPAN_FIELDS = ("value_at", "value_len", "codec", "magic", "count", "base_offset", "base_timestamp",
-               "has_lat", "lat")
 # walk_inflated's rows, one per entry: flags 1 a timestamp seen (min_ts, max_ts, NO_TIMESTAMP left
 # out), 2 offsets not increasing, bits 8..15 a wrapper's inner magics (bit m: magic m)
 WALK_DTYPE = np.dtype([("records", "<i8"), ("first", "<i8"), ("last", "<i8"), ("min_ts", "<i8"),
@@ -260,12 +269,12 @@ def walk(data, rows: np.ndarray, start: int, stop: int, base: int = 0, options: 
         raise UsageError("inflated_runs.walk: a strict read with the compiled kernels")
     if rows.dtype != FRAME_DTYPE or not rows.flags.c_contiguous:
         rows = np.ascontiguousarray(rows.astype(FRAME_DTYPE, copy=False))
-    formats = registry.get()
+    formats, inflater = registry.get(), SpanInflater(data, options)
     total, pieces, i = ContentDigest(), [], start
     while i < stop:
         at, spans = native.compressed_spans(data, rows, i, stop, base)
         spans = np.frombuffer(spans, np.int64).reshape(-1, len(SPAN_FIELDS))
-        done = _walk_spans(data, spans, formats, options, digest, total, pieces) if len(spans) else 0
+        done = _walk_spans(spans, formats, inflater, digest, total, pieces) if len(spans) else 0
         i += done
         if done < len(spans) or at < stop:
             break
@@ -273,44 +282,23 @@ def walk(data, rows: np.ndarray, start: int, stop: int, base: int = 0, options: 
     return Walked(start, i, facts, total)
 
 
-def _walk_spans(data, spans: np.ndarray, formats, options: ReadOptions, want_digest: bool,
+def _walk_spans(spans: np.ndarray, formats, inflater: "SpanInflater", want_digest: bool,
                 total: ContentDigest, pieces: list) -> int:
     """How many of the entries of `spans` were inflated and walked (their facts appended to `pieces`,
-    their digest added to `total`), from the first, in groups of one codec and magic."""
-    codecs, magics = spans[:, 2], spans[:, 3]
-    edges = (np.flatnonzero((codecs[1:] != codecs[:-1]) | (magics[1:] != magics[:-1])) + 1).tolist()
-    done, max_size = 0, options.max_decompressed
-    for a, b in zip([0, *edges], [*edges, len(spans)]):
-        magic = int(magics[a])
-        if not native_format(formats, magic):
-            return done
-        try:
-            decompress = formats.compression_for(int(codecs[a]), magic).decompress
-        except DataError:
-            return done
-        ats, lens = spans[a:b, 0].tolist(), spans[a:b, 1].tolist()
-        k = 0
-        while k < b - a:  # a few MB of payloads per kernel call
-            payloads, size, first, refused = [], 0, k, False
-            try:
-                while k < b - a and size < MAX_CALL_BYTES:
-                    at, n = ats[k], lens[k]
-                    payload = decompress(data[at:at + n], magic=magic, max_size=max_size) if n >= 0 else b""
-                    payloads.append(payload)
-                    size += len(payload)
-                    k += 1
-            except DataError:
-                refused = True  # this entry is the decode's to report
-            walked, facts, high, low = native.walk_inflated(spans[a + first:a + k], payloads, want_digest)
-            if walked:
-                facts = np.frombuffer(facts, WALK_DTYPE)
-                pieces.append(facts)
-                if want_digest:
-                    total.merge(ContentDigest(int(facts["records"].sum()), high << 64 | low))
-            done += walked
-            if refused or walked < len(payloads):
-                return done
-    return done
+    their digest added to `total`), from the first: a few MB of payloads per kernel call."""
+    k = 0
+    while k < len(spans):
+        payloads, refused = inflater.payloads(spans, k, len(spans), formats)
+        walked, facts, high, low = native.walk_inflated(spans[k:k + len(payloads)], payloads, want_digest)
+        if walked:
+            facts = np.frombuffer(facts, WALK_DTYPE)
+            pieces.append(facts)
+            if want_digest:
+                total.merge(ContentDigest(int(facts["records"].sum()), high << 64 | low))
+        k += walked
+        if refused or walked < len(payloads):
+            break
+    return k
 
 
 def walk_reference(data, rows: np.ndarray, start: int, stop: int, base: int = 0,

@@ -18,22 +18,13 @@ record to the dead-letter output (`--on-decode-error`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Iterable, Protocol
 
 import numpy as np
 import pyarrow as pa
 
 from kfmt.errors import UsageError
-
-
-@dataclass(frozen=True)
-class FormatOption:
-    """One option a format takes (`--format-option NAME.KEY=VALUE`), declared next to the format so
-    that the command line and the docs list it."""
-
-    name: str
-    help: str
-    default: str | None = None
+from kfmt.plugin.options import Option, declared, settings
 
 
 @dataclass(frozen=True)
@@ -75,7 +66,9 @@ class Decoder(Protocol):
 
 class ValueFormat(Protocol):
     name: str  # the value of --key-format / --value-format
-    options: tuple  # FormatOption, ...
+    # the options it takes (kfmt.plugin.options.Option: `--value-format-option NAME=VALUE`, the
+    # keyword value_format_options, the data source's valueFormatOption.NAME), checked by kfmt
+    options: tuple
     description: str
 
     def bind(self, binding: Binding) -> Decoder:
@@ -97,14 +90,41 @@ def value_format(name: str):
     return known[name]
 
 
-def check_options(fmt, options: dict) -> dict:
-    """`options` with the format's defaults, refusing one it does not declare."""
-    declared = {o.name: o for o in getattr(fmt, "options", ())}
-    unknown = sorted(set(options) - set(declared))
-    if unknown:
-        raise UsageError(f"value format {fmt.name!r} has no option {', '.join(unknown)} (its options: "
-                         f"{', '.join(declared) or 'none'})")
-    return {**{n: o.default for n, o in declared.items() if o.default is not None}, **options}
+def check_options(side: str, names: Iterable[str], given: dict) -> None:
+    """Refuse, before any work, an option of `side` ("key" or "value") that none of the formats
+    chosen for it (`names`) declares, or a value its declaration does not allow."""
+    if not given:
+        return  # nothing to look up (no plugin loaded for it)
+    formats = [value_format(name) for name in dict.fromkeys(names)]
+    for key, value in given.items():
+        owners = [fmt for fmt in formats if key in _options_of(fmt)]
+        if not owners:
+            raise UsageError(_no_such_option(side, formats, key))
+        for fmt in owners:
+            _options_of(fmt)[key].check(value, fmt.name, _where(side, fmt, _options_of(fmt)[key]))
+
+
+def bound_options(fmt, side: str, given: dict) -> dict:
+    """The options `fmt` is bound with (Binding.options): those of `given` it declares, checked, and
+    its defaults for the others (another format chosen for the same side may take the rest)."""
+    mine = {key: value for key, value in given.items() if key in _options_of(fmt)}
+    return settings(fmt.name, declared(fmt), mine, lambda option: _where(side, fmt, option))
+
+
+def _options_of(fmt) -> dict[str, Option]:
+    return {option.name: option for option in declared(fmt)}
+
+
+def _where(side: str, fmt, option: Option) -> str:
+    return f"{side} format {fmt.name!r} option {option.name!r}"
+
+
+def _no_such_option(side: str, formats: list, key: str) -> str:
+    names = ", ".join(repr(fmt.name) for fmt in formats)
+    known = ", ".join(sorted({o for fmt in formats for o in _options_of(fmt)})) or "none"
+    if len(formats) == 1:
+        return f"{side} format {names} has no option {key!r} (its options: {known})"
+    return f"{side} formats {names} have no option {key!r} (their options: {known})"
 
 
 def failed_rows(mask: np.ndarray) -> np.ndarray:

@@ -12,8 +12,9 @@ values five times slower than inflating and deflating them (issue 25). Here:
 * every batch's header comes from the block's columns at once (numpy: first and last offsets, base
   and greatest timestamps per wrapper), and each batch is encoded by the record kernel, checked from
   its uncompressed bytes (the records walked and hashed again, `digest_v2_records`: the "after"
-  digest checks the encoder's work), then compressed (one codec call per batch: codecs are plugins)
-  and framed with its CRC-32C.
+  digest checks the encoder's work), then compressed (one codec call per batch: codecs are plugins;
+  a list comprehension, the only Python per batch) and the whole block framed, headers and CRC-32Cs,
+  in one kernel call (frame_v2_batches, kfmt/csrc/entries.c; `frame_v2_reference` defines it).
 
 `convert_wrapper_reference` (the v2 format plugin's encode of kfmt.format.convert's batch) defines
 each batch's bytes; `upgraded_wrappers` gives the same bytes (tests/format/test_wrapper_runs.py).
@@ -21,7 +22,6 @@ Without the kernels (KFMT_PURE_PYTHON=1) callers take the per-entry path instead
 """
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -32,16 +32,18 @@ from kfmt.format.convert import convert_batch
 from kfmt.format.digest import ContentDigest
 from kfmt.format.frames import FRAME_DTYPE, header_of
 from kfmt.format.kernels import native
+from kfmt.format.layout import ATTR_LOG_APPEND_TIME, MAGIC_V1, MAGIC_V2, V2_BATCH, V2_CRC_FROM
 from kfmt.format.message_formats import STRICT, ReadOptions
 from kfmt.format.model import Batch, TimestampType, int64_values
+from kfmt.format.wire import crc32c
 from kfmt.plugin import registry
 
 # the v2 batch header (docs/format.md §4.1): the part before the CRC, and from the attributes on
-_BEFORE_CRC = struct.Struct(">qiibI")  # baseOffset, batchLength, partitionLeaderEpoch, magic, crc
-_AFTER_CRC = struct.Struct(">hiqqqhii")  # attributes .. recordsCount
-_LENGTH_AFTER = 9  # batchLength counts partitionLeaderEpoch, magic and crc besides what the CRC covers
-_ATTR_LOG_APPEND_TIME = 0x08
-NO_PRODUCER = -1
+_BEFORE_CRC = V2_BATCH.struct_of("baseOffset", "crc")
+_AFTER_CRC = V2_BATCH.struct_of("attributes", "recordsCount")
+# batchLength counts partitionLeaderEpoch, magic and crc besides what the CRC covers
+_LENGTH_AFTER = V2_CRC_FROM - V2_BATCH.at("partitionLeaderEpoch")
+NO_PRODUCER = NO_EPOCH = -1
 
 
 @dataclass
@@ -91,7 +93,7 @@ def _convert_block(block, formats, levels: dict, codec: int | None) -> Converted
     first, last = offsets[starts], offsets[starts + counts - 1]
     base_ts = timestamps[starts]
     # a LogAppendTime wrapper's batch takes the wrapper's time, which every record reports
-    lat = (src["magic"] == 1) & (src["attributes"] & _ATTR_LOG_APPEND_TIME != 0)
+    lat = (src["magic"] == MAGIC_V1) & (src["attributes"] & ATTR_LOG_APPEND_TIME != 0)
     max_ts = np.where(lat, src["max_timestamp"], np.maximum.reduceat(timestamps, starts))
     encoded = native.encode_v2_bodies(records, np.stack([counts, first, base_ts], axis=1).astype(np.int64))
     if encoded is NotImplemented:
@@ -101,7 +103,7 @@ def _convert_block(block, formats, levels: dict, codec: int | None) -> Converted
     bodies = [bodies[a:b] for a, b in zip([0, *ends[:-1]], ends)]
     after = _walked(bodies, counts, first, base_ts, lat, max_ts)
     codecs = src["compression"].astype(np.int64) if codec is None else np.full(len(src), codec, np.int64)
-    attributes = codecs | np.where(lat, _ATTR_LOG_APPEND_TIME, 0)
+    attributes = codecs | np.where(lat, ATTR_LOG_APPEND_TIME, 0)
     entries, sizes, crcs = _framed(bodies, formats, levels, counts, first, last, base_ts, max_ts, codecs,
                                    attributes)
     before = ContentDigest()
@@ -126,20 +128,38 @@ def _walked(bodies: list, counts, first, base_ts, lat, max_ts) -> ContentDigest:
 def _framed(bodies: list, formats, levels: dict, counts, first, last, base_ts, max_ts, codecs,
             attributes) -> tuple[bytes, np.ndarray, np.ndarray]:
     """(the batches, their sizes, their CRCs): each body compressed by its codec plugin (one call per
-    batch) and framed with its header and CRC-32C. The loop is per batch: plain ints and lists."""
-    compress = {c: formats.compression_for(c, 2).compress for c in set(codecs.tolist()) if c}
+    batch, the only Python per batch), then every batch framed with its header and CRC-32C in one
+    kernel call (frame_v2_batches)."""
+    sections = _compressed(bodies, formats, levels, codecs)
+    table = np.ascontiguousarray(np.stack([first, last, base_ts, max_ts, attributes, counts], axis=1), np.int64)
+    entries, sizes, crcs = native.frame_v2_batches(sections, table)
+    return entries, np.frombuffer(sizes, np.int64), np.frombuffer(crcs, np.uint32)
+
+
+def _compressed(bodies: list, formats, levels: dict, codecs: np.ndarray) -> list:
+    """Each body as its batch holds it: compressed by its codec (0: as it is) at its level."""
+    used = np.flatnonzero(np.bincount(codecs)).tolist()  # not np.unique: it imports numpy.ma
+    compress = {c: formats.compression_for(c, MAGIC_V2).compress for c in used if c}
+    if len(used) == 1 and used[0]:  # the usual block: one codec
+        one, level = compress[used[0]], levels.get(used[0])
+        return [one(body, magic=MAGIC_V2, level=level) for body in bodies]
+    return [compress[c](body, magic=MAGIC_V2, level=levels.get(c)) if c else body
+            for body, c in zip(bodies, codecs.tolist())]
+
+
+def frame_v2_reference(sections: list, table: np.ndarray) -> tuple[bytes, bytes, bytes]:
+    """frame_v2_batches' definition: batch i holds sections[i] with table row i (base offset, last
+    offset, base timestamp, max timestamp, attributes, records count), no producer and partition
+    leader epoch -1 (docs/format.md §4.1, §16.3)."""
     parts, sizes, crcs = [], [], []
-    for body, n, f, lo, t0, tmax, c, a in zip(bodies, counts.tolist(), first.tolist(), last.tolist(),
-                                               base_ts.tolist(), max_ts.tolist(), codecs.tolist(),
-                                               attributes.tolist()):
-        if c:
-            body = compress[c](body, magic=2, level=levels.get(c))
-        after_crc = _AFTER_CRC.pack(a, lo - f, t0, tmax, NO_PRODUCER, NO_PRODUCER, NO_PRODUCER, n) + body
-        crc = native.crc32c(after_crc)
-        parts += (_BEFORE_CRC.pack(f, len(after_crc) + _LENGTH_AFTER, -1, 2, crc), after_crc)
-        sizes.append(_BEFORE_CRC.size + len(after_crc))
+    for section, (first, last, t0, tmax, attributes, count) in zip(sections, table.tolist()):
+        after_crc = _AFTER_CRC.pack(attributes, last - first, t0, tmax, NO_PRODUCER, NO_PRODUCER,
+                                    NO_PRODUCER, count) + bytes(section)
+        crc = crc32c(after_crc)
+        parts += (_BEFORE_CRC.pack(first, len(after_crc) + _LENGTH_AFTER, NO_EPOCH, MAGIC_V2, crc), after_crc)
+        sizes.append(V2_CRC_FROM + len(after_crc))
         crcs.append(crc)
-    return b"".join(parts), np.array(sizes, np.int64), np.array(crcs, np.uint32)
+    return b"".join(parts), np.array(sizes, np.int64).tobytes(), np.array(crcs, np.uint32).tobytes()
 
 
 def _frames(sizes, first, last, max_ts, base_ts, counts, crcs, attributes, codecs, lat) -> np.ndarray:

@@ -46,6 +46,7 @@ from kfmt.format.frames import header_of
 from kfmt.format.layout import MAGIC_V2
 from kfmt.format.model import Batch, BatchHeader
 from kfmt.partition.checkpoints import EpochEntry, read_leader_epochs, write_leader_epochs
+from kfmt.partition.leader_epochs import LeaderEpochCache
 from kfmt.partition.layout import LEADER_EPOCH_CHECKPOINT, PartitionDir, segment_file_name
 from kfmt.partition.producer_state import ProducerStateManager, SnapshotFiles
 from kfmt.partition.segment_recovery import (
@@ -109,52 +110,12 @@ class PartitionCompanions:
         return out
 
 
-class _LeaderEpochCache:
-    """LeaderEpochFileCache (docs/format.md §9): loaded from the partition's existing checkpoint, if any, then fed by
-    recovery the (epoch, base offset) of every v2 batch whose leader epoch is above the latest."""
-
-    def __init__(self, initial: list[EpochEntry] | None = None):
-        self.entries: list[EpochEntry] = []
-        for entry in initial or []:
-            self.assign(entry.epoch, entry.start_offset)
-
-    def observe(self, header: BatchHeader) -> None:
-        self.observe_epoch(header.partition_leader_epoch, header.base_offset)
-
-    def observe_epoch(self, epoch: int, base_offset: int) -> None:
-        if epoch >= 0 and (not self.entries or epoch > self.entries[-1].epoch):
-            self.assign(epoch, base_offset)
-
-    def assign(self, epoch: int, start_offset: int) -> None:
-        if epoch < 0 or start_offset < 0:
-            raise DataError(f"invalid leader epoch entry {epoch} {start_offset}")
-        latest = self.entries[-1] if self.entries else None
-        if latest is not None and epoch == latest.epoch and start_offset >= latest.start_offset:
-            return  # not an update
-        # entries that would not stay strictly increasing in epoch and offset are truncated away
-        while self.entries and (self.entries[-1].epoch >= epoch
-                                or self.entries[-1].start_offset >= start_offset):
-            self.entries.pop()
-        self.entries.append(EpochEntry(epoch, start_offset))
-
-    def truncate_from_end(self, end_offset: int) -> None:
-        self.entries = [e for e in self.entries if e.start_offset < end_offset]
-
-    def truncate_from_start(self, start_offset: int) -> None:
-        """The entries starting at or below the log start offset collapse into the last of them,
-        moved to the log start offset."""
-        before = [e for e in self.entries if e.start_offset <= start_offset]
-        if before:
-            self.entries = ([EpochEntry(before[-1].epoch, start_offset)]
-                            + [e for e in self.entries if e.start_offset > start_offset])
-
-
 class _SegmentRecovery:
     """LogSegment.recover over one segment's batches: its indexes (SegmentIndexer) and, for v2
     batches, the leader-epoch cache and the producer state, which carry over between segments."""
 
     def __init__(self, base_offset: int, index_interval_bytes: int, producers: ProducerStateManager,
-                 epochs: _LeaderEpochCache):
+                 epochs: LeaderEpochCache):
         self.indexer = SegmentIndexer(base_offset, index_interval_bytes)
         self.producers = producers
         self.epochs = epochs
@@ -231,7 +192,7 @@ class CompanionBuilder:
         self.producer_expiration_ms = producer_expiration_ms
         self.log_start_offset = log_start_offset  # Kafka's logStartOffsetCheckpoint
         self._snapshots = SnapshotFiles()
-        self._epochs = _LeaderEpochCache(leader_epochs)
+        self._epochs = LeaderEpochCache(leader_epochs)
         self._bases: list[int] = []
         self._next_offset: int | None = None  # after the last batch seen
         self._last_segment_next_offset: int | None = None

@@ -29,6 +29,9 @@ from kfmt.errors import DataError
 from kfmt.format.control import ControlType, control_type
 from kfmt.format.model import BatchHeader
 
+# Kafka's consumer setting isolation.level: what `--isolation`, kfmt.read and the data source take
+ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
+
 ABORTED, COMMITTED, OPEN = "aborted", "committed", "open"
 
 

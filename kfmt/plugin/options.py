@@ -60,12 +60,13 @@ class Option:
             return allowed
         return f"{allowed}, default {self.default}" if allowed else f"default {self.default}"
 
-    def check(self, value, owner: str):
-        """`value` as the plugin receives it; a UsageError naming the flag and the keyword if it is
-        not allowed. Text (what the command line gives) is converted to the option's type."""
-        where = f"{self.flag_of(owner)} ({self.keyword_of(owner)})"
+    def check(self, value, owner: str, where: str | None = None):
+        """`value` as the plugin receives it; a UsageError naming the flag and the keyword (or
+        `where`, for a kind of plugin whose options are not flags of their own) if it is not
+        allowed. Text (what the command line gives) is converted to the option's type."""
         if self.pairs:
-            return _pairs(value, self.flag_of(owner))
+            return key_value_pairs(value, where or self.flag_of(owner))
+        where = where or f"{self.flag_of(owner)} ({self.keyword_of(owner)})"
         if isinstance(value, str) and self.type is not str:
             value = _parsed(value, self.type, where)
         if self.type is float and isinstance(value, int) and not isinstance(value, bool):
@@ -99,11 +100,13 @@ def _parsed(text: str, kind: type, where: str):
     raise UsageError(f"{where}: {text!r} is not {_TYPES[kind]}")
 
 
-def _pairs(value, flag: str) -> dict:
+def key_value_pairs(value, flag: str) -> dict:
+    """Repeated KEY=VALUE arguments (or a dict already) as a dict of text; a UsageError naming the
+    flag for one without `=`."""
     if isinstance(value, dict):
         return {str(k): str(v) for k, v in value.items()}
     out = {}
-    for pair in [value] if isinstance(value, str) else value:
+    for pair in [value] if isinstance(value, str) else value or ():
         key, sep, text = str(pair).partition("=")
         if not sep or not key:
             raise UsageError(f"{flag} {pair!r}: give it as KEY=VALUE")
@@ -111,10 +114,12 @@ def _pairs(value, flag: str) -> dict:
     return out
 
 
-def settings(owner: str, options: Iterable[Option], given: dict) -> dict:
+def settings(owner: str, options: Iterable[Option], given: dict,
+             where: Callable[[Option], str] | None = None) -> dict:
     """What the plugin `owner` receives: every option's value from `given` (option name -> value;
     None: not given), checked, and its default where it is not given. A name the plugin does not
-    declare is a UsageError listing those it does."""
+    declare is a UsageError listing those it does. `where` names an option in messages, for the
+    kinds of plugins whose options are not flags of their own (Option.check)."""
     declared = {o.name: o for o in options}
     unknown = sorted(set(given) - set(declared))
     if unknown:
@@ -124,7 +129,7 @@ def settings(owner: str, options: Iterable[Option], given: dict) -> dict:
     for name, option in declared.items():
         value = given.get(name)
         if value is not None:
-            out[name] = option.check(value, owner)
+            out[name] = option.check(value, owner, where(option) if where else None)
         else:  # pairs not given: no pair (a dict of its own, which the plugin may change)
             out[name] = dict(option.default or {}) if option.pairs else option.default
     return out

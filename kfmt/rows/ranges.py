@@ -1,4 +1,5 @@
-"""Segments as units of parallel work, and reading one into export rows (kfmt.rows.columns's schema).
+"""Segments as units of parallel work (planned in kfmt.rows.range_plan), and reading one into export
+rows (kfmt.rows.columns's schema).
 
 Shared by `kfmt export` (kfmt.transforms.export) and the `kafka-log` Spark data source
 (kfmt.pipelines.datasource), so both select and shape records the same way.
@@ -23,26 +24,29 @@ caller can end the partition at the ranges before it (kfmt.transforms.export_job
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from typing import Callable, Iterator
+from dataclasses import dataclass, replace
+from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kfmt.defaults import DEFAULT_SPLIT_BYTES
-from kfmt.errors import DataError, UsageError
+from kfmt.errors import UsageError
 from kfmt.format import batch_runs, inflated_runs, legacy_runs, segment
-from kfmt.format.digest import ContentDigest
 from kfmt.format.layout import ATTR_TRANSACTIONAL, MAGIC_V2
 from kfmt.format.frames import header_of
-from kfmt.partition.indexes import OffsetEntry
-from kfmt.partition.layout import PartitionDir
 from kfmt.partition.live import SegmentGone, maps_files, segment_bytes
-from kfmt.partition.reader import PartitionReader
 from kfmt.partition.transactions import ABORTED, OPEN, TransactionOutcomes
 from kfmt.partition.windows import Wanted, frame_mask
-from kfmt.rows.columns import concat_records, export_batch, export_frames
+from kfmt.rows.range_chunks import Chunk, NoDigest, RangeTally, block_read  # noqa: F401 (NoDigest: its users')
+from kfmt.rows.range_plan import (  # noqa: F401 (planning and reading ranges are one face to their users)
+    SegmentRange,
+    pack_ranges,
+    partition_identity,
+    plan_ranges,
+    split_points,
+    split_ranges,
+)
 from kfmt.storage.store import StorageSpec
 
 ROWS_PER_CHUNK = 65536  # export rows built at a time (kfmt.rows.part_files gathers row groups)
@@ -82,187 +86,6 @@ class Selection:
         return None
 
 
-@dataclass(frozen=True)
-class SegmentRange:
-    """One unit of work: bytes [start, end) of one segment, starting on an entry boundary."""
-
-    source: StorageSpec  # opens the storage holding the segment
-    log_path: str  # the .log inside that storage
-    file: str  # how messages name the file
-    topic: str
-    partition: int
-    segment_base: int
-    index: int  # its number among the ranges of its segment (0 when the segment is not cut)
-    start: int
-    end: int
-    log_start: int | None = None  # the partition's log start offset (PartitionDir.log_start_offset)
-    ends_log: bool = False  # the last range of the partition's last segment: a bad tail there is
-    # what log recovery truncates (kfmt.partition.segment), left out with a warning
-    segment_size: int | None = None  # the .log's size when listed (None: not checked)
-    last_segment: bool = False  # of the partition's last segment (which may grow while read)
-    resume_from: int | None = None  # an appending run: the offset it resumes from, which may lie inside
-    # a batch; the records below it were exported before and are left out (kfmt.rows.resume)
-
-
-def partition_identity(part: PartitionDir) -> tuple[str, int]:
-    """(topic, partition) of a partition directory, from its `<topic>-<partition>` name."""
-    if part.topic is None or part.partition is None:
-        raise UsageError(f"{part.storage.url_of(part.path)}: cannot tell the topic and partition from "
-                         f"the directory name {part.name!r} (a partition directory is named "
-                         f"<topic>-<partition>)")
-    return part.topic, part.partition
-
-
-def plan_ranges(part: PartitionDir, split_bytes: int = DEFAULT_SPLIT_BYTES,
-                reader: PartitionReader | None = None) -> list[SegmentRange]:
-    """The units of a partition, in offset order; empty segments give none. `reader`: the
-    partition's PartitionReader where the caller has one."""
-    if split_bytes <= 0:
-        raise UsageError(f"the split size must be positive, not {split_bytes}")
-    topic, partition = partition_identity(part)
-    reader = reader or PartitionReader(part)
-    spec = part.storage.spec
-    if spec is None:
-        raise UsageError("units of work need storage opened with open_storage()")
-    out = []
-    for seg in part.segments:
-        if seg.size == 0:
-            continue
-        last = seg is part.segments[-1]
-        offset_at = {}  # position -> indexed offset (the last entry at a position, as a lookup finds it)
-        if seg.size > split_bytes:
-            columns = reader.offset_columns(seg)
-            offset_at = dict(zip(columns.positions.tolist(), columns.offsets.tolist()))
-        cuts = split_points(seg.size, list(offset_at), split_bytes,
-                            lambda position: reader.plausible_entry(seg, OffsetEntry(offset_at[position], position)))
-        for i, (start, end) in enumerate(zip(cuts, cuts[1:])):
-            out.append(SegmentRange(spec, seg.log.path, part.display(seg.log), topic, partition,
-                                    seg.base_offset, i, start, end, part.log_start_offset,
-                                    last and end == seg.size, seg.size, last))
-    return out
-
-
-def split_points(end: int, entry_starts: list[int], split_bytes: int,
-                 usable: Callable[[int], bool] = lambda position: True, start: int = 0) -> list[int]:
-    """Range boundaries [start, ..., end] cutting bytes [start, end) of a segment about every
-    `split_bytes`, only at known entry starts that are `usable` (asked only of the candidates), so
-    that each range begins on an entry boundary: each cut is the first usable entry start at least
-    `split_bytes` after the one before."""
-    starts = np.unique(np.asarray(entry_starts, dtype=np.int64))
-    cuts = [start]
-    i = int(np.searchsorted(starts, start + split_bytes))
-    while i < len(starts) and starts[i] < end:
-        position = int(starts[i])
-        if usable(position):
-            cuts.append(position)
-            i = int(np.searchsorted(starts, position + split_bytes))
-        else:
-            i += 1
-    cuts.append(end)
-    return cuts
-
-
-def split_ranges(ranges: list[SegmentRange], split_bytes: int, reader: PartitionReader) -> list[SegmentRange]:
-    """One partition's ranges (offset order, `reader` its PartitionReader) cut further into pieces of
-    about `split_bytes`, at index entries checked as plan_ranges checks its cuts; each range is cut
-    from its own start, so that what a query narrowed to (kfmt.pipelines.pushdown) is shared evenly.
-    The ranges of a segment are numbered again in order."""
-    segments = {seg.base_offset: seg for seg in reader.part.segments}
-    offsets_at: dict[int, dict] = {}  # segment base -> {entry start: indexed offset}
-    pieces = []
-    for rng in ranges:
-        if rng.end - rng.start <= split_bytes:
-            pieces.append(rng)
-            continue
-        seg = segments[rng.segment_base]
-        if seg.base_offset not in offsets_at:
-            columns = reader.offset_columns(seg)
-            offsets_at[seg.base_offset] = dict(zip(columns.positions.tolist(), columns.offsets.tolist()))
-        offset_at = offsets_at[seg.base_offset]
-        cuts = split_points(rng.end, list(offset_at), split_bytes,
-                            lambda position: reader.plausible_entry(seg, OffsetEntry(offset_at[position], position)),
-                            start=rng.start)
-        pieces += [replace(rng, start=a, end=b, ends_log=rng.ends_log and b == rng.end)
-                   for a, b in zip(cuts, cuts[1:])]
-    numbered, seen = [], {}
-    for rng in pieces:
-        n = seen[rng.segment_base] = seen.get(rng.segment_base, -1) + 1
-        numbered.append(rng if rng.index == n else replace(rng, index=n))
-    return numbered
-
-
-def pack_ranges(ranges: list[SegmentRange], target_bytes: int = DEFAULT_SPLIT_BYTES
-                ) -> list[tuple[SegmentRange, ...]]:
-    """Consecutive ranges of one partition grouped into units of about `target_bytes` at most.
-
-    A Spark task costs tens of milliseconds however little it reads, so segments much smaller than
-    a task's worth (time-rolled segments of a quiet topic, compacted ones) share one; a range of a
-    cut segment is about `target_bytes` already and stays alone.
-    """
-    units: list[list[SegmentRange]] = []
-    size = 0
-    for rng in ranges:
-        length = rng.end - rng.start
-        last = units[-1][-1] if units else None
-        if (last is None or (last.topic, last.partition) != (rng.topic, rng.partition)
-                or size + length > target_bytes):
-            units.append([])
-            size = 0
-        units[-1].append(rng)
-        size += length
-    return [tuple(unit) for unit in units]
-
-
-class NoDigest:
-    """A tally's digest where nobody reads it (the data source's tasks): no hashing of records."""
-
-    def update(self, records) -> None:
-        pass
-
-    def merge(self, other) -> None:
-        pass
-
-    def hexdigest(self) -> str:
-        raise TypeError("this tally keeps no digest")
-
-
-@dataclass
-class RangeTally:
-    """What reading a range found (small and picklable: it travels back to the driver)."""
-
-    batches: int = 0
-    records: int = 0  # data records read (not control, not left out)
-    control_records: int = 0  # control records read (not left out)
-    control_seen: int = 0  # control records in the batches read, left out or not
-    left_out: dict = field(default_factory=dict)  # reason -> records left out
-    first_offset: int | None = None  # of the first data record read
-    next_offset: int | None = None  # after the last batch of the range
-    digest: ContentDigest = field(default_factory=ContentDigest)  # of the data records read
-    tails: list = field(default_factory=list)  # warnings about a last segment's tail left out
-    gone: str | None = None  # a segment deleted or replaced while read: where the read ended, why
-
-    @property
-    def rows(self) -> int:
-        return self.records + self.control_records
-
-    def merge(self, other: "RangeTally") -> "RangeTally":
-        """Add a later range of the same partition."""
-        self.batches += other.batches
-        self.records += other.records
-        self.control_records += other.control_records
-        self.control_seen += other.control_seen
-        for reason, n in other.left_out.items():
-            self.left_out[reason] = self.left_out.get(reason, 0) + n
-        if self.first_offset is None:
-            self.first_offset = other.first_offset
-        if other.next_offset is not None:
-            self.next_offset = other.next_offset
-        self.digest.merge(other.digest)
-        self.tails += other.tails
-        self.gone = self.gone or other.gone
-        return self
-
-
 def read_range(rng: SegmentRange, selection: Selection, outcomes: TransactionOutcomes | None = None,
                tally: RangeTally | None = None, rows_per_chunk: int = ROWS_PER_CHUNK,
                bytes_per_chunk: int = BYTES_PER_CHUNK, wanted: Wanted | None = None,
@@ -290,7 +113,7 @@ def read_range(rng: SegmentRange, selection: Selection, outcomes: TransactionOut
     if base + len(data) < rng.end:
         raise SegmentGone(rng.file, f"it ends at {base + len(data)} bytes, before the planned end of the "
                                     f"range at {rng.end}")
-    chunk = _Chunk(rng, rows_per_chunk, bytes_per_chunk, tally, gathered)
+    chunk = Chunk(rng, rows_per_chunk, bytes_per_chunk, tally, gathered)
     floor = selection.floor(rng)
     exported = rng.resume_from is not None and floor == rng.resume_from != rng.log_start
     reason = LEFT_OUT_EXPORTED if exported else LEFT_OUT_DELETED
@@ -463,7 +286,7 @@ def _selected(batch, selection: Selection, outcomes, tally: RangeTally) -> bool:
 
 
 def _read_messages(data, base: int, rows, rng: SegmentRange, selection: Selection, outcomes,
-                   tally: RangeTally, chunk: "_Chunk") -> Iterator[pa.RecordBatch]:
+                   tally: RangeTally, chunk: Chunk) -> Iterator[pa.RecordBatch]:
     """A run of uncompressed legacy messages: decoded (and checked) as one column block; each message
     is its own batch, selected as Selection.left_out selects it: a legacy message is neither control
     nor transactional, so only a read_committed reader's last stable offset can leave it out."""
@@ -487,87 +310,17 @@ def _read_messages(data, base: int, rows, rng: SegmentRange, selection: Selectio
 
 
 def _read_batches(data, base: int, rows, rng: SegmentRange, tally: RangeTally,
-                  chunk: "_Chunk") -> Iterator[pa.RecordBatch]:
+                  chunk: Chunk) -> Iterator[pa.RecordBatch]:
     """A run of uncompressed v2 data batches whose records are all selected (_runs): decoded and
     checked a few MB at a time as one column block each."""
     for start, stop in legacy_runs.call_slices(rows):
         piece = rows[start:stop]
-        yield from _block_read(batch_runs.decode_run(data, piece, rng.file, base=base), piece, tally, chunk)
+        yield from block_read(batch_runs.decode_run(data, piece, rng.file, base=base), piece, tally, chunk)
 
 
 def _read_compressed(data, base: int, rows, rng: SegmentRange, tally: RangeTally,
-                     chunk: "_Chunk") -> Iterator[pa.RecordBatch]:
+                     chunk: Chunk) -> Iterator[pa.RecordBatch]:
     """A run of compressed data entries whose records are all selected (_runs): each inflated by its
     codec, then decoded and checked a block of a few MB of records at a time."""
     for block in inflated_runs.inflated_blocks(data, rows, rng.file, base=base):
-        yield from _block_read(block.records, block.rows, tally, chunk, block.counts, block.base_offsets)
-
-
-def _block_read(records: pa.RecordBatch, rows, tally: RangeTally, chunk: "_Chunk", counts=None,
-                base_offsets=None) -> Iterator[pa.RecordBatch]:
-    """Count and digest the records of entries read as one block, all selected, and add their rows."""
-    tally.batches += len(rows)
-    tally.next_offset = int(rows["last_offset"][-1]) + 1
-    if records.num_rows:
-        if tally.first_offset is None:
-            tally.first_offset = records.column(0)[0].as_py()
-        tally.records += records.num_rows
-        tally.digest.update(records)
-        yield from chunk.add_run(records, rows, counts, base_offsets)
-
-
-class _Chunk:
-    """Export rows being gathered: decoded batches, and runs of batches or messages decoded as one
-    column block (their records and rows of frames), turned into one RecordBatch when a chunk's worth
-    is there. The records of decoded data batches are digested into the tally a chunk at a time
-    (one kernel call, not one per batch)."""
-
-    def __init__(self, rng: SegmentRange, rows: int, size: int, tally: RangeTally,
-                 gathered: bool = True):
-        self.rng, self.max_rows, self.max_bytes, self.tally = rng, rows, size, tally
-        self.gathered = gathered  # a chunk as one RecordBatch (else as its parts)
-        self.batches: list = []  # (Batch, segment base) pairs not yet in `parts`
-        self.parts: list[pa.RecordBatch] = []
-        self.rows = self.bytes = 0
-
-    def add_batch(self, batch, selected: bool) -> Iterator[pa.RecordBatch]:
-        if selected:
-            self.batches.append((batch, self.rng.segment_base))
-            yield from self._grown(len(batch), batch.records.nbytes)
-
-    def add_run(self, records: pa.RecordBatch, rows, counts=None, base_offsets=None
-                ) -> Iterator[pa.RecordBatch]:
-        self._batches_done()
-        self.parts.append(self._made(lambda: export_frames(records, rows, self.rng.segment_base,
-                                                           self.rng.topic, self.rng.partition,
-                                                           counts, base_offsets)))
-        yield from self._grown(records.num_rows, records.nbytes)
-
-    def flush(self) -> Iterator[pa.RecordBatch]:
-        self._batches_done()
-        if self.parts:
-            parts, self.parts, self.rows, self.bytes = self.parts, [], 0, 0
-            if self.gathered and len(parts) > 1:
-                parts = pa.Table.from_batches(parts).combine_chunks().to_batches()
-            yield from parts
-
-    def _grown(self, rows: int, size: int) -> Iterator[pa.RecordBatch]:
-        self.rows += rows
-        self.bytes += size
-        if self.rows >= self.max_rows or self.bytes >= self.max_bytes:
-            yield from self.flush()
-
-    def _batches_done(self) -> None:
-        if self.batches:
-            batches, self.batches = self.batches, []
-            records = concat_records([b.records for b, _ in batches])
-            data = [b.records for b, _ in batches if not b.header.is_control]
-            self.tally.digest.update(records if len(data) == len(batches) else concat_records(data))
-            self.parts.append(self._made(lambda: export_batch(batches, self.rng.topic,
-                                                              self.rng.partition, records)))
-
-    def _made(self, make) -> pa.RecordBatch:
-        try:
-            return make()
-        except DataError as err:
-            raise err.located(file=self.rng.file) from None
+        yield from block_read(block.records, block.rows, tally, chunk, block.counts, block.base_offsets)

@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from kfmt.errors import DataError, UsageError
-from kfmt.format.value_formats import Binding, check_options, value_format
+from kfmt.format.value_formats import Binding, bound_options, check_options, value_format
 
 ON_DECODE_ERROR = ("dead-letter", "fail", "skip")
 RAW = "raw"
@@ -84,6 +84,10 @@ class TypingOptions:
                              f"{self.on_decode_error!r}")
         for choice in self.key_formats + self.value_formats:
             value_format(choice.name)  # unknown names refused before any work
+        for side, choices, given in (("key", self.key_formats, self.key_options),
+                                     ("value", self.value_formats, self.value_options)):
+            # the formats a topic can get: those chosen, and raw for a topic no choice matches
+            check_options(side, [c.name for c in choices] or [RAW], dict(given))
 
     @classmethod
     def of(cls, key_format=None, value_format=None, **kwargs) -> "TypingOptions":
@@ -207,7 +211,7 @@ def bind_typing(options: TypingOptions, parts, src: str | None = None,
                 continue
             fmt = value_format(name)
             given = dict(options.key_options if side == "key" else options.value_options)
-            binding = Binding(topic, side, schemas, check_options(fmt, given),
+            binding = Binding(topic, side, schemas, bound_options(fmt, side, given),
                               lambda part=first[topic], side=side: _sample(part, side))
             decoders[side], formats[side] = fmt.bind(binding), name
         if decoders or options.keep_raw:

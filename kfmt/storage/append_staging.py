@@ -22,22 +22,12 @@ kfmt.storage.staging). On object storage the moves are copies and deletes; the d
 from __future__ import annotations
 
 import json
-import os
-import socket
 import time
 
 from kfmt.errors import KfmtError
 from kfmt.storage.manifest import MANIFEST, Manifest, encode_manifest
-from kfmt.storage.staging import (
-    OWNER,
-    StagedFiles,
-    StagingTarget,
-    another_run,
-    new_run_id,
-    owner_alive,
-    run_ended,
-    tidy_after_failure,
-)
+from kfmt.storage.runs import another_run, new_run_id, owner_alive, owner_record, run_ended
+from kfmt.storage.staging import OWNER, StagedFiles, StagingTarget, tidy_after_failure
 from kfmt.storage.store import Storage
 
 TEMPORARY = "_temporary"  # below DST: the staging directories of runs that add files
@@ -61,9 +51,7 @@ class AppendStaging:
         self._closed = False
         self.recovered = recover(storage, self.dst)
         storage.makedirs(self.root)
-        storage.write(storage.join(self.root, OWNER), json.dumps(
-            {"run": self.run, "pid": os.getpid(), "host": socket.gethostname(),
-             "started_ms": time.time_ns() // 1_000_000, "destination": self.url}).encode())
+        storage.write(storage.join(self.root, OWNER), json.dumps(owner_record(self.run, self.url)).encode())
         # a run that started at the same moment sees our owner file, or we see its
         for other in _runs(storage, self.temporary):
             if other != self.root:

@@ -26,10 +26,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
-import os
 import re
-import secrets
-import socket
 import threading
 import time
 import warnings
@@ -37,6 +34,7 @@ from dataclasses import dataclass
 
 from kfmt.errors import KfmtError, KfmtWarning, UsageError
 from kfmt.storage.manifest import MANIFEST, PENDING_DIR, FileRecord, encode_manifest
+from kfmt.storage.runs import another_run, new_run_id, owner_alive, owner_record, run_ended
 from kfmt.storage.store import Storage, StorageSpec, WriteStream
 
 OWNER = "_kfmt_staging.json"  # inside a local staging directory: which run writes it
@@ -44,11 +42,6 @@ RESERVED = {MANIFEST, PENDING_DIR, OWNER}
 CLAIM_NAME = re.compile(r"[0-9a-f]{32}\.json")  # a run's claim in PENDING_DIR (new_run_id())
 #: an owner-less local staging directory younger than this may be a run that is just starting
 OWNERLESS_GRACE_MS = 60_000
-
-
-def new_run_id() -> str:
-    """32 hex digits, ordered by start time: 16 of nanoseconds, 16 random."""
-    return f"{time.time_ns():016x}{secrets.token_hex(8)}"
 
 
 # Data at least this large is hashed in a second thread while it is written: SHA-256 (about 1.7 GB/s
@@ -188,8 +181,7 @@ class StagedOutput:
         self.run = new_run_id()
         self.committed = False
         self._closed = False
-        self._owner = {"run": self.run, "pid": os.getpid(), "host": socket.gethostname(),
-                       "started_ms": time.time_ns() // 1_000_000, "destination": self.url}
+        self._owner = owner_record(self.run, self.url)
         if storage.exists(self.dst) and not storage.isdir(self.dst):
             raise UsageError(f"{self.url}: the destination exists and is not a directory")
         if storage.atomic_rename:
@@ -406,42 +398,3 @@ def tidy_after_failure(cleanup, url: str, what: str) -> None:
         cleanup()
     except (KfmtError, OSError) as err:
         warnings.warn(f"{url}: {what} ({err}); the next run into it removes it", KfmtWarning, stacklevel=3)
-
-
-#: runs of this process that have ended (failed): their claims count as dead even though the process
-#: lives on (the Python API), also when storage would not let them be removed or marked
-_ended_runs: set[str] = set()
-
-
-def run_ended(run: str) -> None:
-    _ended_runs.add(run)
-
-
-def owner_alive(owner: dict) -> bool:
-    """Whether the run that wrote `owner` may still be running. A run on another machine cannot be
-    checked, so it counts as alive (the user removes its leftovers)."""
-    if owner.get("run") in _ended_runs:
-        return False
-    if owner.get("host") != socket.gethostname():
-        return True
-    pid = owner.get("pid")
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a killed process nobody has reaped yet still answers kill(0): a zombie is dead
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except (OSError, IndexError):
-        return True
-
-
-def another_run(url: str, owner: dict) -> UsageError:
-    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(owner.get("started_ms", 0) / 1000))
-    return UsageError(f"{url}: another kfmt run (pid {owner.get('pid')} on {owner.get('host')}, "
-                      f"started {started}) is writing this destination; if it is gone, delete its "
-                      f"leftovers and run again")

@@ -262,13 +262,9 @@ def with_forwarded_credentials(url: str, options: dict | None, env: dict | None 
 
 def parse_storage_options(pairs: list[str] | None) -> dict:
     """--storage-option KEY=VALUE pairs to a dict (values 'true'/'false'/numbers converted)."""
-    options = {}
-    for pair in pairs or []:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise UsageError(f"--storage-option expects KEY=VALUE, got {pair!r}")
-        options[key] = _convert(value)
-    return options
+    from kfmt.plugin.options import key_value_pairs
+
+    return {key: _convert(value) for key, value in key_value_pairs(pairs, "--storage-option").items()}
 
 
 def _convert(value: str):

@@ -41,7 +41,6 @@ from kfmt.storage.staging import StagedOutput
 from kfmt.storage.store import open_storage
 from kfmt.transforms.export_append import append_export
 from kfmt.transforms.export_job import (  # noqa: F401
-    ISOLATION_LEVELS,
     PARTITION_BY,
     REPORT_NAME,
     SUCCESS_NAME,

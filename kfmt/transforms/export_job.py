@@ -1,6 +1,6 @@
-"""The pieces of `kfmt export` (kfmt.transforms.export): options, the plan, the tasks that read segment
-ranges into part files and check them, and the job that runs them (run_export_job) and adds up what
-each partition's tasks read and wrote. A whole export (kfmt.transforms.export), an appending one
+"""The pieces of `kfmt export` (kfmt.transforms.export): the tasks that read segment ranges into part
+files and check them, and the job that runs them (run_export_job) and adds up what each partition's
+tasks read and wrote (the options and the plan: kfmt.transforms.export_plan). A whole export (kfmt.transforms.export), an appending one
 (kfmt.transforms.export_append) and a table export (kfmt.transforms.export_table) are built on them.
 """
 from __future__ import annotations
@@ -11,184 +11,37 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from kfmt.defaults import DEFAULT_SPLIT_BYTES, DEFAULT_TARGET_FILE_BYTES
-from kfmt.errors import KfmtError, KfmtWarning, UsageError
-from kfmt.partition.layout import PartitionDir, find_partitions
+from kfmt.errors import KfmtError, KfmtWarning
+from kfmt.partition.layout import PartitionDir
 from kfmt.partition.live import SegmentGone, read_whole, stopped_warning
 from kfmt.partition.reader import PartitionReader
 from kfmt.partition.summary import PartitionSummary
 from kfmt.partition.transactions import TransactionOutcomes, partition_outcomes
 from kfmt.pipelines.engine import Engine
 from kfmt.pipelines.runner import run_tasks
-from kfmt.rows.columns import EXPORT_SCHEMA, record_dates, rows_to_records
-from kfmt.rows.exporters import exporter_named, exporters
+from kfmt.rows.columns import record_dates
+from kfmt.rows.exporters import exporters
 from kfmt.rows.part_files import PartFiles
-from kfmt.rows.typed import DEAD_LETTER_SCHEMA, DecodeTally, TopicTyping, TypingOptions, bind_typing
-from kfmt.rows.ranges import (
-    RangeTally,
-    SegmentRange,
-    Selection,
-    pack_ranges,
-    partition_identity,
-    plan_ranges,
-    read_range,
-)
+from kfmt.rows.typed import DEAD_LETTER_SCHEMA, DecodeTally, TopicTyping
+from kfmt.rows.ranges import RangeTally, SegmentRange, partition_identity, read_range
 from kfmt.storage.manifest import FileRecord
 from kfmt.storage.staging import StagingTarget
 from kfmt.storage.store import Storage, StorageSpec
+from kfmt.transforms.export_checks import HandedRows, check_file, check_same_content, tally_rows
 from kfmt.transforms.export_decode import DEAD_LETTER_DIR, decode_report, merge_decode  # noqa: F401
+from kfmt.transforms.export_plan import (  # noqa: F401 (the names the export modules take from here)
+    PARTITION_BY,
+    REPORT_NAME,
+    SUCCESS_NAME,
+    ExportOptions,
+    ExportPartitionPlan,
+    ExportPlan,
+    hive_value,
+    plan_export,
+)
 from kfmt.transforms.export_split import SchemaIdTables, splits_values
 from kfmt.transforms.reindex import plan_engine
-
-PARTITION_BY = {"topic,partition": ("topic", "partition"),
-                "topic,partition,date": ("topic", "partition", "date")}
-ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
-# Not data: named as Hadoop's FileInputFormat and Arrow's dataset discovery skip them (a leading `_`),
-# unlike the other transforms' `kfmt-report.json`, whose destinations are log directories.
-REPORT_NAME = "_kfmt-report.json"
-SUCCESS_NAME = "_SUCCESS"  # an empty marker, as Hadoop's FileOutputCommitter leaves after a job
-
-
-@dataclass(frozen=True)
-class ExportOptions:
-    format: str = "parquet"  # an exporter's name (kfmt.rows.exporters)
-    partition_by: tuple = ("topic", "partition")
-    include_control: bool = False
-    isolation: str = "read_uncommitted"
-    split_bytes: int = DEFAULT_SPLIT_BYTES  # segments bigger than this are cut into ranges
-    target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES  # a part file is closed once this big
-    include_deleted: bool = False  # also the records below each partition's log start offset
-    typing: TypingOptions = TypingOptions()  # how keys and values are decoded (kfmt.rows.typed)
-    mode: str = "records"  # or "upsert": one row per key (kfmt.transforms.export_upsert)
-    # the exporter's settings: each of its options' value (kfmt.plugin.options.settings)
-    settings: dict = field(default_factory=dict)
-
-    def __post_init__(self):
-        exporter_named(self.format)
-        if ",".join(self.partition_by) not in PARTITION_BY:
-            raise UsageError(f"cannot partition by {','.join(self.partition_by)!r} (choose one of: "
-                             f"{'; '.join(PARTITION_BY)})")
-        if self.isolation not in ISOLATION_LEVELS:
-            raise UsageError(f"unknown isolation level {self.isolation!r}")
-        if self.split_bytes <= 0:
-            raise UsageError(f"the split size must be positive, not {self.split_bytes}")
-        if self.target_file_bytes <= 0:
-            raise UsageError(f"the target file size must be positive, not {self.target_file_bytes}")
-        if self.mode not in ("records", "upsert"):
-            raise UsageError(f"unknown export mode {self.mode!r} (records or upsert)")
-        if self.typing.active and self.format == "jsonl":
-            raise UsageError("--key-format/--value-format write typed columns: export them to parquet "
-                             "or iceberg (jsonl keeps the stored bytes only)")
-
-    @property
-    def selection(self) -> Selection:
-        return Selection(self.include_control, self.isolation == "read_committed", self.include_deleted)
-
-    @property
-    def by_date(self) -> bool:
-        return "date" in self.partition_by
-
-    @property
-    def file_schema(self) -> pa.Schema:
-        """The columns of the files: the export schema without the partition-by columns, which
-        are in the directory names only (a Hive table's layout)."""
-        return pa.schema([f for f in EXPORT_SCHEMA if f.name not in self.partition_by])
-
-    def to_json(self) -> dict:
-        return {"format": self.format, "partition_by": list(self.partition_by),
-                "include_control": self.include_control, "isolation": self.isolation,
-                "split_bytes": self.split_bytes, "target_file_bytes": self.target_file_bytes,
-                "include_deleted": self.include_deleted,
-                **({"typing": self.typing.to_json()} if self.typing.active else {}),
-                **({"mode": self.mode} if self.mode != "records" else {}),
-                # only when the exporter has settings: the reports and states of those without stay as they were
-                **({"settings": self.settings} if self.settings else {})}
-
-
-# --- the plan -------------------------------------------------------------------------------------
-
-@dataclass
-class ExportPartitionPlan:
-    part: PartitionDir
-    rel: str  # its directory in DST: topic=<t>/partition=<p>
-    ranges: list[SegmentRange]
-    units: list[tuple[SegmentRange, ...]]  # the ranges, grouped into tasks
-    from_offset: int | None = None  # an appending run: the offset it resumes from
-    lost: tuple[int, int] | None = None  # an appending run: offsets deleted before they were exported
-
-
-@dataclass
-class ExportPlan:
-    source: str
-    destination: str
-    options: ExportOptions
-    partitions: list[ExportPartitionPlan]
-    typing: dict = field(default_factory=dict)  # topic -> TopicTyping (kfmt.rows.typed), bound on the driver
-
-    @property
-    def tasks(self) -> int:
-        return sum(len(p.units) for p in self.partitions)
-
-    def lines(self) -> list[str]:
-        """The plan as text (--dry-run)."""
-        o = self.options
-        out = [f"export {self.source} -> {self.destination}: {o.format}, partitioned by "
-               f"{','.join(o.partition_by)}, {o.isolation}, control records "
-               f"{'included' if o.include_control else 'left out'}; {len(self.partitions)} "
-               f"partition(s), {self.tasks} task(s) writing files rolled at {o.target_file_bytes} "
-               f"bytes"]
-        if o.isolation == "read_committed":
-            out.append(f"  first {len(self.partitions)} task(s) to find the aborted transactions and "
-                       f"last stable offset of each partition")
-        for p in self.partitions:
-            log_bytes = sum(s.size for s in p.part.segments)
-            out.append(f"  {p.part.name} -> {p.rel}/: {len(p.part.segments)} segment(s), {log_bytes} "
-                       f"bytes of .log, {len(p.ranges)} range(s) in {len(p.units)} task(s)")
-        out.append(f"  then {REPORT_NAME} and {SUCCESS_NAME}")
-        return out
-
-    def to_json(self) -> dict:
-        return {"source": self.source, "destination": self.destination, "options": self.options.to_json(),
-                "partitions": [{"name": p.part.name, "destination": p.rel,
-                                "segments": len(p.part.segments),
-                                "log_bytes": sum(s.size for s in p.part.segments),
-                                "tasks": [[[r.segment_base, r.start, r.end] for r in unit]
-                                          for unit in p.units]}
-                               for p in self.partitions]}
-
-
-def hive_value(value) -> str:
-    """A partition value as a Hive directory name segment: the characters Spark escapes
-    (ExternalCatalogUtils.escapePathName) as %XX; pyarrow and Spark decode them."""
-    text = str(value)
-    return "".join(f"%{ord(c):02X}" if c in _HIVE_ESCAPED else c for c in text)
-
-
-_HIVE_ESCAPED = set(map(chr, range(0x01, 0x20))) | set("\"#%'*/:=?\\\x7f{[]^")
-
-
-def plan_export(src_storage: Storage, src_path: str, dst_storage: Storage, dst_path: str,
-                options: ExportOptions, topic: str | None = None, partition: int | None = None,
-                resume=None) -> ExportPlan:
-    """`resume(part, ranges)`: for an appending run, (the ranges from where it resumes, the offset it
-    resumes from, the lost range or None) (kfmt.transforms.export_append)."""
-    parts = find_partitions(src_storage, src_path, topic, partition)
-    source, destination = src_storage.url_of(src_path), dst_storage.url_of(dst_path)
-    plans = []
-    for part in parts:
-        t, p = partition_identity(part)
-        ranges = plan_ranges(part, options.split_bytes)
-        from_offset = lost = None
-        if resume is not None:
-            ranges, from_offset, lost = resume(part, ranges)
-        plans.append(ExportPartitionPlan(part, f"topic={hive_value(t)}/partition={p}", ranges,
-                                         pack_ranges(ranges, options.split_bytes), from_offset, lost))
-    typing = bind_typing(options.typing, [p.part for p in plans], source,
-                         src_storage.spec.options if src_storage.spec else None)
-    return ExportPlan(source, destination, options, plans, typing)
-
 
 # --- stage 1: transaction outcomes per partition ---------------------------------------------------
 
@@ -275,15 +128,15 @@ def export_task(task: ExportTask) -> TaskResult:
         raise
     for record in records:
         if dead is not None and record.rel.startswith(DEAD_LETTER_DIR + "/"):
-            _check_file(fmt, files, record, DEAD_LETTER_SCHEMA, dead.handed.files[record.rel],
+            check_file(fmt, files, record, DEAD_LETTER_SCHEMA, dead.handed.files[record.rel],
                         options.settings)
         else:
-            _check_file(fmt, files, record, out.schema_of(record.rel) if files_of is SchemaIdTables
+            check_file(fmt, files, record, out.schema_of(record.rel) if files_of is SchemaIdTables
                         else schema, handed.files[record.rel], options.settings)
     written = handed.total()
     if typing is not None:  # the typed rows hold the stored records the decoders were handed
         written.digest = decoded.digest
-    _check_same_content(task.ranges, read, written)
+    check_same_content(task.ranges, read, written)
     return TaskResult(read, written, records, dead.tally if dead is not None else DecodeTally())
 
 
@@ -321,127 +174,6 @@ def _by_directory(rows: pa.RecordBatch, rel: str, by_date: bool):
     days = record_dates(rows)
     for day in np.unique(days):
         yield f"{rel}/date={np.datetime64(int(day), 'D')}", rows.filter(pa.array(days == day))
-
-
-class HandedRows:
-    """What a task handed to the exporter's writers, per file (the rows of every write, as the
-    writer got them): data records and their content digest, control records, and the batches
-    (segment, position) their rows came from. Typed rows (decoded keys and values, or dead letters)
-    are counted, not digested: their stored bytes were digested before decoding."""
-
-    def __init__(self, typed: bool = False):
-        self.typed = typed
-        self.files: dict[str, RangeTally] = {}
-        self._batches: list[np.ndarray] = []  # (segment base, position) where each batch's rows begin
-
-    def add(self, rel: str, rows: pa.RecordBatch) -> None:
-        tally = self.files.setdefault(rel, RangeTally())
-        if self.typed:
-            tally.records += rows.num_rows
-            if "is_control" in rows.schema.names:
-                self._batches.append(batch_starts(rows))
-                controls = pc.sum(rows.column("is_control").cast(pa.int64())).as_py() or 0
-                tally.records -= controls
-                tally.control_records += controls
-            return
-        self._batches.append(tally_rows(rows, tally))
-
-    def total(self) -> RangeTally:
-        total = RangeTally()
-        for tally in self.files.values():
-            total.merge(tally)
-            if tally.first_offset is not None:  # files of several dates: the least of their firsts
-                total.first_offset = min(total.first_offset, tally.first_offset)
-        total.batches = distinct_batches(self._batches)
-        return total
-
-
-def tally_rows(rows: pa.RecordBatch, tally: RangeTally) -> np.ndarray:
-    """Add export rows to `tally` (data records, their digest and first offset; control records);
-    returns the (segment base, position) of the batches they come from, where each one's rows begin
-    (distinct_batches counts them)."""
-    control = rows.column("is_control")
-    controls = pc.sum(control.cast(pa.int64())).as_py() or 0
-    tally.control_records += controls
-    data_rows = rows.filter(pc.invert(control)) if controls else rows
-    tally.records += data_rows.num_rows
-    tally.digest.update(rows_to_records(data_rows))
-    if data_rows.num_rows:
-        first = pc.min(data_rows.column("offset")).as_py()
-        tally.first_offset = first if tally.first_offset is None else min(first, tally.first_offset)
-    return batch_starts(rows)
-
-
-def batch_starts(rows: pa.RecordBatch) -> np.ndarray:
-    """(segment base, position) of the batches the rows come from, where each one's rows begin."""
-    segments = rows.column("segment_base_offset").to_numpy()
-    positions = rows.column("file_position").to_numpy()
-    begins = np.ones(len(positions), dtype=bool)
-    begins[1:] = (segments[1:] != segments[:-1]) | (positions[1:] != positions[:-1])
-    return np.stack([segments[begins], positions[begins]], axis=1)
-
-
-def distinct_batches(keys: list[np.ndarray]) -> int:
-    """How many distinct (segment base, position) pairs `keys` hold (a batch whose rows went to
-    several writes, files or dates, counts once)."""
-    keys = [k for k in keys if len(k)]
-    if not keys:
-        return 0
-    pairs = np.concatenate(keys)
-    segments, positions = np.diff(pairs[:, 0]), np.diff(pairs[:, 1])
-    if ((segments > 0) | ((segments == 0) & (positions >= 0))).all():
-        # in file order (one directory's rows, as they are written): count the changes, no sort
-        return 1 + int(np.count_nonzero((segments != 0) | (positions != 0)))
-    return len(np.unique(pairs, axis=0))
-
-
-def _check_file(fmt, files, record: FileRecord, schema: pa.Schema, handed: RangeTally,
-                settings: dict) -> None:
-    """Check a written file against the rows handed to its writer: its size, and the rows it holds,
-    counted from its own metadata where the exporter provides that (`rows_in`: Parquet's footer;
-    its encoding is pyarrow's), else read back whole and digested (an exporter whose encoding is its
-    own code, JSON Lines)."""
-    path = files.path(record.rel)
-    where = files.storage.url_of(path)
-    data = files.storage.map(path)  # a local file is mapped: read without holding it
-    if len(data) != record.size:
-        raise KfmtError(f"{where}: {len(data)} bytes read back, {record.size} written; nothing was "
-                        f"published")
-    rows_in = getattr(fmt, "rows_in", None)
-    typed = "reason" in schema.names or any(schema.field(n).type != pa.binary() for n in ("key", "value"))
-    found = RangeTally()
-    try:
-        if rows_in is not None:
-            held = rows_in(data, schema, settings)
-        else:
-            for rows in fmt.read_back(data, schema, settings):
-                if typed:
-                    found.records += rows.num_rows
-                else:
-                    tally_rows(rows, found)
-            held = found.rows
-    except (KfmtError, ValueError, pa.ArrowException) as err:
-        raise KfmtError(f"{where}: the written file does not read back: {err}; nothing was "
-                        f"published") from None
-    if held != handed.rows or (rows_in is None and found.digest != handed.digest and not typed):
-        raise KfmtError(f"{where}: the file holds {held} rows"
-                        + ("" if rows_in else f" (digest {found.digest.hexdigest()})")
-                        + f" but {handed.rows} were written to it"
-                        + ("" if rows_in else f" (digest {handed.digest.hexdigest()})")
-                        + "; nothing was published")
-
-
-def _check_same_content(ranges: tuple[SegmentRange, ...], read: RangeTally, written: RangeTally) -> None:
-    if (read.digest, read.records, read.control_records) != \
-            (written.digest, written.records, written.control_records):
-        first, last = ranges[0], ranges[-1]
-        where = f"{first.file} [{first.start}, {first.end})" + (
-            "" if len(ranges) == 1 else f" to {last.file} [{last.start}, {last.end})")
-        raise KfmtError(f"{where}: the rows written hold "
-                        f"{written.records} records ({written.control_records} control, digest "
-                        f"{written.digest.hexdigest()}) but {read.records} were read ("
-                        f"{read.control_records} control, digest {read.digest.hexdigest()}); nothing "
-                        f"was published")
 
 
 # --- the job ---------------------------------------------------------------------------------------

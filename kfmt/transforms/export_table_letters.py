@@ -15,7 +15,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from kfmt.rows.typed import DecodeTally
-from kfmt.storage.staging import new_run_id
+from kfmt.storage.runs import new_run_id
 from kfmt.storage.store import Storage
 from kfmt.transforms.export_decode import DEAD_LETTER_DIR
 from kfmt.transforms.export_job import hive_value

@@ -16,9 +16,10 @@ import lz4.block
 import xxhash
 
 from kfmt.format.codecs import DEFAULT_MAX_DECOMPRESSED, Compression, Levels, corrupt, too_large
+from kfmt.format.layout import MAGIC_V0, MAGICS
 from kfmt.plugin.hookspecs import hookimpl
 
-MAGIC = b"\x04\x22\x4d\x18"
+FRAME_MAGIC = b"\x04\x22\x4d\x18"
 FLG_WRITTEN = 0x60
 BD_WRITTEN = 0x40
 BLOCK_SIZES = {4: 64 << 10, 5: 256 << 10, 6: 1 << 20, 7: 4 << 20}
@@ -30,9 +31,15 @@ BLOCK_SIZE_WRITTEN = 64 << 10
 DEFAULT_LEVEL = 9
 
 
+def broken_checksum(magic: int) -> bool:
+    """Whether frames in this message format carry Kafka's historical header checksum (v0: over the
+    frame magic too, and not checked on read; KAFKA-3160, KIP-57)."""
+    return magic == MAGIC_V0
+
+
 def header_checksum(descriptor: bytes, magic: int) -> int:
-    """HC byte over the frame descriptor; v0 frames hash the magic too (Kafka's historical bug)."""
-    hashed = MAGIC + descriptor if magic == 0 else descriptor
+    """HC byte over the frame descriptor (and the frame magic before it, in v0)."""
+    hashed = FRAME_MAGIC + descriptor if broken_checksum(magic) else descriptor
     return (xxhash.xxh32_intdigest(hashed) >> 8) & 0xFF
 
 
@@ -40,8 +47,8 @@ def header_checksum(descriptor: bytes, magic: int) -> int:
 # written the same way: recompress writes one frame per output batch (a million and more for a GB of
 # one-message v1 entries) and reads each back, so neither recomputes a constant each time.
 _WRITTEN_DESCRIPTOR = bytes((FLG_WRITTEN, BD_WRITTEN))
-_HEADERS = {magic: MAGIC + _WRITTEN_DESCRIPTOR + bytes((header_checksum(_WRITTEN_DESCRIPTOR, magic),))
-            for magic in (0, 1, 2)}
+_HEADERS = {magic: FRAME_MAGIC + _WRITTEN_DESCRIPTOR + bytes((header_checksum(_WRITTEN_DESCRIPTOR, magic),))
+            for magic in MAGICS}
 _PACK_SIZE = struct.Struct("<I").pack
 _UNPACK_SIZE = struct.Struct("<I").unpack_from
 
@@ -52,7 +59,7 @@ class Lz4(Compression):
     levels = Levels(1, 17, DEFAULT_LEVEL)  # lz4-java's, as Kafka takes them (compression.lz4.level)
 
     def compress(self, data, *, magic, level=None):
-        header = _HEADERS[0 if magic == 0 else 2]  # magic 1 and 2 hash the same bytes
+        header = _HEADERS[magic]
         fast = level is None or level == DEFAULT_LEVEL
         if fast and len(data) <= BLOCK_SIZE_WRITTEN:  # one block: most batches
             block = lz4.block.compress(data, store_size=False)
@@ -79,7 +86,7 @@ class Lz4(Compression):
     def decompress(self, data, *, magic, max_size=DEFAULT_MAX_DECOMPRESSED):
         data = memoryview(data)
         n = len(data)
-        if n >= 7 and data[:7] == _HEADERS[0 if magic == 0 else 2]:  # written as kfmt and Kafka write
+        if n >= 7 and data[:7] == _HEADERS[magic]:  # written as kfmt and Kafka write
             block_max, block_checksums, pos = BLOCK_SIZE_WRITTEN, False, 7
         else:
             block_max, block_checksums, pos = self._descriptor(data, magic)
@@ -123,7 +130,7 @@ class Lz4(Compression):
         """(block maximum, whether blocks carry checksums, position of the first block) of a frame
         whose header is not the one kfmt writes, checked as Kafka's Lz4BlockInputStream checks it."""
         n = len(data)
-        if n < 7 or bytes(data[:4]) != MAGIC:
+        if n < 7 or bytes(data[:4]) != FRAME_MAGIC:
             raise corrupt(self.name, "missing LZ4 frame magic")
         flg, bd = data[4], data[5]
         if flg >> 6 != 1:
@@ -139,7 +146,8 @@ class Lz4(Compression):
         descriptor_end = 6 + (8 if flg & 0x08 else 0)  # a content size is skipped
         if n < descriptor_end + 1:
             raise corrupt(self.name, "truncated frame descriptor")
-        if magic != 0 and data[descriptor_end] != header_checksum(bytes(data[4:descriptor_end]), magic):
+        if not broken_checksum(magic) and data[descriptor_end] != header_checksum(bytes(data[4:descriptor_end]),
+                                                                                  magic):
             raise corrupt(self.name, "stream frame descriptor corrupted (header checksum)")
         return block_max, block_checksums, descriptor_end + 1
 

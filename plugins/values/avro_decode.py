@@ -98,7 +98,7 @@ def reader(node: Node):
     if kind == "record":
         return _record_reader(node)
     if kind == "array":
-        return _blocks_reader(reader(node.children[0]), None)
+        return _blocks_reader(reader(node.children[0]), None, empty_items(node.children[0]))
     if kind == "map":
         return _blocks_reader(reader(node.children[0]), reader(Node("string")))
     if kind == "union":
@@ -128,8 +128,20 @@ def _record_reader(node: Node):
     return record
 
 
-def _blocks_reader(read_item, read_key):
-    """Arrays and maps: blocks of items, each block's count first (negative: its byte size follows)."""
+MAX_EMPTY_ITEMS = 1 << 20  # items of no bytes (nulls, fixed of size 0) a block may hold
+
+
+def empty_items(node: Node, seen: tuple = ()) -> bool:
+    """Whether a datum of `node` can take no bytes (null, a fixed of size 0, a record of such)."""
+    if node.kind == "record":
+        return not any(node is s for s in seen) and all(empty_items(c, seen + (node,)) for c in node.children)
+    return node.kind == "null" or (node.kind == "fixed" and node.size == 0)
+
+
+def _blocks_reader(read_item, read_key, empty: bool = False):
+    """Arrays and maps: blocks of items, each block's count first (negative: its byte size follows).
+    A count is checked against the bytes left (every item takes one at least), or, for items of no
+    bytes, against MAX_EMPTY_ITEMS: a damaged count never makes a huge column."""
     def blocks(b, p):
         out = []
         while True:
@@ -139,7 +151,9 @@ def _blocks_reader(read_item, read_key):
             if count < 0:
                 count = -count
                 _, p = _long(b, p)
-            if count > len(b) - p + 1:  # every item takes a byte at least (a null a byte of count)
+            if empty and count > MAX_EMPTY_ITEMS:
+                raise DatumError(f"a block of {count} items of no bytes (at most {MAX_EMPTY_ITEMS})", p)
+            if not empty and count > len(b) - p + 1:  # every item takes a byte at least
                 raise DatumError(f"a block of {count} items in {len(b) - p} bytes", p)
             for _ in range(count):
                 if read_key is None:

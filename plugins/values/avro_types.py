@@ -56,6 +56,10 @@ class Node:
     scale: int = 0  # decimal
     null_branch: int = -1  # union: the index of its null branch
     name: str | None = None  # a named type's full name
+    defaults: list = field(default_factory=list)  # record: each field's JSON default, or NO_DEFAULT
+
+
+NO_DEFAULT = object()  # a record field declared without "default"
 
 
 def parse(text: str, references: list[str] = ()) -> Node:
@@ -129,6 +133,7 @@ class _Parser:
         for f in schema.get("fields", []):
             node.names.append(f["name"])
             node.children.append(self.node(f["type"], space))
+            node.defaults.append(f.get("default", NO_DEFAULT))
         if not node.children:
             raise AvroSchemaError(f"record {node.name} has no fields (Spark and Parquet need one)")
         node.arrow = pa.struct([pa.field(n, c.arrow) for n, c in zip(node.names, node.children)])
@@ -136,6 +141,7 @@ class _Parser:
 
     def _union(self, branches: list, namespace: str | None) -> Node:
         children = [self.node(b, namespace) for b in branches]
+        _check_branches(branches, children)
         nulls = [i for i, c in enumerate(children) if c.kind == "null"]
         node = Node("union", children=children, null_branch=nulls[0] if nulls else -1)
         others = [c for c in children if c.kind != "null"]
@@ -146,6 +152,22 @@ class _Parser:
         else:
             node.arrow = pa.struct([pa.field(f"member{i}", c.arrow) for i, c in enumerate(others)])
         return node
+
+
+def _check_branches(branches: list, children: list):
+    """The Avro specification's rules for a union: no union directly inside it, and at most one
+    branch of each unnamed type (primitives, with or without a logical type, arrays, maps) and of
+    each name (records, enums, fixed). Java's Schema.UnionSchema refuses the same ("Duplicate in
+    union"); fastavro accepts such a union, but a datum of it says nothing a table can hold apart."""
+    seen = set()
+    for branch, child in zip(branches, children):
+        if isinstance(branch, list):
+            raise AvroSchemaError("a union directly inside a union (the Avro specification forbids it)")
+        key = child.name or child.kind
+        if key in seen:
+            raise AvroSchemaError(f"a union with two {key} branches (the Avro specification allows "
+                                  f"one branch per unnamed type or name)")
+        seen.add(key)
 
 
 def _logical(node: Node, logical: str | None, schema: dict) -> Node:

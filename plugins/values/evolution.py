@@ -8,10 +8,12 @@ widened at the same scale): a change that no one table type holds (a field whose
 otherwise, a decimal whose scale changes) raises Incompatible.
 
 `conform` casts a column of one version's type to the table type: struct fields matched by name
-(missing ones null), promotions cast, nested lists and maps alike. Pure Arrow: no Python per row.
+(a missing one takes the reader's default where one is known, plugins/values/avro_defaults.py, else
+null), promotions cast, nested lists and maps alike. Pure Arrow: no Python per row.
 """
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -53,29 +55,41 @@ def _merge_structs(a: pa.StructType, b: pa.StructType, where: str) -> pa.StructT
     return pa.struct([pa.field(name, t) for name, t in fields.items()])
 
 
-def conform(column: pa.Array, target: pa.DataType) -> pa.Array:
-    """`column` as `target` (a type merge() made from the column's type and others)."""
+def conform(column: pa.Array, target: pa.DataType, defaults: dict | None = None, path: tuple = ()) -> pa.Array:
+    """`column` as `target` (a type merge() made from the column's type and others); `defaults`:
+    path -> a one-element array of the table's type there, for fields the column lacks."""
     if column.type == target:
         return column
     if pa.types.is_null(column.type):
         return pa.nulls(len(column), target)
+    defaults = defaults or {}
     if pa.types.is_struct(target):
         children = []
         for i in range(target.num_fields):
             f = target.field(i)
             index = column.type.get_field_index(f.name)
-            child = column.field(index) if index >= 0 else pa.nulls(len(column), f.type)
-            children.append(conform(_flat(child, column), f.type))
+            if index < 0:
+                children.append(_missing(len(column), f.type, defaults.get(path + (f.name,))))
+                continue
+            children.append(conform(_flat(column.field(index), column), f.type, defaults, path + (f.name,)))
         return pa.StructArray.from_arrays(children, fields=list(target), mask=column.is_null())
     if pa.types.is_list(target):
         offsets, (values,) = _entries(column, column.values)
-        return pa.ListArray.from_arrays(offsets, conform(values, target.value_type), type=target,
-                                        mask=column.is_null())
+        return pa.ListArray.from_arrays(offsets, conform(values, target.value_type, defaults, path + ("[]",)),
+                                        type=target, mask=column.is_null())
     if pa.types.is_map(target):
         offsets, (keys, items) = _entries(column, column.keys, column.items)
-        return pa.MapArray.from_arrays(offsets, conform(keys, target.key_type), conform(items, target.item_type),
-                                       type=target, mask=column.is_null())
+        items = conform(items, target.item_type, defaults, path + ("{}",))
+        return pa.MapArray.from_arrays(offsets, conform(keys, target.key_type), items, type=target,
+                                       mask=column.is_null())
     return pc.cast(column, target)
+
+
+def _missing(n: int, arrow: pa.DataType, default: pa.Array | None) -> pa.Array:
+    """A field the column's version lacks: its default repeated (Avro's resolution), else null."""
+    if default is None:
+        return pa.nulls(n, arrow)
+    return default.take(pa.array(np.zeros(n, np.int64)))
 
 
 def _flat(child: pa.Array, parent: pa.StructArray) -> pa.Array:

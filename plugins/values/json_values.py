@@ -156,6 +156,8 @@ def _shape(value, arrow: pa.DataType, strict: bool = False):
         return [_shape(v, arrow.value_type, strict) for v in value]
     if pa.types.is_integer(arrow) and (isinstance(value, bool) or not isinstance(value, int)):
         raise TypeError(f"{value!r} where an integer belongs")
+    if pa.types.is_floating(arrow) and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)  # as pyarrow's JSON reader and Spark's from_json read it: the nearest double
     return value
 
 

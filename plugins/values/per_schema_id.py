@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from kfmt.format.value_formats import FormatOption
+from kfmt.plugin.options import Option
 
 PER_SCHEMA_ID = "per-schema-id"
-TABLES_OPTION = FormatOption("tables", "`per-schema-id`: one struct member (and in a file export one table) "
-                                       "per schema id of the subject, for versions no one table holds",
-                             "one")
+TABLES_OPTION = Option("tables", "one table type for every version of the subject, or one struct member "
+                                 "(and in a file export one table) per schema id, for versions no one "
+                                 "table holds", default="one", choices=("one", PER_SCHEMA_ID))
 MEMBER_PREFIX = "schema_"
 
 

@@ -17,8 +17,9 @@ import numpy as np
 import pyarrow as pa
 
 from kfmt.errors import UsageError
-from kfmt.format.value_formats import Decoded, FormatOption
+from kfmt.format.value_formats import Decoded
 from kfmt.plugin.hookspecs import hookimpl
+from kfmt.plugin.options import Option
 from kfmt.default_plugins.values.per_schema_id import (
     PER_SCHEMA_ID,
     TABLES_OPTION,
@@ -27,10 +28,10 @@ from kfmt.default_plugins.values.per_schema_id import (
 )
 
 AVRO, PROTOBUF, JSON = "AVRO", "PROTOBUF", "JSON"
-SUBJECT_OPTION = FormatOption("subject", "the registry subject whose versions make the table type "
-                                         "(default: TOPIC-key / TOPIC-value)")
-MESSAGE_OPTION = FormatOption("message", "Protobuf: the message of the table, when the schema defines "
-                                         "several (default: the one the topic's first records name)")
+SUBJECT_OPTION = Option("subject", "the registry subject whose versions make the table type "
+                                   "(default: TOPIC-key / TOPIC-value)")
+MESSAGE_OPTION = Option("message", "Protobuf: the message of the table, when the schema defines "
+                                   "several (default: the one the topic's first records name)")
 
 
 class WriterSchema:
@@ -67,7 +68,7 @@ class WriterSchema:
         if self.kind == AVRO and native is not None and self.program is not None:
             from kfmt.default_plugins.values.avro_program import decode_chunk
 
-            decoded = decode_chunk(self.program, native, col.bytes, col.starts[rows] + skip,
+            decoded = decode_chunk([self.program], native, col.bytes, col.starts[rows] + skip,
                                    col.lengths[rows] - skip)
             if decoded is not NotImplemented:
                 return decoded
@@ -89,14 +90,16 @@ class RegistryDecoder:
     """Decodes Confluent-framed values (or single-object Avro, `fingerprints` given) by schema id."""
 
     def __init__(self, schemas, arrow_type: pa.DataType, kinds: tuple, fingerprints: dict | None = None,
-                 message: str | None = None):
+                 message: str | None = None, defaults: dict | None = None):
         self.schemas, self.arrow_type, self.kinds = schemas, arrow_type, kinds
+        self.defaults = defaults or {}  # path -> avro_defaults.Default: the reader's defaults
         self.fingerprints = fingerprints  # fingerprint -> schema id (avro-single)
         self.message = message  # the Protobuf message of the table (full name)
         self._writers: dict = {}
+        self._programs = None  # avro_table.TablePrograms, made on first use
 
     def __getstate__(self):
-        return {**self.__dict__, "_writers": {}}
+        return {**self.__dict__, "_writers": {}, "_programs": None}
 
     def writer(self, schema_id: int) -> WriterSchema | str:
         """The writer schema of an id, or why there is none."""
@@ -118,6 +121,9 @@ class RegistryDecoder:
 
         col = framing.Column(data)
         ids, skip, reasons = self._framing(col)
+        one_pass = self._decode_in_one_pass(col, ids, skip, reasons)
+        if one_pass is not None:
+            return one_pass
         pieces, failed = [], dict(reasons)
         for schema_id in np.unique(ids[ids >= 0]).tolist():
             rows = np.flatnonzero(ids == schema_id)
@@ -127,7 +133,7 @@ class RegistryDecoder:
                 continue
             column, bad = writer.decode_rows(col, rows, skip)
             try:
-                column = conform(column, self.arrow_type)
+                column = conform(column, self.arrow_type, {p: d.array for p, d in self.defaults.items()})
             except (Incompatible, pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
                 failed.update((int(r), f"schema id {schema_id} does not fit the table's type: {err}")
                               for r in rows)
@@ -135,6 +141,18 @@ class RegistryDecoder:
             failed.update((int(rows[i]), f"schema id {schema_id}: {reason}") for i, reason in bad)
             pieces.append((rows, column))
         return _assemble(len(data), self.arrow_type, pieces, failed, ids)
+
+    def _decode_in_one_pass(self, col, ids: np.ndarray, skip: int, reasons: dict) -> Decoded | None:
+        """Avro: every schema id's rows in one kernel pass into the table type (avro_table.py), or None."""
+        from kfmt.format.kernels import native
+
+        if native is None or AVRO not in self.kinds:
+            return None
+        from kfmt.default_plugins.values.avro_table import TablePrograms, decode_chunk_in_one_pass
+
+        if self._programs is None:
+            self._programs = TablePrograms(self.arrow_type, self.defaults)
+        return decode_chunk_in_one_pass(self._programs, self.writer, col, ids, skip, reasons, native)
 
     def _decode_members(self, data: pa.Array) -> Decoded:
         """decode() for one member per schema id (plugins/values/per_schema_id.py): each schema id's
@@ -221,7 +239,7 @@ def _assemble(n: int, arrow: pa.DataType, pieces: list, failed: dict, ids: np.nd
 
 def table_type(binding, kinds: tuple) -> tuple[pa.DataType, object, str | None]:
     """The table type of the binding's subject: every version's type merged, oldest first. Returns
-    (type, schemas, the Protobuf message of the table or None)."""
+    (type, schemas, the Protobuf message of the table or None, the reader's defaults by path)."""
     from kfmt.default_plugins.values.evolution import Incompatible, merge
 
     schemas = _schemas_of(binding)
@@ -241,7 +259,7 @@ def table_type(binding, kinds: tuple) -> tuple[pa.DataType, object, str | None]:
     if tables not in ("one", PER_SCHEMA_ID):
         raise UsageError(f"{binding.topic}: tables={tables!r}: one or {PER_SCHEMA_ID}")
     if tables == PER_SCHEMA_ID:
-        return members_type(writers), schemas, message
+        return members_type(writers), schemas, message, {}
     for writer in writers:
         schema_id = writer.id
         try:
@@ -252,7 +270,18 @@ def table_type(binding, kinds: tuple) -> tuple[pa.DataType, object, str | None]:
                              f"--{binding.side}-format-option tables={PER_SCHEMA_ID} makes one per "
                              f"schema id)") from None
         first = schema_id if first is None else first
-    return merged, schemas, message
+    return merged, schemas, message, _reader_defaults(binding, writers, merged)
+
+
+def _reader_defaults(binding, writers: list, merged: pa.DataType) -> dict:
+    """path -> avro_defaults.Default of the table's fields, the newest version's defaults."""
+    from kfmt.default_plugins.values.avro_defaults import table_defaults
+    from kfmt.default_plugins.values.avro_types import AvroSchemaError
+
+    try:
+        return table_defaults([(w.id, w.node) for w in writers if w.kind == AVRO], merged)
+    except AvroSchemaError as err:
+        raise UsageError(f"{binding.topic}: subject {binding.subject!r}: {err}") from None
 
 
 def _sampled_message(binding, schemas, ids: list, kinds: tuple) -> str | None:
@@ -294,8 +323,8 @@ class _Framed:
     options = (SUBJECT_OPTION, MESSAGE_OPTION, TABLES_OPTION)
 
     def bind(self, binding):
-        arrow, schemas, message = table_type(binding, self.kinds)
-        decoder = RegistryDecoder(schemas, arrow, self.kinds, message=message)
+        arrow, schemas, message, defaults = table_type(binding, self.kinds)
+        decoder = RegistryDecoder(schemas, arrow, self.kinds, message=message, defaults=defaults)
         decoder.members = binding.options.get("tables") == PER_SCHEMA_ID
         return decoder
 
@@ -330,8 +359,9 @@ class AvroSingle:
     description = "Avro single-object encoding (C3 01 and the schema's CRC-64-AVRO fingerprint)"
 
     def bind(self, binding):
-        arrow, schemas, _ = table_type(binding, (AVRO,))
-        return RegistryDecoder(schemas, arrow, (AVRO,), avro_fingerprints(schemas, binding.subject))
+        arrow, schemas, _, defaults = table_type(binding, (AVRO,))
+        return RegistryDecoder(schemas, arrow, (AVRO,), avro_fingerprints(schemas, binding.subject),
+                               defaults=defaults)
 
 
 def avro_fingerprints(schemas, subject: str) -> dict:

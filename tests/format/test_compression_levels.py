@@ -15,6 +15,7 @@ import pytest
 from aiokafka.record.memory_records import MemoryRecords as AioMemoryRecords
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from isal import isal_zlib
 from kafka.record.memory_records import MemoryRecords
 from support.cli import run_kfmt
 from support.corpus import REALKAFKA
@@ -116,6 +117,10 @@ def test_gzip_members_are_valid_gzip_and_level_6_is_zlibs_bytes(kind):
     assert gz.compress(data, magic=2, level=6)[10:-8] == deflater.compress(data) + deflater.flush()
     default = gz.compress(data, magic=2)
     assert default == gz.compress(data, magic=2, level="isal-1")
+    for name, isal_level in (("isal-1", 1), ("isal-2", 2), ("isal-3", 3)):  # Java's header, ISA-L's deflate
+        trailer = (zlib.crc32(data) & 0xFFFFFFFF).to_bytes(4, "little") + len(data).to_bytes(4, "little")
+        assert gz.compress(data, magic=2, level=name) == (b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
+                                                          + isal_zlib.compress(data, isal_level, -15) + trailer)
     if kind == "random":  # ISA-L's level 1 does not grow incompressible data (its level 0 would)
         assert len(default) <= len(data) * 1.01 + 64
 

@@ -25,6 +25,7 @@ import functools
 import os
 import random
 import struct
+import zlib
 
 import numpy as np
 import pytest
@@ -43,8 +44,8 @@ from support.kernels import (
 )
 from support.v2_batches import legacy_message, v2_batch
 
-from kfmt.errors import UsageError
-from kfmt.format import batch_runs, inflated_runs, legacy_runs, segment
+from kfmt.errors import DataError, UsageError
+from kfmt.format import batch_runs, inflated_runs, legacy_runs, segment, span_inflate
 from kfmt.format.digest import ContentDigest
 from kfmt.format.frames import header_of, rows_of
 from kfmt.format.message_formats import LENIENT, STRICT
@@ -313,6 +314,39 @@ def test_inflated_runs_on_made_up_and_damaged_segments(data):
 def test_inflated_runs_on_the_corpus(name):
     for log in sorted((REALKAFKA / name).glob("*.log")):
         same_both_ways(lambda: inflated_runs_of(log.read_bytes()))
+
+
+@pytest.mark.parametrize("bound", [1, 1 << 12])
+def test_inflated_runs_do_not_depend_on_the_call_bound(monkeypatch, bound):
+    """Payloads are inflated a slice of span rows at a time, the slice sized by the inflate ratio seen
+    so far: one payload per call, or a few, give the records of one call per few MB."""
+    logs = [log for name in ("v1-gzip-0", "v2-gzip-0", "v0-snappy-0")
+            for log in sorted((REALKAFKA / name).glob("*.log"))]
+    whole = [inflated_runs_of(log.read_bytes()) for log in logs]
+    monkeypatch.setattr(span_inflate, "MAX_CALL_BYTES", bound)
+    assert [inflated_runs_of(log.read_bytes()) for log in logs] == whole
+
+
+def test_an_entry_its_codec_refuses_goes_to_the_decode_mid_run():
+    """A wrapper whose compressed bytes its codec refuses (CRC recomputed, so only the codec can tell)
+    ends the inflated payloads there: the entries before it come as blocks, it is decoded on its own
+    (the reader's error, naming it), and nothing after it is returned before that error."""
+    log = sorted((REALKAFKA / "v1-gzip-0").glob("*.log"))[0]
+    data = bytearray(log.read_bytes())
+    rows = np.ascontiguousarray(next(segment.FrameScanner(memoryview(bytes(data)), "seg.log").chunks()))
+    victim = rows[len(rows) // 2]
+    at, size = int(victim["position"]), int(victim["size"])
+    data[at + size - 12:at + size - 4] = b"\xff" * 8  # inside the deflate stream, before the gzip trailer
+    crc = zlib.crc32(bytes(data[at + 16:at + size])) & 0xFFFFFFFF  # a v0/v1 message's CRC from magic on
+    data[at + 12:at + 16] = crc.to_bytes(4, "big")
+    blocks, error = [], None
+    try:
+        for block in inflated_runs.inflated_blocks(memoryview(bytes(data)), rows, "seg.log"):
+            blocks.append(block)
+    except DataError as e:
+        error = e
+    assert error is not None and error.offset == int(victim["last_offset"])
+    assert np.concatenate([b.rows for b in blocks]).tolist() == rows[:len(rows) // 2].tolist()
 
 
 # --- kfmt.write.writer: many at a time ---

@@ -1,6 +1,8 @@
 """The declaration of Kafka's layouts (kfmt.format.layout) is the one place the bytes are described:
-docs/format.md's tables must say what it says, and kafka-python, a peer implementation, must agree
-with it on every struct, offset, size and attribute bit it has its own constant for. (That the C
+docs/format.md's tables must say what it says (every table there that lays bytes out is one of its
+declarations, field by field and offset by offset, the offsets adding up to the declared size), and
+kafka-python, a peer implementation, must agree with it on every struct, offset, size and attribute
+bit it has its own constant for. (That the C
 header is what it generates, and that nothing else spells a layout: tests/test_architecture.py.)"""
 from __future__ import annotations
 
@@ -61,28 +63,71 @@ def wire_rows(item: layout.Layout) -> list[tuple]:
 
 
 def offset_tables(number: str) -> list[list[tuple]]:
-    return [[(named(r["field"]), r["size"], as_number(r["offset"])) for r in rows]
+    return [[(named(r["field"]), r["size"] if r["size"] in layout.FIXED else "", as_number(r["offset"])) for r in rows]
             for rows in tables(section(number)) if {"offset", "size", "field"} <= set(rows[0])]
 
 
 def documented(item: layout.Layout) -> list[tuple]:
-    return [(name, kind if kind in layout.FIXED or kind == "records" else "", offset)
+    return [(name, kind if kind in layout.FIXED else "", offset)
             for name, kind, offset in wire_rows(item)]
 
 
-@pytest.mark.parametrize("item", [layout.LOG_ENTRY, layout.V2_BATCH, layout.OFFSET_INDEX_ENTRY,
-                                  layout.TIME_INDEX_ENTRY, layout.TXN_INDEX_ENTRY], ids=lambda i: i.name)
-def test_a_sections_table_is_the_declaration(item):
-    doc = offset_tables(item.section)
-    assert len(doc) == 1
-    assert [(n, t if t in layout.FIXED else "", o) for n, t, o in doc[0]] == [
-        (n, "" if t == "records" else t, o) for n, t, o in documented(item)]
+# Two sections show several declarations in one table: v0 and v1 messages side by side (a column
+# each), a v2 record with its headers (the last row); each other declaration has a table of its own.
+COMBINED = {"3.1": (layout.V0_MESSAGE, layout.V1_MESSAGE), "4.4": (layout.V2_RECORD, layout.V2_RECORD_HEADER)}
 
 
-@pytest.mark.parametrize("number, items", [("4.6", (layout.CONTROL_KEY, layout.END_TXN_MARKER)),
-                                           ("8", (layout.SNAPSHOT_HEADER, layout.SNAPSHOT_ENTRY))])
+def by_section() -> dict[str, list[layout.Layout]]:
+    out: dict = {}
+    for item in layout.LAYOUTS:
+        out.setdefault(item.section, []).append(item)
+    return out
+
+
+OWN_TABLES = {number: items for number, items in by_section().items() if number not in COMBINED}
+
+
+@pytest.mark.parametrize("number, items", sorted(OWN_TABLES.items()), ids=sorted(OWN_TABLES))
 def test_a_sections_tables_are_its_declarations_in_order(number, items):
     assert offset_tables(number) == [documented(item) for item in items]
+
+
+def test_the_combined_tables_are_what_their_sections_declare():
+    assert {number: tuple(items) for number, items in by_section().items() if number in COMBINED} == COMBINED
+
+
+def layout_tables() -> dict[str, int]:
+    """section -> how many tables of docs/format.md there lay bytes out: a field column with offsets,
+    per-format offsets (`v0 at`) or encodings (a v2 record), or attribute masks."""
+    marks = list(re.finditer(r"^#{2,3} (\d+(?:\.\d+)?)\.? ", DOC, re.M))
+    out: dict = {}
+    for m in marks:
+        for rows in tables(section(m[1])):
+            headers = set(rows[0]) if rows else set()
+            if "mask" in headers or ("field" in headers and headers & {"offset", "v0 at", "encoding"}):
+                out[m[1]] = out.get(m[1], 0) + 1
+    return out
+
+
+def test_every_layout_table_of_docs_format_md_is_a_declaration():
+    """No table describes bytes that kfmt.format.layout does not declare, and none is missing."""
+    expected = {number: (1 if number in COMBINED else len(items)) for number, items in by_section().items()}
+    expected.update({bits.section: 1 for bits in layout.BITS})
+    assert layout_tables() == expected
+
+
+@pytest.mark.parametrize("item", [i for i in layout.LAYOUTS if i.size and i.section not in COMBINED],
+                         ids=lambda i: i.name)
+def test_the_documented_offsets_follow_from_the_sizes_and_end_at_the_declared_size(item):
+    (table,) = [t for t, declared in zip(offset_tables(item.section), OWN_TABLES[item.section])
+                if declared is item]
+    at = 0
+    for name, size, offset in table:
+        assert offset == at, f"§{item.section} {name}: at {offset}, after {at} bytes"
+        if not size:  # the variable part after the fixed ones (a batch's records)
+            break
+        at += layout.FIXED[size][1]
+    assert at == item.size
 
 
 def test_the_legacy_message_table_is_the_v0_and_v1_declarations():
@@ -105,6 +150,10 @@ def test_the_v2_record_table_is_the_declaration():
 def test_the_attribute_tables_are_the_declared_bits(bits):
     (rows,) = [t for t in tables(section(bits.section)) if "mask" in t[0]]
     assert [int(r["mask"], 16) for r in rows if r["mask"]] == [mask for _, mask, _ in bits.masks]
+    for row in rows:  # the bits column says the same as the mask
+        low, _, high = row["bits"].partition("–")
+        spanned = sum(1 << b for b in range(int(low), int(high or low) + 1))
+        assert not row["mask"] or int(row["mask"], 16) == spanned, row
 
 
 def test_the_named_sizes_are_the_ones_docs_format_md_gives():

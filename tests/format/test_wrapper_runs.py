@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 from support.corpus import REAL_DIRS, REALKAFKA
 from support.kernels import SETTINGS, outcome, segments
 from support.transform_runs import log_dir_of, transform
@@ -17,6 +18,7 @@ from support.transform_runs import log_dir_of, transform
 from kfmt.format import segment, wrapper_runs
 from kfmt.format.digest import ContentDigest
 from kfmt.format.frames import header_of
+from kfmt.format.kernels import native
 from kfmt.format.model import Batch
 from kfmt.plugin import registry
 
@@ -103,3 +105,39 @@ def test_transforms_write_what_the_per_entry_path_writes(tmp_path, monkeypatch, 
     for name in names:
         for log in sorted((tmp_path / "runs" / name).iterdir()):
             assert log.read_bytes() == (tmp_path / "one-by-one" / name / log.name).read_bytes(), log
+
+
+@st.composite
+def framings(draw):
+    """Records sections (any bytes, empty ones too) with header facts over the fields' whole ranges."""
+    n = draw(st.integers(0, 12))
+    sections = [draw(st.binary(max_size=300)) for _ in range(n)]
+    int64 = st.integers(-(1 << 63), (1 << 63) - 1)
+    table = []
+    for _ in range(n):
+        first = draw(int64)
+        delta = draw(st.integers(0, (1 << 31) - 1))
+        last = min(first + delta, (1 << 63) - 1)
+        table.append((first, last, draw(int64), draw(int64), draw(st.integers(0, 0x7FFF)),
+                      draw(st.integers(0, (1 << 31) - 1))))
+    return sections, np.array(table, np.int64).reshape(-1, 6)
+
+
+@SETTINGS
+@given(framings())
+def test_frame_v2_batches_is_its_reference(case):
+    """The framing kernel gives its reference's bytes, sizes and CRCs; and each batch it makes reads back,
+    through the v2 format plugin's header reader, as the facts it was given."""
+    sections, table = case
+    expected = wrapper_runs.frame_v2_reference(sections, table)
+    if native is not None:
+        assert native.frame_v2_batches([memoryview(s) for s in sections], table) == expected
+    entries, sizes = expected[0], np.frombuffer(expected[1], np.int64)
+    fmt, position = registry.get().format_for(2), 0
+    for section, row, size in zip(sections, table.tolist(), sizes.tolist()):
+        header = fmt.read_header(memoryview(entries)[position:position + size], position)
+        assert (header.base_offset, header.last_offset, header.base_timestamp, header.max_timestamp,
+                header.records_count, header.size) == (row[0], row[1], row[2], row[3], row[5], size)
+        assert entries[position + size - len(section):position + size] == section
+        position += size
+    assert position == len(entries)

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
+from support.avro_strategies import Names, enums, fixeds
 from support.kernels import SETTINGS
 
 from kfmt.default_plugins.values.avro_decode import decode_datums
@@ -41,14 +42,6 @@ LOGICAL = [({"type": "int", "logicalType": "date"}, INT32),
            ({"type": "string", "logicalType": "uuid"}, st.uuids().map(str))]
 
 
-class Names:
-    def __init__(self):
-        self.n = 0
-
-    def next(self, prefix: str) -> str:
-        self.n += 1
-        return f"{prefix}{self.n}"
-
 
 @st.composite
 def schemas(draw, names: Names, depth: int = 0):
@@ -71,11 +64,9 @@ def schemas(draw, names: Names, depth: int = 0):
         unscaled = st.integers(-(10**precision - 1), 10**precision - 1)
         return schema, unscaled.map(lambda u, s=scale: decimal.Decimal(u).scaleb(-s))
     if kind == "enum":
-        symbols = [f"S{i}" for i in range(draw(st.integers(1, 4)))]
-        return {"type": "enum", "name": names.next("E"), "symbols": symbols}, st.sampled_from(symbols)
+        return draw(enums(names))
     if kind == "fixed":
-        size = draw(st.integers(0, 5))
-        return {"type": "fixed", "name": names.next("F"), "size": size}, st.binary(min_size=size, max_size=size)
+        return draw(fixeds(names, 5))
     if kind == "record":
         fields = [draw(schemas(names, depth + 1)) for _ in range(draw(st.integers(1, 4)))]
         schema = {"type": "record", "name": names.next("R"),
@@ -125,7 +116,7 @@ def compiled(node, datums: list[bytes]):
     starts = np.zeros(len(datums), np.int64)
     np.cumsum(lengths[:-1], out=starts[1:])
     data = np.frombuffer(b"".join(datums) or b"\0", np.uint8)
-    return decode_chunk(compile_program(node), native, data, starts, lengths)
+    return decode_chunk([compile_program(node)], native, data, starts, lengths)
 
 
 def same_values(a: pa.Array, b: pa.Array) -> bool:
@@ -210,8 +201,8 @@ def test_the_real_registrys_values_decode_as_the_reference(topic, monkeypatch):
     from support.schema_truth import SCHEMAS_DEV
 
     import kfmt
-    from kfmt.default_plugins.values import registry_formats
     from kfmt.errors import UsageError
+    from kfmt.format import kernels
     from kfmt.format.value_formats import Binding, value_format
     from kfmt.rows.schemas.sources import open_schemas
 
@@ -224,9 +215,9 @@ def test_the_real_registrys_values_decode_as_the_reference(topic, monkeypatch):
         except UsageError:  # no Avro subject for this side
             continue
         fast = decoder.decode(stored)
-        with monkeypatch.context() as m:
-            m.setattr(registry_formats.WriterSchema, "decode_rows",
-                      lambda self, col, rows, skip: self.decode(col.payloads(rows, skip)))
+        assert None not in decoder._programs.by_id.values()  # every schema id in the one pass
+        with monkeypatch.context() as m:  # the reference: the kernels off (no one pass, no kernel per id)
+            m.setattr(kernels, "native", None)
             decoder._writers.clear()
             reference = decoder.decode(stored)
         assert fast.reasons == reference.reasons and fast.failed.tolist() == reference.failed.tolist()

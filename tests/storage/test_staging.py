@@ -24,7 +24,8 @@ from support.trees import run_writer, tree_state
 from kfmt.errors import KfmtError, UsageError
 from kfmt.partition.layout import find_partitions
 from kfmt.storage.manifest import MANIFEST, PENDING_DIR, check_tree, load_manifest
-from kfmt.storage.staging import StagedOutput, StagingTarget, new_run_id
+from kfmt.storage.runs import new_run_id
+from kfmt.storage.staging import StagedOutput, StagingTarget
 from kfmt.storage.store import open_storage
 
 

@@ -5,22 +5,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import socket
 import time
 from dataclasses import dataclass
 
 from kfmt.errors import UsageError
 from kfmt.storage.manifest import MANIFEST, PENDING_DIR, FileRecord, encode_manifest, load_manifest
-from kfmt.storage.staging import (
-    CLAIM_NAME,
-    StagedFiles,
-    another_run,
-    new_run_id,
-    owner_alive,
-    run_ended,
-    tidy_after_failure,
-)
+from kfmt.storage.runs import another_run, new_run_id, owner_alive, owner_record, run_ended
+from kfmt.storage.staging import CLAIM_NAME, StagedFiles, tidy_after_failure
 from kfmt.storage.store import Storage, StorageSpec
 from kfmt.transforms.archive.archive_format import CHUNK, SECTION, STATE_DIR, UPLOADS_DIR, ArchivedSegment
 from kfmt.transforms.archive.generations import GENERATIONS_DIR, Generation, generation_name, parse_generation
@@ -126,9 +117,7 @@ class ArchiveDestination:
         self.present: dict[str, int] = {}  # key -> size of every object outside _kfmt_pending/
         self.leftovers = 0  # upload records of killed runs
         self._claim = storage.join(self.path, PENDING_DIR, f"{self.run}.json")
-        self._owner = {"run": self.run, "pid": os.getpid(), "host": socket.gethostname(),
-                       "started_ms": time.time_ns() // 1_000_000, "destination": self.url,
-                       "command": "archive"}
+        self._owner = owner_record(self.run, self.url, command="archive")
 
     def look(self) -> Generation | None:
         """Read what URL holds, writing nothing: the latest generation (None for a new archive).

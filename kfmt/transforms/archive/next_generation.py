@@ -173,18 +173,7 @@ class NextGeneration:
         outputs = [p.summary(dst.url_of(dst.join(destination.path, p.dir) if p.dir else destination.path))
                    for p in a.partitions]
         inputs = [p.summary(src_urls[p.dir]) for p in a.inputs]
-        notes = [".log segments (rolled ones; the active one up to its last complete entry with "
-                 "--include-active), leader-epoch-checkpoint and partition.metadata stored byte for byte "
-                 "with their modification times (in the manifest); .index, .timeindex, .txnindex and "
-                 "producer .snapshot files are not stored: restore regenerates them as Kafka's recovery "
-                 "does", *aplan.not_stored]
-        notes += [f"log directory: {f.action} {f.name} ({f.reason})" for f in plan.log_dir_files]
-        notes += [f"{p.dir or '.'}: not in SRC's selection now, kept as generation "
-                  f"{aplan.latest.number} has it" for p in aplan.kept_partitions]
-        notes += a.notes
-        notes += [f"{left.phrase()} left for the next run: the active segment of a running broker "
-                  f"({aplan.active.why})" for left in aplan.left()]
-        notes += [lost.phrase() for lost in aplan.lost()]
+        notes = _notes(aplan, a)
         records = {k.record.rel: k.record for k in a.files.values()}
         report = make_report("archive", plan.source, plan.destination, self.options, inputs, outputs,
                              {key: r.to_json() for key, r in records.items()}, notes)
@@ -192,13 +181,7 @@ class NextGeneration:
         report["previous_generation"] = aplan.latest.number if aplan.latest else None
         report["active_segments"] = aplan.active_json()
         report["lost"] = [lost.to_json() for lost in aplan.lost()]
-        outcomes = Counter(u.outcome for u in uploads)
-        report["transfer"] = {
-            "files": {"uploaded": outcomes.get("uploaded", 0), "verified": outcomes.get("verified", 0),
-                      "reuploaded": outcomes.get("reuploaded", 0),
-                      "archived": outcomes.get("archived", 0), "unchanged": len(aplan.unchanged)},
-            "bytes_uploaded": sum(u.record.size for u in uploads if u.outcome in ("uploaded", "reuploaded")),
-            "reuploaded": sorted(u.record.rel for u in uploads if u.outcome == "reuploaded")}
+        report["transfer"] = _transfer(uploads, len(aplan.unchanged))
         if self.engine is not None:
             report["engine"] = self.engine.to_json()
         report["duration_ms"] = int((time.monotonic() - self.started) * 1000)
@@ -222,6 +205,32 @@ class NextGeneration:
         destination.publish(number, records, encode_section(plan.source, plan.log_dir, a.partitions,
                                                             notes, generation))
         return report
+
+
+def _notes(aplan, a: Assembled) -> list[str]:
+    """What the report says of what is stored, kept, left for the next run and lost."""
+    notes = [".log segments (rolled ones; the active one up to its last complete entry with "
+             "--include-active), leader-epoch-checkpoint and partition.metadata stored byte for byte "
+             "with their modification times (in the manifest); .index, .timeindex, .txnindex and "
+             "producer .snapshot files are not stored: restore regenerates them as Kafka's recovery "
+             "does", *aplan.not_stored]
+    notes += [f"log directory: {f.action} {f.name} ({f.reason})" for f in aplan.plan.log_dir_files]
+    notes += [f"{p.dir or '.'}: not in SRC's selection now, kept as generation "
+              f"{aplan.latest.number} has it" for p in aplan.kept_partitions]
+    notes += a.notes
+    notes += [f"{left.phrase()} left for the next run: the active segment of a running broker "
+              f"({aplan.active.why})" for left in aplan.left()]
+    return notes + [lost.phrase() for lost in aplan.lost()]
+
+
+def _transfer(uploads: list, unchanged: int) -> dict:
+    """The report's count of what went over the wire and what did not need to."""
+    outcomes = Counter(u.outcome for u in uploads)
+    return {"files": {"uploaded": outcomes.get("uploaded", 0), "verified": outcomes.get("verified", 0),
+                      "reuploaded": outcomes.get("reuploaded", 0), "archived": outcomes.get("archived", 0),
+                      "unchanged": unchanged},
+            "bytes_uploaded": sum(u.record.size for u in uploads if u.outcome in ("uploaded", "reuploaded")),
+            "reuploaded": sorted(u.record.rel for u in uploads if u.outcome == "reuploaded")}
 
 
 def _same(a: Assembled, latest) -> bool:

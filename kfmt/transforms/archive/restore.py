@@ -154,33 +154,13 @@ def restore(url: str, dst: str, *, src_options: dict | None = None, dst_options:
         plan.warn_strays()
         return result
     archived = {p.dir: p for p in archive.partitions}
-    manifest, objects = archive.manifest, archive.objects()
     with StagedOutput(dst_storage, dst_path) as out:
-        target = out.target()
-        # The log start offset is the archive's own (the generation's section), not the source's
-        tasks = [RestoreTask(storage.spec, (part_manifest := _partition_manifest(manifest, pp.rel)),
-                             {rel: objects[rel] for rel in part_manifest.files if rel in objects},
-                             pp.part.path, pp.rel,
-                             archived[pp.rel].log_start_offset if pp.rel in archived else pp.log_start_offset,
-                             tuple(pp.skipped), options, target, include_deleted, pp.identity,
-                             # as the archive checked it, or every record where asked
-                             deep or (pp.rel in archived and archived[pp.rel].check == RECORDS_CHECK))
-                 for pp in plan.partitions]
+        tasks = _restore_tasks(plan, archive, archived, storage, options, out.target(), include_deleted, deep)
         engine = plan_engine(master, sum(s.size for pp in plan.partitions for s in pp.part.segments),
                              storage, dst_storage, lambda: copied_runs.in_kernels() and not any(t.deep for t in tasks))
         results = run_tasks(restore_partition, tasks, master=engine, description="restore",
                             progress=progress)
-        inputs, outputs = [], []
-        for pp, r in zip(plan.partitions, results):
-            out.adopt(r.records)
-            recorded = archived.get(pp.rel)
-            if recorded is None:
-                raise DataError(f"{pp.part.name}: a partition directory the archive section does not "
-                                f"describe", file=view.url_of(pp.part.path))
-            inputs.append(recorded.summary(view.url_of(pp.part.path)))
-            outputs.append(replace(r.summary, path=dst_storage.url_of(
-                dst_storage.join(dst_path, pp.rel) if pp.rel else dst_path)))
-            _check_restored(inputs[-1], outputs[-1], r.left_out)
+        inputs, outputs = _checked_summaries(plan, results, archived, view, out, dst_storage, dst_path)
         if plan.log_dir:
             write_log_dir_files(plan, view, path, out)
         report = make_report(
@@ -200,6 +180,44 @@ def restore(url: str, dst: str, *, src_options: dict | None = None, dst_options:
     result.report = report
     plan.warn_strays()
     return result
+
+
+def _restore_tasks(plan, archive, archived: dict, storage, options: CompanionOptions, target,
+                   include_deleted: bool, deep: bool) -> list:
+    """A RestoreTask per planned partition, with its part of the archive's manifest and objects
+    (`archived`: what the archive recorded of each partition, by directory)."""
+    manifest, objects = archive.manifest, archive.objects()
+    tasks = []
+    for pp in plan.partitions:
+        part_manifest = _partition_manifest(manifest, pp.rel)
+        recorded = archived.get(pp.rel)
+        tasks.append(RestoreTask(
+            storage.spec, part_manifest, {rel: objects[rel] for rel in part_manifest.files if rel in objects},
+            pp.part.path, pp.rel,
+            # the log start offset is the archive's own (the generation's section), not the source's
+            recorded.log_start_offset if recorded else pp.log_start_offset,
+            tuple(pp.skipped), options, target, include_deleted, pp.identity,
+            # as the archive checked it, or every record where asked
+            deep or (recorded is not None and recorded.check == RECORDS_CHECK)))
+    return tasks
+
+
+def _checked_summaries(plan, results: list, archived: dict, view, out: StagedOutput, dst_storage,
+                       dst_path: str) -> tuple[list, list]:
+    """(what the archive recorded of each partition, what its task wrote), each pair checked to hold
+    the same records; the tasks' files adopted into the staged output."""
+    inputs, outputs = [], []
+    for pp, r in zip(plan.partitions, results):
+        out.adopt(r.records)
+        recorded = archived.get(pp.rel)
+        if recorded is None:
+            raise DataError(f"{pp.part.name}: a partition directory the archive section does not "
+                            f"describe", file=view.url_of(pp.part.path))
+        inputs.append(recorded.summary(view.url_of(pp.part.path)))
+        written = dst_storage.join(dst_path, pp.rel) if pp.rel else dst_path
+        outputs.append(replace(r.summary, path=dst_storage.url_of(written)))
+        _check_restored(inputs[-1], outputs[-1], r.left_out)
+    return inputs, outputs
 
 
 def _partition_manifest(manifest: Manifest, rel: str) -> Manifest:

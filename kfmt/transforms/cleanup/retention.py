@@ -27,69 +27,30 @@ when it lies above the first segment's base offset (as Kafka writes it); always 
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from kfmt.defaults import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_PRODUCER_EXPIRATION_MS
-from kfmt.errors import UsageError
 from kfmt.format import inflated_runs
 from kfmt.format.copied_runs import header_counts
 from kfmt.format.frames import header_of
 from kfmt.format.layout import ATTR_CONTROL, MAGIC_V2
 from kfmt.format.kernels import native
-from kfmt.format.model import NO_TIMESTAMP
 from kfmt.partition.companions import CompanionBuilder, CompanionOptions, existing_leader_epochs
 from kfmt.partition.layout import Segment, segment_file_name
 from kfmt.partition.log_start import BelowLogStart, below_log_start, segment_start
 from kfmt.partition.reader import PartitionReader, log_end_offset
 from kfmt.partition.summary import ENTRIES_CHECK, PartitionSummary
 from kfmt.storage.manifest import FileRecord
-from kfmt.transforms.cleanup.plan import DELETE, LOG_START_OFFSET_CHECKPOINT, PartitionJob, cleanup_policy
+from kfmt.transforms.cleanup.plan import LOG_START_OFFSET_CHECKPOINT, PartitionJob
+from kfmt.transforms.cleanup.retention_rules import (
+    Deletion,
+    RetentionDecision,
+    RetentionOptions,
+    SegmentAge,
+    decide_retention,
+)
 from kfmt.transforms.reindex import PartitionPlan, reindex_partition
-
-LOG_START_OFFSET = "log start offset"
-RETENTION_BYTES = "retention.bytes"
-RETENTION_MS = "retention.ms"
-
-
-@dataclass(frozen=True)
-class RetentionOptions:
-    retention_ms: int = -1  # -1: off
-    retention_bytes: int = -1  # -1: off
-    log_start_offset: int | None = None  # a DeleteRecords offset
-    now_ms: int = 0  # the wall clock of the retention check
-    include_active: bool = False
-    index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES
-    producer_expiration_ms: int = DEFAULT_PRODUCER_EXPIRATION_MS
-    cleanup_policy: str = DELETE  # the topic's: without `delete`, only the log start offset rule applies
-    # every record of what is kept checked, not only every entry (kfmt.transforms.reindex), and the
-    # records of what is removed counted by inflating wrappers
-    deep: bool = False
-    # a partition-directory DST keeps its first segment whole (else it starts at the log start offset)
-    include_deleted: bool = False
-
-    def __post_init__(self):
-        cleanup_policy(self.cleanup_policy)  # checks it
-        if self.retention_ms < -1:
-            raise UsageError(f"retention.ms must be -1 (off) or >= 0, got {self.retention_ms}")
-        if self.retention_bytes < -1:
-            raise UsageError(f"retention.bytes must be -1 (off) or >= 0, got {self.retention_bytes}")
-        if self.log_start_offset is not None and self.log_start_offset < 0:
-            raise UsageError(f"the log start offset must be >= 0, got {self.log_start_offset}")
-
-    @property
-    def companions(self) -> CompanionOptions:
-        return CompanionOptions(self.index_interval_bytes, self.now_ms, self.producer_expiration_ms)
-
-
-@dataclass(frozen=True)
-class SegmentAge:
-    base_offset: int
-    size: int
-    largest_timestamp: int  # LogSegment.largestTimestamp (records, else the .log mtime)
-    from_mtime: bool  # whether the largest timestamp is the .log file's modification time
-
 
 def segment_largest_timestamp(reader: PartitionReader, seg: Segment, scanned: int | None = None) -> int:
     """Kafka's `LogSegment.largestTimestamp`: the largest record timestamp (the last time-index
@@ -109,133 +70,6 @@ def _largest_timestamp(reader: PartitionReader, seg: Segment, scanned: int | Non
 def segment_ages(reader: PartitionReader) -> list[SegmentAge]:
     return [SegmentAge(seg.base_offset, seg.size, *_largest_timestamp(reader, seg))
             for seg in reader.part.segments]
-
-
-@dataclass(frozen=True)
-class Deletion:
-    base_offset: int
-    next_offset: int  # the next segment's base offset (the log end offset for the last one)
-    size: int
-    largest_timestamp: int
-    rule: str
-    reason: str
-
-    def to_json(self) -> dict:
-        return asdict(self)
-
-
-@dataclass
-class RetentionDecision:
-    deleted: list[Deletion] = field(default_factory=list)
-    kept: list[int] = field(default_factory=list)  # base offsets of the segments that stay
-    log_start_offset: int = 0
-    log_end_offset: int = 0
-    rolled: int | None = None  # an empty segment at this base replaces a log deleted whole
-    notes: list[str] = field(default_factory=list)  # why each active rule stopped where it did
-
-    def to_json(self) -> dict:
-        return {"deleted": [d.to_json() for d in self.deleted], "kept_base_offsets": self.kept,
-                "log_start_offset": self.log_start_offset, "log_end_offset": self.log_end_offset,
-                "rolled_empty_segment": self.rolled, "notes": self.notes}
-
-
-def decide_retention(segments: list[SegmentAge], *, log_end_offset: int, log_start_offset: int,
-                     high_watermark: int | None, options: RetentionOptions) -> RetentionDecision:
-    """Which segments Kafka's retention check deletes (see the module docstring). `log_start_offset`:
-    the partition's current one (its checkpoint entry, or 0); `high_watermark`: None for the log end
-    offset."""
-    hw = log_end_offset if high_watermark is None else min(high_watermark, log_end_offset)
-    segs = list(segments)
-    decision = RetentionDecision(log_end_offset=log_end_offset)
-    start = max(log_start_offset, segs[0].base_offset) if segs else log_start_offset
-    if options.log_start_offset is not None and options.log_start_offset > start:
-        if options.log_start_offset > hw:  # DeleteRecords answers OffsetOutOfRange
-            raise UsageError(f"the log start offset {options.log_start_offset} lies beyond the high "
-                             f"watermark {hw}")
-        start = options.log_start_offset
-
-    def delete_prefix(rule: str, predicate) -> None:
-        nonlocal segs, start
-        deletable = []
-        for i, seg in enumerate(segs):
-            following = segs[i + 1] if i + 1 < len(segs) else None
-            upper = following.base_offset if following else log_end_offset
-            if hw < upper:
-                decision.notes.append(f"{rule}: segment {seg.base_offset} ends beyond the high "
-                                      f"watermark {hw}")
-                break
-            reason = predicate(seg, following)
-            if reason is None:
-                break
-            if following is None and not options.include_active:
-                decision.notes.append(f"{rule}: segment {seg.base_offset} qualifies ({reason}) but "
-                                      f"is the active segment: it stays unless --include-active")
-                break
-            if following is None and seg.size == 0:
-                break  # an empty last segment would only be rolled again
-            deletable.append(Deletion(seg.base_offset, upper, seg.size, seg.largest_timestamp, rule,
-                                      reason))
-        if not deletable:
-            return
-        if len(deletable) == len(segs):  # UnifiedLog.deleteSegments: roll first, a log keeps one segment
-            decision.rolled = log_end_offset
-            segs = [SegmentAge(log_end_offset, 0, NO_TIMESTAMP, False)]
-        else:
-            segs = segs[len(deletable):]
-        decision.deleted += deletable
-        start = max(start, segs[0].base_offset)
-
-    def below_log_start(seg, following):
-        if following is not None and following.base_offset <= start:
-            return f"the next segment starts at {following.base_offset} <= log start offset {start}"
-        if start > seg.base_offset:
-            decision.notes.append(f"{LOG_START_OFFSET}: segment {seg.base_offset} holds the log start "
-                                  f"offset {start}")
-        return None
-
-    delete_prefix(LOG_START_OFFSET, below_log_start)
-    if DELETE not in cleanup_policy(options.cleanup_policy):
-        if options.retention_bytes >= 0 or options.retention_ms >= 0:
-            decision.notes.append(f"cleanup.policy {options.cleanup_policy!r} has no 'delete': retention.ms "
-                                  f"and retention.bytes do not apply, only the log start offset does "
-                                  f"(UnifiedLog.deleteOldSegments; an empty policy is infinite "
-                                  f"retention, KIP-1161)")
-        options = replace(options, retention_bytes=-1, retention_ms=-1)
-    if options.retention_bytes >= 0:
-        size = sum(s.size for s in segs)
-        diff = size - options.retention_bytes
-
-        def over_size(seg, following):
-            nonlocal diff
-            if diff - seg.size >= 0:
-                diff -= seg.size
-                return (f"the log is {diff + seg.size} bytes over retention.bytes "
-                        f"{options.retention_bytes}; this segment has {seg.size}")
-            decision.notes.append(f"{RETENTION_BYTES}: deleting segment {seg.base_offset} "
-                                  f"({seg.size} bytes) would leave less than "
-                                  f"{options.retention_bytes} bytes (the log is {diff} over)")
-            return None
-
-        if size >= options.retention_bytes:
-            delete_prefix(RETENTION_BYTES, over_size)
-    if options.retention_ms >= 0:
-        now = options.now_ms
-
-        def expired(seg, following):
-            age = now - seg.largest_timestamp
-            source = "its .log modification time" if seg.from_mtime else "its largest timestamp"
-            if age > options.retention_ms:
-                return (f"{source} {seg.largest_timestamp} is {age} ms before now {now}, more than "
-                        f"retention.ms {options.retention_ms}")
-            decision.notes.append(f"{RETENTION_MS}: segment {seg.base_offset}: {source} "
-                                  f"{seg.largest_timestamp} is {age} ms before now {now}, within "
-                                  f"retention.ms {options.retention_ms}")
-            return None
-
-        delete_prefix(RETENTION_MS, expired)
-    decision.kept = [s.base_offset for s in segs if s.base_offset != decision.rolled]
-    decision.log_start_offset = start
-    return decision
 
 
 # --- one partition ---

@@ -196,18 +196,7 @@ def salvage_partition(part: PartitionDir, rel: str, out: StagedOutput | None, op
     written_tally = PartitionTally(PartitionSummary(destination, part.topic, part.partition))
     result = PartitionSalvage(part.name, storage.url_of(part.path), destination, found_tally.summary,
                               written_tally.summary, skipped_files=_skipped_files(part))
-    segs = part.segments
-    writer = None
-    if out is not None:
-        if rel:
-            out.makedirs(rel)
-        policy = RollPolicy(segment_bytes=INT32_MAX, segment_ms=2**63 - 1,
-                            index_interval_bytes=options.index_interval_bytes)
-        # The companion files describe the batches kept; the source's log start offset (its
-        # log-start-offset-checkpoint entry, possibly damaged) is only carried in that checkpoint.
-        writer = PartitionWriter(out, rel, policy,
-                                 start_offset=segs[0].base_offset if segs else log_start_offset,
-                                 **options.writer_options())
+    writer = None if out is None else _writer(part, rel, out, options, log_start_offset)
     replay, epochs = _TxnReplay(), _EpochOrder(_reference_epochs(part, result))
     stream = _planned(part, options, result, found_tally, on_progress)
     following = next(stream, None)
@@ -234,10 +223,7 @@ def salvage_partition(part: PartitionDir, rel: str, out: StagedOutput | None, op
             if writer is not None:
                 writer.append(h, entry, mtime_ms=current.segment.log.mtime_ms)
         if writer is not None:
-            summary = writer.close()
-            for written in summary.segments:
-                written_tally.add_segment(written.size)
-            result.log_end_offset = summary.log_end_offset
+            result.log_end_offset = _close(writer, written_tally)
             if identity is not None and identity.stamped:
                 identity.write_into(out, f"{rel}/{PARTITION_METADATA}" if rel else PARTITION_METADATA)
             else:
@@ -252,6 +238,28 @@ def salvage_partition(part: PartitionDir, rel: str, out: StagedOutput | None, op
     found_tally.finish()
     written_tally.finish()
     return result
+
+
+def _writer(part: PartitionDir, rel: str, out: StagedOutput, options: SalvageOptions,
+            log_start_offset: int) -> PartitionWriter:
+    """The writer of the salvaged partition: one output segment per source segment, at its base."""
+    if rel:
+        out.makedirs(rel)
+    policy = RollPolicy(segment_bytes=INT32_MAX, segment_ms=2**63 - 1,
+                        index_interval_bytes=options.index_interval_bytes)
+    segs = part.segments
+    # The companion files describe the batches kept; the source's log start offset (its
+    # log-start-offset-checkpoint entry, possibly damaged) is only carried in that checkpoint.
+    return PartitionWriter(out, rel, policy, start_offset=segs[0].base_offset if segs else log_start_offset,
+                           **options.writer_options())
+
+
+def _close(writer: PartitionWriter, written_tally: PartitionTally) -> int:
+    """Close the writer, counting the segments it wrote; the log end offset written."""
+    summary = writer.close()
+    for written in summary.segments:
+        written_tally.add_segment(written.size)
+    return summary.log_end_offset
 
 
 def _reference_epochs(part: PartitionDir, result: PartitionSalvage) -> list[EpochEntry] | None:

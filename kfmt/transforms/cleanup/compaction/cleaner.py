@@ -1,9 +1,9 @@
 """One cleaning of one partition, as Kafka's log cleaner does it (`Cleaner.doClean`), into DST.
 
 1. Facts (kfmt.transforms.cleanup.compaction.facts) and the cleanable range (kfmt.transforms.cleanup.compaction.plan).
-2. The offset map of the dirty section: from the first dirty offset (found through the offset
-   index, as the cleaner seeks) to the first uncleanable one, the latest offset of every key, data of
-   aborted transactions left out. If the map fills up, only the part mapped so far is cleaned.
+2. The offset map of the dirty section (kfmt.transforms.cleanup.compaction.dirty_map): the latest
+   offset of every key from the first dirty offset to the first uncleanable one. If the map fills
+   up, only the part mapped so far is cleaned.
 3. Every segment from the start of the log to the end of the mapped range is rewritten, group by
    group (kfmt.transforms.cleanup.compaction.plan.group_segments), batch by batch through the filter
    (kfmt.transforms.cleanup.compaction.filter); each group starts a new segment at its first segment's base offset, even
@@ -21,11 +21,11 @@ from dataclasses import replace
 import numpy as np
 
 from kfmt.errors import DataError, KfmtError, UsageError
-from kfmt.format import batch_runs, legacy_runs, segment
+from kfmt.format import batch_runs, legacy_runs
 from kfmt.format.batch_runs import CheckedRun
 from kfmt.format.frames import header_of
 from kfmt.format.layout import MAGIC_V2
-from kfmt.format.model import Batch, BatchHeader, int64_values
+from kfmt.format.model import Batch, BatchHeader
 from kfmt.partition.companions import control_facts, existing_leader_epochs
 from kfmt.partition.layout import PARTITION_METADATA, Segment, segment_file_name
 from kfmt.partition.log_start import below_log_start, first_kept_position, kept_segments, segment_start
@@ -34,22 +34,15 @@ from kfmt.partition.reader import PartitionReader
 from kfmt.partition.summary import PartitionSummary, PartitionTally
 from kfmt.plugin import registry
 from kfmt.transforms.cleanup.compaction import message_runs
+from kfmt.transforms.cleanup.compaction.details import cleaning_details
+from kfmt.transforms.cleanup.compaction.dirty_map import DirtyMapper, frame_chunks
 from kfmt.transforms.cleanup.compaction.facts import (
     PartitionFacts,
     SegmentInfo,
     gather_facts,
 )
-from kfmt.transforms.cleanup.compaction.filter import (
-    Action,
-    BatchRetention,
-    CleanerFilter,
-    Removed,
-    is_present,
-)
-from kfmt.transforms.cleanup.compaction.offset_map import (
-    OffsetMap,
-    record_key_hashes,
-)
+from kfmt.transforms.cleanup.compaction.filter import Action, BatchRetention, CleanerFilter
+from kfmt.transforms.cleanup.compaction.offset_map import OffsetMap
 from kfmt.transforms.cleanup.compaction.outcome import (
     CleanStats,
     CompactOptions,
@@ -114,7 +107,7 @@ def compact_partition(job: PartitionJob, files, options: CompactOptions,
     new_files = [] if dry_run else [r for rel, r in files.records.items() if rel not in before]
     output = cleaner.output.finish()
     output.segments, output.log_bytes = len(written.segments), sum(s.size for s in written.segments)
-    return CompactResult(job.label, job.rel, part.topic, part.partition, cleaner.details(written),
+    return CompactResult(job.label, job.rel, part.topic, part.partition, cleaning_details(cleaner, written),
                          cleaner.input.finish(), None if dry_run else output, new_files,
                          cleaner.cleaner_offset, start, below)
 
@@ -166,76 +159,8 @@ class _Cleaner:
 
     # --- the offset map ---
     def build_offset_map(self) -> None:
-        """Cleaner.buildOffsetMap over [first dirty, first uncleanable)."""
-        start, end = self.rng.first_dirty_offset, self.rng.first_uncleanable_offset
-        txns = CleanedTransactions([t for t in self.facts.aborted
-                                    if t.last_offset >= start and t.first_offset < end])
-        dirty = segments_between(self.facts.segments, start, end)
-        by_base = {s.base_offset: s for s in self.part.segments}
-        seek = self.reader.start_point(from_offset=start)
-        for i, info in enumerate(dirty):
-            seg = by_base[info.base_offset]
-            next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
-            position = seek[1] if seg is self.part.segments[seek[0]] else 0
-            for data, rows in self._frame_chunks(seg, position):
-                # runs of uncompressed legacy messages as one block where the map has room for all
-                # their keys (so none can be refused); everything else, and a run near a full map,
-                # one batch at a time
-                done = 0
-                for a, b in legacy_runs.message_runs(rows) + [(len(rows), len(rows))]:
-                    if not self._map_each(seg, rows[done:a], txns, start):
-                        return
-                    if b > a and not self._map_messages(data, rows[a:b], txns, start) \
-                            and not self._map_each(seg, rows[a:b], txns, start):
-                        return
-                    done = b
-            # offset gaps: the mapped range reaches the next segment
-            self.map.update_latest_offset(next_start - 1)
-        self.end_offset = self.map.latest_offset + 1
-
-    def _map_each(self, seg: Segment, rows: np.ndarray, txns: CleanedTransactions, start: int) -> bool:
-        """_map_batch for each row, in order; False (the map is full) where it stopped."""
-        for row in rows.tolist():
-            header = header_of(row)
-            if not self._map_batch(seg, header, txns, start):
-                self.map_full = True
-                self.end_offset = self.map.latest_offset + 1
-                return False
-            if header.last_offset >= start:
-                self.map.update_latest_offset(header.last_offset)
-        return True
-
-    def _map_messages(self, data, rows: np.ndarray, txns: CleanedTransactions, start: int) -> bool:
-        """_map_batch and the latest-offset update for each message of a run of uncompressed legacy
-        messages, on their records as one block (legacy_runs.decode_run); False, with nothing
-        done, when the map might fill up among them (they then go one by one)."""
-        records = legacy_runs.decode_run(data.buf, rows, data.file, self.reader.options, data.base).records
-        offsets = int64_values(records.column(0))
-        wanted = np.flatnonzero(is_present(records.column(2)) & (offsets >= start))
-        if self.map.full or self.map.entries + wanted.size > self.map.max_entries:
-            return False
-        txns.on_batch(header_of(rows[-1].item()))  # no legacy batch is transactional
-        if wanted.size:
-            self.map.put(record_key_hashes(records, wanted), offsets[wanted])
-        if int(rows["last_offset"][-1]) >= start:
-            self.map.update_latest_offset(int(rows["last_offset"][-1]))
-        return True
-
-    def _map_batch(self, seg: Segment, header: BatchHeader, txns: CleanedTransactions, start: int) -> bool:
-        """Map one batch's keys; False if the map filled up before all were taken."""
-        if header.is_control:
-            txns.on_control_batch(header, control_facts(self.reader.decode(seg, header))[0])
-            return True
-        if txns.on_batch(header):
-            return True  # aborted data is never mapped
-        records = self.reader.decode(seg, header).records
-        keys = records.column(2)
-        offsets = int64_values(records.column(0))
-        wanted = np.flatnonzero(is_present(keys) & (offsets >= start))
-        if not wanted.size:
-            return True
-        taken = self.map.put(record_key_hashes(records, wanted), offsets[wanted])
-        return taken == wanted.size
+        """Cleaner.buildOffsetMap over [first dirty, first uncleanable) (kfmt.transforms.cleanup.compaction.dirty_map)."""
+        self.end_offset, self.map_full = DirtyMapper(self.reader, self.facts, self.rng, self.map).build()
 
     # --- the cleaning ---
     def run(self, sink) -> WriteSummary:
@@ -299,7 +224,7 @@ class _Cleaner:
     def _clean_segment(self, seg: Segment, sink, mtime: int) -> None:
         """The segment's entries through the filter, in order: under Kafka 4.0's rules runs of
         uncompressed legacy messages many at a time (message_runs), every other entry one by one."""
-        for data, rows in self._frame_chunks(seg, self._kept_position(seg)):
+        for data, rows in frame_chunks(self.reader, seg, self._kept_position(seg)):
             spans = legacy_runs.message_runs(rows) if not self.options.keep_format else []
             done = 0
             for start, stop in spans + [(len(rows), len(rows))]:
@@ -410,7 +335,7 @@ class _Cleaner:
         """A segment beyond the cleaned range, byte for byte: checked and counted by the run kernels
         where they vouch for its entries (kfmt.format.batch_runs, runs of data batches and legacy
         messages checked and digested in place, written many at a time), other entries decoded."""
-        for data, rows in self._frame_chunks(seg, self._kept_position(seg)):
+        for data, rows in frame_chunks(self.reader, seg, self._kept_position(seg)):
             for item in batch_runs.checked(data.buf, rows, data.file, self.reader.options, data.base,
                                            messages=True):
                 self.input.add(item)
@@ -430,19 +355,6 @@ class _Cleaner:
                     sink.append(item.header, self._entry(seg, item.header), mtime_ms=seg.log.mtime_ms)
                 except (DataError, UsageError) as err:
                     raise _located(err, data.file, item.header)
-
-    def _frame_chunks(self, seg: Segment, position: int = 0):
-        """(the segment's bytes, rows of frames) for its entries from `position` on, in order, as
-        reader.frames() walks them (a last segment's torn tail left out with a warning, any other
-        raises)."""
-        data = self.reader.data(seg, position)
-        scanner = segment.FrameScanner(data.buf, data.file, position, None, data.base)
-        for rows in scanner.chunks():
-            yield data, rows
-        if scanner.tail.is_error:
-            if not (self.reader.recover_tail and seg is self.part.segments[-1]):
-                raise scanner.tail.error(data.file)
-            scanner.tail.recovered(data.file)
 
     def _entry(self, seg: Segment, header: BatchHeader) -> memoryview:
         data = self.reader.data(seg, header.position)
@@ -471,42 +383,6 @@ class _Cleaner:
                 if rel in files.records:
                     files.set_mtime(rel, mtime)
 
-    # --- the report ---
-    def details(self, written: WriteSummary) -> dict:
-        rng, m = self.rng, self.map
-        after = _ratio_after(written, self.end_offset, rng.first_uncleanable_offset)
-        removed = self.filter.removed if self.filter is not None else Removed()
-        return {
-            "cleanable": rng.cleanable,
-            "first_dirty_offset": rng.first_dirty_offset,
-            "first_uncleanable_offset": rng.first_uncleanable_offset,
-            "first_uncleanable_is": rng.bounded_by,
-            "checkpoint_note": rng.checkpoint_note,
-            "cleaned_until": self.end_offset if rng.cleanable else None,
-            "dirty_ratio_before": rng.dirty_ratio,
-            "dirty_ratio_after": after,
-            "offset_map": {"bytes": m.memory, "slots": m.slots, "max_keys": m.max_entries,
-                           "keys": m.entries, "utilization": m.utilization, "full": self.map_full},
-            "groups": [[s.base_offset for s in g] for g in self.groups],
-            "output_segments": [{"base_offset": s.base_offset, "bytes": s.size, "batches": s.batches}
-                                for s in written.segments],
-            **self.stats.to_json(removed),
-            "notes": self._notes(removed),
-        }
-
-    def _notes(self, removed: Removed) -> list[str]:
-        notes = list(self.filter.notes) if self.filter is not None else []
-        rng = self.rng
-        if not rng.cleanable:
-            notes.append(f"nothing to clean: the dirty section starts at {rng.first_dirty_offset} and "
-                         f"{rng.bounded_by} is at {rng.first_uncleanable_offset}; copied unchanged")
-        if self.map_full:
-            notes.append(f"the offset map filled up: cleaned up to offset {self.end_offset} of the dirty "
-                         f"range [{rng.first_dirty_offset}, {rng.first_uncleanable_offset}); "
-                         f"{rng.first_uncleanable_offset - self.end_offset} offsets stay dirty (a "
-                         f"broker, or kfmt compact on the output, cleans on from there)")
-        return notes
-
 
 def _located(err: KfmtError, file: str, header: BatchHeader) -> DataError:
     """An error about a source batch, located there. The writer refuses batches that break the
@@ -515,11 +391,3 @@ def _located(err: KfmtError, file: str, header: BatchHeader) -> DataError:
     if not isinstance(err, DataError):
         err = DataError(str(err))
     return err.located(file=file, base_position=header.position, offset=header.last_offset)
-
-
-def _ratio_after(written: WriteSummary, first_dirty: int, first_uncleanable: int) -> float:
-    segs = [SegmentInfo(s.base_offset, s.size, 0, 0, 0, 0) for s in written.segments]
-    clean = sum(s.size for s in segs if s.base_offset < first_dirty)
-    cleanable = segments_between(segs, min(first_dirty, first_uncleanable), first_uncleanable)
-    dirty = sum(s.size for s in cleanable)
-    return dirty / (clean + dirty) if clean + dirty else 0.0
