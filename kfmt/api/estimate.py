@@ -89,9 +89,9 @@ def _measure(run, tmp: str, name: str, cuts: dict, total: int, workers: int) -> 
         per_byte, fixed = seconds["sample"] / sample, 0.0
     return {"sample_cpu_seconds": round(seconds["sample"], 3), "fixed_cpu_seconds": round(fixed, 3),
             "sample_bytes_written": written, "bytes_per_second_one_core": round(1 / per_byte),
-            "estimated_seconds": round(fixed + per_byte * total / workers, 1),
+            "estimated_seconds": round(fixed + per_byte * total / workers, 2),
             # a command whose work does not spread over the workers (one partition doing most of it)
-            "estimated_seconds_one_core": round(fixed + per_byte * total, 1),
+            "estimated_seconds_one_core": round(fixed + per_byte * total, 2),
             "estimated_bytes_written": round(written * total / sample)}
 
 
