@@ -189,23 +189,32 @@ def test_the_estimate_from_a_fifth_of_the_input_is_the_commands_time_on_all_of_i
 
     logs = corpus36_log_dir(tmp_path)
     total = sum(f.stat().st_size for f in logs.rglob("*.log"))
-    estimate = report(logs, verify=False, sample_bytes=total // 5)["estimate"]
-    assert estimate["input_bytes"] == total and estimate["sample"]["bytes"] <= total // 5 + 64 * 4096
     runs = {"upgrade": commands.upgrade, "export": commands.export,
             "archive": lambda src, dst, **kw: commands.archive(src, dst, include_active=True, **kw)}
-    for name, run in runs.items():
-        taken = []
-        for i in range(4):  # the first a warm-up
-            wall, cpu = time.perf_counter(), time.process_time()
-            run(logs, tmp_path / f"{name}-{i}", master="inprocess")
-            taken.append(min(time.perf_counter() - wall, time.process_time() - cpu))
-        measured = estimate["commands"][name]  # its seconds unrounded: fixed + bytes / rate
-        real, estimated = min(taken[1:]), measured["fixed_cpu_seconds"] + total / measured["bytes_per_second_one_core"]
-        # archive copies files: its cost goes with the corpus's many small segments more than with
-        # bytes, and its run on the sample is short (0.1 s), so the noise of its part above the fixed
-        # one, scaled by five, weighs more: a factor 3 there (seen: 2.2x once)
-        margin = 3 if name == "archive" else 2
-        assert real / margin <= estimated <= real * margin, (name, estimated, taken)
+    # archive copies files: its cost goes with the corpus's many small segments more than with
+    # bytes, and its run on the sample is short (0.1 s), so the noise of its part above the fixed
+    # one, scaled by five, weighs more: a factor 3 there (seen: 2.2x once)
+    margins = {"upgrade": 2, "export": 2, "archive": 3}
+    misses: dict[str, list] = {}
+    for attempt in range(3):  # a burst of other tests' load can skew one estimate or one run: up to three tries
+        estimate = report(logs, verify=False, sample_bytes=total // 5)["estimate"]
+        assert estimate["input_bytes"] == total and estimate["sample"]["bytes"] <= total // 5 + 64 * 4096
+        for name in [n for n in runs if attempt == 0 or n in misses]:
+            taken = []
+            for i in range(4):  # the first a warm-up
+                wall, cpu = time.perf_counter(), time.process_time()
+                runs[name](logs, tmp_path / f"{name}-{attempt}-{i}", master="inprocess")
+                taken.append(min(time.perf_counter() - wall, time.process_time() - cpu))
+            measured = estimate["commands"][name]  # its seconds unrounded: fixed + bytes / rate
+            real = min(taken[1:])
+            estimated = measured["fixed_cpu_seconds"] + total / measured["bytes_per_second_one_core"]
+            if real / margins[name] <= estimated <= real * margins[name]:
+                misses.pop(name, None)
+            else:
+                misses.setdefault(name, []).append((round(estimated, 3), [round(t, 3) for t in taken]))
+        if not misses:
+            break
+    assert not misses, misses
 
 
 def test_a_small_sample_keeps_whole_entries_of_every_partition(tmp_path):
