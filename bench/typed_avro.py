@@ -1,7 +1,7 @@
 """The typed export's benchmark (issue 24, "Fast"): a topic of Avro values written through the schema
 registry's framing, exported typed, exported raw, and decoded by a plain script, in the same run.
 
-    bench/run.sh typed 2G [--runs 3] [--root /tmp/kfmt-bench]
+    bench/run.sh typed 2G [--runs 3] [--plain-runs 1] [--root /tmp/kfmt-bench]
     python bench/typed_avro.py --size 2G ...          (the same, with the venv's python)
 
 The input (generated on first use under --root, reused after): topic `orders` with two partitions,
@@ -202,32 +202,46 @@ def main(argv=None) -> int:
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--root", default="/tmp/kfmt-bench")
     p.add_argument("--skip-plain", action="store_true", help="time only the two exports")
+    p.add_argument("--plain-runs", type=int, default=None,
+                   help="run the plain script in the first N rounds only (default: every round; it "
+                        "takes about 8 minutes at 2 GB on a quiet machine)")
     args = p.parse_args(argv)
+    plain_runs = args.runs if args.plain_runs is None else args.plain_runs
     logs, schemas = cached(args.root, args.size)
     out = os.path.join(args.root, "typed-out")
     commands = {"typed": [KFMT, "export", logs, out, "--value-format", "avro", "--schemas", schemas,
                           "--no-progress"],
                 "raw": [KFMT, "export", logs, out, "--no-progress"]}
-    if not args.skip_plain:
+    if not args.skip_plain and plain_runs > 0:
         commands["plain script"] = [sys.executable, __file__, "plain", logs, schemas, out]
-    times = {name: [] for name in commands}
+    times = {name: [] for name in commands}  # (wall, CPU: user + sys of the process and its pool)
     for i in range(args.runs):  # alternated, so a change of load falls on every command alike
         for name, argv_ in commands.items():
+            if name == "plain script" and i >= plain_runs:
+                continue
             shutil.rmtree(out, ignore_errors=True)
             result = run(argv_, then=["sync"])
             if result.code:
                 raise SystemExit(f"bench: {name} failed: {result.error}")
-            times[name].append(result.wall)
-            print(f"run {i + 1}: {name} {result.wall:.1f} s (load {os.getloadavg()[0]:.1f})", flush=True)
+            times[name].append((result.wall, result.cpu))
+            print(f"run {i + 1}: {name} {result.wall:.1f} s, CPU {result.cpu:.1f} s "
+                  f"(load {os.getloadavg()[0]:.1f})", flush=True)
     shutil.rmtree(out, ignore_errors=True)
-    med = {name: statistics.median(t) for name, t in times.items()}
-    print(f"\n| input | typed | raw | typed / raw (<= 2) | plain script | plain / typed (>= 5) | load |\n"
-          f"| --- | --- | --- | --- | --- | --- | --- |\n"
-          f"| {producer_logs.size_name(args.size)} Avro | {med['typed']:.1f} s | {med['raw']:.1f} s | "
-          f"{med['typed'] / med['raw']:.2f} | " +
-          (f"{med['plain script']:.1f} s | {med['plain script'] / med['typed']:.1f} | " if "plain script" in med
-           else "- | - | ") + f"{os.getloadavg()[0]:.1f} |")
+    print(_table(producer_logs.size_name(args.size), times))
     return 0
+
+
+def _table(size: str, times: dict) -> str:
+    """The medians as a Markdown table: wall time, then CPU time (user + sys), and their ratios."""
+    rows = []
+    for kind, at in (("wall", 0), ("CPU", 1)):
+        med = {name: statistics.median(t[at] for t in runs) for name, runs in times.items()}
+        plain = (f"{med['plain script']:.1f} s | {med['plain script'] / med['typed']:.1f} |"
+                 if "plain script" in med else "- | - |")
+        rows.append(f"| {size} Avro, {kind} | {med['typed']:.1f} s | {med['raw']:.1f} s | "
+                    f"{med['typed'] / med['raw']:.2f} | {plain} {os.getloadavg()[0]:.1f} |")
+    return ("\n| input | typed | raw | typed / raw (<= 2) | plain script | plain / typed (>= 5) | load |\n"
+            "| --- | --- | --- | --- | --- | --- | --- |\n" + "\n".join(rows))
 
 
 if __name__ == "__main__":

@@ -2,8 +2,8 @@
 
 Built in: `parquet` and `jsonl` (kfmt.default_plugins.exporters.files). `kfmt export` streams the
 rows of each file, a row group at a time (an Arrow RecordBatch with the export schema less the
-partition-by columns, kfmt.rows.part_files), into a writer the exporter opens on a staged output
-stream. Before the run publishes, the rows handed to the writers must hold the records read (count
+partition-by columns, kfmt.rows.part_files; a Table of chunks to a writer that `takes_tables`),
+into a writer the exporter opens on a staged output stream. Before the run publishes, the rows handed to the writers must hold the records read (count
 and content digest), and each file the rows handed to it: counted from the file's own metadata
 where the exporter has `rows_in` (Parquet's footer: its encoding is pyarrow's), else read back
 whole through `read_back` and digested (an exporter whose encoding is its own code).
@@ -24,6 +24,10 @@ from kfmt.plugin.options import declared, from_keywords
 
 
 class ExportWriter(Protocol):
+    # Optional: True when write() also takes a pa.Table, a row group's rows in the chunks they were
+    # gathered in (a writer that writes chunks as they are, as Parquet's does, spares gathering them)
+    # takes_tables: bool = False
+
     def write(self, rows: pa.RecordBatch) -> None:
         """Append rows: a row group's worth (kfmt.rows.part_files), in the order of the file."""
 

@@ -111,14 +111,16 @@ def parquet_options(schema: pa.Schema) -> dict:
 
 
 class ParquetFileWriter:
+    takes_tables = True  # write() takes a row group's chunks as they are (kfmt.rows.exporters)
+
     def __init__(self, stream, schema: pa.Schema):
         self.stream = stream
         import pyarrow.parquet as pq  # on first use: every command loads this plugin
 
         self._writer = pq.ParquetWriter(_Sink(stream), schema, **parquet_options(schema))
 
-    def write(self, rows: pa.RecordBatch) -> None:
-        self._writer.write_batch(rows, row_group_size=rows.num_rows)
+    def write(self, rows: pa.RecordBatch | pa.Table) -> None:
+        self._writer.write(rows, row_group_size=rows.num_rows)
 
     def close(self) -> None:
         self._writer.close()
