@@ -5,8 +5,9 @@ rows of each file, a row group at a time (an Arrow RecordBatch with the export s
 partition-by columns, kfmt.rows.part_files; a Table of chunks to a writer that `takes_tables`),
 into a writer the exporter opens on a staged output stream. Before the run publishes, the rows
 handed to the writers must hold the records read (count and content digest), and each file the rows
-handed to it: counted from the file's own metadata where the exporter has `rows_in` (Parquet's footer: its encoding is pyarrow's), else read back
-whole through `read_back` and digested (an exporter whose encoding is its own code).
+handed to it: counted from the file's own metadata where the exporter has `rows_in` (Parquet's
+footer: its encoding is pyarrow's), else read back whole through `read_back` and digested (an
+exporter whose encoding is its own code).
 
 A table format (`kind = "table"`, e.g. `iceberg`, kfmt.default_plugins.exporters.iceberg) is not a
 file per task but a table that a catalog keeps: `open_table` gives a TableSink, which says how far
