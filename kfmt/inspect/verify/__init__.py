@@ -1,6 +1,7 @@
 """kfmt verify: find every problem in a partition directory or a whole log directory.
 
-One module per file kind: `log` (segments: framing, CRCs, offsets, records, control records),
+One module per file kind: `log` (segments: framing, CRCs, offsets, control records, and at `deep`
+every record of every compressed batch: its doc says what each depth checks),
 `indexes` (.index/.timeindex against the log), `txn` (.txnindex and transactional state),
 `snapshots` (producer snapshots), `checkpoints` (leader-epoch-checkpoint, partition.metadata and the
 log directory's checkpoint files), `identity` (topic ids against a KRaft cluster's metadata),
