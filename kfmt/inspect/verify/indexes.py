@@ -39,7 +39,7 @@ import numpy as np
 from kfmt.partition import indexes
 from kfmt.partition.layout import PartitionDir
 
-from .log import SegmentColumns
+from .segment_columns import SegmentColumns
 from .problems import Report
 
 OFFSET_ENTRY_SIZE = indexes.OFFSET_ENTRY.size
