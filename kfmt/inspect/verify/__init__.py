@@ -37,17 +37,19 @@ def verify(storage: Storage, path: str, topic: str | None = None, partition: int
     callable invoked after each segment. Topic ids are checked against `cluster_metadata` (a copy of
     a cluster's metadata log, read with `storage_options`), else a log directory's own. `deep`: every
     record checked, compressed batches inflated (else what log recovery checks: kfmt.inspect.verify.log)."""
-    return verify_walked(storage, path, topic, partition, progress, cluster_metadata, storage_options,
+    return verify_walked(storage, path, topic, partition, progress, (cluster_metadata, storage_options),
                          deep=deep)[0]
 
 
 def verify_walked(storage: Storage, path: str, topic: str | None = None, partition: int | None = None,
-                  progress=None, cluster_metadata: str | None = None, storage_options: dict | None = None,
+                  progress=None, metadata: tuple[str | None, dict | None] = (None, None),
                   walk: Callable | None = None, deep: bool = False) -> tuple[Report, list]:
     """verify(), and for each partition `walk(part).result()`: `walk` makes a SegmentWalker
     (kfmt.partition.reader) that the log check shows every entry it checks, so that what else wants
     the partition's entries (the report) takes them from verify's pass over the bytes (a list of
-    None without `walk`). `walk` is pickled to the pool's workers with the partitions."""
+    None without `walk`). `walk` is pickled to the pool's workers with the partitions. `metadata`:
+    verify()'s (cluster_metadata, storage_options)."""
+    cluster_metadata, storage_options = metadata
     report = Report(deep=deep)
     parts = find_partitions(storage, path, topic, partition)
     log_dir = is_log_dir(parts, storage, path)
