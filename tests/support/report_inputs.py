@@ -40,12 +40,13 @@ def damaged_samples(root: Path) -> Path:
     zstd.write_bytes(bytes(data))
     gzip_segment = sorted((dst / "v1-gzip-0").glob("*.log"))[1]
     gzip_segment.write_bytes(gzip_segment.read_bytes()[:3000])
-    first = sorted((dst / "v1-gzip-0").glob("*.log"))[0]
-    data = bytearray(first.read_bytes())
-    wrapper = 1352  # the second wrapper: offsets 5..25
-    assert int.from_bytes(data[wrapper:wrapper + 8], "big") == 25
-    data[wrapper:wrapper + 8] = (24).to_bytes(8, "big")
-    first.write_bytes(bytes(data))
+    # in the last segment, past what the estimate's sample (the partitions' heads) reads
+    last = sorted((dst / "v1-gzip-0").glob("*.log"))[-1]
+    data = bytearray(last.read_bytes())
+    wrapper = 2932  # the second wrapper: offsets 382..387
+    assert int.from_bytes(data[wrapper:wrapper + 8], "big") == 387
+    data[wrapper:wrapper + 8] = (386).to_bytes(8, "big")
+    last.write_bytes(bytes(data))
     return dst
 
 
