@@ -14,8 +14,8 @@ def report(path: Where, *, storage_options: dict | None = None, topic: str | Non
            sample_bytes: int = SAMPLE_BYTES, progress: bool = False, deep: bool = False) -> Report:
     """The report's facts, as `kfmt report --format json` prints them; `Report.detail` is the page
     (`kfmt report -o FILE` writes it). `verify`: run every check of `kfmt verify` (False leaves
-    "verify" null; `deep`: at `verify --deep`'s depth, every record checked); `estimate`: measure upgrade, export and archive on a sample of `sample_bytes`
-    (False leaves "estimate" null)."""
+    "verify" null; `deep`: at `verify --deep`'s depth, every record checked); `estimate`: measure
+    upgrade, export and archive on a sample of `sample_bytes` (False leaves "estimate" null)."""
     from kfmt.inspect.report import collect
     from kfmt.inspect.report.html import render
     from kfmt.partition.layout import find_partitions, is_log_dir

@@ -87,3 +87,23 @@ def test_a_v2_batch_whose_records_break_the_rules_under_a_valid_crc_only_deep_fi
     deep = run_kfmt("verify", part, "--format", "json", "--deep")
     assert (shallow.code, deep.code) == (0, 65), (shallow.out, deep.out)
     assert '"depth": "recovery"' in shallow.out and '"record-offsets"' in deep.out
+
+
+def test_a_time_index_naming_a_wrapper_s_inner_offset_is_judged_alike_at_both_depths(tmp_path):
+    """An older broker's time index names the inner offset of a wrapper's greatest timestamp, not the
+    wrapper's last offset: the default depth, which does not inflate the wrapper to learn its first
+    offset, must not call such an entry one no batch holds."""
+    part = tmp_path / "v1-gzip-0"
+    shutil.copytree(REALKAFKA / "v1-gzip-0", part, copy_function=shutil.copyfile)
+    moved = 0
+    for index in part.glob("*.timeindex"):
+        data = bytearray(index.read_bytes())
+        for at in range(0, len(data) - 11, 12):  # (timestamp int64, relative offset int32)
+            relative = struct.unpack_from(">i", data, at + 8)[0]
+            if relative > 0:
+                struct.pack_into(">i", data, at + 8, relative - 1)  # inside the wrapper (gzip ones hold several)
+                moved += 1
+        index.write_bytes(bytes(data))
+    assert moved
+    default, deep = errors_at(part, False), errors_at(part, True)
+    assert default == deep

@@ -19,7 +19,7 @@ class BatchFacts:
     position: int
     size: int
     #: first offset; for a legacy compressed wrapper only known after decoding (its last offset if
-    #: the wrapper could not be decoded)
+    #: the wrapper could not be decoded, or was not: verify's default depth, docs/format.md §3.4)
     base_offset: int
     last_offset: int
     max_timestamp: int
