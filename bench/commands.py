@@ -309,7 +309,7 @@ def print_row(bench: Bench, row: dict, table: dict[str, Floor]) -> None:
     ratio = f"{row['ratio']:.2f}x" if "ratio" in row else "-"
     cpu = f"{row['median_cpu']:.2f}" + (f" / {row['floor_cpu']:.2f}" if "floor_cpu" in row else "")
     print(f"| {bench.command} | {bench.input} | {row['median']:.2f} s | {floor_label}: {floor} | {ratio} | "
-          f"{target} | {'yes' if row['met'] else 'NO'} | {cpu} | {row['peak_rss'] / 2**20:,.0f} MiB "
+          f"{target} | {'-' if bench.target == NO_TARGET else 'yes' if row['met'] else 'NO'} | {cpu} | {row['peak_rss'] / 2**20:,.0f} MiB "
           f"({row['peak_tree_rss'] / 2**20:,.0f}) | {os.getloadavg()[0]:.1f} |", flush=True)
 
 
