@@ -11,6 +11,11 @@ The sample's time above the fixed part, per byte, and the ratio of the bytes it 
 it read are scaled to the whole input, the time divided among the workers the engine kfmt picks for
 that size would run (kfmt.pipelines.engine.choose_engine, the pool's workers are one per core). The
 KRaft metadata log is left out: the transforms carry it byte for byte.
+
+The sample and the runs' outputs are scratch files, kept in memory (SCRATCH, a tmpfs) where the
+machine has one: what is measured is the commands' CPU time, and on a disk the nine runs' fsyncs and
+the removal of their outputs cost more wall time than the runs themselves (2 s of a 3.6 s estimate
+on this project's 2-core test machine, 1.6 s in all on tmpfs).
 """
 from __future__ import annotations
 
@@ -28,6 +33,7 @@ from kfmt.partition.layout import METADATA_LOG_DIR, PARTITION_FILES, PartitionDi
 from kfmt.partition.reader import PartitionReader
 
 SAMPLE_BYTES = DEFAULT_SAMPLE_BYTES
+SCRATCH = "/dev/shm"  # a tmpfs on Linux
 MIN_READ = 2 << 20  # read at least this much of a segment to find an entry boundary past the budget
 
 
@@ -47,7 +53,7 @@ def estimate(parts: list[PartitionDir], sample_bytes: int = SAMPLE_BYTES, progre
     if not total:
         out["sample"] = {"bytes": 0, "partitions": 0}
         return out
-    with tempfile.TemporaryDirectory(prefix="kfmt-report-estimate-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="kfmt-report-estimate-", dir=_scratch()) as tmp:
         cuts = {"warm": _cut_sample(parts, 0, os.path.join(tmp, "warm")),  # an entry per partition
                 "sample": _cut_sample(parts, sample_bytes / total, os.path.join(tmp, "sample"))}
         out["sample"] = {"bytes": cuts["sample"], "partitions": len(parts), "method": METHOD}
@@ -124,6 +130,11 @@ def _archive(src: str, dst: str) -> None:
 
 
 _COMMANDS = {"upgrade": _upgrade, "export": _export, "archive": _archive}
+
+
+def _scratch() -> str | None:
+    """Where the sample goes: SCRATCH when it is a writable directory, else the default temporary one."""
+    return SCRATCH if os.path.isdir(SCRATCH) and os.access(SCRATCH, os.W_OK | os.X_OK) else None
 
 
 def _tree_bytes(path: str) -> int:

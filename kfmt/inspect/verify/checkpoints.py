@@ -40,7 +40,7 @@ from kfmt.partition.layout import LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA, P
 from kfmt.partition.meta_properties import META_PROPERTIES, java_properties
 from kfmt.storage.store import Storage
 
-from .segment_columns import BatchFacts
+from .log import BatchFacts
 from .problems import Report
 
 RECOVERY_POINT = "recovery-point-offset-checkpoint"
@@ -89,7 +89,13 @@ class LeaderEpochs:
         epoch is not the one of the entry covering them (on_batch does nothing with the others: most
         batches of a partition), found for all rows at once."""
         mask = (rows["magic"] >= MAGIC_V2) & (rows["partition_leader_epoch"] >= 0)
-        if not self.entries or not mask.any():
+        if not self.entries:
+            # no checkpoint to compare with: on_batch notes its absence once, at the first such batch
+            first = np.flatnonzero(mask)[:0 if self._missing_reported else 1]
+            mask[:] = False
+            mask[first] = True
+            return mask
+        if not mask.any():
             return mask
         starts = np.array(self._starts, np.int64)
         if (np.diff(starts) < 0).any():

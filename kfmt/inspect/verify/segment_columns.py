@@ -7,6 +7,8 @@ import bisect
 from array import array
 from dataclasses import dataclass
 
+import numpy as np
+
 from kfmt.format.control import ControlType
 from kfmt.format.model import NO_PRODUCER_ID
 from kfmt.partition.layout import Segment
@@ -92,7 +94,7 @@ class SegmentColumns:
 
     @property
     def max_timestamp(self) -> int:
-        return max(self.max_timestamps, default=-1)
+        return int(np.frombuffer(self.max_timestamps, np.int64).max(initial=-1))
 
     def index_at(self, position: int) -> int | None:
         """The index of the batch starting exactly at `position`."""
