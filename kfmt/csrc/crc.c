@@ -93,8 +93,8 @@ static inline uint32_t shifted(const uint32_t t[4][256], uint32_t r) {
 
 #if defined(__x86_64__)
 /* Rounds of three lanes of `lane` bytes (a constant where it is inlined) while n holds one. */
-__attribute__((target("sse4.2"))) static inline uint64_t crc32c_rounds(uint64_t c, const uint8_t **pp, size_t *np,
-                                                                     size_t lane, int l) {
+__attribute__((target("sse4.2"))) static inline uint64_t
+crc32c_rounds(uint64_t c, const uint8_t **pp, size_t *np, size_t lane, int l) {
     const uint8_t *p = *pp;
     size_t n = *np;
     while (n >= 3 * lane) {
