@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-
 from kfmt.format.layout import MAGIC_V2
 from kfmt.format.model import Batch, BatchHeader, TimestampType, int64_values
 

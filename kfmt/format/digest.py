@@ -17,9 +17,8 @@ cannot trade places unnoticed.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import struct
+from typing import TYPE_CHECKING
 
 import xxhash
 

@@ -6,10 +6,8 @@ It reads a batch header from an entry's bytes without decompressing, decodes an 
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from dataclasses import dataclass
-
+from typing import TYPE_CHECKING
 
 from kfmt.format.codecs import DEFAULT_MAX_DECOMPRESSED
 from kfmt.format.model import Batch, BatchHeader

@@ -18,7 +18,7 @@ record to the dead-letter output (`--on-decode-error`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Protocol, TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterable, Protocol
 
 import numpy as np
 

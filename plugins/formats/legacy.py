@@ -16,10 +16,9 @@ kfmt.format.legacy_runs.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import dataclasses
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 

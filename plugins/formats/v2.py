@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-
 from kfmt.errors import DataError
 from kfmt.format.layout import (
     ATTR_CONTROL,

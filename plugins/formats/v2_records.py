@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-
 from kfmt.errors import DataError
 from kfmt.format.kernels import native
 from kfmt.format.layout import V2_MIN_RECORD_SIZE

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-
 from kfmt.plugin.options import Option
 
 if TYPE_CHECKING:
