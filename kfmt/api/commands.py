@@ -340,11 +340,12 @@ def restore(url: Where, dst: Where, *, index_interval_bytes: int = DEFAULT_INDEX
 
 def verify(path: Where, *, storage_options: dict | None = None, topic: str | None = None,
            partition: int | None = None, progress: bool = False,
-           cluster_metadata: Where | None = None) -> Report:
+           cluster_metadata: Where | None = None, deep: bool = False) -> Report:
     """Every check of `kfmt verify`. Problems do not raise: the report's "ok" says whether there
     were errors (the command exits 65 then) and lists them; `Report.detail` is the
     kfmt.inspect.verify Report. `cluster_metadata`: a copy of a KRaft cluster's metadata log to
-    check topic ids against (default: a log directory's own)."""
+    check topic ids against (default: a log directory's own). `deep`: every record checked too,
+    compressed batches inflated (`verify --deep`); else what a broker's log recovery checks."""
     from kfmt.inspect.verify import verify as run_verify
     from kfmt.storage.store import open_storage
 
@@ -359,7 +360,7 @@ def verify(path: Where, *, storage_options: dict | None = None, topic: str | Non
     try:
         report = run_verify(storage, where, topic, partition, start_progress,
                             None if cluster_metadata is None else os.fspath(cluster_metadata),
-                            storage_options or {})
+                            storage_options or {}, deep=deep)
     finally:
         if bar is not None:
             bar.close()

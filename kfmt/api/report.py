@@ -11,11 +11,11 @@ from kfmt.api.estimate import SAMPLE_BYTES
 
 def report(path: Where, *, storage_options: dict | None = None, topic: str | None = None,
            partition: int | None = None, verify: bool = True, estimate: bool = True,
-           sample_bytes: int = SAMPLE_BYTES, progress: bool = False) -> Report:
+           sample_bytes: int = SAMPLE_BYTES, progress: bool = False, deep: bool = False) -> Report:
     """The report's facts, as `kfmt report --format json` prints them; `Report.detail` is the page
     (`kfmt report -o FILE` writes it). `verify`: run every check of `kfmt verify` (False leaves
-    "verify" null); `estimate`: measure upgrade, export and archive on a sample of `sample_bytes`
-    (False leaves "estimate" null)."""
+    "verify" null; `deep`: at `verify --deep`'s depth, every record checked); `estimate`: measure
+    upgrade, export and archive on a sample of `sample_bytes` (False leaves "estimate" null)."""
     from kfmt.inspect.report import collect
     from kfmt.inspect.report.html import render
     from kfmt.partition.layout import find_partitions, is_log_dir
@@ -28,7 +28,7 @@ def report(path: Where, *, storage_options: dict | None = None, topic: str | Non
     if kind is None:
         kind = "log directory" if log_dir == where else "partition"
     facts = collect(storage, where, parts, kind=kind, log_dir=log_dir, topic=topic, partition=partition,
-                    with_verify=verify, progress=progress)
+                    with_verify=verify, progress=progress, deep=deep)
     facts["source"]["generation"] = generation
     facts["estimate"] = None
     if estimate:

@@ -26,6 +26,9 @@ def add_arguments(p):
     add_format_argument(p, ("html", "json"))
     p.add_argument("--no-verify", action="store_true",
                    help="leave out verify's checks (the findings): about the time of `kfmt info` alone")
+    p.add_argument("--deep", action="store_true",
+                   help="verify at `kfmt verify --deep`'s depth: every compressed batch inflated and its "
+                        "records checked (default: what a broker's log recovery checks)")
     p.add_argument("--no-estimate", action="store_true",
                    help="leave out the estimate of upgrade, export and archive (no sample is run)")
     p.add_argument("--sample-bytes", type=int, metavar="N",
@@ -45,7 +48,7 @@ def run(args) -> int:
     extra = {} if args.sample_bytes is None else {"sample_bytes": args.sample_bytes}
     outcome = report(args.path, storage_options=parse_storage_options(args.storage_option), topic=args.topic,
                      partition=args.partition, verify=not args.no_verify, estimate=not args.no_estimate,
-                     progress=show_progress(args), **extra)
+                     progress=show_progress(args), deep=args.deep, **extra)
     if args.format == "json":
         import json
 

@@ -10,8 +10,9 @@ from kfmt.errors import EXIT_DATA, EXIT_OK
 from kfmt.storage.store import parse_storage_options
 
 NAME = "verify"
-HELP = ("check framing, CRCs, offsets, records, indexes, txn index, snapshots and checkpoints; "
-        "exit 65 listing every problem")
+HELP = ("check what a broker's log recovery checks (framing, CRCs over the stored bytes, offsets), "
+        "indexes, txn index, snapshots and checkpoints -- with --deep every record too; exit 65 listing "
+        "every problem")
 
 
 def add_arguments(p):
@@ -22,6 +23,10 @@ def add_arguments(p):
                    help="a copy of a KRaft cluster's metadata log (its __cluster_metadata-0, or the log "
                         "directory holding it): note every partition its brokers would set aside as a "
                         "stray (default: a log directory's own metadata log, if it has one)")
+    p.add_argument("--deep", action="store_true",
+                   help="also inflate every compressed batch and check its records (offsets, timestamps, "
+                        "inner messages' CRCs), as kafka-dump-log --deep-iteration reads them; the default "
+                        "checks what a broker's log recovery does, compressed batches by their CRC")
     p.add_argument("--no-notes", action="store_true",
                    help="leave out notes (genuine broker behaviour that is not a problem) in text output")
 
@@ -31,7 +36,7 @@ def run(args) -> int:
 
     outcome = verify(args.path, storage_options=parse_storage_options(args.storage_option), topic=args.topic,
                      partition=args.partition, progress=show_progress(args),
-                     cluster_metadata=args.cluster_metadata)
+                     cluster_metadata=args.cluster_metadata, deep=args.deep)
     report, out = outcome.detail, sys.stdout
     if args.format == "json":
         out.write(json.dumps(outcome, indent=1))
@@ -44,6 +49,17 @@ def run(args) -> int:
         s = report.summary()
         out.write(f"{'OK' if s['ok'] else 'FAILED'}: {s['errors']} problem(s), {s['notes']} note(s) in "
                   f"{s['partitions']} partition(s), {s['segments']} segment(s), {s['batches']} batches, "
-                  f"{s['records']} records, {s['files']} files\n")
+                  f"{s['records']} records{_uncounted(s)}, {s['files']} files; {_depth(s)}\n")
     out.flush()
     return EXIT_OK if report.ok else EXIT_DATA
+
+
+def _uncounted(summary: dict) -> str:
+    n = summary["uncounted_wrappers"]
+    return f" (and {n} compressed v0/v1 wrapper(s) whose records --deep counts)" if n else ""
+
+
+def _depth(summary: dict) -> str:
+    if summary["depth"] == "deep":
+        return "deep: every record checked"
+    return "checked as log recovery checks (--deep: every record too)"

@@ -229,6 +229,9 @@ def test_info_and_verify_functions_equal_the_commands(realkafka, tmp_path):
     report = kfmt.verify(root)
     assert report == json.loads(run_kfmt("verify", root, "--format", "json").out)
     assert report["summary"]["ok"] and report["summary"]["partitions"] == 2
+    deep = kfmt.verify(root, deep=True)
+    assert deep == json.loads(run_kfmt("verify", root, "--format", "json", "--deep").out)
+    assert (report["summary"]["depth"], deep["summary"]["depth"]) == ("recovery", "deep")
 
 
 def test_reindex_function_equals_the_command(realkafka, tmp_path):

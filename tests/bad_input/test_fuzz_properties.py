@@ -265,7 +265,7 @@ def test_salvage_keeps_every_intact_entry_invents_nothing_and_says_what_it_lost(
         _plan, report = salvage(str(tmp / "p-0"), str(tmp / "out"),
                                 options=SalvageOptions(read=STRICT_CAPPED))
         storage, root = open_storage(str(tmp / "out"))
-        assert verify(storage, root).ok, [p.text() for p in verify(storage, root).errors]
+        assert verify(storage, root, deep=True).ok, [p.text() for p in verify(storage, root, deep=True).errors]
         salvaged = records_of(tmp / "out")
         for log in (tmp / "out").glob("*.log"):  # every entry written is an input entry, as it was
             source = (tmp / "p-0" / log.name).read_bytes()

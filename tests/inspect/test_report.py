@@ -37,9 +37,11 @@ def source(request, tmp_path):
     return damaged_samples(tmp_path)
 
 
-def test_numbers_are_info_s_and_findings_are_verify_s(source):
-    report = report_json(source, "--no-estimate")
-    infos, checked = info_json(source), verify_json(source)
+@pytest.mark.parametrize("depth", [(), ("--deep",)], ids=["recovery", "deep"])
+def test_numbers_are_info_s_and_findings_are_verify_s(source, depth):
+    """At either depth (docs/report.md): the report's findings are `kfmt verify`'s at that depth."""
+    report = report_json(source, "--no-estimate", *depth)
+    infos, checked = info_json(source), verify_json(source, *depth)
     by_name = {p["name"]: p for p in report["partitions"]}
     assert set(infos) <= set(by_name)
     for name, info in infos.items():
@@ -58,6 +60,7 @@ def test_numbers_are_info_s_and_findings_are_verify_s(source):
     assert [{k: v for k, v in f.items() if k not in ("partition", "anchor")}
             for f in report["verify"]["findings"]] == checked["problems"]
     assert report["totals"]["errors"] == checked["summary"]["errors"]
+    assert report["verify"]["summary"]["depth"] == ("deep" if depth else "recovery")
 
 
 def test_without_verify_the_findings_are_null_not_zero(tmp_path):

@@ -38,9 +38,11 @@ def pages(tmp_path_factory):
         if kind not in made:
             root = tmp_path_factory.mktemp(kind)
             source = {"samples": lambda: SAMPLES, "kafka36": lambda: corpus36_log_dir(root),
-                      "kafka4": lambda: corpus4_log_dir(root), "damaged": lambda: damaged_samples(root)}[kind]()
+                      "kafka4": lambda: corpus4_log_dir(root), "damaged": lambda: damaged_samples(root),
+                      "damaged-deep": lambda: damaged_samples(root)}[kind]()
             html = root / "report.html"
-            result = run_kfmt("report", source, "-o", html, "--no-progress", "--sample-bytes", "65536")
+            result = run_kfmt("report", source, "-o", html, "--no-progress", "--sample-bytes", "65536",
+                              *DEPTH[kind])
             assert result.code == 0, result.err
             made[kind] = source, html
         return made[kind]
@@ -48,7 +50,11 @@ def pages(tmp_path_factory):
     return page_of
 
 
-@pytest.fixture(params=["samples", "kafka36", "kafka4", "damaged"])
+#: the page of the damaged copy at --deep too: its findings are then verify --deep's
+DEPTH = defaultdict(tuple, {"damaged-deep": ("--deep",)})
+
+
+@pytest.fixture(params=["samples", "kafka36", "kafka4", "damaged", "damaged-deep"])
 def page(request, pages):
     return pages(request.param)
 
@@ -96,7 +102,10 @@ def test_census_and_segment_counts_are_info_s(browser, page):
 def test_findings_are_verify_s_and_lead_to_their_partition(browser, page):
     source, html = page
     visit(browser, html.as_uri())
-    problems = verify_json(source)["problems"]
+    deep = "--deep" in DEPTH[html.parent.name.rstrip("0123456789")]
+    problems = verify_json(source, *(("--deep",) if deep else ()))["problems"]
+    depth = text_of(browser.find_element(By.ID, "verify-depth"))
+    assert depth.startswith("Depth: deep" if deep else "Depth: log recovery")
     rows = browser.find_elements(By.CSS_SELECTOR, "#findings-table tr.finding")
     assert len(rows) == len(problems)
     for row, problem in zip(rows, problems):

@@ -80,7 +80,7 @@ def test_the_leader_epoch_check_is_shown_every_batch_it_would_report(tmp_path_fa
 
     from kfmt.format.frames import FRAME_DTYPE
     from kfmt.inspect.verify.checkpoints import LeaderEpochs
-    from kfmt.inspect.verify.log import BatchFacts
+    from kfmt.inspect.verify.segment_columns import BatchFacts
     from kfmt.inspect.verify.problems import Report
     from kfmt.partition.layout import load_partition
 

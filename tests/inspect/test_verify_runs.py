@@ -20,8 +20,10 @@ VERIFY_NATIVE = NATIVE_USERS + ["kfmt.inspect.verify.log_runs"]
 
 
 def same_both_ways(path) -> tuple:
-    fast, reference = both(lambda: verified(path), VERIFY_NATIVE)
-    assert fast == reference
+    """The kernels' walk and the reference report the same, at either depth."""
+    for deep in (False, True):
+        fast, reference = both(lambda: verified(path, deep), VERIFY_NATIVE)
+        assert fast == reference
     return fast
 
 
@@ -65,8 +67,9 @@ def test_clean_runs_are_taken_whole(tmp_path):
 
     log = b"".join(legacy_message(i, 1, 1_700_000_000_000 + i, b"k", b"v") for i in range(100))
     rows = next(segment.FrameScanner(memoryview(log), "seg.log").chunks())
-    pieces = list(log_runs.split(log, rows))
-    assert [(len(r), n) for r, n in pieces] == [(100, 100)]
+    for deep in (False, True):
+        pieces = list(log_runs.split(log, rows, deep))
+        assert [(len(r), n) for r, n in pieces] == [(100, 100)]
     assert np.array_equal(pieces[0][0], rows)
 
 

@@ -734,10 +734,10 @@ def _salvage_oracle(case: Case, findings: Findings, command, dst: Path, truth: d
         return
     report = json.loads(result.out)
     storage, path = open_storage(str(dst))
-    verified = verify(storage, path)
+    verified = verify(storage, path, deep=True)
     # A forged entry is intact and kept, and verify may object to what it says (a timestamp above
     # its batch's maxTimestamp...): salvage must not add a problem the input did not have.
-    allowed_checks = ({p.check for p in verify(*open_storage(str(case.root))).errors} & RECORD_CHECKS
+    allowed_checks = ({p.check for p in verify(*open_storage(str(case.root)), deep=True).errors} & RECORD_CHECKS
                       if case.forged else set())
     for problem in verified.errors:
         if problem.check not in allowed_checks:

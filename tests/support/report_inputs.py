@@ -29,7 +29,9 @@ def corpus4_log_dir(root: Path) -> Path:
 
 def damaged_samples(root: Path) -> Path:
     """A copy of the samples with a flipped byte inside a zstd batch (a CRC error, records that do not
-    decode) and a v1 segment cut in the middle of an entry (framing breaks before its end)."""
+    decode), a v1 segment cut in the middle of an entry (framing breaks before its end), and a gzip
+    wrapper whose offset field (outside its CRC, docs/format.md §3.1) is no longer its last inner
+    message's: only `--deep`, which inflates it, finds that."""
     dst = root / "damaged-logs"
     shutil.copytree(SAMPLES, dst)
     zstd = sorted((dst / "v2-zstd-0").glob("*.log"))[2]
@@ -38,6 +40,13 @@ def damaged_samples(root: Path) -> Path:
     zstd.write_bytes(bytes(data))
     gzip_segment = sorted((dst / "v1-gzip-0").glob("*.log"))[1]
     gzip_segment.write_bytes(gzip_segment.read_bytes()[:3000])
+    # in the last segment, past what the estimate's sample (the partitions' heads) reads
+    last = sorted((dst / "v1-gzip-0").glob("*.log"))[-1]
+    data = bytearray(last.read_bytes())
+    wrapper = 2932  # the second wrapper: offsets 382..387
+    assert int.from_bytes(data[wrapper:wrapper + 8], "big") == 387
+    data[wrapper:wrapper + 8] = (386).to_bytes(8, "big")
+    last.write_bytes(bytes(data))
     return dst
 
 
@@ -58,8 +67,8 @@ def _infos(result) -> dict[str, dict]:
     return {f"{i['topic']}-{i['partition']}": i for i in map(json.loads, result.lines)}
 
 
-def verify_json(path: Path) -> dict:
-    result = run_kfmt("verify", path, "--format", "json")
+def verify_json(path: Path, *args) -> dict:
+    result = run_kfmt("verify", path, "--format", "json", *args)
     assert result.code in (0, 65), result.err
     return json.loads(result.out)
 

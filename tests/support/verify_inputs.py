@@ -24,13 +24,13 @@ def gzip_wrapper(wrapper_offset: int, timestamps: list[int], inner_offsets: list
     return bytes(entry)
 
 
-def verified(path) -> tuple:
-    """kfmt verify of a directory as values two runs can be compared by: its problems (check,
-    message, file, position, offset, severity) and its counts."""
+def verified(path, deep: bool = False) -> tuple:
+    """kfmt verify of a directory (at `--deep` or the default depth) as values two runs can be
+    compared by: its problems (check, message, file, position, offset, severity) and its counts."""
     from kfmt.inspect.verify import verify
     from kfmt.storage.store import open_storage
 
     storage, root = open_storage(str(path))
-    report = verify(storage, root)
+    report = verify(storage, root, deep=deep)
     return ([(p.check, p.message, p.file, p.position, p.offset, p.severity) for p in report.problems],
             vars(report.counts))

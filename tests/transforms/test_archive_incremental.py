@@ -209,7 +209,7 @@ def restored_state(url, dst: Path, generation: int | None, *opts) -> dict:
     args = ["--generation", generation] if generation is not None else []
     result = run_kfmt("restore", url, dst, "--master", "inprocess", "--no-progress", *args, *opts)
     assert result.code == 0, result.err
-    verify = run_kfmt("verify", dst)
+    verify = run_kfmt("verify", dst, "--deep")
     assert verify.code == 0, verify.out + verify.err
     starts = {}
     checkpoint = dst / "log-start-offset-checkpoint"

@@ -214,7 +214,7 @@ def test_compacted_output_verifies_and_reindexes_the_same(name, mode, tmp_path):
     args = oracle_arguments(name)
     dst = tmp_path / "out"
     assert compact(REALKAFKA / f"{name}-twin-0", dst, *args, *mode).code == 0
-    verify = run_kfmt("verify", dst)
+    verify = run_kfmt("verify", dst, "--deep")
     assert verify.code == 0, verify.out
     now = args[args.index("--now") + 1]
     again = tmp_path / "again"
@@ -273,7 +273,7 @@ def test_legacy_logs_compact_to_the_latest_record_of_each_key(name, mode, tmp_pa
     else:  # v0 written as v2 is CreateTime -1; the active segment stays v0
         types = {"NoTimestampType"} if mode else {"NoTimestampType", "CreateTime"}
     assert {r["timestampType"] for r in got} == types
-    verify = run_kfmt("verify", dst)
+    verify = run_kfmt("verify", dst, "--deep")
     assert verify.code == 0, verify.out
 
 
@@ -384,7 +384,7 @@ def test_compacted_transactional_topic_keeps_only_committed_latest_records(tmp_p
     # every marker stays in this first cleaning: each transaction still had batches when it was read
     markers = [h for _, h, _ in entries(dst) if h.is_control]
     assert len(markers) == 6 and not any(h.has_delete_horizon for h in markers)
-    assert run_kfmt("verify", dst).code == 0
+    assert run_kfmt("verify", dst, "--deep").code == 0
     # read_committed readers still see no aborted data
     cat = run_kfmt("cat", dst, "--format", "json", "--isolation", "read_committed")
     assert not {json.loads(line)["offset"] for line in cat.lines} & aborted
@@ -420,7 +420,7 @@ def test_markers_of_emptied_transactions_get_a_horizon_then_go(tmp_path):
     assert compact(second, third, "--now", t2 + DAY + 1).code == 0
     remaining = {h.base_offset for _, h, _ in entries(third) if h.is_control}
     assert remaining == set(horizons) - emptied
-    assert run_kfmt("verify", third).code == 0
+    assert run_kfmt("verify", third, "--deep").code == 0
 
 
 # --- tombstones ---
@@ -533,7 +533,7 @@ def test_an_active_producers_last_batch_and_the_rounds_last_batch_stay_empty(tmp
         (4, 5, 0, 9, 2, -1, T0 + 21, 0),  # keyless records go, but it ends the cleaning round
         (6, 6, 1, 9, 4, T0 + 30, T0 + 30, 0),
     ]
-    assert run_kfmt("verify", dst).code == 0
+    assert run_kfmt("verify", dst, "--deep").code == 0
     # a day later producer 7 has expired: its batch goes; the round's last batch still stays
     later = tmp_path / "later"
     assert compact(src, later, "--now", T0 + DAY + 60_000).code == 0

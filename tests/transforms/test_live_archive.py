@@ -243,7 +243,7 @@ def live_archive_and_export(tmp_path: Path, url: str, opts: list[str], restored_
         restored = restored_root / f"gen-{number}"
         kfmt("restore", url, restored, "--generation", number, "--master", "inprocess",
              "--no-progress", *opts, in_process=True)
-        kfmt("verify", restored, in_process=True)
+        kfmt("verify", restored, "--deep", in_process=True)
         records = cat(restored, in_process=True)
         check_records(records, truth, f"generation {number}")
         check_complete(records, truth, f"generation {number}")
@@ -339,7 +339,7 @@ def test_a_generation_archived_during_a_swap_restores_broker_ready(tmp_path):
         restored = tmp_path / f"run-{len(list(tmp_path.glob('run-*')))}"
         kfmt("restore", url, restored, "--generation", number, "--master", "inprocess",
              "--no-progress", in_process=True)
-        kfmt("verify", restored, in_process=True)
+        kfmt("verify", restored, "--deep", in_process=True)
         names = [p.name for p in (restored / "live-0").iterdir()]
         assert not [n for n in names if n.endswith((".swap", ".cleaned", ".deleted"))], names
         assert cat(restored, in_process=True) == {tp: [r for r in rs if r[0] < int(segs[-1].stem)]
@@ -413,7 +413,7 @@ def test_a_cleaning_finished_while_the_run_reads_loses_nothing(tmp_path, monkeyp
     restored = tmp_path / "restored"
     kfmt("restore", url, restored, "--generation", json.loads(result.stdout)["generation"],
          "--master", "inprocess", "--no-progress", in_process=True)
-    kfmt("verify", restored, in_process=True)
+    kfmt("verify", restored, "--deep", in_process=True)
     assert cat(restored, in_process=True) == rolled
     # the next run reads the segment the swap became: the same records, in one segment fewer
     report = json.loads(kfmt("archive", logs, url, "--master", "inprocess", "--no-progress", "--exclude-active",
@@ -421,7 +421,7 @@ def test_a_cleaning_finished_while_the_run_reads_loses_nothing(tmp_path, monkeyp
     restored = tmp_path / "restored-next"
     kfmt("restore", url, restored, "--generation", report["generation"], "--master", "inprocess",
          "--no-progress", in_process=True)
-    kfmt("verify", restored, in_process=True)
+    kfmt("verify", restored, "--deep", in_process=True)
     assert cat(restored, in_process=True) == rolled
     assert (restored / "live-0" / segs[0].name).read_bytes() == swapped
     assert not (restored / "live-0" / segs[1].name).exists()
@@ -462,5 +462,5 @@ def test_a_swap_gone_before_the_run_reads_keeps_what_it_hid(tmp_path):
     restored = tmp_path / "restored"
     kfmt("restore", url, restored, "--generation", state["generation"], "--master", "inprocess",
          "--no-progress", in_process=True)
-    kfmt("verify", restored, in_process=True)
+    kfmt("verify", restored, "--deep", in_process=True)
     assert cat(restored, in_process=True) == rolled

@@ -77,7 +77,7 @@ def test_retain_with_delete_records_serves_from_the_new_log_start(case, dst_kind
     # kfmt cat agrees, and serves exactly what the broker's consumer read from there on
     expected = [r for r in consumer_records(t["source"]) if r["offset"] >= t["log_start_offset"]]
     assert cat(out) == expected
-    assert run_kfmt("verify", out).code == 0
+    assert run_kfmt("verify", out, "--deep").code == 0
     report = json.loads(((out if dst_kind == "partition" else tmp_path / "out") / "kfmt-report.json").read_text())
     [entry] = report["partitions"]
     if dst_kind == "partition":
@@ -128,7 +128,7 @@ def test_a_kafka_4_log_start_travels_through_every_transform(transform, dst_kind
         out, checkpoint = tmp_path / "out" / name, tmp_path / "out" / "log-start-offset-checkpoint"
     assert broker_log_start(out, checkpoint, tp) == truth_start
     assert cat(out) == expected
-    assert run_kfmt("verify", out).code == 0
+    assert run_kfmt("verify", out, "--deep").code == 0
     if dst_kind == "partition":
         assert min(p.name for p in out.glob("*.log")) == f"{truth_start:020d}.log"
     # nothing left out without a word: the offsets below the log start that DST no longer holds
@@ -212,7 +212,7 @@ def test_compact_serves_from_the_log_start(source, dst_kind, tmp_path):
     # Kafka's load rule on DST's files, kfmt cat, and the cleaner's rule on what the consumer read
     assert broker_log_start(out, checkpoint, tp) == start
     assert cat(out) == compacted(served, start, active)
-    assert run_kfmt("verify", out).code == 0
+    assert run_kfmt("verify", out, "--deep").code == 0
     report = json.loads((report_dir / "kfmt-report.json").read_text())
     if dst_kind == "partition":
         assert min(p.name for p in out.glob("*.log")) == f"{start:020d}.log"
@@ -261,7 +261,7 @@ def test_restore_of_a_partition_archive_serves_from_its_log_start(source, tmp_pa
     assert broker_log_start(out, None, tp) == start
     assert min(p.name for p in out.glob("*.log")) == f"{start:020d}.log"
     assert cat(out) == list(served)
-    assert run_kfmt("verify", out).code == 0
+    assert run_kfmt("verify", out, "--deep").code == 0
     first, end, records, whole = expected_left_out(src, start)
     [entry] = report["below_log_start"]
     assert (entry["partition"], entry["from"], entry["to"], entry["records"], entry["segments"]) == \

@@ -70,7 +70,7 @@ def test_every_corpus_partition_recompressed_with_zstd(tmp_path, name):
         assert [layout[:3] + layout[4:] for layout in v2_layout(out)] == [
             e[:3] + e[4:] for e in expected_v2_batches(name)]
     assert [p.name for p in sorted(out.glob("*.log"))] == [p.name for p in sorted(src.glob("*.log"))]
-    kfmt_ok("verify", out)
+    kfmt_ok("verify", out, "--deep")
     assert_companions_are_reindexs(out, tmp_path)
 
 
@@ -122,7 +122,7 @@ def test_legacy_entries_are_converted_then_recompressed(tmp_path):
     assert [b.header.compression for b in out_batches if b.header.is_control] == [0, 0]
     assert peer_records(tmp_path / "out") == [(o, -1 if t is None else t, k, v, h)
                                               for o, t, k, v, h in peer_records(src)]
-    kfmt_ok("verify", tmp_path / "out")
+    kfmt_ok("verify", tmp_path / "out", "--deep")
     assert_companions_are_reindexs(tmp_path / "out", tmp_path)
 
 
@@ -162,7 +162,7 @@ def test_a_log_directory_recompressed_on_spark(tmp_path):
         assert records(tmp_path / "out" / name) == records(src / name)
         assert {b.header.compression for b in batches_of(tmp_path / "out" / name)
                 if not b.header.is_control} == {CODECS["lz4"]}
-    kfmt_ok("verify", tmp_path / "out")
+    kfmt_ok("verify", tmp_path / "out", "--deep")
     assert_companions_are_reindexs(tmp_path / "out", tmp_path)
 
 
@@ -178,4 +178,4 @@ def test_uncompressed_legacy_messages_become_batches_of_the_codec(tmp_path, name
     assert {(b.header.magic, b.header.compression) for b in out_batches} == {(2, CODECS[codec])}
     assert cat_json(out) == truth_as_v2(name)
     assert peer_records(out) == records(out)  # an independent decoder agrees
-    kfmt_ok("verify", out)
+    kfmt_ok("verify", out, "--deep")

@@ -202,7 +202,7 @@ def test_every_corpus_partition_resegmented(tmp_path, name, segment_bytes):
     truth = entries_truth(name)
     for summary in report["inputs"] + report["outputs"]:
         assert (summary["records"], summary["uncounted_wrappers"], summary["entries_digest"]) == truth
-    kfmt_ok("verify", out)
+    kfmt_ok("verify", out, "--deep")
     assert_companions_are_reindexs(out, tmp_path)
     if segment_bytes == 3000:  # --deep: every record, as the Java consumer read them
         report = transform("resegment", src, tmp_path / "deep", "--segment-bytes", segment_bytes,
@@ -277,6 +277,6 @@ def test_a_log_directory_resegmented_on_spark(tmp_path):
         assert len(segment_sizes(out / name)) < len(segment_sizes(src / name))
         assert_rolls_justified(out / name, 20_000, 7 * 24 * 3600 * 1000)
     assert cat_json(out) == cat_json(src)
-    kfmt_ok("verify", out)
+    kfmt_ok("verify", out, "--deep")
     assert_companions_are_reindexs(out, tmp_path, "--index-interval-bytes", 1024)
     assert (out / "meta.properties").exists()

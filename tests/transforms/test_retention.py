@@ -118,7 +118,7 @@ def test_retention_output_verifies_reads_back_and_reindexes_the_same(case, tmp_p
     t = truth(case)
     src, dst = case_log_dir(case, tmp_path), tmp_path / "out"
     assert retain(src, dst, *case_arguments(t)).code == 0
-    verify = run_kfmt("verify", dst)
+    verify = run_kfmt("verify", dst, "--deep")
     assert verify.code == 0, verify.out
     # the records a consumer reads are the broker consumer's, from the broker's log start offset on
     # (DeleteRecords leaves it inside the first remaining segment; DST's checkpoint carries it)

@@ -74,7 +74,7 @@ def test_every_legacy_corpus_partition_upgraded_as_one_log_directory_on_spark(tm
     out = tmp_path / "out"
     assert report["totals"]["content_unchanged"] and report["totals"]["partitions"] == len(LEGACY_DIRS)
     assert {p.name: sorted(os.listdir(p)) for p in src.iterdir() if p.is_dir()} == before  # SRC untouched
-    kfmt_ok("verify", out)
+    kfmt_ok("verify", out, "--deep")
     by_topic: dict[str, list] = {}
     for r in cat_json(out):
         by_topic.setdefault(f"{r.pop('topic')}-{r.pop('partition')}", []).append(r)
@@ -139,7 +139,7 @@ def test_rebatch_groups_uncompressed_messages_and_keeps_every_offset(tmp_path, n
     report = transform("upgrade", REALKAFKA / name, tmp_path / "out", "--rebatch", "--max-batch-bytes", 4000)
     out = tmp_path / "out"
     assert cat_json(out) == truth_as_v2(name)
-    kfmt_ok("verify", out)
+    kfmt_ok("verify", out, "--deep")
     batches = batches_of(out)
     expected = expected_v2_batches(name)
     if name == "v1-logappendtime-gzip-0":  # nothing to group: wrappers stay one batch each
@@ -165,7 +165,7 @@ def test_mixed_magic_log_with_transactions_after_legacy_data(tmp_path):
     src = write_mixed(tmp_path / "mixed-0")
     report = transform("upgrade", src, tmp_path / "out")
     out = tmp_path / "out"
-    kfmt_ok("verify", out)
+    kfmt_ok("verify", out, "--deep")
     assert sorted(p.name for p in out.glob("*.log")) == sorted(p.name for p in src.glob("*.log"))
     # the records as kafka-python reads the source, v0's missing timestamps as -1 (CreateTime)
     expected = [(o, -1 if t is None else t, k, v, h) for o, t, k, v, h in peer_records(src)]
@@ -294,7 +294,7 @@ def test_the_readme_command_upgrades_the_bundled_samples(tmp_path, monkeypatch):
     assert re.fullmatch(r"upgrade: 6 partition\(s\), \d+ batches and 2042 records in, \d+ batches and "
                         r"2042 records out, into \S+ \(\d+\.\d s, in process: input 476 KB below the "
                         r"64 MB threshold for a worker pool\)\n", result.out)
-    kfmt_ok("verify", tmp_path / "x")
+    kfmt_ok("verify", tmp_path / "x", "--deep")
     assert {b.header.magic for p in (tmp_path / "x").iterdir() if p.is_dir() for b in batches_of(p)} == {2}
 
 

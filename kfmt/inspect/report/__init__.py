@@ -26,11 +26,11 @@ CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 
 def collect(storage: Storage, path: str, parts: list[PartitionDir], *, kind: str, log_dir: str | None,
             topic: str | None = None, partition: int | None = None, with_verify: bool = True,
-            progress: bool = False) -> dict:
+            progress: bool = False, deep: bool = False) -> dict:
     """The report's facts of the partitions at `path` (found by find_partitions with topic and
     partition); `kind` says what PATH is ("log directory", "partition", "archive"), `log_dir` the
     directory whose checkpoint files apply (None: none). Without `with_verify`, "verify" is null
-    and so are the counts of findings."""
+    and so are the counts of findings. `deep`: verify at its record-level depth (`verify --deep`)."""
     cleaner = _cleaner_offsets(storage, log_dir)
     checked = None
     if with_verify:  # one pass over the bytes: verify's, which shows every entry to the report's walk
@@ -41,7 +41,7 @@ def collect(storage: Storage, path: str, parts: list[PartitionDir], *, kind: str
             return lambda: bars[0].update(1)
 
         walk = functools.partial(ReportWalk, cleaner_offsets=cleaner)
-        checked, partitions = verify_walked(storage, path, topic, partition, start, walk=walk)
+        checked, partitions = verify_walked(storage, path, topic, partition, start, walk=walk, deep=deep)
         for b in bars:
             b.close()
     else:

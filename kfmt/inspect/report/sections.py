@@ -89,6 +89,18 @@ ARCHIVE_NOTE = ("<p>This is an archive: it keeps no .index, .timeindex, .txninde
                 "of those files missing here is about files an archive never holds.</p>")
 
 
+def _depth_note(depth: str | None) -> str:
+    """Which of verify's two depths the findings come from, and how to get the other (docs/report.md)."""
+    if depth == "deep":
+        return ('<p id="verify-depth">Depth: deep (<code>--deep</code>): every compressed batch inflated '
+                "and every record checked. Without <code>--deep</code> the report checks what a broker's "
+                "log recovery checks, in about the time of <code>kfmt info</code>.</p>")
+    return ('<p id="verify-depth">Depth: log recovery\'s checks (framing, each batch\'s CRC over its stored, '
+            "still-compressed bytes, offsets, indexes and the other files); compressed batches are not "
+            "inflated. <code>kfmt report --deep</code> (or <code>kfmt verify --deep</code>) checks every "
+            "record too.</p>")
+
+
 def findings_section(verify: dict | None, kind: str = "") -> str:
     if verify is None:
         return ('<h2 id="findings">What verify found</h2><p class="muted">Not verified (<code>--no-verify</code>): '
@@ -97,7 +109,7 @@ def findings_section(verify: dict | None, kind: str = "") -> str:
     head = (f'<h2 id="findings">What verify found</h2><p>{s["errors"]:,} problem(s) and {s["notes"]:,} note(s) in '
             f'{s["partitions"]:,} partition(s), {s["segments"]:,} segment(s), {s["files"]:,} files read '
             "(<code>kfmt verify</code>; notes are genuine broker behaviour, never a problem).</p>"
-            + (ARCHIVE_NOTE if kind == "archive" else ""))
+            + _depth_note(s.get("depth")) + (ARCHIVE_NOTE if kind == "archive" else ""))
     if not findings:
         return head
     rows = [(f' id="{f["anchor"]}" class="finding {f["severity"]}"',

@@ -1,6 +1,7 @@
 """kfmt verify: find every problem in a partition directory or a whole log directory.
 
-One module per file kind: `log` (segments: framing, CRCs, offsets, records, control records),
+One module per file kind: `log` (segments: framing, CRCs, offsets, control records, and at `deep`
+every record of every compressed batch: its doc says what each depth checks),
 `indexes` (.index/.timeindex against the log), `txn` (.txnindex and transactional state),
 `snapshots` (producer snapshots), `checkpoints` (leader-epoch-checkpoint, partition.metadata and the
 log directory's checkpoint files), `identity` (topic ids against a KRaft cluster's metadata),
@@ -31,27 +32,31 @@ __all__ = ["Problem", "Report", "Severity", "verify", "verify_partition", "verif
 
 def verify(storage: Storage, path: str, topic: str | None = None, partition: int | None = None,
            progress=None, cluster_metadata: str | None = None,
-           storage_options: dict | None = None) -> Report:
+           storage_options: dict | None = None, deep: bool = False) -> Report:
     """Verify the partition or log directory at `path`; `progress(total_segments)` may return a
     callable invoked after each segment. Topic ids are checked against `cluster_metadata` (a copy of
-    a cluster's metadata log, read with `storage_options`), else a log directory's own."""
-    return verify_walked(storage, path, topic, partition, progress, cluster_metadata, storage_options)[0]
+    a cluster's metadata log, read with `storage_options`), else a log directory's own. `deep`: every
+    record checked, compressed batches inflated (else what log recovery checks: kfmt.inspect.verify.log)."""
+    return verify_walked(storage, path, topic, partition, progress, (cluster_metadata, storage_options),
+                         deep=deep)[0]
 
 
 def verify_walked(storage: Storage, path: str, topic: str | None = None, partition: int | None = None,
-                  progress=None, cluster_metadata: str | None = None, storage_options: dict | None = None,
-                  walk: Callable | None = None) -> tuple[Report, list]:
+                  progress=None, metadata: tuple[str | None, dict | None] = (None, None),
+                  walk: Callable | None = None, deep: bool = False) -> tuple[Report, list]:
     """verify(), and for each partition `walk(part).result()`: `walk` makes a SegmentWalker
     (kfmt.partition.reader) that the log check shows every entry it checks, so that what else wants
     the partition's entries (the report) takes them from verify's pass over the bytes (a list of
-    None without `walk`). `walk` is pickled to the pool's workers with the partitions."""
-    report = Report()
+    None without `walk`). `walk` is pickled to the pool's workers with the partitions. `metadata`:
+    verify()'s (cluster_metadata, storage_options)."""
+    cluster_metadata, storage_options = metadata
+    report = Report(deep=deep)
     parts = find_partitions(storage, path, topic, partition)
     log_dir = is_log_dir(parts, storage, path)
     recoveries = load_recoveries(storage, path if log_dir else storage.parent(path), parts)
     tick = progress(sum(len(p.segments) for p in parts)) if progress is not None else None
     ranges, walked = [], []
-    verified = functools.partial(_verified, recoveries=recoveries, walk=walk)
+    verified = functools.partial(_verified, recoveries=recoveries, walk=walk, deep=deep)
     for part, (found, checked, result) in zip(parts, map_partitions(verified, parts, "verify")):
         report.problems.extend(found.problems)
         for name, n in vars(found.counts).items():
@@ -72,7 +77,7 @@ def verify_walked(storage: Storage, path: str, topic: str | None = None, partiti
 
 
 def _verified(part: PartitionDir, recoveries: dict[str, LoadRecovery],
-              walk: Callable | None) -> tuple[Report, object, object]:
+              walk: Callable | None, deep: bool = False) -> tuple[Report, object, object]:
     """One partition's problems, range and walk result, in a report of its own (a task of
     map_partitions). A running broker's partition whose files change while it is verified is
     verified again from a new listing (kfmt.partition.live), the findings of the attempt dropped."""
@@ -81,7 +86,7 @@ def _verified(part: PartitionDir, recoveries: dict[str, LoadRecovery],
     def attempt(p: PartitionDir) -> tuple[Report, object, object]:
         report = Report()
         walker = walk(p) if walk is not None else None
-        checked = verify_partition(p, report, recovery=recovery, walkers=[walker] if walker else [])
+        checked = verify_partition(p, report, recovery=recovery, walkers=[walker] if walker else [], deep=deep)
         return report, checked, walker.result() if walker else None
 
     return read_whole(part, attempt)

@@ -40,7 +40,7 @@ from kfmt.partition.layout import LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA, P
 from kfmt.partition.meta_properties import META_PROPERTIES, java_properties
 from kfmt.storage.store import Storage
 
-from .log import BatchFacts
+from .segment_columns import BatchFacts
 from .problems import Report
 
 RECOVERY_POINT = "recovery-point-offset-checkpoint"

@@ -39,7 +39,7 @@ import numpy as np
 from kfmt.partition import indexes
 from kfmt.partition.layout import PartitionDir
 
-from .log import SegmentColumns
+from .segment_columns import SegmentColumns
 from .problems import Report
 
 OFFSET_ENTRY_SIZE = indexes.OFFSET_ENTRY.size
@@ -90,7 +90,7 @@ def time_entries_clean(cols: indexes.TimeColumns, facts: SegmentColumns) -> bool
         return False  # index_holding's bisection is a sorted search only over ordered last offsets
     t, x = cols.timestamps, cols.offsets
     at = np.searchsorted(lasts, x, "left")
-    held = (at < len(lasts)) & (bases[np.minimum(at, len(lasts) - 1)] <= x)
+    held = (at < len(lasts)) & ((bases[np.minimum(at, len(lasts) - 1)] <= x) | (not facts.exact_bases))
     if not held.all():
         return False
     prefix = np.maximum.accumulate(np.concatenate(([-1], max_ts)))  # as the walk's

@@ -8,29 +8,30 @@ scanner's `tail` says so and the rest of that file cannot be read.
 What a segment's batches are (positions, offsets, timestamps, producers) is kept as `SegmentColumns`
 for the index, transaction and checkpoint checks that compare other files against the log.
 
-Checks Kafka's broker recovery does not make (it validates only framing and CRCs, §12.5) but that its
-consumers and lookups rely on are made here too: record offsets inside their batch and increasing,
-record timestamps not above the batch's maxTimestamp, control records that parse.
+Two depths, as Kafka has them. The default is what a broker's log recovery checks (LogSegment.recover,
+§12.5): framing, each entry's CRC over its stored bytes -- a compressed batch's or wrapper's
+compressed ones -- and offsets in order and in range, without inflating a compressed data batch
+(log_runs.stored_clean). `deep` (kafka-dump-log's --deep-iteration) also inflates every compressed
+batch and checks what its consumers and lookups rely on: record offsets inside their batch and
+increasing, a wrapper's offset its last inner one, inner messages' CRCs, record timestamps not above
+the batch's maxTimestamp. Both decode every control batch (its markers are what the transaction
+checks need) and every entry the recovery check refuses (to say what is wrong with it).
 """
 from __future__ import annotations
-
-import bisect
-from array import array
-from dataclasses import dataclass
 
 import numpy as np
 import pyarrow.compute as pc
 
 from kfmt.errors import DataError
+from kfmt.format import copied_runs
 from kfmt.format import segment as segment_io
 from kfmt.format.control import ControlType, control_type, end_txn_marker
-from kfmt.format.frames import headers_of
+from kfmt.format.frames import FRAME_DTYPE, headers_of
 from kfmt.format.layout import MAGIC_V1, MAGIC_V2
 from kfmt.format.message_formats import LENIENT, STRICT
 from kfmt.format.model import (
     INT32_MAX,
     NO_PARTITION_LEADER_EPOCH,
-    NO_PRODUCER_ID,
     Batch,
     BatchHeader,
     TimestampType,
@@ -42,111 +43,19 @@ from kfmt.partition.reader import SegmentData
 
 from . import log_runs
 from .problems import Report
+from .segment_columns import BatchFacts, SegmentColumns
 
 MAX_SEGMENT_BYTES = INT32_MAX  # FileRecords: a segment may not exceed Integer.MAX_VALUE bytes (docs/format.md §2)
-
-
-@dataclass(slots=True)
-class BatchFacts:
-    """What the other checks need to know about one batch (or legacy entry) of a segment."""
-
-    position: int
-    size: int
-    #: first offset; for a legacy compressed wrapper only known after decoding (its last offset if
-    #: the wrapper could not be decoded)
-    base_offset: int
-    last_offset: int
-    max_timestamp: int
-    magic: int
-    producer_id: int = NO_PRODUCER_ID
-    producer_epoch: int = -1
-    is_transactional: bool = False
-    is_control: bool = False
-    partition_leader_epoch: int = -1
-    #: the type of a control batch's record; None for data batches and empty/undecodable ones
-    control: ControlType | None = None
-
-    def describe(self) -> str:
-        """How a message names this batch: "a data batch (offsets 5..9) of producer 7", ..."""
-        owner = f" of producer {self.producer_id}" if self.producer_id != NO_PRODUCER_ID else ""
-        if self.is_control:
-            kind = self.control.name if self.control is not None else "empty or unreadable"
-            return f"a control batch ({kind}) at offset {self.base_offset}{owner}"
-        return f"a data batch (offsets {self.base_offset}..{self.last_offset}){owner}"
-
-
-@dataclass(frozen=True, slots=True)
-class BatchSpan:
-    """Where a batch of a checked segment lies: what the index checks compare entries with."""
-
-    position: int
-    size: int
-    base_offset: int
-    last_offset: int
-    max_timestamp: int
-
-
-class SegmentColumns:
-    """The batches of one segment as columns (a segment of small legacy messages holds millions)."""
-
-    def __init__(self, segment: Segment, file: str):
-        self.segment = segment
-        self.file = file
-        self.positions, self.sizes = array("q"), array("q")
-        self.base_offsets, self.last_offsets, self.max_timestamps = array("q"), array("q"), array("q")
-        #: where the readable entries end: the file size when the framing is intact
-        self.readable_end = 0
-        #: the partition's last segment ends in a bad tail, which log recovery truncates
-        self.recovered_tail = False
-
-    def add(self, facts: BatchFacts) -> None:
-        self.positions.append(facts.position)
-        self.sizes.append(facts.size)
-        self.base_offsets.append(facts.base_offset)
-        self.last_offsets.append(facts.last_offset)
-        self.max_timestamps.append(facts.max_timestamp)
-
-    def __len__(self) -> int:
-        return len(self.positions)
-
-    def __getitem__(self, i: int) -> BatchSpan:
-        return BatchSpan(self.positions[i], self.sizes[i], self.base_offsets[i], self.last_offsets[i],
-                         self.max_timestamps[i])
-
-    @property
-    def first_offset(self) -> int | None:
-        return self.base_offsets[0] if self.positions else None
-
-    @property
-    def last_offset(self) -> int | None:
-        return self.last_offsets[-1] if self.positions else None
-
-    @property
-    def max_timestamp(self) -> int:
-        return max(self.max_timestamps, default=-1)
-
-    def index_at(self, position: int) -> int | None:
-        """The index of the batch starting exactly at `position`."""
-        i = bisect.bisect_left(self.positions, position)
-        return i if i < len(self) and self.positions[i] == position else None
-
-    def index_before(self, position: int) -> int:
-        """The index of the last batch starting before `position` (-1 if none)."""
-        return bisect.bisect_left(self.positions, position) - 1
-
-    def index_holding(self, offset: int) -> int | None:
-        """The index of the batch whose offsets [base, last] include `offset`."""
-        i = bisect.bisect_left(self.last_offsets, offset)
-        return i if i < len(self) and self.base_offsets[i] <= offset else None
 
 
 class LogChecker:
     """Walks a partition's segments in order; `observers` (the transaction and leader-epoch checks)
     see every batch as it goes, so nothing but the current segment's facts is kept."""
 
-    def __init__(self, part: PartitionDir, report: Report, observers=(), walkers=()):
+    def __init__(self, part: PartitionDir, report: Report, observers=(), walkers=(), deep: bool = False):
         self.part = part
         self.report = report
+        self.deep = deep  # the record-level checks too (the module doc's two depths)
         self.observers = list(observers)
         # SegmentWalkers (kfmt.partition.reader) shown the same chunks of entries: what else wants
         # this pass over the bytes (the report: info's counts and the segments' facts)
@@ -178,11 +87,14 @@ class LogChecker:
                 if not walker.done:
                     walker.on_chunk(seg, data, chunk)
             # runs the kernels find nothing wrong with are taken whole (log_runs); the rest entry by entry
-            for rows, records in log_runs.split(buf, chunk):
+            for rows, records in log_runs.split(buf, chunk, self.deep):
                 if records is not None and log_runs.add_clean_run(self, rows, records, facts, file, BatchFacts):
                     continue
-                for header in headers_of(rows):
-                    batch_facts = self._check_batch(buf, header, seg, file, first=not len(facts))
+                for i, header in enumerate(headers_of(rows)):
+                    if not self.deep and header.compression and _recovery_clean(buf, rows, i, header):
+                        batch_facts = self._stored_batch(header, seg, file, facts)
+                    else:
+                        batch_facts = self._check_batch(buf, header, seg, file, first=not len(facts))
                     facts.add(batch_facts)
                     for observer in self.observers:
                         observer.on_batch(batch_facts, file, report)
@@ -194,6 +106,27 @@ class LogChecker:
         return facts
 
     # --- one batch ---
+    def _stored_batch(self, header: BatchHeader, seg: Segment, file: str, facts: SegmentColumns) -> BatchFacts:
+        """The default depth's facts of a compressed data entry log recovery's check accepts, from its
+        header alone (log_runs.stored_clean says why; a wrapper's base offset is its last)."""
+        report = self.report
+        report.counts.batches += 1
+        wrapper = header.base_offset is None
+        if wrapper:
+            report.counts.uncounted_wrappers += 1
+            facts.exact_bases = False
+        else:
+            report.counts.records += header.records_count
+        batch_facts = BatchFacts(
+            position=header.position, size=header.size,
+            base_offset=header.last_offset if wrapper else header.base_offset,
+            last_offset=header.last_offset, max_timestamp=header.max_timestamp, magic=header.magic,
+            producer_id=header.producer_id, producer_epoch=header.producer_epoch,
+            is_transactional=header.is_transactional, is_control=False,
+            partition_leader_epoch=header.partition_leader_epoch)
+        self._check_offsets(batch_facts, seg, file, not len(facts))
+        return batch_facts
+
     def _check_batch(self, buf, header: BatchHeader, seg: Segment, file: str, first: bool) -> BatchFacts:
         report = self.report
         report.counts.batches += 1
@@ -352,6 +285,15 @@ class LogChecker:
         self.report.error("framing", f"{tail.message}; the remaining {tail.length} bytes of the file "
                           f"cannot be read (expected a complete entry or the end of the file)", file,
                           tail.position, tail.offset)
+
+
+def _recovery_clean(buf, rows, i: int, header: BatchHeader) -> bool:
+    """Whether entry `i` of `rows`, a compressed data entry, passes log recovery's check of its stored
+    bytes (log_runs.stored_clean, one entry: the pure-Python path and entries a run left out)."""
+    if header.is_control:
+        return False
+    one = np.ascontiguousarray(rows[i:i + 1].astype(FRAME_DTYPE))
+    return copied_runs.entries_digest(buf, one, 0, 1)[0] == 1
 
 
 def _declared(header: BatchHeader) -> str:

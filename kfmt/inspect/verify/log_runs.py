@@ -8,9 +8,10 @@ record structure and record offsets and timestamps _check_batch would accept. Fo
 offset checks of LogChecker._check_offsets are made on the whole run with numpy; when none of them
 would report anything, the run is counted and added to the segment's columns at once, and the
 observers (the leader-epoch and transaction checks) see only the rows they ask for (`wants`).
-Compressed data batches and wrappers join a run when `compressed_clean` vouches for them: inflated and
-their records walked without columns a run at a time (kfmt.format.inflated_runs.walk), and judged by
-the same rules.
+Compressed data batches and wrappers join a run, at `--deep` when `compressed_clean` vouches for them:
+inflated and their records walked without columns a run at a time (kfmt.format.inflated_runs.walk),
+and judged by the same rules; at the default depth when they pass log recovery's check of the stored
+bytes (`stored_clean`: framing and the CRC over the still-compressed bytes, never inflated).
 Anything else (a run an offset check would complain about, control batches, damaged
 entries) goes through the per-entry checks, which remain the definition of every message.
 """
@@ -21,8 +22,8 @@ from typing import Iterator
 import numpy as np
 import pyarrow as pa
 
-from kfmt.format import inflated_runs
-from kfmt.format.layout import ATTR_TRANSACTIONAL, MAGIC_V1, MAGIC_V2
+from kfmt.format import copied_runs, inflated_runs
+from kfmt.format.layout import ATTR_CONTROL, ATTR_TRANSACTIONAL, MAGIC_V1, MAGIC_V2
 from kfmt.format.frames import FRAME_DTYPE
 from kfmt.format.inflated_runs import DISORDERED, HAS_TS
 from kfmt.format.kernels import native
@@ -30,48 +31,79 @@ from kfmt.format.message_formats import STRICT
 from kfmt.format.model import INT32_MAX, NO_PARTITION_LEADER_EPOCH, TimestampType
 
 
-def split(buf, rows: np.ndarray) -> Iterator[tuple[np.ndarray, int | None]]:
+def split(buf, rows: np.ndarray, deep: bool = True) -> Iterator[tuple[np.ndarray, int | None]]:
     """`rows` (a chunk of a whole segment's frames) in consecutive pieces: (run, record count) for
     runs the kernels vouch for, (rows, None) for the rest. Without the kernels, one piece: the
-    whole chunk, unvouched. A compressed wrapper's row in a run has its first inner offset as its
-    base offset, as its decoded header would."""
+    whole chunk, unvouched. At `deep`, a compressed wrapper's row in a run has its first inner
+    offset as its base offset, as its decoded header would; at the default depth it keeps its last
+    (the frame's), and its records are not in the count (`uncounted_wrappers`)."""
     if native is None or rows.dtype != FRAME_DTYPE:
         yield rows, None
         return
     rows = np.array(rows)  # a copy: wrapper rows get their decoded base offset
     start = 0
     while start < len(rows):
-        stop, records = _vouched(buf, rows, start, len(rows))
+        stop, records = _vouched(buf, rows, start, len(rows), deep)
         if stop > start:
             yield rows[start:stop], records
         if stop < len(rows):
             # the first entry it does not vouch for, and those after it up to the next clean one
             end = stop + 1
-            while end < len(rows) and _vouched(buf, rows, end, end + 1)[0] == end:
+            while end < len(rows) and _vouched(buf, rows, end, end + 1, deep)[0] == end:
                 end += 1
             yield rows[stop:end], None
             stop = end
         start = stop
 
 
-def _vouched(buf, rows: np.ndarray, start: int, stop: int) -> tuple[int, int]:
+def _vouched(buf, rows: np.ndarray, start: int, stop: int, deep: bool) -> tuple[int, int]:
     """(where it stopped, records) of the entries from `start` the kernels vouch for: uncompressed
-    ones (clean_entries) and compressed data batches (compressed_clean), in one run."""
+    ones (clean_entries) and compressed data batches (`_inflated_clean` at `deep`, else
+    `stored_clean`), in one run."""
     records = 0
     while start < stop:
         at, n = native.clean_entries(buf, rows, start, stop, 0)
         records += n
         if at < stop and rows["compression"][at]:
-            walked = inflated_runs.walk(buf, rows, at, stop, 0, STRICT, digest=False)
-            clean = compressed_clean(rows[at:walked.stop], walked.facts)
-            records += int(walked.facts["records"][:clean].sum())
-            wrappers = np.flatnonzero(rows["magic"][at:at + clean] < 2)
-            rows["base_offset"][at + wrappers] = walked.facts["first"][wrappers]
+            clean, n = (_inflated_clean if deep else stored_clean)(buf, rows, at, stop)
+            records += n
             at += clean
         if at == start:
             break
         start = at
     return start, records
+
+
+def _inflated_clean(buf, rows: np.ndarray, at: int, stop: int) -> tuple[int, int]:
+    """(entries, records) from `at` that compressed_clean vouches for, inflated and walked; their
+    wrappers' rows get their first inner offset as base offset."""
+    walked = inflated_runs.walk(buf, rows, at, stop, 0, STRICT, digest=False)
+    clean = compressed_clean(rows[at:walked.stop], walked.facts)
+    wrappers = np.flatnonzero(rows["magic"][at:at + clean] < 2)
+    rows["base_offset"][at + wrappers] = walked.facts["first"][wrappers]
+    return clean, int(walked.facts["records"][:clean].sum())
+
+
+def stored_clean(buf, rows: np.ndarray, at: int, stop: int) -> tuple[int, int]:
+    """(entries, records) of the compressed data entries from `at` that pass what Kafka's log
+    recovery asks of a batch (LogSegment.recover: RecordBatch.ensureValid, the CRC over the stored,
+    still-compressed bytes, docs/format.md §3.1 and §4.1), checked in place and never inflated
+    (copied_runs.entries_digest, the check byte-for-byte copies make). Records are the v2 headers'
+    counts; a v0/v1 wrapper's are known only inflated (docs/format.md §3.4), so not counted here.
+    Control batches are left to the per-entry check, which decodes them: the transaction checks
+    need their markers."""
+    piece = rows[at:stop]
+    other = np.flatnonzero((piece["compression"] == 0)
+                           | ((piece["magic"] >= MAGIC_V2) & (piece["attributes"] & ATTR_CONTROL != 0)))
+    end = at + (int(other[0]) if len(other) else len(piece))
+    checked = copied_runs.entries_digest(buf, rows, at, end)[0] if end > at else at
+    taken = rows[at:checked]
+    return checked - at, int(taken["records_count"][taken["magic"] >= MAGIC_V2].sum())
+
+
+def uncounted_wrappers(rows: np.ndarray) -> int:
+    """The compressed v0/v1 wrappers among `rows`: records the default depth does not count."""
+    return int(((rows["magic"] < MAGIC_V2) & (rows["compression"] != 0)).sum())
 
 
 def compressed_clean(rows: np.ndarray, facts: np.ndarray) -> int:
@@ -120,6 +152,10 @@ def add_clean_run(checker, rows: np.ndarray, records: int, facts, file: str, bat
     report = checker.report
     report.counts.batches += len(rows)
     report.counts.records += records
+    if not checker.deep:
+        wrappers = uncounted_wrappers(rows)
+        report.counts.uncounted_wrappers += wrappers
+        facts.exact_bases &= not wrappers
     for name, column in (("positions", "position"), ("sizes", "size"), ("base_offsets", "base_offset"),
                          ("last_offsets", "last_offset"), ("max_timestamps", "max_timestamp")):
         getattr(facts, name).frombytes(rows[column].astype(np.int64).tobytes())

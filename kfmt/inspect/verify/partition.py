@@ -16,17 +16,18 @@ TRANSIENT_SUFFIXES = (".deleted", ".cleaned", ".swap")
 
 
 def verify_partition(part: PartitionDir, report: Report, on_segment=None,
-                     recovery: LoadRecovery = TRUSTED, walkers=()) -> PartitionRange:
+                     recovery: LoadRecovery = TRUSTED, walkers=(), deep: bool = False) -> PartitionRange:
     """Check every file of `part`; `on_segment()` is called after each segment (progress).
     `recovery`: which segments a broker recovers on load, whose index problems are notes.
-    `walkers` (SegmentWalkers, kfmt.partition.reader) are shown the log's entries as it is checked."""
+    `walkers` (SegmentWalkers, kfmt.partition.reader) are shown the log's entries as it is checked.
+    `deep`: the record-level checks too (kfmt.inspect.verify.log's two depths)."""
     report.counts.partitions += 1
     _check_manifest(part, report)
     _check_file_names(part, report)
     check_partition_metadata(part, report)
     epochs = LeaderEpochs(part, report)
     txns = TxnChecker(part, report)
-    log = LogChecker(part, report, observers=(epochs, txns), walkers=walkers)
+    log = LogChecker(part, report, observers=(epochs, txns), walkers=walkers, deep=deep)
     index_checker = IndexChecker(part, report)
     ranges: dict[int, tuple[int | None, int | None]] = {}
     log_end = None

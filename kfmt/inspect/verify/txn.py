@@ -35,7 +35,7 @@ from kfmt.format.model import NO_PRODUCER_ID
 from kfmt.partition.layout import PartitionDir
 from kfmt.partition.txnindex import ENTRY, AbortedTxn, read_txn_index
 
-from .log import BatchFacts
+from .segment_columns import BatchFacts
 from .problems import Report
 
 ENTRY_SIZE = ENTRY.size  # 34
