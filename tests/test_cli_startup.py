@@ -85,3 +85,28 @@ def test_the_legacy_upgrade_imports_no_module_it_does_not_use(command, tmp_path)
     result = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stderr.strip().splitlines()[-1] == "[]"
+
+
+@pytest.mark.needs("speedups")
+def test_the_upgrade_of_uncompressed_legacy_messages_does_not_import_pyarrow(tmp_path):
+    """pyarrow is about 0.03 CPU s and 0.05 s of a command's start: the record columns are Arrow,
+    but the upgrade of uncompressed v0/v1 messages (the kernels convert runs of them) and the copy
+    of uncompressed v2 batches hold none, so pyarrow is imported where record columns are first
+    made (kfmt.format.kernels, kfmt.format.model), not with the modules and plugins. numpy stays:
+    the frame scan's rows are numpy arrays. A partition of gzip wrappers does import it (its
+    records are decoded into Arrow columns and encoded again)."""
+    from tests.support.corpus import REALKAFKA
+
+    src = tmp_path / "src"
+    for name in ("v0-none-0", "v1-none-0", "v2-none-0", "compact-v2-none-0"):
+        shutil.copytree(REALKAFKA / name, src / name)
+    code = ("import sys\nfrom kfmt.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n"
+            "    assert not e.code, e.code\n"
+            "print(sorted(m for m in ('pyarrow', 'pandas') if m in sys.modules), file=sys.stderr)")
+    for name, imported in (("v1", "[]"), ("gzip", "['pyarrow']")):
+        if name == "gzip":
+            shutil.copytree(REALKAFKA / "v1-gzip-0", src / "v1-gzip-0")
+        argv = ["upgrade", str(src), str(tmp_path / f"out-{name}"), "--no-progress"]
+        result = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr
+        assert result.stderr.strip().splitlines()[-1] == imported

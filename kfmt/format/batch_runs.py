@@ -30,10 +30,9 @@ gives (decode each entry; digest its columns or concatenate them); the kernels g
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, TYPE_CHECKING
 
 import numpy as np
-import pyarrow as pa
 
 from kfmt.errors import DataError, UsageError
 from kfmt.format import inflated_runs, segment
@@ -42,7 +41,11 @@ from kfmt.format.frames import FRAME_DTYPE, header_of
 from kfmt.format.kernels import native
 from kfmt.format.layout import ATTR_CONTROL, MAGIC_V2
 from kfmt.format.message_formats import STRICT, ReadOptions
-from kfmt.format.model import EMPTY_RECORDS, RECORD_SCHEMA, Batch
+from kfmt.format import model
+from kfmt.format.model import Batch
+
+if TYPE_CHECKING:
+    import pyarrow as pa  # imported where used: not on the paths that hold no record columns
 
 
 @dataclass
@@ -182,10 +185,12 @@ def _plain_rows(rows: np.ndarray) -> np.ndarray:
 def _concat(pieces: list[pa.RecordBatch]) -> pa.RecordBatch:
     pieces = [p for p in pieces if p.num_rows]
     if not pieces:
-        return EMPTY_RECORDS
+        return model.EMPTY_RECORDS
     if len(pieces) == 1:
         return pieces[0]
-    return pa.Table.from_batches(pieces, RECORD_SCHEMA).combine_chunks().to_batches()[0]
+    import pyarrow as pa
+
+    return pa.Table.from_batches(pieces, model.RECORD_SCHEMA).combine_chunks().to_batches()[0]
 
 
 def digest_messages(data, rows: np.ndarray, start: int, stop: int, base: int = 0,

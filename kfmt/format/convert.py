@@ -15,10 +15,13 @@ output; offsets still preserved) -- not what a broker would write, so only on re
 """
 from __future__ import annotations
 
-import pyarrow as pa
+from typing import TYPE_CHECKING
 
 from kfmt.format.layout import MAGIC_V2
 from kfmt.format.model import Batch, BatchHeader, TimestampType, int64_values
+
+if TYPE_CHECKING:
+    import pyarrow as pa  # imported where used: not on the paths that hold no record columns
 
 
 def v2_header_for(records: pa.RecordBatch, *, compression: int, timestamp_type: TimestampType,
@@ -59,6 +62,8 @@ def convert_batch(batch: Batch) -> tuple[BatchHeader, pa.RecordBatch]:
 def convert_run(batches: list[Batch]) -> tuple[BatchHeader, pa.RecordBatch]:
     """One v2 batch for a run of consecutive uncompressed legacy messages of one timestamp type
     (the --rebatch mode). The caller forms runs with `rebatchable`."""
+    import pyarrow as pa
+
     records = pa.Table.from_batches([b.records for b in batches]).combine_chunks().to_batches()[0]
     ts_type = _v2_type(batches[0])
     lat = max(b.header.max_timestamp for b in batches) if ts_type == TimestampType.LOG_APPEND_TIME else None

@@ -18,11 +18,14 @@ cannot trade places unnoticed.
 from __future__ import annotations
 
 import struct
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
 import xxhash
 
 from kfmt.format.kernels import native
+
+if TYPE_CHECKING:
+    import pyarrow as pa  # imported where used: not on the paths that hold no record columns
 
 DIGEST_VERSION = 2
 _MOD = 1 << 128
@@ -38,6 +41,8 @@ def _sized(data: bytes | None) -> bytes:
 def record_hashes_sum(records: pa.RecordBatch) -> int:
     """The sum (mod 2**128) of the records' XXH3-128 hashes of their canonical form (computed in C
     when kfmt.format.kernels has its kernels: kfmt/csrc/digest.c; same result)."""
+    import pyarrow as pa  # records were made by it: already imported
+
     if native is not None and type(records) is pa.RecordBatch:
         total = native.record_hashes_sum(records)
         if total is not NotImplemented:

@@ -27,10 +27,9 @@ comprehension of codec calls per few MB. Then:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, TYPE_CHECKING
 
 import numpy as np
-import pyarrow as pa
 
 from kfmt.errors import DataError, UsageError
 from kfmt.format import segment
@@ -61,6 +60,9 @@ from kfmt.format.span_inflate import (
     native_format,
 )
 from kfmt.plugin import registry
+
+if TYPE_CHECKING:
+    import pyarrow as pa  # imported where used: not on the paths that hold no record columns
 
 
 @dataclass

@@ -29,13 +29,22 @@ def _load():
         from kfmt import _speedups
     except ImportError as exc:
         return None, f"pure Python (kfmt._speedups is not built: {exc})"
+    # pyarrow (about 20 ms of a command's start) is imported when a kernel first returns record
+    # columns, not here: the legacy upgrade and the byte-for-byte copies never do
+    _speedups.configure(_first_record_batch, None)
+    details = ", ".join(f"{k} {v}" for k, v in _speedups.implementation().items())
+    return _speedups, f"compiled kernels (kfmt._speedups: {details})"
+
+
+def _first_record_batch(address: int, _schema):
+    """The kernels' first record batch: imports pyarrow, hands the kernels pyarrow's own importer
+    and RECORD_SCHEMA for every later batch, and imports this one."""
     import pyarrow as pa
 
     from kfmt.format.model import RECORD_SCHEMA
 
-    _speedups.configure(pa.RecordBatch._import_from_c, RECORD_SCHEMA)
-    details = ", ".join(f"{k} {v}" for k, v in _speedups.implementation().items())
-    return _speedups, f"compiled kernels (kfmt._speedups: {details})"
+    native.configure(pa.RecordBatch._import_from_c, RECORD_SCHEMA)
+    return pa.RecordBatch._import_from_c(address, RECORD_SCHEMA)
 
 
 native, description = _load()

@@ -21,10 +21,9 @@ of; that entry then goes through the per-entry path, which raises the error a re
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, TYPE_CHECKING
 
 import numpy as np
-import pyarrow as pa
 
 from kfmt.errors import UsageError
 from kfmt.format import segment
@@ -34,8 +33,12 @@ from kfmt.format.frames import FRAME_DTYPE, header_of, rows_of
 from kfmt.format.kernels import native
 from kfmt.format.layout import LEGACY_MAGICS, LOG_OVERHEAD, MAGIC_V0, MAGIC_V1, MAGIC_V2, V2_BATCH_OVERHEAD
 from kfmt.format.message_formats import STRICT, ReadOptions
-from kfmt.format.model import EMPTY_RECORDS, INT32_MAX, RECORD_SCHEMA, Batch, BatchHeader, TimestampType
+from kfmt.format import model
+from kfmt.format.model import INT32_MAX, Batch, BatchHeader, TimestampType
 from kfmt.plugin import registry
+
+if TYPE_CHECKING:
+    import pyarrow as pa  # imported where used: not on the paths that hold no record columns
 
 # Kafka's default message.max.bytes (1 MiB + the log overhead), kfmt.transforms.upgrade's default.
 DEFAULT_MAX_BATCH_BYTES = 1024 * 1024 + LOG_OVERHEAD
@@ -116,6 +119,8 @@ def record_blocks(data, file: str, options: ReadOptions = STRICT, start: int | N
 def encode_messages(records: pa.RecordBatch, magic: int, log_append_time: int | None = None) -> bytes:
     """Uncompressed v0/v1 entries for `records`, one message each, with the records' offsets and
     timestamps (`log_append_time`: the time of a v1 LogAppendTime run, which every message reports)."""
+    import pyarrow as pa  # records were made by it: already imported
+
     if native is not None and type(records) is pa.RecordBatch and magic in LEGACY_MAGICS:
         out = native.encode_legacy_messages(records, magic, 0, log_append_time if magic else None)
         if out is not NotImplemented:
@@ -309,8 +314,10 @@ def _decode_one(data, rows: np.ndarray, i: int, file: str, options: ReadOptions,
 
 def _concat(pieces: list[pa.RecordBatch]) -> pa.RecordBatch:
     if not pieces:
-        return EMPTY_RECORDS
+        return model.EMPTY_RECORDS
     if len(pieces) == 1:
         return pieces[0]
-    table = pa.Table.from_batches(pieces, RECORD_SCHEMA).combine_chunks()
-    return table.to_batches()[0] if table.num_rows else EMPTY_RECORDS
+    import pyarrow as pa
+
+    table = pa.Table.from_batches(pieces, model.RECORD_SCHEMA).combine_chunks()
+    return table.to_batches()[0] if table.num_rows else model.EMPTY_RECORDS

@@ -7,11 +7,13 @@ It reads a batch header from an entry's bytes without decompressing, decodes an 
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-import pyarrow as pa
+from typing import TYPE_CHECKING
 
 from kfmt.format.codecs import DEFAULT_MAX_DECOMPRESSED
 from kfmt.format.model import Batch, BatchHeader
+
+if TYPE_CHECKING:
+    import pyarrow as pa  # imported where used: not on the paths that hold no record columns
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,10 +10,14 @@ Header keys are kept as raw bytes (lossless); they are decoded as UTF-8 only for
 from __future__ import annotations
 
 import enum
+import functools
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pyarrow as pa
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 NO_TIMESTAMP = -1
 NO_PRODUCER_ID = -1
@@ -44,19 +48,40 @@ _JAVA_NAMES = {
     TimestampType.LOG_APPEND_TIME: "LogAppendTime",
 }
 
-HEADER_TYPE = pa.list_(pa.struct([pa.field("key", pa.binary(), nullable=False),
-                                  pa.field("value", pa.binary())]))
-RECORD_SCHEMA = pa.schema([
-    pa.field("offset", pa.int64(), nullable=False),
-    pa.field("timestamp", pa.int64(), nullable=False),
-    pa.field("key", pa.binary()),
-    pa.field("value", pa.binary()),
-    pa.field("headers", HEADER_TYPE, nullable=False),
-])
+# The Arrow types are built on first use (module __getattr__): pyarrow is about 20 ms of a command's
+# start, and the paths that never hold record columns (the legacy upgrade's kernels, byte-for-byte
+# copies) do not import it.
+@functools.cache
+def _arrow_types() -> dict:
+    import pyarrow as pa
+
+    header_type = pa.list_(pa.struct([pa.field("key", pa.binary(), nullable=False),
+                                      pa.field("value", pa.binary())]))
+    schema = pa.schema([
+        pa.field("offset", pa.int64(), nullable=False),
+        pa.field("timestamp", pa.int64(), nullable=False),
+        pa.field("key", pa.binary()),
+        pa.field("value", pa.binary()),
+        pa.field("headers", header_type, nullable=False),
+    ])
+    # not make_records([], ...): pa.array over a Python list imports pandas (about 0.3 s) to see
+    # whether the list is a pandas object
+    empty = pa.RecordBatch.from_arrays([pa.nulls(0, f.type) for f in schema], schema=schema)
+    return {"HEADER_TYPE": header_type, "RECORD_SCHEMA": schema, "EMPTY_RECORDS": empty}
+
+
+def __getattr__(name: str):
+    """HEADER_TYPE, RECORD_SCHEMA and EMPTY_RECORDS, built on first use (_arrow_types)."""
+    types = _arrow_types() if name in ("HEADER_TYPE", "RECORD_SCHEMA", "EMPTY_RECORDS") else {}
+    if name not in types:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return types[name]
 
 
 def make_records(offsets, timestamps, keys, values, headers=None) -> pa.RecordBatch:
     """Build record columns from Python sequences (headers: lists of (key bytes, value bytes|None))."""
+    import pyarrow as pa
+
     n = len(offsets)
     if headers is None:
         headers = [[] for _ in range(n)]
@@ -65,8 +90,8 @@ def make_records(offsets, timestamps, keys, values, headers=None) -> pa.RecordBa
         pa.array(timestamps, pa.int64()),
         pa.array(keys, pa.binary()),
         pa.array(values, pa.binary()),
-        pa.array(headers, HEADER_TYPE),
-    ], schema=RECORD_SCHEMA)
+        pa.array(headers, _arrow_types()["HEADER_TYPE"]),
+    ], schema=_arrow_types()["RECORD_SCHEMA"])
 
 
 def int64_values(column: pa.Array) -> np.ndarray:
@@ -78,13 +103,10 @@ def int64_values(column: pa.Array) -> np.ndarray:
 def boolean_array(mask: np.ndarray) -> pa.Array:
     """A numpy mask as an Arrow boolean array (for RecordBatch.filter), without pa.array, which
     imports pandas as to_numpy does."""
+    import pyarrow as pa
+
     bits = np.packbits(np.asarray(mask, dtype=bool), bitorder="little")
     return pa.Array.from_buffers(pa.bool_(), len(mask), [None, pa.py_buffer(bits)])
-
-
-# Not make_records([], ...): pa.array over a Python list imports pandas (about 0.3 s) to see whether
-# the list is a pandas object, and every command imports this module.
-EMPTY_RECORDS = pa.RecordBatch.from_arrays([pa.nulls(0, f.type) for f in RECORD_SCHEMA], schema=RECORD_SCHEMA)
 
 
 @dataclass(slots=True)
@@ -168,7 +190,7 @@ class Batch:
     """A decoded batch: header facts plus record columns (plus legacy per-message facts)."""
 
     header: BatchHeader
-    records: pa.RecordBatch = field(default_factory=lambda: EMPTY_RECORDS)
+    records: pa.RecordBatch = field(default_factory=lambda: _arrow_types()["EMPTY_RECORDS"])
     legacy: list[LegacyMessageInfo] | None = None
     crc_valid: bool = True
 

@@ -18,13 +18,15 @@ record to the dead-letter output (`--on-decode-error`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Protocol
+from typing import TYPE_CHECKING, Iterable, Protocol
 
 import numpy as np
-import pyarrow as pa
 
 from kfmt.errors import UsageError
 from kfmt.plugin.options import Option, declared, settings
+
+if TYPE_CHECKING:
+    import pyarrow as pa  # imported where used: not on the paths that hold no record columns
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pyarrow as pa
 
 from kfmt.errors import DataError
 from kfmt.format.kernels import native
@@ -43,6 +43,9 @@ from kfmt.format.model import NO_TIMESTAMP, Batch, BatchHeader, LegacyMessageInf
 from kfmt.format.wire import INT32, OFFSET_AND_SIZE, UINT32, crc32, int64
 from kfmt.plugin import registry
 from kfmt.plugin.hookspecs import hookimpl
+
+if TYPE_CHECKING:
+    import pyarrow as pa  # imported where used: not on the paths that hold no record columns
 
 PREFIX = V0_MESSAGE.struct  # offset, messageSize, crc, magic, attributes: the same in v0 and v1
 UP_TO_CRC = V0_MESSAGE.struct_of("offset", "crc")
@@ -301,6 +304,8 @@ class LegacyFormat(MessageFormat):
         # Under LogAppendTime the header's max_timestamp is the append time, which every message
         # reports (docs/format.md §3.5), as it is for v2 batches (docs/format.md §4.3).
         lat = magic == MAGIC_V1 and header.timestamp_type == TimestampType.LOG_APPEND_TIME
+        import pyarrow as pa  # records were made by it: already imported
+
         if native is not None and type(records) is pa.RecordBatch and (
                 records.num_rows == 1 or header.compression and records.num_rows):
             entry = self._encode_native(header, records, lat, level)

@@ -5,7 +5,7 @@ then the records of v2_records, or one compressed stream of them; V2_ATTRIBUTES:
 """
 from __future__ import annotations
 
-import pyarrow as pa
+from typing import TYPE_CHECKING
 
 from kfmt.errors import DataError
 from kfmt.format.layout import (
@@ -20,12 +20,16 @@ from kfmt.format.layout import (
     V2_CRC_FROM,
 )
 from kfmt.format.message_formats import STRICT, MessageFormat, ReadOptions
-from kfmt.format.model import EMPTY_RECORDS, Batch, BatchHeader, TimestampType
+from kfmt.format import model
+from kfmt.format.model import Batch, BatchHeader, TimestampType
 from kfmt.format.wire import crc32c, int64
 from kfmt.plugin import registry
 from kfmt.plugin.hookspecs import hookimpl
 
 from .v2_records import decode_records, encode_records
+
+if TYPE_CHECKING:
+    import pyarrow as pa  # imported where used: not on the paths that hold no record columns
 
 HEADER = V2_BATCH.struct
 UP_TO_CRC = V2_BATCH.struct_of("baseOffset", "crc")  # the fields before those the CRC covers, and it
@@ -78,7 +82,7 @@ class RecordBatchV2(MessageFormat):
         if count == 0:
             # DefaultRecordBatch.iterator() returns nothing for an empty batch without looking at
             # (or decompressing) what follows the header (docs/format.md §4.7).
-            return Batch(header=header, records=EMPTY_RECORDS, crc_valid=crc_valid)
+            return Batch(header=header, records=model.EMPTY_RECORDS, crc_valid=crc_valid)
         payload = entry[V2_BATCH_OVERHEAD:]
         compressed = bool(header.compression)
         if compressed:

@@ -13,13 +13,16 @@ objects); the `*_reference` functions below are the pure-Python definition both 
 """
 from __future__ import annotations
 
-import pyarrow as pa
+from typing import TYPE_CHECKING
 
 from kfmt.errors import DataError
 from kfmt.format.kernels import native
 from kfmt.format.layout import V2_MIN_RECORD_SIZE
 from kfmt.format.model import make_records
 from kfmt.format.wire import int64, read_varint, read_varlong, varint
+
+if TYPE_CHECKING:
+    import pyarrow as pa  # imported where used: not on the paths that hold no record columns
 
 
 def decode_records(data, count: int, base_offset: int, base_timestamp: int,
@@ -37,6 +40,8 @@ def decode_records(data, count: int, base_offset: int, base_timestamp: int,
 
 def encode_records(records: pa.RecordBatch, base_offset: int, base_timestamp: int) -> bytes:
     """The concatenated record bytes of `records` relative to the batch's base offset and time."""
+    import pyarrow as pa  # records were made by it: already imported
+
     if native is not None and type(records) is pa.RecordBatch:
         body = native.encode_v2_records(records, base_offset, base_timestamp)
         if body is not NotImplemented:

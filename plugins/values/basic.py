@@ -5,17 +5,24 @@ plugins/values/json_values.py, or with `schema=text` the checked text)."""
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pyarrow as pa
 
 from kfmt.format.value_formats import Decoded
 from kfmt.plugin.hookspecs import hookimpl
 from kfmt.plugin.options import Option
 
+if TYPE_CHECKING:
+    import pyarrow as pa  # imported on first use: every command loads this plugin, few decode values
+
 
 class RawDecoder:
-    arrow_type = pa.binary()
+    @property
+    def arrow_type(self):
+        import pyarrow as pa
+
+        return pa.binary()
 
     def decode(self, data: pa.Array) -> Decoded:
         return Decoded(data)
@@ -31,9 +38,15 @@ class Raw:
 
 
 class StringDecoder:
-    arrow_type = pa.string()
+    @property
+    def arrow_type(self):
+        import pyarrow as pa
+
+        return pa.string()
 
     def decode(self, data: pa.Array) -> Decoded:
+        import pyarrow as pa
+
         try:
             return Decoded(data.cast(pa.string()))  # Arrow checks UTF-8 at C speed
         except pa.ArrowInvalid:
@@ -67,7 +80,11 @@ class Text:
 class JsonTextDecoder:
     """JSON text, checked: the column holds the text of each value that parses."""
 
-    arrow_type = pa.string()
+    @property
+    def arrow_type(self):
+        import pyarrow as pa
+
+        return pa.string()
 
     def decode(self, data: pa.Array) -> Decoded:
         text = StringDecoder().decode(data)
@@ -120,6 +137,7 @@ def kfmt_register_value_formats(register):
 def _nulls_where(bad, column: pa.Array) -> pa.Array:
     """`column` with nulls where `bad` is set. pyarrow.compute is imported here, not with the plugin:
     every command loads the plugins, and that import costs 30 ms of each one's start."""
+    import pyarrow as pa
     import pyarrow.compute as pc
 
     return pc.if_else(pa.array(bad), pa.scalar(None, column.type), column)

@@ -10,9 +10,12 @@ A record of a schema id that is not a version of the subject does not decode (a 
 """
 from __future__ import annotations
 
-import pyarrow as pa
+from typing import TYPE_CHECKING
 
 from kfmt.plugin.options import Option
+
+if TYPE_CHECKING:
+    import pyarrow as pa  # imported where used: not on the paths that hold no record columns
 
 PER_SCHEMA_ID = "per-schema-id"
 TABLES_OPTION = Option("tables", "one table type for every version of the subject, or one struct member "
@@ -27,4 +30,6 @@ def member_name(schema_id: int) -> str:
 
 def members_type(writers: list) -> pa.StructType:
     """The struct of the subject's versions (WriterSchema, ... oldest first)."""
+    import pyarrow as pa
+
     return pa.struct([pa.field(member_name(w.id), w.arrow) for w in writers])

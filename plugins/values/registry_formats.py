@@ -12,9 +12,9 @@ not match its schema, whose schema is of another kind, or that is not framed, fa
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pyarrow as pa
 
 from kfmt.errors import UsageError
 from kfmt.format.value_formats import Decoded
@@ -26,6 +26,9 @@ from kfmt.default_plugins.values.per_schema_id import (
     member_name,
     members_type,
 )
+
+if TYPE_CHECKING:
+    import pyarrow as pa  # imported on first use: every command loads this plugin, few decode values
 
 AVRO, PROTOBUF, JSON = "AVRO", "PROTOBUF", "JSON"
 SUBJECT_OPTION = Option("subject", "the registry subject whose versions make the table type "
@@ -113,6 +116,8 @@ class RegistryDecoder:
         return getattr(self, "members", False)
 
     def decode(self, data: pa.Array) -> Decoded:
+        import pyarrow as pa
+
         from kfmt.default_plugins.values import framing
         from kfmt.default_plugins.values.evolution import Incompatible, conform
 
@@ -157,6 +162,8 @@ class RegistryDecoder:
     def _decode_members(self, data: pa.Array) -> Decoded:
         """decode() for one member per schema id (plugins/values/per_schema_id.py): each schema id's
         rows decoded with their writer schema into its own member, no casting between versions."""
+        import pyarrow as pa
+
         from kfmt.default_plugins.values import framing
 
         col = framing.Column(data)
@@ -223,6 +230,8 @@ def _writer_or_reason(schemas, schema_id: int, kinds: tuple, message: str | None
 
 def _assemble(n: int, arrow: pa.DataType, pieces: list, failed: dict, ids: np.ndarray) -> Decoded:
     """The decoded pieces (rows, column) put back in row order; every other row null."""
+    import pyarrow as pa
+
     if not failed and len(pieces) == 1 and len(pieces[0][0]) == n:  # one schema id, every row: in order
         return Decoded(pieces[0][1], np.zeros(0, np.int64), [], ids)
     index = np.full(n, sum(len(c) for _, c in pieces), np.int64)  # the null slot after the pieces

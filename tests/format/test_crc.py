@@ -3,7 +3,9 @@ messages against zlib.crc32, CRC-32C of v2 batches against kafka-python's calc_c
 
 CRC-32 folds 64 bytes at a time with carry-less multiplies from 64 bytes on, then 16 at a time, and
 finishes with the table: every length 0..4096 crosses each of those boundaries, from every start
-offset within a word, and large buffers run the main loop long.
+offset within a word, and large buffers run the main loop long. CRC-32C runs three chains of 64
+bytes at once and joins them with shift tables (192 bytes a round), then one chain: the same lengths
+cross its round boundaries, and runs of zeros and of ones the extremes of the shift tables.
 """
 from __future__ import annotations
 
@@ -54,3 +56,20 @@ def test_crc32c_check_value_and_lengths():
     data = random.Random(3).randbytes(700)
     for n in range(0, 700, 7):
         assert native.crc32c(data[:n]) == calc_crc32c(data[:n]), n
+
+
+def test_crc32c_of_every_length_up_to_4096():
+    data = random.Random(33).randbytes(4096 + 8)
+    for n in range(4097):
+        start = n % 8
+        piece = bytes(data[start:start + n])
+        assert native.crc32c(piece) == calc_crc32c(piece), n
+    for n in (191, 192, 193, 384, 385, 1 << 20):
+        for fill in (b"\x00", b"\xff"):
+            assert native.crc32c(fill * n) == calc_crc32c(fill * n), (n, fill)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.binary(max_size=5000), st.integers(0, 7))
+def test_crc32c_of_any_bytes(data, start):
+    assert native.crc32c(memoryview(data)[start:]) == calc_crc32c(data[start:])

@@ -777,6 +777,12 @@ def worker_main(seed: int, start: int, count: int, tier: str) -> None:
     import kfmt.cli  # noqa: F401 - imported before the ceiling is set
     import kfmt.inspect.verify  # noqa: F401
     import kfmt.transforms.salvage  # noqa: F401
+    # kfmt imports pyarrow where record columns are first made, not with its modules; Arrow's
+    # allocator (mimalloc) reserves about 1 GB of address space on its first allocation: the
+    # library's, not the work's, so it is made before the ceiling, as kfmt's imports once made it
+    import pyarrow
+
+    pyarrow.allocate_buffer(1)
 
     _set_memory_ceiling()
     out = sys.stdout
