@@ -28,6 +28,7 @@ import pyarrow.json  # noqa: F401  (pa.json)
 from kfmt.errors import UsageError
 from kfmt.format.value_formats import Decoded
 
+SMALLEST_BLOCK = 8  # a refused block this small is parsed one by one: fewer reader calls, same values
 JSON_TEXT = pa.large_string()  # the JSON text of a value no type describes (large: a marker, not only a size)
 
 
@@ -89,11 +90,47 @@ def decode_json(payloads: list[bytes], arrow: pa.DataType, strict: bool = False
                 ) -> tuple[pa.Array, list[tuple[int, str]]]:
     """(the payloads parsed into `arrow`, [(index, reason)] of those that did not parse or fit);
     `strict`: an object's field that `arrow` does not have does not fit either (an inferred type:
-    plugins/values/json_infer.py)."""
+    plugins/values/json_infer.py). A struct type without maps or JSON-text fields goes through
+    pyarrow's JSON reader in bulk; the payloads it refuses alone are parsed one by one."""
     if pa.types.is_struct(arrow) and _bulk_ok(arrow) and payloads:
-        bulk = _read_block(payloads, arrow, strict)
-        if bulk is not None:
-            return bulk, []
+        return _decode_in_bulk(payloads, arrow, strict)
+    return _decode_one_by_one(payloads, arrow, strict)
+
+
+def _decode_in_bulk(payloads: list[bytes], arrow: pa.StructType, strict: bool
+                    ) -> tuple[pa.Array, list[tuple[int, str]]]:
+    """The reader on the whole chunk; a chunk it refuses is split in halves until the refused
+    payloads are alone, and those (with the ones not on one line) go to _decode_one_by_one, whose
+    reasons are the reference's."""
+    one_line = np.array([b"\n" not in p and p.lstrip().startswith(b"{") for p in payloads], bool)
+    lines = np.flatnonzero(one_line)
+    pieces, stack = [], [(0, len(lines))] if len(lines) else []
+    refused = [np.flatnonzero(~one_line)]
+    while stack:
+        start, stop = stack.pop()
+        block = _read_block([payloads[i] for i in lines[start:stop]], arrow, strict)
+        if block is not None:
+            pieces.append((lines[start:stop], block))
+        elif stop - start <= SMALLEST_BLOCK:
+            refused.append(lines[start:stop])
+        else:
+            middle = (start + stop) // 2
+            stack += [(middle, stop), (start, middle)]
+    slow = np.sort(np.concatenate(refused)).astype(np.int64)
+    if len(slow) == 0 and len(pieces) == 1:
+        return pieces[0][1], []
+    values, failed = _decode_one_by_one([payloads[i] for i in slow], arrow, strict)
+    pieces.append((slow, values))
+    rows = np.concatenate([r for r, _ in pieces])
+    whole = pa.concat_arrays([a.cast(arrow) for _, a in pieces])
+    order = np.empty(len(payloads), np.int64)
+    order[rows] = np.arange(len(rows))
+    return whole.take(pa.array(order)), [(int(slow[i]), reason) for i, reason in failed]
+
+
+def _decode_one_by_one(payloads: list[bytes], arrow: pa.DataType, strict: bool
+                       ) -> tuple[pa.Array, list[tuple[int, str]]]:
+    """The reference: json.loads and _shape per payload, then pa.array (its checks of ranges)."""
     values, failed = [], []
     for i, payload in enumerate(payloads):
         try:
@@ -103,11 +140,11 @@ def decode_json(payloads: list[bytes], arrow: pa.DataType, strict: bool = False
             values.append(None)
     try:
         return pa.array(values, arrow), failed
-    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as err:
-        for i in range(len(values)):
+    except (ValueError, pa.ArrowTypeError, OverflowError) as err:  # ValueError: ArrowInvalid, and
+        for i in range(len(values)):  # UnicodeEncodeError (a lone surrogate \ud800 json.loads accepts)
             try:
                 pa.array([values[i]], arrow)
-            except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+            except (ValueError, pa.ArrowTypeError, OverflowError):
                 failed.append((i, f"a value does not fit {arrow}: {err}"))
                 values[i] = None
         return pa.array(values, arrow), sorted(failed)

@@ -60,6 +60,7 @@ class WriterSchema:
 
             self.proto = ProtoSchema(schema, refs, message)
             self.arrow = self.proto.arrow
+            self.bulk = None  # protobuf_bulk.BulkProtobuf, made on first use
         else:
             raise ValueError(f"unknown schema type {self.kind}")
 
@@ -75,7 +76,20 @@ class WriterSchema:
                                    col.lengths[rows] - skip)
             if decoded is not NotImplemented:
                 return decoded
+        if self.kind == PROTOBUF and native is not None:
+            bulk = self._protobuf_bulk()
+            if bulk is not None:
+                return bulk.decode_rows(col, rows, skip)
         return self.decode(col.payloads(rows, skip))
+
+    def _protobuf_bulk(self):
+        """Protobuf's bulk decoder (protobuf_bulk.py) where ptars is installed and covers the message;
+        KFMT_PURE_PYTHON=1 (native None) keeps the reference."""
+        from kfmt.default_plugins.values import protobuf_bulk
+
+        if getattr(self, "bulk", None) is None and protobuf_bulk.ptars_available():
+            self.bulk = protobuf_bulk.BulkProtobuf(self.proto)
+        return self.bulk if self.bulk is not None and self.bulk.supported else None
 
     def decode(self, payloads: list[bytes]) -> tuple[pa.Array, list[tuple[int, str]]]:
         if self.kind == AVRO:
