@@ -12,7 +12,7 @@ JSON defaults by type (the specification's table): null, a boolean, an integer (
 (float, double), a string (string; an enum's symbol; bytes and fixed as code points 0-255, one byte
 each), an object (a record, by field name, a missing field taking its own default; a map), an
 array, and for a union the value of its first branch (Avro 1.12 accepts any branch the value fits:
-the first that fits is taken).
+the first that fits is taken, an integer's own int or long branch before a float or double one).
 
 Paths name places in the table type: struct field names, "[]" for list items, "{}" for map values;
 a [null, T] union is T itself, another union's branches are its members' names.
@@ -129,7 +129,11 @@ def _encode(node: Node, value, out: bytearray):
 
 
 def _encode_union(node: Node, value, out: bytearray):
-    for i, branch in enumerate(node.children):
+    # a JSON integer goes to an int or long branch before a float or double one, as Java's
+    # GenericData.resolveUnion and fastavro pick a branch by the value's own type; else the first that fits
+    exact = ("int", "long") if isinstance(value, int) and not isinstance(value, bool) else ()
+    order = sorted(enumerate(node.children), key=lambda b: b[1].kind not in exact)
+    for i, branch in order:
         attempt = bytearray()
         try:
             _encode(branch, value, attempt)

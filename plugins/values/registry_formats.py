@@ -20,6 +20,7 @@ from kfmt.errors import UsageError
 from kfmt.format.value_formats import Decoded
 from kfmt.plugin.hookspecs import hookimpl
 from kfmt.plugin.options import Option
+from kfmt.default_plugins.values.writer_schema import AVRO, JSON, PROTOBUF, WriterSchema
 from kfmt.default_plugins.values.per_schema_id import (
     PER_SCHEMA_ID,
     TABLES_OPTION,
@@ -30,77 +31,10 @@ from kfmt.default_plugins.values.per_schema_id import (
 if TYPE_CHECKING:
     import pyarrow as pa  # imported on first use: every command loads this plugin, few decode values
 
-AVRO, PROTOBUF, JSON = "AVRO", "PROTOBUF", "JSON"
 SUBJECT_OPTION = Option("subject", "the registry subject whose versions make the table type "
                                    "(default: TOPIC-key / TOPIC-value)")
 MESSAGE_OPTION = Option("message", "Protobuf: the message of the table, when the schema defines "
                                    "several (default: the one the topic's first records name)")
-
-
-class WriterSchema:
-    """One registered schema ready to decode payloads: its Arrow type and a decode function."""
-
-    def __init__(self, schemas, schema, message: str | None = None):
-        self.id = schema.id
-        self.kind = schema.schema_type
-        refs = schemas.references_of(schema)
-        if self.kind == AVRO:
-            from kfmt.default_plugins.values.avro_program import compile_program
-            from kfmt.default_plugins.values.avro_types import parse
-
-            self.node = parse(schema.text, [s.text for _, s in refs])
-            self.arrow = self.node.arrow
-            self.program = compile_program(self.node)
-        elif self.kind == JSON:
-            from kfmt.default_plugins.values.json_values import arrow_type
-
-            self.arrow = arrow_type(json.loads(schema.text))
-        elif self.kind == PROTOBUF:
-            from kfmt.default_plugins.values.protobuf_values import ProtoSchema
-
-            self.proto = ProtoSchema(schema, refs, message)
-            self.arrow = self.proto.arrow
-            self.bulk = None  # protobuf_bulk.BulkProtobuf, made on first use
-        else:
-            raise ValueError(f"unknown schema type {self.kind}")
-
-    def decode_rows(self, col, rows: np.ndarray, skip) -> tuple[pa.Array, list[tuple[int, str]]]:
-        """The payloads of `rows` of a framing.Column (after `skip` bytes) decoded: Avro in bulk by
-        the compiled kernel where it is built and covers the chunk, else by the reference."""
-        from kfmt.format.kernels import native
-
-        if self.kind == AVRO and native is not None and self.program is not None:
-            from kfmt.default_plugins.values.avro_program import decode_chunk
-
-            decoded = decode_chunk([self.program], native, col.bytes, col.starts[rows] + skip,
-                                   col.lengths[rows] - skip)
-            if decoded is not NotImplemented:
-                return decoded
-        if self.kind == PROTOBUF and native is not None:
-            bulk = self._protobuf_bulk()
-            if bulk is not None:
-                return bulk.decode_rows(col, rows, skip)
-        return self.decode(col.payloads(rows, skip))
-
-    def _protobuf_bulk(self):
-        """Protobuf's bulk decoder (protobuf_bulk.py) where ptars is installed and covers the message;
-        KFMT_PURE_PYTHON=1 (native None) keeps the reference."""
-        from kfmt.default_plugins.values import protobuf_bulk
-
-        if getattr(self, "bulk", None) is None and protobuf_bulk.ptars_available():
-            self.bulk = protobuf_bulk.BulkProtobuf(self.proto)
-        return self.bulk if self.bulk is not None and self.bulk.supported else None
-
-    def decode(self, payloads: list[bytes]) -> tuple[pa.Array, list[tuple[int, str]]]:
-        if self.kind == AVRO:
-            from kfmt.default_plugins.values.avro_decode import decode_datums
-
-            return decode_datums(self.node, payloads)
-        if self.kind == JSON:
-            from kfmt.default_plugins.values.json_values import decode_json
-
-            return decode_json(payloads, self.arrow)
-        return self.proto.decode(payloads)
 
 
 class RegistryDecoder:
