@@ -14,7 +14,7 @@ import struct
 
 import pyarrow as pa
 import pytest
-from hypothesis import event, given
+from hypothesis import event, example, given
 from hypothesis import strategies as st
 from support.avro_strategies import Names, enums, fixeds
 from support.kernels import SETTINGS
@@ -208,8 +208,16 @@ def decode(reader: dict, writer: dict, framed: list[bytes], native) -> pa.Array:
     return decoded.column
 
 
+# a union default that is a JSON integer: its long branch, not the double before it (as Java and fastavro)
+_UNION_DEFAULT_READER = {"type": "record", "name": "R1", "fields": [
+    {"name": "f0", "type": {"type": "map", "values": ["null", "double", "long"]}, "default": {"": 0}},
+    {"name": "f1", "type": "boolean"}]}
+_UNION_DEFAULT_WRITER = {"type": "record", "name": "R1", "fields": [{"name": "f1", "type": "boolean"}]}
+
+
 @SETTINGS
 @given(evolutions())
+@example((_UNION_DEFAULT_READER, _UNION_DEFAULT_WRITER, [(1, _UNION_DEFAULT_WRITER, {"f1": False})]))
 def test_evolved_records_read_as_fastavro_resolves_them(case):
     reader, writer, records = case
     parsed = {1: fastavro.parse_schema(writer), 2: fastavro.parse_schema(reader)}
