@@ -6,6 +6,7 @@ import contextlib
 import importlib
 import itertools
 import struct
+import sys
 
 import numpy as np
 from hypothesis import HealthCheck, settings
@@ -25,10 +26,22 @@ NATIVE_USERS = ["kfmt.format.segment", "kfmt.transforms.report", "kfmt.format.le
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+def _kernel_holders(names: list[str]) -> list:
+    """The modules of `names` and every loaded kfmt module that holds kfmt.format.kernels.native (the
+    kernel choice lives in kfmt/format, docs/architecture.md: a caller's module does not hold it)."""
+    from kfmt.format import kernels
+
+    named = [m for m in map(importlib.import_module, names) if hasattr(m, "native")]
+    loaded = [m for name, m in list(sys.modules.items()) if name.startswith("kfmt.") and m is not None
+              and m is not kernels and kernels.native is not None and getattr(m, "native", None) is kernels.native]
+    return list({id(m): m for m in named + loaded}.values())
+
+
 @contextlib.contextmanager
 def reference_code(names: list[str] = NATIVE_USERS):
-    """Run the pure-Python reference: the kernels off in every module (of `names`) that uses them."""
-    users = [m for m in map(importlib.import_module, names) if hasattr(m, "native")]
+    """Run the pure-Python reference: the kernels off in every module that uses them (those of
+    `names`, and every loaded module holding them)."""
+    users = _kernel_holders(names)
     saved = [m.native for m in users]
     for m in users:
         m.native = None
