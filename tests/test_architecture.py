@@ -154,7 +154,6 @@ def test_no_test_module_imports_another():
 LAYOUT_HOMES = ("kfmt.format", "kfmt.default_plugins.compression", "kfmt.default_plugins.values")
 # Modules outside them that lay out bytes which are none of Kafka's structures, and why.
 NOT_KAFKA_LAYOUTS = {
-    "kfmt.transforms.cleanup.compaction.offset_map": "MD5 key hashes as two uint64 (SkimpyOffsetMap)",
     "kfmt.partition.broker": "the operating system's struct flock (fcntl F_GETLK), not a file layout",
 }
 BYTE_ORDER_FORMAT = re.compile(r"^[<>=!]\d*[xcbB?hHiIlLqQnNefdspP][0-9xcbB?hHiIlLqQnNefdspP]*$|^[<>=|][biuf][1248]$")
