@@ -20,7 +20,7 @@ from kfmt.plugin import registry
 
 # The modules that look at kfmt.format.kernels.native when called.
 NATIVE_USERS = ["kfmt.format.segment", "kfmt.transforms.report", "kfmt.format.legacy_runs", "kfmt.partition.companions",
-                "kfmt.default_plugins.formats.v2_records", "kfmt.default_plugins.formats.legacy"]
+                "kfmt.format.v2_records", "kfmt.default_plugins.formats.legacy"]
 
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
