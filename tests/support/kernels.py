@@ -18,22 +18,30 @@ from kfmt.format import segment
 from kfmt.format.model import BatchHeader, TimestampType, make_records
 from kfmt.plugin import registry
 
-# The modules that look at kfmt.format.kernels.native when called.
-NATIVE_USERS = ["kfmt.format.segment", "kfmt.transforms.report", "kfmt.format.legacy_runs", "kfmt.partition.companions",
-                "kfmt.format.v2_records", "kfmt.default_plugins.formats.legacy"]
+# The modules that choose between a kernel and its reference: kfmt/format's (docs/architecture.md,
+# "Kernels and their references"; _kernel_holders imports every one of them) and the value formats'.
+NATIVE_USERS = ["kfmt.default_plugins.values.registry_formats", "kfmt.default_plugins.values.writer_schema"]
 
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def _kernel_holders(names: list[str]) -> list:
-    """The modules of `names` and every loaded kfmt module that holds kfmt.format.kernels.native (the
-    kernel choice lives in kfmt/format, docs/architecture.md: a caller's module does not hold it)."""
+    """The modules of `names` and every kfmt.format module and loaded kfmt module that holds
+    kfmt.format.kernels.native (imported here, so that one imported later is not missed)."""
+    import pkgutil
+
+    import kfmt.format
     from kfmt.format import kernels
 
+    if kernels.native is None:
+        return []
+    for info in pkgutil.walk_packages(kfmt.format.__path__, "kfmt.format."):
+        if info.name != "kfmt.format.layout_c":
+            importlib.import_module(info.name)
     named = [m for m in map(importlib.import_module, names) if hasattr(m, "native")]
     loaded = [m for name, m in list(sys.modules.items()) if name.startswith("kfmt.") and m is not None
-              and m is not kernels and kernels.native is not None and getattr(m, "native", None) is kernels.native]
+              and m is not kernels and getattr(m, "native", None) is kernels.native]
     return list({id(m): m for m in named + loaded}.values())
 
 
