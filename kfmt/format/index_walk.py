@@ -84,6 +84,8 @@ def walk_frames(walk: IndexWalk, rows: np.ndarray, start: int = 0) -> tuple[int,
     """`walk` over rows[start:] of frames (kfmt.format.frames) up to the first row it `refuses`:
     (where it stopped, offset entries, time entries), the entries as int64 pairs (offset, position)
     and (timestamp, offset). One compiled call when the kernels are built."""
+    if start >= len(rows):
+        return start, b"", b""
     if native is not None and rows.dtype == FRAME_DTYPE:
         stop, state, offsets, times = native.index_frames(np.ascontiguousarray(rows), start, len(rows),
                                                           walk._as_tuple())
