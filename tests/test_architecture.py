@@ -154,7 +154,6 @@ def test_no_test_module_imports_another():
 LAYOUT_HOMES = ("kfmt.format", "kfmt.default_plugins.compression", "kfmt.default_plugins.values")
 # Modules outside them that lay out bytes which are none of Kafka's structures, and why.
 NOT_KAFKA_LAYOUTS = {
-    "kfmt.transforms.cleanup.compaction.offset_map": "MD5 key hashes as two uint64 (SkimpyOffsetMap)",
     "kfmt.partition.broker": "the operating system's struct flock (fcntl F_GETLK), not a file layout",
 }
 BYTE_ORDER_FORMAT = re.compile(r"^[<>=!]\d*[xcbB?hHiIlLqQnNefdspP][0-9xcbB?hHiIlLqQnNefdspP]*$|^[<>=|][biuf][1248]$")
@@ -242,6 +241,37 @@ def test_no_module_compares_a_magic_with_a_number():
              for package in ("kfmt", "plugins", "pipelines") for path in sorted((REPO / package).rglob("*.py"))
              for text in [path.read_text()] for m in literal.finditer(text)]
     assert not wrong, "\n".join(wrong)
+
+
+# --- the choice between a compiled kernel and its reference is made in kfmt/format (issue 23, point 2) ---
+
+KERNEL_SWITCH = {"kfmt.format.kernels", "kfmt._speedups"}
+# Modules outside kfmt/format that may still import the switch, and why (at most 3).
+KERNEL_CHOOSERS = {
+    # Avro datums into Arrow buffers (kfmt/csrc/avro.c, driven by plugins/values/avro_program.py) and
+    # KFMT_PURE_PYTHON's hold on Protobuf's bulk decoder: the value formats' own encodings, not
+    # Kafka's bytes (as LAYOUT_HOMES), chosen where each value format decodes its column.
+    "kfmt.default_plugins.values.registry_formats": "Avro in one pass per registry chunk",
+    "kfmt.default_plugins.values.writer_schema": "Avro / Protobuf bulk decode per writer schema",
+}
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_kernel_choice_stays_inside_kfmt_format(name):
+    """Only kfmt/format imports kfmt.format.kernels (or the extension itself): a caller imports a
+    kfmt.format function named for what it does, which runs the kernel or the reference itself
+    (docs/architecture.md, "Kernels and their references")."""
+    if name == "kfmt.format" or name.startswith("kfmt.format.") or name in KERNEL_CHOOSERS:
+        return
+    found = sorted(_imports(name, MODULES[name]) & KERNEL_SWITCH)
+    assert not found, (f"{name} imports {', '.join(found)}: move the kernel call and its reference into a "
+                       f"kfmt.format module and call that")
+
+
+def test_the_kernel_choosers_outside_kfmt_format_are_few_and_real():
+    assert len(KERNEL_CHOOSERS) <= 3
+    stale = [name for name in KERNEL_CHOOSERS if not _imports(name, MODULES[name]) & KERNEL_SWITCH]
+    assert not stale, f"no longer import the kernels (drop them from KERNEL_CHOOSERS): {stale}"
 
 
 # --- sizes that read in one sitting (issue 23, point 5) ---

@@ -20,8 +20,7 @@ from typing import Iterator
 
 from kfmt.errors import UsageError
 from kfmt.format.codecs import Level, named_levels
-from kfmt.format import wrapper_runs
-from kfmt.format.kernels import native
+from kfmt.format import copied_runs, legacy_runs, wrapper_runs
 from kfmt.format.layout import MAGIC_V2, V2_BATCH_OVERHEAD
 from kfmt.format.legacy_runs import DEFAULT_MAX_BATCH_BYTES, RunUpgrader
 from kfmt.format.model import Batch, BatchHeader
@@ -64,7 +63,9 @@ class UpgradeRewriter(Rewriter):
         # of Python each (kfmt.format.wrapper_runs: on two threads 4.5 CPU s for the gzip and plain v1
         # gigabyte of bench/'s opaque input, against 5.3 on the pool). Not with the pure-Python
         # references (KFMT_PURE_PYTHON=1, or no compiler): they hold the GIL.
-        return native is not None and (codec == 0 or (magic < MAGIC_V2 and wrapper_runs.available()))
+        if codec == 0:
+            return legacy_runs.in_kernels() if magic < MAGIC_V2 else copied_runs.in_kernels()
+        return magic < MAGIC_V2 and wrapper_runs.available()
 
     def outputs(self, header: BatchHeader, entry, batch: Batch) -> Iterator[Output]:
         if header.magic >= MAGIC_V2:

@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow.compute as pc
 
 from kfmt.errors import DataError
-from kfmt.format import copied_runs
+from kfmt.format import clean_runs, copied_runs
 from kfmt.format import segment as segment_io
 from kfmt.format.control import ControlType, control_type, end_txn_marker
 from kfmt.format.frames import FRAME_DTYPE, headers_of
@@ -201,7 +201,7 @@ class LogChecker:
         report, h = self.report, batch.header
         if not len(batch) or (h.magic < MAGIC_V2 and not h.compression):
             return  # an uncompressed legacy entry is its one record: its offset and timestamp are the entry's
-        if log_runs.records_keep_rules(batch):
+        if clean_runs.records_keep_rules(batch):
             return  # nothing to report (the checks below, in one compiled call)
         offsets = int64_values(batch.records.column(0))
         decreasing = np.flatnonzero(np.diff(offsets) <= 0)

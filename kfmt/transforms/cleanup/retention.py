@@ -35,7 +35,6 @@ from kfmt.format import inflated_runs
 from kfmt.format.copied_runs import header_counts
 from kfmt.format.frames import header_of
 from kfmt.format.layout import ATTR_CONTROL, MAGIC_V2
-from kfmt.format.kernels import native
 from kfmt.partition.companions import CompanionBuilder, CompanionOptions, existing_leader_epochs
 from kfmt.partition.layout import Segment, segment_file_name
 from kfmt.partition.log_start import BelowLogStart, below_log_start, segment_start
@@ -155,7 +154,7 @@ def _count_removed(reader: PartitionReader, segments: list[Segment], deep: bool 
             for rows in reader.frame_chunks(seg):
                 _count_headers(rows, summary)
             continue
-        if native is None or not reader.options.check_crc:
+        if not inflated_runs.can_walk(reader.options):
             for header in reader.frames(seg):
                 _count_header(reader, seg, header, summary)
             continue

@@ -42,7 +42,7 @@ from kfmt.transforms.cleanup.compaction.facts import (
     gather_facts,
 )
 from kfmt.transforms.cleanup.compaction.filter import Action, BatchRetention, CleanerFilter
-from kfmt.transforms.cleanup.compaction.offset_map import OffsetMap
+from kfmt.format.offset_map import OffsetMap
 from kfmt.transforms.cleanup.compaction.outcome import (
     CleanStats,
     CompactOptions,
