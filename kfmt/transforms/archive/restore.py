@@ -27,22 +27,23 @@ from kfmt.partition.log_start import (
     segment_start,
     segment_start_note,
 )
-from kfmt.partition.summary import ENTRIES_CHECK, RECORDS_CHECK, PartitionSummary, PartitionTally, merge_tallies
+from kfmt.partition.summary import (
+    ENTRIES_CHECK,
+    RECORDS_CHECK,
+    PartitionCounts,
+    PartitionTally,
+    merge_tallies,
+)
 from kfmt.partition.topic_identity import TargetTopics, TopicIdentity
 from kfmt.pipelines.runner import run_tasks
 from kfmt.storage.manifest import FileRecord, Manifest
 from kfmt.storage.staging import StagedOutput, StagingTarget
 from kfmt.storage.store import StorageSpec, open_storage
 from kfmt.transforms.archive.view import ArchiveView, PublishedArchive, open_archive
-from kfmt.transforms.reindex import (
-    DirectoryPlan,
-    PartitionPlan,
-    plan_engine,
-    plan_reindex,
-    reindex_partition,
-    write_log_dir_files,
-)
+from kfmt.transforms.directory_plan import DirectoryPlan, PartitionPlan, plan_directory, write_log_dir_files
+from kfmt.transforms.reindex import reindex_partition
 from kfmt.transforms.report import REPORT_NAME, make_report, report_bytes
+from kfmt.transforms.run import plan_engine
 
 # what a restored partition must share with the archive's record of its source; with the same check,
 # also what that check counts (kfmt.partition.summary)
@@ -68,11 +69,11 @@ class RestoreTask:
 
 @dataclass(frozen=True)
 class RestoreResult:
-    summary: PartitionSummary
+    summary: PartitionCounts
     records: list[FileRecord]
     segment_start: int | None = None  # a partition-directory DST: its first segment's new base offset
     below: BelowLogStart | None = None  # what that new start leaves out
-    left_out: PartitionSummary | None = None  # the same, counted as the archive counted its segments
+    left_out: PartitionCounts | None = None  # the same, counted as the archive counted its segments
 
 
 def restore_partition(task: RestoreTask) -> RestoreResult:
@@ -88,7 +89,7 @@ def restore_partition(task: RestoreTask) -> RestoreResult:
     start = None if task.include_deleted else segment_start(part, task.log_start_offset, bool(task.rel))
     below = left_out = None
     if start is not None:  # counted as the restored segments are: by entries, or with deep records
-        summary = PartitionSummary(view.url_of(part.path), part.topic, part.partition)
+        summary = PartitionCounts(view.url_of(part.path), part.topic, part.partition)
         left_out = PartitionTally(summary) if task.deep else PartitionTally.of_entries(summary)
         below = below_log_start(part, start, left_out)
     summary = reindex_partition(PartitionPlan(part, task.rel, task.log_start_offset, list(task.skipped), start,
@@ -145,7 +146,7 @@ def restore(url: str, dst: str, *, src_options: dict | None = None, dst_options:
     dst_storage, dst_path = open_storage(dst, dst_options if dst_options is not None else src_options)
     archive = open_archive(storage, path, generation)
     view = archive.view(storage)
-    plan = plan_reindex(view, path, dst_storage, dst_path, topic, partition, target=target)
+    plan = plan_directory(view, path, dst_storage, dst_path, topic, partition, target=target)
     result = RestoreResultSet(plan, archive)
     if dry_run:
         if dst_storage.exists(dst_path) and (not dst_storage.isdir(dst_path)
@@ -228,8 +229,8 @@ def _partition_manifest(manifest: Manifest, rel: str) -> Manifest:
     return Manifest(manifest.root, files, manifest.run, manifest.created_ms)
 
 
-def _check_restored(archived: PartitionSummary, restored: PartitionSummary,
-                    left_out: PartitionSummary | None = None) -> None:
+def _check_restored(archived: PartitionCounts, restored: PartitionCounts,
+                    left_out: PartitionCounts | None = None) -> None:
     """Restore's own check: the restored partition, with what it left out below the log start
     offset (counted from the same checked objects), holds what the archive read from the source."""
     if left_out is not None:
@@ -243,7 +244,7 @@ def _check_restored(archived: PartitionSummary, restored: PartitionSummary,
                         f"source: {'; '.join(differ)}; nothing was published", file=archived.path)
 
 
-def _tally(summary: PartitionSummary) -> PartitionTally:
+def _tally(summary: PartitionCounts) -> PartitionTally:
     if summary.check == ENTRIES_CHECK:
         return PartitionTally(summary, entries=EntriesDigest.parse(summary.entries_digest))
     return PartitionTally(summary, ContentDigest.parse(summary.content_digest))
