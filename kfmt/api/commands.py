@@ -292,7 +292,8 @@ def archive(src: Where, url: Where, *, include_active: bool | None = None, prune
     from kfmt.transforms.archive.upload import archive as run_archive
 
     result = run_archive(*paths(src, url), include_active=include_active, prune=prune, deep=deep,
-                         **run_keywords(storage_options, dst_storage_options, topic, partition, dry_run, master, progress))
+                         job=job_options(storage_options, dst_storage_options, topic, partition, dry_run,
+                                         master, progress))
     if dry_run:
         return Report(result.plan.to_json(), plan=result.plan, is_plan=True, detail=result)
     if result.report is None:  # nothing new
@@ -327,11 +328,11 @@ def restore(url: Where, dst: Where, *, index_interval_bytes: int = DEFAULT_INDEX
     record decoded."""
     from kfmt.transforms.archive.restore import restore as run_restore
 
-    result = run_restore(*paths(url, dst), generation=generation, include_deleted=include_deleted, deep=deep,
+    result = run_restore(*paths(url, dst), generation=generation, deep=deep,
                          options=companion_options(index_interval_bytes, now_ms, producer_expiration_ms),
-                         target=target_topics(topic_id, cluster_metadata, storage_options),
-                         **run_keywords(storage_options, dst_storage_options, topic, partition, dry_run, master,
-                                progress))
+                         job=job_options(storage_options, dst_storage_options, topic, partition, dry_run, master,
+                                         progress, include_deleted,
+                                         target_topics(topic_id, cluster_metadata, storage_options)))
     return outcome(result, result.report)
 
 

@@ -34,7 +34,7 @@ from kfmt.partition.summary import (
     PartitionTally,
     merge_tallies,
 )
-from kfmt.partition.topic_identity import TargetTopics, TopicIdentity
+from kfmt.partition.topic_identity import TopicIdentity
 from kfmt.pipelines.runner import run_tasks
 from kfmt.storage.manifest import FileRecord, Manifest
 from kfmt.storage.staging import StagedOutput, StagingTarget
@@ -42,6 +42,7 @@ from kfmt.storage.store import StorageSpec, open_storage
 from kfmt.transforms.archive.view import ArchiveView, PublishedArchive, open_archive
 from kfmt.transforms.directory_plan import DirectoryPlan, PartitionPlan, plan_directory, write_log_dir_files
 from kfmt.transforms.reindex import reindex_partition
+from kfmt.transforms.job_options import JobOptions
 from kfmt.transforms.report import REPORT_NAME, make_report, report_bytes
 from kfmt.transforms.run import plan_engine
 
@@ -131,24 +132,22 @@ class RestoreResultSet:
         return doc
 
 
-def restore(url: str, dst: str, *, src_options: dict | None = None, dst_options: dict | None = None,
-            topic: str | None = None, partition: int | None = None,
-            options: CompanionOptions | None = None, master: str | None = None, dry_run: bool = False,
-            progress: bool = True, generation: int | None = None,
-            include_deleted: bool = False, target: TargetTopics | None = None,
-            deep: bool = False) -> RestoreResultSet:
-    """Restore a generation of the archive at `url` into DST. `include_deleted`: a
+def restore(url: str, dst: str, job: JobOptions = JobOptions(), *, options: CompanionOptions | None = None,
+            generation: int | None = None, deep: bool = False) -> RestoreResultSet:
+    """Restore a generation of the archive at `url` into DST as `job` says (kfmt.transforms.job_options;
+    its src_options are the archive's). `job.include_deleted`: a
     partition-directory DST keeps the archived records below the log start offset (restore_partition);
     `deep`: every record decoded, whatever check the archive made."""
     started = time.monotonic()
     options = (options or CompanionOptions()).with_clock()
-    storage, path = open_storage(url, src_options)
-    dst_storage, dst_path = open_storage(dst, dst_options if dst_options is not None else src_options)
+    storage, path = open_storage(url, job.src_options)
+    dst_storage, dst_path = open_storage(dst, job.dst_storage_options)
+    include_deleted, master = job.include_deleted, job.master
     archive = open_archive(storage, path, generation)
     view = archive.view(storage)
-    plan = plan_directory(view, path, dst_storage, dst_path, topic, partition, target=target)
+    plan = plan_directory(view, path, dst_storage, dst_path, job.topic, job.partition, target=job.target)
     result = RestoreResultSet(plan, archive)
-    if dry_run:
+    if job.dry_run:
         if dst_storage.exists(dst_path) and (not dst_storage.isdir(dst_path)
                                              or dst_storage.listdir(dst_path)):
             raise UsageError(f"{plan.destination}: the destination exists and is not empty")
@@ -160,15 +159,15 @@ def restore(url: str, dst: str, *, src_options: dict | None = None, dst_options:
         engine = plan_engine(master, sum(s.size for pp in plan.partitions for s in pp.part.segments),
                              storage, dst_storage, lambda: copied_runs.in_kernels() and not any(t.deep for t in tasks))
         results = run_tasks(restore_partition, tasks, master=engine, description="restore",
-                            progress=progress)
+                            progress=job.progress)
         inputs, outputs = _checked_summaries(plan, results, archived, view, out, dst_storage, dst_path)
         if plan.log_dir:
             write_log_dir_files(plan, view, path, out)
         report = make_report(
             "restore", plan.source, plan.destination,
             {"index_interval_bytes": options.index_interval_bytes, "now_ms": options.now_ms,
-             "producer_expiration_ms": options.producer_expiration_ms, "topic": topic,
-             "partition": partition, "master": master, "include_deleted": include_deleted, "deep": deep},
+             "producer_expiration_ms": options.producer_expiration_ms, **job.selection(),
+             "master": master, "include_deleted": include_deleted, "deep": deep},
             inputs, outputs, out.files, _notes(plan, archive, results, archived))
         report["below_log_start"] = left_out_entries((_label(pp, archived), r.below)
                                                      for pp, r in zip(plan.partitions, results))

@@ -35,6 +35,7 @@ from kfmt.transforms.archive.incremental import (
     source_file,
 )
 from kfmt.transforms.archive.next_generation import NextGeneration
+from kfmt.transforms.job_options import JobOptions
 from kfmt.transforms.directory_plan import DirectoryPlan, plan_directory
 from kfmt.transforms.losses import Lost
 
@@ -168,21 +169,20 @@ class ArchiveResult:
     generation: int | None = None  # published by this run, or (nothing new) the latest
 
 
-def archive(src: str, url: str, *, src_options: dict | None = None, dst_options: dict | None = None,
-            topic: str | None = None, partition: int | None = None, master: str | None = None,
-            dry_run: bool = False, progress: bool = True, include_active: bool | None = None,
+def archive(src: str, url: str, job: JobOptions = JobOptions(), *, include_active: bool | None = None,
             prune: bool = False, deep: bool = False) -> ArchiveResult:
-    """Archive SRC into URL (docs/archive.md); `deep`: every segment read checked record by record and
+    """Archive SRC into URL (docs/archive.md) as `job` says (kfmt.transforms.job_options); `deep`: every segment read checked record by record and
     described by the content digest of its records (kfmt.transforms.archive.archive_format)."""
     started = time.monotonic()
-    src_storage, src_path = open_storage(src, src_options)
-    dst_storage, dst_path = open_storage(url, dst_options if dst_options is not None else src_options)
+    src_storage, src_path = open_storage(src, job.src_options)
+    dst_storage, dst_path = open_storage(url, job.dst_storage_options)
+    topic, partition, master = job.topic, job.partition, job.master
     destination = ArchiveDestination(dst_storage, dst_path)
     destination.look()
     aplan = plan_archive(src_storage, src_path, destination, topic, partition, include_active, prune)
     for lost in aplan.lost():
         warnings.warn(lost.phrase(), KfmtWarning, stacklevel=2)
-    if dry_run:
+    if job.dry_run:
         return ArchiveResult(aplan)
     options = {"topic": topic, "partition": partition, "master": master,
                "include_active": aplan.include_active, "prune": prune, "deep": deep}
@@ -191,7 +191,7 @@ def archive(src: str, url: str, *, src_options: dict | None = None, dst_options:
         return ArchiveResult(aplan, None, aplan.latest.number)
     destination.start()
     try:
-        report = run.run(master, progress)
+        report = run.run(master, job.progress)
     except BaseException:
         destination.stop()
         raise
