@@ -231,6 +231,7 @@ def plan_directory(src_storage: Storage, src_path: str, dst_storage: Storage, ds
 def _text(storage: Storage, path: str) -> str:
     return checkpoint_text(storage.read(path), storage.url_of(path))
 
+
 def write_log_dir_files(plan: DirectoryPlan, storage: Storage, path: str, out,
                         updates: dict[str, dict[tuple, int | None]] | None = None) -> None:
     """The log directory's own files in DST: meta.properties copied, the offset checkpoints filtered to

@@ -45,6 +45,7 @@ from kfmt.transforms.job_options import JobOptions
 from kfmt.transforms.report import REPORT_NAME, make_report, report_bytes
 from kfmt.transforms.run import plan_engine
 
+
 def reindex_partition(plan: PartitionPlan, out: StagedOutput, options: CompanionOptions,
                       on_progress: Callable[[int], None] | None = None,
                       notes: list[str] | None = None, deep: bool = False) -> PartitionCounts:

@@ -248,8 +248,6 @@ def plan_engine(master: "str | Engine | None", input_bytes: int, src_storage: St
                          threads_suffice=threads_suffice)
 
 
-
-
 def _run_task(task):
     return task.run()
 
