@@ -280,8 +280,8 @@ MODULE_LINES, FUNCTION_LINES, PARAMETERS = 400, 60, 8
 # What the sources hold today, a ratchet: a change may lower these counts (then lower them here),
 # never raise them. Parameters are not counted for the public API (kfmt/api's public functions and
 # methods: docs/python.md's keywords), where a flat keyword list is the interface.
-SIZE_LIMITS = {f"modules over {MODULE_LINES} lines": 2, f"functions over {FUNCTION_LINES} lines": 2,
-               f"functions with over {PARAMETERS} parameters": 18}
+SIZE_LIMITS = {f"modules over {MODULE_LINES} lines": 0, f"functions over {FUNCTION_LINES} lines": 2,
+               f"functions with over {PARAMETERS} parameters": 15}
 
 
 def _parameters(node: ast.FunctionDef) -> int:
@@ -316,3 +316,23 @@ def test_sizes_do_not_grow():
     over = [f"{rule}: {len(where)}, at most {SIZE_LIMITS[rule]}:\n  " + "\n  ".join(where)
             for rule, where in size_offenders().items() if len(where) > SIZE_LIMITS[rule]]
     assert not over, "split or shrink these (docs/architecture.md, 'Sizes'):\n" + "\n".join(over)
+
+
+# --- one class per name (issue 23, point 3) ---
+
+# Names that still label two unrelated classes (a value format's result and a dump decoder's; a
+# protocol field and a layout field; the byte layout and an Avro schema's column layout; the plugin
+# registry and the schema-registry value format; the CLI's parser and an Avro schema parser): a
+# ratchet, this set only shrinks.
+SHARED_CLASS_NAMES = {"Decoded", "Field", "Layout", "Registry", "_Parser"}
+
+
+def test_one_class_per_name():
+    where: dict[str, list[str]] = {}
+    for folder in SOURCES:
+        for path in sorted((REPO / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ClassDef):
+                    where.setdefault(node.name, []).append(f"{path.relative_to(REPO).as_posix()}:{node.lineno}")
+    shared = {name: places for name, places in where.items() if len(places) > 1}
+    assert set(shared) <= SHARED_CLASS_NAMES, {n: p for n, p in shared.items() if n not in SHARED_CLASS_NAMES}

@@ -42,7 +42,7 @@ from kfmt.partition.live import segment_bytes
 from kfmt.partition.reader import SegmentData
 
 from . import log_runs
-from .problems import Report
+from .problems import VerifyReport
 from .segment_columns import BatchFacts, SegmentColumns
 
 MAX_SEGMENT_BYTES = INT32_MAX  # FileRecords: a segment may not exceed Integer.MAX_VALUE bytes (docs/format.md §2)
@@ -52,7 +52,8 @@ class LogChecker:
     """Walks a partition's segments in order; `observers` (the transaction and leader-epoch checks)
     see every batch as it goes, so nothing but the current segment's facts is kept."""
 
-    def __init__(self, part: PartitionDir, report: Report, observers=(), walkers=(), deep: bool = False):
+    def __init__(self, part: PartitionDir, report: VerifyReport, observers=(), walkers=(),
+                 deep: bool = False):
         self.part = part
         self.report = report
         self.deep = deep  # the record-level checks too (the module doc's two depths)

@@ -31,7 +31,7 @@ from kfmt.format.entry_facts import entry_facts
 from kfmt.format.frames import header_of
 from kfmt.format.inflated_runs import HAS_TS
 from kfmt.format.model import Batch
-from kfmt.partition.summary import PartitionSummary, PartitionTally
+from kfmt.partition.summary import PartitionCounts, PartitionTally
 
 
 class _Times:
@@ -63,7 +63,7 @@ def segment_facts(data, file: str, ends_log: bool = False) -> tuple[PartitionTal
     the partition's last segment (`ends_log`) is left out with a warning, as segment.batches does."""
     if not inflated_runs.can_walk():  # no compiled kernels: every batch decoded
         return archived_segment_reference(data, file, ends_log)
-    tally = PartitionTally(PartitionSummary(file, None, None))
+    tally = PartitionTally(PartitionCounts(file, None, None))
     tally.add_segment(len(data))
     times = _Times()
     scanner = segment.FrameScanner(data, file)
@@ -127,7 +127,7 @@ def _add_compressed(data, rows: np.ndarray, file: str, tally: PartitionTally, ti
 def copied_facts(data, file: str, ends_log: bool = False) -> tuple[PartitionTally, None, int | None]:
     """(tally of the entries check, None, the greatest timestamp of the data entries' headers, >= 0)
     of a segment (the module doc); a bad tail of the partition's last segment as segment_facts."""
-    tally = PartitionTally.of_entries(PartitionSummary(file, None, None))
+    tally = PartitionTally.of_entries(PartitionCounts(file, None, None))
     tally.add_segment(len(data))
     high = None
     scanner = segment.FrameScanner(data, file)
@@ -148,7 +148,7 @@ def copied_facts(data, file: str, ends_log: bool = False) -> tuple[PartitionTall
 def archived_segment_reference(data, file: str, ends_log: bool = False
                                ) -> tuple[PartitionTally, int | None, int | None]:
     """The definition (see the module doc): every batch decoded."""
-    tally = PartitionTally(PartitionSummary(file, None, None))
+    tally = PartitionTally(PartitionCounts(file, None, None))
     tally.add_segment(len(data))
     times = _Times()
     for batch in segment.batches(data, file, recover_tail=ends_log):
