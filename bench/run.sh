@@ -7,6 +7,7 @@
 #   bench/run.sh typed-values 200M --kind protobuf|json   typed Protobuf / JSON Schema export against raw and a one-by-one script
 #   bench/run.sh generate DST --size 2G ... a producer-shaped log directory (bench/producer_logs.py)
 #   bench/run.sh windows [--runs N] ...     a 1 % time window written every way, through Spark (bench/window_forms.py)
+#   bench/run.sh ab BASE ROUNDS CMD ...     one kfmt command here and in checkout BASE, taking turns (bench/ab.py)
 source "$(dirname "${BASH_SOURCE[0]}")/../bin/_bootstrap.sh"
 case "${1:-}" in
     commands)
@@ -30,6 +31,9 @@ case "${1:-}" in
     windows)
         shift
         exec "$VENV/bin/python" "$KFMT_ROOT/bench/window_forms.py" "$@" ;;
+    ab)
+        shift
+        exec "$VENV/bin/python" "$KFMT_ROOT/bench/ab.py" "$@" ;;
     *)
         exec "$VENV/bin/python" "$KFMT_ROOT/bench/run.py" "$@" ;;
 esac

@@ -40,6 +40,15 @@ def run_keywords(storage_options, dst_storage_options, topic, partition, dry_run
                 topic=topic, partition=partition, dry_run=dry_run, master=master, progress=progress)
 
 
+def job_options(storage_options, dst_storage_options, topic, partition, dry_run, master=None,
+                progress=False, include_deleted=False, target=None):
+    """kfmt.transforms.job_options.JobOptions from a command's keywords (`target`: target_topics's)."""
+    from kfmt.transforms.job_options import JobOptions
+
+    return JobOptions(**run_keywords(storage_options, dst_storage_options, topic, partition, dry_run, master,
+                                     progress), include_deleted=include_deleted, target=target)
+
+
 def companion_options(index_interval_bytes, now_ms, producer_expiration_ms):
     from kfmt.partition.companions import CompanionOptions
 

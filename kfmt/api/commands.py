@@ -25,6 +25,7 @@ from kfmt.api.arguments import (  # Report and Where: also kfmt's face (kfmt/__i
     Report,
     Where,
     companion_options,
+    job_options,
     outcome,
     paths,
     progress_bar,
@@ -61,9 +62,8 @@ def upgrade(src: Where, dst: Where, *, rebatch: bool = False, max_batch_bytes: i
         *paths(src, dst), rebatch=rebatch, max_batch_bytes=max_batch_bytes or DEFAULT_MAX_BATCH_BYTES,
         levels=levels_of(compression_levels),
         companions=companion_options(index_interval_bytes, now_ms, producer_expiration_ms),
-        include_deleted=include_deleted,
-        target=target_topics(topic_id, cluster_metadata, storage_options),
-        **run_keywords(storage_options, dst_storage_options, topic, partition, dry_run, master, progress)))
+        job=job_options(storage_options, dst_storage_options, topic, partition, dry_run, master, progress,
+                        include_deleted, target_topics(topic_id, cluster_metadata, storage_options))))
 
 
 def resegment(src: Where, dst: Where, *, segment_bytes: int, segment_ms: int | None = None,
@@ -88,9 +88,9 @@ def resegment(src: Where, dst: Where, *, segment_bytes: int, segment_ms: int | N
         segment_index_bytes=DEFAULT_MAX_INDEX_BYTES if segment_index_bytes is None else segment_index_bytes,
         kafka_version=kafka_version,
         companions=companion_options(index_interval_bytes, now_ms, producer_expiration_ms),
-        include_deleted=include_deleted, deep=deep,
-        target=target_topics(topic_id, cluster_metadata, storage_options),
-        **run_keywords(storage_options, dst_storage_options, topic, partition, dry_run, master, progress)))
+        deep=deep, job=job_options(storage_options, dst_storage_options, topic, partition, dry_run, master,
+                                   progress, include_deleted, target_topics(topic_id, cluster_metadata,
+                                                                            storage_options))))
 
 
 def recompress(src: Where, dst: Where, *, compression: str, level: int | None = None,
@@ -109,9 +109,8 @@ def recompress(src: Where, dst: Where, *, compression: str, level: int | None = 
     return outcome(*run_recompress(
         *paths(src, dst), compression=compression, level=level,
         companions=companion_options(index_interval_bytes, now_ms, producer_expiration_ms),
-        include_deleted=include_deleted,
-        target=target_topics(topic_id, cluster_metadata, storage_options),
-        **run_keywords(storage_options, dst_storage_options, topic, partition, dry_run, master, progress)))
+        job=job_options(storage_options, dst_storage_options, topic, partition, dry_run, master, progress,
+                        include_deleted, target_topics(topic_id, cluster_metadata, storage_options))))
 
 
 def export(src: Where, dst: Where, *, format: str = "parquet",
@@ -251,9 +250,9 @@ def reindex(src: Where, dst: Where, *, index_interval_bytes: int = DEFAULT_INDEX
     with progress_bar(progress, unit="B", unit_scale=True, desc="reindex") as bar:
         return outcome(*run_reindex(
             *paths(src, dst), options=companion_options(index_interval_bytes, now_ms, producer_expiration_ms),
-            on_progress=bar.update, include_deleted=include_deleted, deep=deep,
-            target=target_topics(topic_id, cluster_metadata, storage_options),
-            **run_keywords(storage_options, dst_storage_options, topic, partition, dry_run, master, progress)))
+            on_progress=bar.update, deep=deep,
+            job=job_options(storage_options, dst_storage_options, topic, partition, dry_run, master, progress,
+                            include_deleted, target_topics(topic_id, cluster_metadata, storage_options))))
 
 
 def salvage(src: Where, dst: Where, *, index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
@@ -293,7 +292,8 @@ def archive(src: Where, url: Where, *, include_active: bool | None = None, prune
     from kfmt.transforms.archive.upload import archive as run_archive
 
     result = run_archive(*paths(src, url), include_active=include_active, prune=prune, deep=deep,
-                         **run_keywords(storage_options, dst_storage_options, topic, partition, dry_run, master, progress))
+                         job=job_options(storage_options, dst_storage_options, topic, partition, dry_run,
+                                         master, progress))
     if dry_run:
         return Report(result.plan.to_json(), plan=result.plan, is_plan=True, detail=result)
     if result.report is None:  # nothing new
@@ -328,11 +328,11 @@ def restore(url: Where, dst: Where, *, index_interval_bytes: int = DEFAULT_INDEX
     record decoded."""
     from kfmt.transforms.archive.restore import restore as run_restore
 
-    result = run_restore(*paths(url, dst), generation=generation, include_deleted=include_deleted, deep=deep,
+    result = run_restore(*paths(url, dst), generation=generation, deep=deep,
                          options=companion_options(index_interval_bytes, now_ms, producer_expiration_ms),
-                         target=target_topics(topic_id, cluster_metadata, storage_options),
-                         **run_keywords(storage_options, dst_storage_options, topic, partition, dry_run, master,
-                                progress))
+                         job=job_options(storage_options, dst_storage_options, topic, partition, dry_run, master,
+                                         progress, include_deleted,
+                                         target_topics(topic_id, cluster_metadata, storage_options)))
     return outcome(result, result.report)
 
 

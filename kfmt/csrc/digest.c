@@ -249,7 +249,7 @@ PyObject *py_digest_v2_batches(PyObject *self, PyObject *args) {
 
 /* ---------------------------------------------------------------- the compaction offset map */
 
-/* kfmt/compaction/offset_map.py: Kafka's SkimpyOffsetMap, an open-addressing table of `slots` rows of
+/* kfmt/format/offset_map.py: Kafka's SkimpyOffsetMap, an open-addressing table of `slots` rows of
  * three uint64 (key hash high, key hash low, offset + 1; 0: an empty slot), keyed by the MD5 of each
  * record key and probed linearly from hash-high mod slots. These are its Python reference's
  * operations, record by record instead of a batch at a time (same table contents). */

@@ -216,7 +216,8 @@ PyObject *py_index_frames(PyObject *self, PyObject *args) {
 /* frames_describe(data, rows, start, stop, base) -> the first row of [start, stop) whose entry (at its
  * position in `data`, the file from position `base` on) does not begin as the row says: stored offset
  * (a v2 batch's base offset, a legacy entry's own), size and magic; `stop` when every row does.
- * Reference: kfmt.write.writer._checked_rows (numpy), which names the culprit with _checked_header. */
+ * Reference: kfmt.format.frames.first_undescribed (numpy); kfmt.write.writer.checked_rows names the
+ * culprit with checked_header. */
 PyObject *py_frames_describe(PyObject *self, PyObject *args) {
     Py_buffer buf, rows_buf;
     Py_ssize_t start, stop;

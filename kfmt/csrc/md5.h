@@ -1,5 +1,5 @@
 /* MD5 (RFC 1321) of one whole message: the key hash of the compaction offset map (Kafka's
- * SkimpyOffsetMap keys its table by the MD5 of each record key; kfmt/compaction/offset_map.py,
+ * SkimpyOffsetMap keys its table by the MD5 of each record key; kfmt/format/offset_map.py,
  * whose reference is hashlib.md5). */
 #ifndef KFMT_MD5_H
 #define KFMT_MD5_H

@@ -1,5 +1,5 @@
 /* The records of a v2 batch (docs/format.md §4.4) decoded into columns and encoded from them.
- * Reference implementation: plugins/formats/v2_records.py (decode_records, encode_records); the
+ * Reference implementation: kfmt/format/v2_records.py (decode_records, encode_records); the
  * checks, their order, messages and positions are the same. */
 #include "native.h"
 

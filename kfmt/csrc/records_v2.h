@@ -1,5 +1,5 @@
 /* One record of a v2 batch (docs/format.md §4.4), parsed and checked as DefaultRecord.readFrom does.
- * Reference: plugins/formats/v2_records.py decode_records_reference: the same checks in the same
+ * Reference: kfmt/format/v2_records.py decode_records_reference: the same checks in the same
  * order, with the same messages and positions. Shared by the decode into columns (records_v2.c)
  * and the content-digest walk over a batch's bytes (digest.c), so both accept exactly the same
  * records. */

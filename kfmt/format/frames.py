@@ -16,7 +16,15 @@ from __future__ import annotations
 import numpy as np
 
 from kfmt.format.kernels import native
-from kfmt.format.layout import ATTR_CONTROL, ATTR_DELETE_HORIZON, ATTR_TRANSACTIONAL, MAGIC_V2
+from kfmt.format.layout import (
+    ATTR_CONTROL,
+    ATTR_DELETE_HORIZON,
+    ATTR_TRANSACTIONAL,
+    HEADER_SIZE_UP_TO_MAGIC,
+    LOG_ENTRY,
+    LOG_OVERHEAD,
+    MAGIC_V2,
+)
 from kfmt.format.model import BatchHeader, TimestampType
 
 FIELDS = [
@@ -76,3 +84,21 @@ def _row(h: BatchHeader) -> tuple:
 
 
 EMPTY_ROWS = np.zeros(0, dtype=FRAME_DTYPE)
+_ENTRY_START = LOG_ENTRY.dtype()  # offset, size, crc_or_leader_epoch, magic: the reference's view
+
+
+def first_undescribed(entries, rows: np.ndarray, base: int) -> int:
+    """The first of `rows` whose entry (at its position in `entries`, bytes that start at file position
+    `base`) does not begin as the row says -- stored offset (a v2 batch's base offset, a legacy
+    entry's own), size and magic --, len(rows) when every row does: one compiled call
+    (kfmt/csrc/frames.c frames_describe) or the numpy reference. Each row's entry must lie inside
+    `entries` and hold HEADER_SIZE_UP_TO_MAGIC bytes at least (the caller checks the sizes)."""
+    if native is not None and rows.dtype == FRAME_DTYPE:
+        return native.frames_describe(entries, np.ascontiguousarray(rows), 0, len(rows), base)
+    starts = rows["position"].astype(np.int64) - base
+    head = np.frombuffer(entries, np.uint8)[starts[:, None] + np.arange(HEADER_SIZE_UP_TO_MAGIC)]
+    head = head.copy().view(_ENTRY_START).ravel()
+    stored = np.where(rows["magic"] >= MAGIC_V2, rows["base_offset"], rows["last_offset"])
+    wrong = np.flatnonzero((head["size"].astype(np.int64) + LOG_OVERHEAD != rows["size"])
+                           | (head["magic"] != rows["magic"]) | (head["offset"] != stored))
+    return int(wrong[0]) if len(wrong) else len(rows)

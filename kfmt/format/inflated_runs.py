@@ -261,13 +261,19 @@ class Walked:
         return int(self.facts["first"][held[0]]) if len(held) else None
 
 
+def can_walk(options: ReadOptions = STRICT) -> bool:
+    """Whether `walk` takes reads with these options: a strict read (options.check_crc) where the
+    compiled kernels are built. Its callers decode entry by entry otherwise (their definition)."""
+    return native is not None and options.check_crc
+
+
 def walk(data, rows: np.ndarray, start: int, stop: int, base: int = 0, options: ReadOptions = STRICT,
          digest: bool = True) -> Walked:
     """The compressed data entries of rows[start:stop] (frames of `data`, the file from position
     `base` on) from `start` on, up to the first row that is not one or that the decode should decide
     on: inflated and walked (see the module doc). Strict reads only (options.check_crc), with the
     kernels; `digest` False leaves the digest empty (info and verify need only the facts)."""
-    if native is None or not options.check_crc:
+    if not can_walk(options):
         raise UsageError("inflated_runs.walk: a strict read with the compiled kernels")
     if rows.dtype != FRAME_DTYPE or not rows.flags.c_contiguous:
         rows = np.ascontiguousarray(rows.astype(FRAME_DTYPE, copy=False))

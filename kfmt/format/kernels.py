@@ -3,12 +3,14 @@
 `kfmt._speedups` (C sources in kfmt/csrc/, built by setup.py when a compiler is present, skipped
 with a warning when not) moves per-record work out of the interpreter: v2 record decode/encode,
 the content digest, frame scans, index building and runs of uncompressed legacy messages. Each
-kernel has a pure-Python reference beside its caller, and both give identical results, error
-messages included (tests/format/test_speedups.py compares them; `KFMT_PURE_PYTHON=1 pytest` runs the whole
+kernel has a pure-Python reference beside the kfmt/format function that chooses between them, and
+both give identical results, error messages included (tests/format/test_speedups.py compares them; `KFMT_PURE_PYTHON=1 pytest` runs the whole
 suite on the references).
 
 `native` is the extension module, or None when it is not built or KFMT_PURE_PYTHON is set to
-anything but 0; callers test it once and fall back to their reference code. Kernels return
+anything but 0. Only kfmt/format imports it (tests/test_architecture.py; docs/architecture.md,
+"Kernels and their references", lists where each choice is made, and the value formats' two
+exceptions): a caller elsewhere calls a kfmt/format function and never sees which runs. Kernels return
 NotImplemented for inputs they leave to the reference (types other than RECORD_SCHEMA's, values
 beyond int64), so the references stay the single definition of every edge case.
 

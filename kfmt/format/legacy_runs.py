@@ -48,6 +48,12 @@ MAX_CALL_BYTES = 1 << 23
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
+def in_kernels() -> bool:
+    """Whether runs of messages are decoded and upgraded by the compiled kernels, which release the
+    GIL (threads then suffice: kfmt.transforms.upgrade), rather than by the references here."""
+    return native is not None
+
+
 def message_runs(rows: np.ndarray) -> list[tuple[int, int]]:
     """(start, stop) of every maximal run of uncompressed legacy messages in `rows`."""
     is_message = (rows["magic"] < MAGIC_V2) & (rows["compression"] == 0)

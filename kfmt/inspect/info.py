@@ -21,9 +21,9 @@ import numpy as np
 from kfmt.errors import DataError
 from kfmt.format import inflated_runs
 from kfmt.format.copied_runs import header_counts
-from kfmt.format.frames import header_of, headers_of, rows_of
+from kfmt.format.entry_facts import entry_facts
+from kfmt.format.frames import header_of, rows_of
 from kfmt.format.inflated_runs import HAS_TS
-from kfmt.format.kernels import native
 from kfmt.format.layout import MAGIC_V2
 from kfmt.format.message_formats import STRICT
 from kfmt.format.model import NO_TIMESTAMP
@@ -118,11 +118,7 @@ class InfoWalk:
 
     def on_chunk(self, seg, d, rows: np.ndarray) -> None:
         try:
-            if native is None:  # the per-batch path, the definition
-                for header in headers_of(rows):
-                    self.counter.add_header(seg, d, header)
-            else:
-                self.counter.add_rows(seg, d, rows)
+            self.counter.add_rows(seg, d, rows)
         except DataError as err:
             self.error, self.done = err, True
 
@@ -148,10 +144,10 @@ class InfoWalk:
 class _Counter:
     """Adds a partition's batches up into its PartitionInfo, in file order. The per-batch path
     (add_header: decode, then the batch's columns) is the definition; add_rows gives the same from a
-    chunk of frame rows without columns, many entries per compiled call (kfmt/csrc/facts.c): runs of
-    uncompressed entries checked and walked where they lie, compressed batches inflated and their
-    records walked, every other entry (control batches, anything a kernel leaves to decode, the batch
-    the log start offset cuts) through the per-batch path."""
+    chunk of frame rows without columns, many entries at a time: runs of uncompressed entries checked
+    and walked where they lie (kfmt.format.entry_facts), compressed batches inflated and their records
+    walked (kfmt.format.inflated_runs, where it can walk), every other entry (control batches,
+    anything those leave to decode, the batch the log start offset cuts) through the per-batch path."""
 
     def __init__(self, info: PartitionInfo, floor: int | None):
         self.info, self.floor = info, floor
@@ -207,7 +203,7 @@ class _Counter:
         n, i = len(rows), 0
         while i < n:
             until = next((c for c in cut if c >= i), n)
-            stop, facts = native.entry_facts(d.buf, rows, i, until, d.base) if until > i else (i, None)
+            stop, facts = entry_facts(d.buf, rows, i, until, d.base) if until > i else (i, None)
             if stop > i:
                 self._add_run(rows[i:stop], facts)
             if stop == n:
@@ -235,7 +231,7 @@ class _Counter:
         counted from their inflated records, a run at a time (kfmt.format.inflated_runs.walk); the
         entry after them is for the per-batch path (its decode should decide, or the log start
         offset cuts it)."""
-        if not rows["compression"][start]:
+        if not rows["compression"][start] or not inflated_runs.can_walk(STRICT):
             return 0
         walked = inflated_runs.walk(d.buf, rows, start, stop, d.base, STRICT, digest=False)
         facts, run = walked.facts, rows[start:walked.stop]

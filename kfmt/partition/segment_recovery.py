@@ -5,7 +5,7 @@ part -- producer state, `.txnindex`, snapshots, leader epochs across segments --
 kfmt.partition.companions.
 
 Array-at-a-time: `add_frames` takes rows of frames (kfmt.format.frames) of data batches; the index
-walk runs in one compiled call (kfmt.format.kernels) and only v2 rows with a producer id or a new
+walk (kfmt.format.index_walk) runs over many rows at once and only v2 rows with a producer id or a new
 leader epoch are looked at one by one. Same results as `add` per row, which remains the definition
 (and handles every row the kernel refuses)."""
 from __future__ import annotations
@@ -18,8 +18,8 @@ import numpy as np
 from kfmt.defaults import DEFAULT_INDEX_INTERVAL_BYTES
 from kfmt.errors import DataError, UsageError
 from kfmt.format.control import ControlType
-from kfmt.format.frames import FRAME_DTYPE, header_of
-from kfmt.format.kernels import native
+from kfmt.format.frames import header_of
+from kfmt.format.index_walk import IndexWalk, walk_frames
 from kfmt.format.layout import ATTR_CONTROL, ATTR_TRANSACTIONAL, MAGIC_V2
 from kfmt.format.model import INT32_MAX, NO_PRODUCER_ID, NO_TIMESTAMP, BatchHeader
 from kfmt.format.wire import NATIVE_INT64_PAIR
@@ -85,20 +85,23 @@ class SegmentCompanions:
 
 class SegmentIndexer:
     """The segment-local half of LogSegment.recover (docs/format.md §6.3): the `.index` and `.timeindex` entries of
-    one segment from its batches' headers, in file order. It needs nothing from other segments, so a
-    parallel writer runs it in the task that writes the segment (RecoveredSegmentBuilder)."""
+    one segment from its batches' headers, in file order, by the index walk of kfmt.format.index_walk.
+    It needs nothing from other segments, so a parallel writer runs it in the task that writes the
+    segment (RecoveredSegmentBuilder)."""
 
     def __init__(self, base_offset: int, index_interval_bytes: int):
-        self.base_offset = base_offset
-        self.interval = index_interval_bytes
-        self.position = 0  # Kafka's validBytes
-        self.last_indexed_position = 0
-        self.max_timestamp, self.offset_of_max = NO_TIMESTAMP, base_offset
+        self.walk = IndexWalk(base_offset, index_interval_bytes)
         self.offset_pairs = bytearray()  # (offset, position) as native int64 pairs
         self.time_pairs = bytearray()  # (timestamp, offset)
-        self.last_time_entry = NO_TIMESTAMP  # the timestamp of the last time entry
-        self.last_offset: int | None = None
         self.batches = 0
+
+    @property
+    def base_offset(self) -> int:
+        return self.walk.base_offset
+
+    @property
+    def last_offset(self) -> int | None:
+        return self.walk.last_offset
 
     @property
     def offset_entries(self) -> list[OffsetEntry]:
@@ -108,53 +111,35 @@ class SegmentIndexer:
     def time_entries(self) -> list[TimeEntry]:
         return _entries(TimeEntry, self.time_pairs)
 
-    def _maybe_append_time_entry(self) -> None:
-        # TimeIndex.maybeAppend: only a timestamp above the last entry's (initially -1) is added
-        if self.max_timestamp > self.last_time_entry:
-            self.time_pairs += _PAIR.pack(self.max_timestamp, self.offset_of_max)
-            self.last_time_entry = self.max_timestamp
-
     def add(self, header: BatchHeader) -> None:
         self._check(header)
-        if header.max_timestamp > self.max_timestamp:
-            self.max_timestamp, self.offset_of_max = header.max_timestamp, header.last_offset
-        if self.position - self.last_indexed_position > self.interval:
-            self.offset_pairs += _PAIR.pack(header.last_offset, self.position)
-            self._maybe_append_time_entry()
-            self.last_indexed_position = self.position
-        self.position += header.size
-        self.last_offset = header.last_offset
+        offset_entry, time_entry = self.walk.add(header.last_offset, header.max_timestamp, header.size)
+        if offset_entry is not None:
+            self.offset_pairs += _PAIR.pack(*offset_entry)
+        if time_entry is not None:
+            self.time_pairs += _PAIR.pack(*time_entry)
         self.batches += 1
 
     def add_frames(self, rows: np.ndarray) -> None:
-        """add() for rows of frames, in file order: the walk in one compiled call
-        (kfmt/csrc/frames.c) when it is built; a row it refuses goes through add(), which raises."""
+        """add() for rows of frames, in file order: the walk over many rows at once
+        (kfmt.format.index_walk.walk_frames); a row it refuses goes through add(), which raises."""
         start = 0
-        if native is not None and rows.dtype == FRAME_DTYPE:
-            rows = np.ascontiguousarray(rows)
-            while start < len(rows):
-                stop, state, offsets, times = native.index_frames(rows, start, len(rows), (
-                    self.base_offset, self.interval, self.position, self.last_indexed_position,
-                    self.max_timestamp, self.offset_of_max, self.last_offset, self.last_time_entry))
-                (_, _, self.position, self.last_indexed_position, self.max_timestamp,
-                 self.offset_of_max, self.last_offset, self.last_time_entry) = state
-                self.offset_pairs += offsets
-                self.time_pairs += times
-                self.batches += stop - start
-                if stop < len(rows):
-                    self.add(header_of(rows[stop].item()))
-                    stop += 1
-                start = stop
-            return
-        for row in rows.tolist():
-            self.add(header_of(row))
+        while start < len(rows):
+            stop, offsets, times = walk_frames(self.walk, rows, start)
+            self.offset_pairs += offsets
+            self.time_pairs += times
+            self.batches += stop - start
+            if stop < len(rows):
+                self.add(header_of(rows[stop].item()))
+                stop += 1
+            start = stop
 
     def _check(self, header: BatchHeader) -> None:
         if header.position is None or header.size is None:
             raise UsageError("CompanionBuilder.add_batch needs the batch's position and size")
-        if header.position != self.position:
+        if header.position != self.walk.position:
             raise UsageError(f"batch at position {header.position} given where the segment's next "
-                             f"batch starts ({self.position}): batches must come in file order")
+                             f"batch starts ({self.walk.position}): batches must come in file order")
         relative = header.last_offset - self.base_offset
         if not 0 <= relative <= INT32_MAX:
             raise DataError(f"last offset {header.last_offset} does not fit the index of the segment "
@@ -171,7 +156,9 @@ class SegmentIndexer:
 
     def finish(self, aborted: list[AbortedTxn] | None = None) -> SegmentCompanions:
         # "A normally closed segment always appends the biggest timestamp ever seen"
-        self._maybe_append_time_entry()
+        time_entry = self.walk.close()
+        if time_entry is not None:
+            self.time_pairs += _PAIR.pack(*time_entry)
         return SegmentCompanions(self.base_offset, bytes(self.offset_pairs), bytes(self.time_pairs),
                                  aborted or [], self.next_offset, self.batches)
 

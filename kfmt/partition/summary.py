@@ -22,7 +22,7 @@ RECORDS_CHECK, ENTRIES_CHECK = "records", "entries"
 
 
 @dataclass
-class PartitionSummary:
+class PartitionCounts:
     """What one partition holds: counts, offsets and the content digest."""
 
     path: str
@@ -55,16 +55,16 @@ class PartitionSummary:
 
 @dataclass
 class PartitionTally:
-    """Accumulates a PartitionSummary from the batches of a partition, in offset order. `entries`:
+    """Accumulates a PartitionCounts from the batches of a partition, in offset order. `entries`:
     the entries digest, for the "entries" check (CopiedRuns)."""
 
-    summary: PartitionSummary
+    summary: PartitionCounts
     digest: ContentDigest = field(default_factory=ContentDigest)
     entries: EntriesDigest | None = None
     first_known: bool = False  # first_offset is final (a wrapper first leaves it None)
 
     @classmethod
-    def of_entries(cls, summary: PartitionSummary) -> "PartitionTally":
+    def of_entries(cls, summary: PartitionCounts) -> "PartitionTally":
         summary.check = ENTRIES_CHECK
         return cls(summary, entries=EntriesDigest())
 
@@ -119,7 +119,7 @@ class PartitionTally:
         if counts.first_known:
             self._first(counts.first_offset)
 
-    def finish(self) -> PartitionSummary:
+    def finish(self) -> PartitionCounts:
         if self.entries is not None:
             self.summary.entries_digest = self.entries.hexdigest()
         else:
@@ -127,13 +127,13 @@ class PartitionTally:
         return self.summary
 
 
-def merge_tallies(tallies: Iterable[PartitionTally], path: str, topic, partition) -> PartitionSummary:
+def merge_tallies(tallies: Iterable[PartitionTally], path: str, topic, partition) -> PartitionCounts:
     """The summary of a partition from the tallies of its parts, given in offset order (all of one
     check)."""
     tallies = list(tallies)
     entries = bool(tallies) and tallies[0].entries is not None
-    out = PartitionTally.of_entries(PartitionSummary(path, topic, partition)) if entries \
-        else PartitionTally(PartitionSummary(path, topic, partition))
+    out = PartitionTally.of_entries(PartitionCounts(path, topic, partition)) if entries \
+        else PartitionTally(PartitionCounts(path, topic, partition))
     for t in tallies:
         s, o = t.summary, out.summary
         o.segments += s.segments

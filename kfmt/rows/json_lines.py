@@ -1,5 +1,5 @@
-"""`kfmt cat --format json`'s lines a batch at a time (the compiled json_record_lines,
-kfmt/csrc/json_lines.c).
+"""`kfmt cat --format json`'s lines a batch at a time (kfmt.format.record_text.json_record_lines: the
+compiled kernel of kfmt/csrc/json_lines.c).
 
 A dict and a json.dumps per record cost more than an aiokafka decode loop; `record_block` gives a
 data batch's lines as one string, the text kfmt.cli.cat.records_of makes record by record
@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import json
 
-import pyarrow as pa
-
-from kfmt.format.kernels import native
 from kfmt.format.model import Batch
+from kfmt.format.record_text import json_record_lines
 
 
 def _json(value) -> str:
@@ -26,19 +24,9 @@ def record_block(batch: Batch, skip: int, where: dict) -> bytes | str | None:
     the same in any ASCII-compatible encoding, for the caller to write without a decode and an encode
     (most of what a text stream costs); other lines as text."""
     h = batch.header
-    if native is None or h.is_control or type(batch.records) is not pa.RecordBatch:
+    if h.is_control:
         return None
-    if skip >= batch.records.num_rows:
-        return ""
     epoch = h.partition_leader_epoch if h.partition_leader_epoch >= 0 else None
     members = _json(where)[1:-1]
-    block = native.json_record_lines(batch.records, skip, _json(h.timestamp_type.java_name), _json(epoch),
-                                     "," + members if members else "")
-    if block is NotImplemented:
-        return None
-    if block.isascii():
-        return block
-    try:
-        return block.decode("utf-8")
-    except UnicodeDecodeError:  # a header key that is not UTF-8: Java's decoding rules decide
-        return None
+    return json_record_lines(batch.records, skip, _json(h.timestamp_type.java_name), _json(epoch),
+                             "," + members if members else "")

@@ -39,6 +39,7 @@ from kfmt.errors import UsageError
 from kfmt.rows.exporters import exporters, is_table
 from kfmt.storage.staging import StagedOutput
 from kfmt.storage.store import open_storage
+from kfmt.transforms.directory_plan import check_not_inside
 from kfmt.transforms.export_append import append_export
 from kfmt.transforms.export_job import (  # noqa: F401
     PARTITION_BY,
@@ -54,7 +55,6 @@ from kfmt.transforms.export_job import (  # noqa: F401
 )
 from kfmt.transforms.export_state import STATE_NAME, ExportState
 from kfmt.transforms.export_table import table_export
-from kfmt.transforms.reindex import check_not_inside
 from kfmt.transforms.report import make_report, report_bytes
 
 

@@ -16,7 +16,7 @@ from kfmt.errors import KfmtError, KfmtWarning
 from kfmt.partition.layout import PartitionDir
 from kfmt.partition.live import SegmentGone, read_whole, stopped_warning
 from kfmt.partition.reader import PartitionReader
-from kfmt.partition.summary import PartitionSummary
+from kfmt.partition.summary import PartitionCounts
 from kfmt.partition.transactions import TransactionOutcomes, partition_outcomes
 from kfmt.pipelines.engine import Engine
 from kfmt.pipelines.runner import run_tasks
@@ -41,7 +41,7 @@ from kfmt.transforms.export_plan import (  # noqa: F401 (the names the export mo
     plan_export,
 )
 from kfmt.transforms.export_split import SchemaIdTables, splits_values
-from kfmt.transforms.reindex import plan_engine
+from kfmt.transforms.run import plan_engine
 
 # --- stage 1: transaction outcomes per partition ---------------------------------------------------
 
@@ -82,14 +82,14 @@ class ExportTask:
 
 
 @dataclass
-class TaskResult:
+class ExportTaskResult:
     read: RangeTally  # what was read and selected
     written: RangeTally  # what the rows handed to the writers hold (each file checked to hold them)
     files: list[FileRecord] = field(default_factory=list)
     decode: DecodeTally = field(default_factory=DecodeTally)  # keys and values that did not decode
 
 
-def export_task(task: ExportTask) -> TaskResult:
+def export_task(task: ExportTask) -> ExportTaskResult:
     """Export the ranges of a task one after the other into its part files, check the files, and
     check that the rows handed to the exporter hold what was read (docs/export.md, "How an export
     checks itself")."""
@@ -137,7 +137,7 @@ def export_task(task: ExportTask) -> TaskResult:
     if typing is not None:  # the typed rows hold the stored records the decoders were handed
         written.digest = decoded.digest
     check_same_content(task.ranges, read, written)
-    return TaskResult(read, written, records, dead.tally if dead is not None else DecodeTally())
+    return ExportTaskResult(read, written, records, dead.tally if dead is not None else DecodeTally())
 
 
 
@@ -179,12 +179,12 @@ def _by_directory(rows: pa.RecordBatch, rel: str, by_date: bool):
 # --- the job ---------------------------------------------------------------------------------------
 
 @dataclass
-class ExportInput(PartitionSummary):
+class ExportInput(PartitionCounts):
     left_out_records: dict = field(default_factory=dict)  # reason -> records not exported
 
 
 @dataclass
-class ExportOutput(PartitionSummary):
+class ExportOutput(PartitionCounts):
     files: int = 0
     file_bytes: int = 0
 

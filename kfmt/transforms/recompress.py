@@ -30,7 +30,9 @@ from kfmt.format.legacy_runs import RunUpgrader, UpgradedRun
 from kfmt.format.model import Batch, BatchHeader
 from kfmt.partition.companions import CompanionOptions
 from kfmt.plugin import registry
-from kfmt.transforms.rewrite import Census, Output, Rewriter, RewriteTransform
+from kfmt.transforms.census import Census
+from kfmt.transforms.rewrite import Output, Rewriter, RewriteTransform
+from kfmt.transforms.job_options import JobOptions
 from kfmt.transforms.run import RunPlan, run_transform
 from kfmt.transforms.upgrade import encode_v2
 
@@ -121,8 +123,9 @@ class _CompressingUpgrader:
 
 
 def recompress(src: str, dst: str, *, compression: str, level: Level | None = None,
-               companions: CompanionOptions = CompanionOptions(), **run) -> tuple[RunPlan, dict | None]:
-    """Recompress SRC (a partition or log directory) into DST. `run`: run_transform's arguments."""
+               companions: CompanionOptions = CompanionOptions(),
+               job: JobOptions = JobOptions()) -> tuple[RunPlan, dict | None]:
+    """Recompress SRC (a partition or log directory) into DST as `job` says (kfmt.transforms.job_options)."""
     rewriter = RecompressRewriter(compression, level)
     notes = [f"v2 data batches re-encoded with {compression}"
              + (f" at level {rewriter.level}" if level is not None else " at the codec's default level")
@@ -132,4 +135,4 @@ def recompress(src: str, dst: str, *, compression: str, level: Level | None = No
                "source segments kept"]
     transform = RewriteTransform("recompress", rewriter, companions,
                                  options={"compression": compression, "level": rewriter.level}, notes=notes)
-    return run_transform(transform, src, dst, **run)
+    return run_transform(transform, src, dst, job)

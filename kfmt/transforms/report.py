@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from kfmt import __version__
-from kfmt.partition.summary import PartitionSummary
+from kfmt.partition.summary import PartitionCounts
 from kfmt.storage.retries import retry_log
 
 REPORT_NAME = "kfmt-report.json"
@@ -14,7 +14,7 @@ REPORT_VERSION = 1
 
 
 def make_report(command: str, source: str, destination: str, options: dict,
-                inputs: list[PartitionSummary], outputs: list[PartitionSummary],
+                inputs: list[PartitionCounts], outputs: list[PartitionCounts],
                 files: dict[str, dict], notes: list[str] | None = None) -> dict:
     """The report of one transform run. `files`: every file written (relative path -> size, sha256,
     mtime_ms), the report itself excepted. `retries`: every storage request retried in this process

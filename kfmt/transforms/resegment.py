@@ -43,6 +43,7 @@ from kfmt.format.model import Batch
 from kfmt.partition.companions import CompanionOptions
 from kfmt.partition.summary import PartitionTally
 from kfmt.storage.staging import StagingTarget
+from kfmt.transforms.job_options import JobOptions
 from kfmt.transforms.reindex import COPY_CHECK_NOTE, DEEP_CHECK_NOTE
 from kfmt.transforms.run import (
     PartitionWork,
@@ -285,10 +286,10 @@ class ResegmentTransform(Transform):
 def resegment(src: str, dst: str, *, segment_bytes: int, segment_ms: int = DEFAULT_SEGMENT_MS,
               segment_index_bytes: int = DEFAULT_MAX_INDEX_BYTES,
               companions: CompanionOptions = CompanionOptions(), kafka_version: str | None = None,
-              deep: bool = False, **run) -> tuple[RunPlan, dict | None]:
+              deep: bool = False, job: JobOptions = JobOptions()) -> tuple[RunPlan, dict | None]:
     """Resegment SRC (a partition or log directory) into DST. `kafka_version`: the broker the output
     is for ('3.9', '4.1'; None: 4.x), which bounds segment.bytes; `deep`: every record checked (the
-    module doc). `run`: run_transform's arguments."""
+    module doc); `job`: kfmt.transforms.job_options."""
     policy = RollPolicy(segment_bytes, segment_ms, companions.index_interval_bytes, segment_index_bytes)
     check_segment_bytes_for(segment_bytes, parse_kafka_version(kafka_version or "4"))
-    return run_transform(ResegmentTransform(policy, companions, deep), src, dst, **run)
+    return run_transform(ResegmentTransform(policy, companions, deep), src, dst, job)

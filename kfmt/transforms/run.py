@@ -2,8 +2,9 @@
 parallel tasks, content digests, report, publication.
 
 A run (`run_transform`):
-1. finds SRC's partitions and DST's layout as `kfmt reindex` does (kfmt.transforms.reindex.plan_reindex: a
-   partition directory or a log directory, its log-directory files and their treatment);
+1. finds SRC's partitions and DST's layout as `kfmt reindex` does
+   (kfmt.transforms.directory_plan.plan_directory: a partition directory or a log directory, its
+   log-directory files and their treatment);
 2. lets the transform plan its work, running preparation tasks if it needs them (resegment plans its
    cut points in one task per partition); `--dry-run` stops here and prints the plan;
 3. runs the write tasks in parallel (kfmt.pipelines.runner): each writes segments through the staged
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 from kfmt.errors import KfmtError, UsageError
 from kfmt.format import segment
@@ -42,20 +43,14 @@ from kfmt.partition.log_start import (
     segment_start_note,
     transform_floor,
 )
-from kfmt.partition.summary import ENTRIES_CHECK, PartitionSummary, PartitionTally, merge_tallies
-from kfmt.partition.topic_identity import TargetTopics
-from kfmt.pipelines.engine import engine_note
+from kfmt.partition.summary import ENTRIES_CHECK, PartitionCounts, PartitionTally, merge_tallies
+from kfmt.pipelines.engine import Engine, choose_engine, engine_note, is_process_local
 from kfmt.pipelines.runner import run_tasks
 from kfmt.storage.manifest import FileRecord
 from kfmt.storage.staging import StagedOutput, StagingTarget
 from kfmt.storage.store import Storage, StorageSpec, open_storage
-from kfmt.transforms.reindex import (
-    DirectoryPlan,
-    PartitionPlan,
-    plan_engine,
-    plan_reindex,
-    write_log_dir_files,
-)
+from kfmt.transforms.directory_plan import DirectoryPlan, PartitionPlan, plan_directory, write_log_dir_files
+from kfmt.transforms.job_options import JobOptions
 from kfmt.transforms.report import REPORT_NAME, make_report, report_bytes
 from kfmt.write.planner import RollPolicy
 from kfmt.write.segment_writer import write_companions
@@ -142,7 +137,7 @@ def task_groups(items: Sequence, size=lambda item: item.size, budget: int = TASK
 def new_tally(entries: bool = False) -> PartitionTally:
     """Counts and content digest of a part of a partition (merged on the driver); `entries`: the
     entries digest of a byte-for-byte copy instead (kfmt.partition.summary)."""
-    summary = PartitionSummary("", None, None)
+    summary = PartitionCounts("", None, None)
     return PartitionTally.of_entries(summary) if entries else PartitionTally(summary)
 
 
@@ -151,7 +146,8 @@ class PartitionWork:
     """One partition of a run: where it comes from and goes, and what the transform planned for it."""
 
     index: int
-    plan: PartitionPlan  # from kfmt.transforms.reindex: the source partition, its directory in DST, its log start
+    # from kfmt.transforms.directory_plan: the source partition, its directory in DST, its log start
+    plan: PartitionPlan
     sources: list[SourceSegment]
     detail: object = None  # the transform's own plan of the partition
     befores: list[PartitionTally] = field(default_factory=list)  # tallies of the source read in preparation
@@ -241,40 +237,48 @@ class RunPlan:
         return doc
 
 
+def plan_engine(master: "str | Engine | None", input_bytes: int, src_storage: Storage,
+                dst_storage: Storage, threads_suffice: Callable[[], bool] | None = None) -> Engine:
+    """The engine for a run reading `input_bytes` (kfmt.pipelines.engine): memory:// storage stays in
+    this process; `threads_suffice`: whether the run's work releases the GIL (choose_engine)."""
+    if isinstance(master, Engine):
+        return master
+    urls = [s.spec.url for s in (src_storage, dst_storage) if getattr(s, "spec", None) is not None]
+    return choose_engine(master, input_bytes, process_local=is_process_local(*urls),
+                         threads_suffice=threads_suffice)
+
+
 def _run_task(task):
     return task.run()
 
 
-def run_transform(transform: Transform, src: str, dst: str, *, src_options: dict | None = None,
-                  dst_options: dict | None = None, topic: str | None = None,
-                  partition: int | None = None, master: str | None = None, dry_run: bool = False,
-                  progress: bool = True, include_deleted: bool = False,
-                  target: TargetTopics | None = None) -> tuple[RunPlan, dict | None]:
-    """Run `transform` from SRC into DST. Returns the plan and the report (None for a dry run, which
-    writes nothing). `include_deleted`: also carry what lies below each log start offset; `target`:
-    the topic ids the output is for (kfmt.partition.topic_identity)."""
+def run_transform(transform: Transform, src: str, dst: str, job: JobOptions = JobOptions()
+                  ) -> tuple[RunPlan, dict | None]:
+    """Run `transform` from SRC into DST as `job` says (kfmt.transforms.job_options). Returns the plan
+    and the report (None for a dry run, which writes nothing)."""
     started = time.time()
     transform.companions = transform.companions.with_clock()
-    src_storage, src_path = open_storage(src, src_options)
-    dst_storage, dst_path = open_storage(dst, dst_options if dst_options is not None else src_options)
-    layout = plan_reindex(src_storage, src_path, dst_storage, dst_path, topic, partition, target=target)
+    src_storage, src_path = open_storage(src, job.src_options)
+    dst_storage, dst_path = open_storage(dst, job.dst_storage_options)
+    layout = plan_directory(src_storage, src_path, dst_storage, dst_path, job.topic, job.partition,
+                            target=job.target)
     work = []
     for i, p in enumerate(layout.partitions):
-        floor = transform_floor(p.part, include_deleted)
+        floor = transform_floor(p.part, job.include_deleted)
         work.append(PartitionWork(i, p, [SourceSegment.of(p, s) for s in kept_segments(p.part, floor)],
                                   floor=floor, start=segment_start(p.part, floor, layout.log_dir),
                                   below=None if floor is None else below_log_start(p.part, floor)))
-    engine = plan_engine(master, sum(s.size for w in work for s in w.sources), src_storage, dst_storage,
+    engine = plan_engine(job.master, sum(s.size for w in work for s in w.sources), src_storage, dst_storage,
                          lambda: transform.threads_suffice(work))
-    run = dict(master=engine, progress=progress)
+    run = dict(master=engine, progress=job.progress)
     plan = RunPlan(transform.command, layout, work, transform)
 
     def prepare():
-        tasks = transform.preparation_tasks(work, dry_run)
+        tasks = transform.preparation_tasks(work, job.dry_run)
         transform.prepared(work, run_tasks(_run_task, tasks, description=f"{transform.command}: plan",
                                            **run) if tasks else [])
 
-    if dry_run:
+    if job.dry_run:
         if dst_storage.exists(dst_path) and (not dst_storage.isdir(dst_path)
                                              or dst_storage.listdir(dst_path)):
             raise UsageError(f"{layout.destination}: the destination exists and is not empty")
@@ -292,7 +296,7 @@ def run_transform(transform: Transform, src: str, dst: str, *, src_options: dict
         if layout.log_dir:
             write_log_dir_files(layout, src_storage, src_path, out)
         report = make_report(transform.command, layout.source, layout.destination,
-                             {**transform.options(), "topic": topic, "partition": partition},
+                             {**transform.options(), **job.selection()},
                              inputs, outputs, out.files,
                              _notes(transform, layout, work) + [n for r in results for n in r.notes])
         report["below_log_start"] = left_out_entries((w.label, w.below) for w in work)

@@ -20,14 +20,15 @@ from typing import Iterator
 
 from kfmt.errors import UsageError
 from kfmt.format.codecs import Level, named_levels
-from kfmt.format import wrapper_runs
-from kfmt.format.kernels import native
+from kfmt.format import copied_runs, legacy_runs, wrapper_runs
 from kfmt.format.layout import MAGIC_V2, V2_BATCH_OVERHEAD
 from kfmt.format.legacy_runs import DEFAULT_MAX_BATCH_BYTES, RunUpgrader
 from kfmt.format.model import Batch, BatchHeader
 from kfmt.partition.companions import CompanionOptions
 from kfmt.plugin import registry
-from kfmt.transforms.rewrite import Census, Output, Rewriter, RewriteTransform
+from kfmt.transforms.census import Census
+from kfmt.transforms.rewrite import Output, Rewriter, RewriteTransform
+from kfmt.transforms.job_options import JobOptions
 from kfmt.transforms.run import RunPlan, run_transform
 
 
@@ -64,7 +65,9 @@ class UpgradeRewriter(Rewriter):
         # of Python each (kfmt.format.wrapper_runs: on two threads 4.5 CPU s for the gzip and plain v1
         # gigabyte of bench/'s opaque input, against 5.3 on the pool). Not with the pure-Python
         # references (KFMT_PURE_PYTHON=1, or no compiler): they hold the GIL.
-        return native is not None and (codec == 0 or (magic < MAGIC_V2 and wrapper_runs.available()))
+        if codec == 0:
+            return legacy_runs.in_kernels() if magic < MAGIC_V2 else copied_runs.in_kernels()
+        return magic < MAGIC_V2 and wrapper_runs.available()
 
     def outputs(self, header: BatchHeader, entry, batch: Batch) -> Iterator[Output]:
         if header.magic >= MAGIC_V2:
@@ -86,9 +89,9 @@ class UpgradeRewriter(Rewriter):
 
 def upgrade(src: str, dst: str, *, rebatch: bool = False,
             max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES, levels: dict | None = None,
-            companions: CompanionOptions = CompanionOptions(), **run) -> tuple[RunPlan, dict | None]:
-    """Upgrade SRC (a partition or log directory) into DST. `run`: run_transform's arguments
-    (src_options, dst_options, topic, partition, master, dry_run, progress)."""
+            companions: CompanionOptions = CompanionOptions(),
+            job: JobOptions = JobOptions()) -> tuple[RunPlan, dict | None]:
+    """Upgrade SRC (a partition or log directory) into DST as `job` says (kfmt.transforms.job_options)."""
     notes = ["legacy (v0/v1) entries converted to v2 by Kafka 4.0's rules (docs/format.md §16.3): one batch "
              "per compressed wrapper, one single-record batch per uncompressed message"
              + (", except runs of uncompressed messages grouped into larger batches (--rebatch)"
@@ -98,4 +101,4 @@ def upgrade(src: str, dst: str, *, rebatch: bool = False,
                "compression_levels": named_levels(levels or {})}
     transform = RewriteTransform("upgrade", UpgradeRewriter(rebatch, max_batch_bytes, levels), companions,
                                  options=options, notes=notes)
-    return run_transform(transform, src, dst, **run)
+    return run_transform(transform, src, dst, job)

@@ -20,7 +20,7 @@ from kfmt.defaults import (
 )
 from kfmt.errors import DataError, UsageError
 from kfmt.format.frames import header_of
-from kfmt.format.kernels import native
+from kfmt.format.index_walk import PAIR_SIZE, IndexWalk, walk_frames
 from kfmt.format.model import INT32_MAX, NO_TIMESTAMP, BatchHeader
 from kfmt.partition.indexes import OFFSET_ENTRY, TIME_ENTRY
 
@@ -106,13 +106,25 @@ class SegmentPlanner:
         self.policy = policy
         self.start_offset = start_offset
         self.base_offset: int | None = None  # of the current segment
-        self.size = 0
-        self.last_offset: int | None = None  # of the last batch placed
+        self._walk = IndexWalk(0, policy.index_interval_bytes)  # the current segment's index walk
         self._first_max_timestamp = NO_TIMESTAMP
         self._offset_entries = self._time_entries = 0
-        self._last_indexed_position = 0
-        self._max_timestamp = self._last_time_entry = NO_TIMESTAMP
         self._roll_requested = False
+        self._last_placed: int | None = None  # the last offset placed before the current segment
+
+    @property
+    def size(self) -> int:
+        """The current segment's size so far."""
+        return self._walk.position
+
+    @property
+    def last_offset(self) -> int | None:
+        """Of the last batch placed."""
+        return self._last_placed if self._walk.last_offset is None else self._walk.last_offset
+
+    @property
+    def _max_timestamp(self) -> int:
+        return self._walk.max_timestamp
 
     def request_roll(self, base_offset: int | None = None) -> None:
         """Start a new segment: now, at `base_offset` (it may stay empty, as the log cleaner's
@@ -198,18 +210,11 @@ class SegmentPlanner:
         return placed
 
     def _count_rows(self, rows: np.ndarray) -> None:
-        """_count() over rows: the index walk in one compiled call where it is built."""
-        if native is not None and len(rows):
-            stop, state, offsets, times = native.index_frames(np.ascontiguousarray(rows), 0, len(rows), (
-                self.base_offset, self.policy.index_interval_bytes, self.size,
-                self._last_indexed_position, self._max_timestamp, self.base_offset, self.last_offset,
-                self._last_time_entry))
-            self._offset_entries += len(offsets) // 16
-            self._time_entries += len(times) // 16
-            (_, _, self.size, self._last_indexed_position, self._max_timestamp, _, self.last_offset,
-             self._last_time_entry) = state
-            rows = rows[stop:]  # rows it left (positions other than the segment's) are counted below
-        for row in rows.tolist():
+        """_count() over rows: the index walk over many rows at once (kfmt.format.index_walk)."""
+        stop, offsets, times = walk_frames(self._walk, rows)
+        self._offset_entries += len(offsets) // PAIR_SIZE
+        self._time_entries += len(times) // PAIR_SIZE
+        for row in rows[stop:].tolist():  # rows it left (positions other than the segment's)
             self._count(header_of(row))
 
     def _new_base(self, header: BatchHeader, reason: str) -> int:
@@ -233,26 +238,19 @@ class SegmentPlanner:
         return base
 
     def _start(self, base_offset: int) -> None:
+        self._last_placed = self.last_offset
         self.base_offset = base_offset
         self._roll_requested = False
-        self.size = 0
+        self._walk = IndexWalk(base_offset, self.policy.index_interval_bytes)
         self._first_max_timestamp = NO_TIMESTAMP
         self._offset_entries = self._time_entries = 0
-        self._last_indexed_position = 0
-        self._max_timestamp = self._last_time_entry = NO_TIMESTAMP
 
     def _count(self, header: BatchHeader) -> None:
         if self.size == 0:
             self._first_max_timestamp = header.max_timestamp
-        self._max_timestamp = max(self._max_timestamp, header.max_timestamp)
-        if self.size - self._last_indexed_position > self.policy.index_interval_bytes:
-            self._offset_entries += 1
-            if self._max_timestamp > self._last_time_entry:
-                self._time_entries += 1
-                self._last_time_entry = self._max_timestamp
-            self._last_indexed_position = self.size
-        self.size += header.size
-        self.last_offset = header.last_offset
+        offset_entry, time_entry = self._walk.add(header.last_offset, header.max_timestamp, header.size)
+        self._offset_entries += offset_entry is not None
+        self._time_entries += time_entry is not None
 
 
 @dataclass(frozen=True)

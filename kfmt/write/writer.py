@@ -24,9 +24,8 @@ import numpy as np
 
 from kfmt.errors import UsageError
 from kfmt.format.control import ControlType
-from kfmt.format.frames import header_of
-from kfmt.format.kernels import native
-from kfmt.format.layout import ATTR_CONTROL, HEADER_SIZE_UP_TO_MAGIC, LOG_ENTRY, LOG_OVERHEAD, MAGIC_AT, MAGIC_V2
+from kfmt.format.frames import first_undescribed, header_of
+from kfmt.format.layout import ATTR_CONTROL, HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MAGIC_AT, MAGIC_V2
 from kfmt.format.model import Batch, BatchHeader
 from kfmt.format.wire import OFFSET_AND_SIZE
 from kfmt.partition.companions import CompanionBuilder, control_facts
@@ -38,7 +37,6 @@ from kfmt.storage.manifest import FileRecord
 from kfmt.storage.staging import StagedFiles, StagedOutput
 from kfmt.write.planner import FIRST, REQUESTED, RollPolicy, SegmentPlanner
 
-_ENTRY_START = LOG_ENTRY.dtype()  # offset, size, crc_or_leader_epoch, magic: the reference check's view
 # --- writing ---
 
 @dataclass(frozen=True)
@@ -96,15 +94,7 @@ def checked_rows(rows: np.ndarray, entries) -> tuple[np.ndarray, int]:
         rows = rows.copy()
         rows["position"] = starts
     rows = np.ascontiguousarray(rows)
-    if native is not None:
-        bad = native.frames_describe(entries, rows, 0, len(rows), base)
-    else:
-        starts_of_entries = (starts - base)[:, None] + np.arange(HEADER_SIZE_UP_TO_MAGIC)
-        head = np.frombuffer(entries, np.uint8)[starts_of_entries].copy().view(_ENTRY_START).ravel()
-        stored = np.where(rows["magic"] >= MAGIC_V2, rows["base_offset"], rows["last_offset"])
-        wrong = np.flatnonzero((head["size"].astype(np.int64) + LOG_OVERHEAD != sizes)
-                               | (head["magic"] != rows["magic"]) | (head["offset"] != stored))
-        bad = int(wrong[0]) if len(wrong) else len(rows)
+    bad = first_undescribed(entries, rows, base)
     if bad < len(rows):
         at = int(starts[bad]) - base
         checked_header(header_of(rows[bad].item()), memoryview(entries)[at:at + int(sizes[bad])])

@@ -50,6 +50,9 @@ from kfmt.plugin.hookspecs import hookimpl
 ISAL_LEVELS = {"isal-1": 1, "isal-2": 2, "isal-3": 3}
 KAFKA_LEVEL = 6  # Deflater.DEFAULT_COMPRESSION: what GZIPOutputStream writes in Kafka
 DEFAULT_LEVEL = "isal-1"
+# A member header's FLG byte and the bits RFC 1952 (2.3.1) reserves, which must be zero.
+_FLG, _FLG_RESERVED = 3, 0xE0
+
 # The 10-byte header GZIPOutputStream writes (JDK >= 16 sets OS = 0xff).
 JAVA_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
 CHUNK = 1 << 20
@@ -94,6 +97,9 @@ class Gzip(Compression):
         out = bytearray()
         data = memoryview(data)
         while True:  # one pass per gzip member
+            if lib is not zlib and len(data) > _FLG and data[_FLG] & _FLG_RESERVED:
+                # ISA-L reads past reserved header flags (RFC 1952 2.3.1) that zlib refuses: zlib's verdict
+                raise ValueError("reserved gzip header flags: leave the member to zlib")
             d = lib.decompressobj(zlib.MAX_WBITS | 16)
             try:
                 piece = d.decompress(data, max_size + 1 - len(out))

@@ -8,26 +8,21 @@ Uncompressed legacy data is not batched: every message is its own entry. A compr
 inner messages framed the same way; their offsets are absolute in v0 and relative in v1 (possibly
 with gaps after compaction): absolute = wrapper offset - last inner offset + inner offset (docs/format.md §3.4).
 
-Decoding runs the compiled kernel of kfmt.format.kernels when it is built (kfmt/csrc/legacy.c: the messages
-of an entry or of a wrapper's inner set straight into columns, their per-message facts as numpy rows,
-`LegacyInfos`); whatever it is not sure of it leaves to the Python code here, the reference, which
-raises every error. Runs of uncompressed messages are decoded many entries at a time by
+Decoding and encoding ask kfmt.format.legacy_sets first, which runs the compiled kernels when they
+are built (kfmt/csrc/legacy.c: the messages of an entry or of a wrapper's inner set straight into
+columns, their per-message facts as numpy rows, `LegacyInfos`); whatever it is not sure of it leaves
+to the Python code here, the reference, which raises every error. Runs of uncompressed messages are decoded many entries at a time by
 kfmt.format.legacy_runs.
 """
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from kfmt.errors import DataError
-from kfmt.format.kernels import native
+from kfmt.format import legacy_sets
 from kfmt.format.layout import (
     ATTR_LOG_APPEND_TIME,
     CODEC_MASK,
-    LEGACY_ATTRIBUTES_AT,
     LEGACY_MAGICS,
     LEGACY_MESSAGES,
     LOG_OVERHEAD,
@@ -95,63 +90,6 @@ class LegacyMessage:
         return LegacyMessageInfo(self.magic, self.attributes, self.crc, self.crc_valid, self.timestamp)
 
 
-def _info_dtype() -> np.dtype:
-    fields = [("stored_timestamp", np.int64), ("crc", np.uint32), ("magic", np.int8),
-              ("attributes", np.int8), ("crc_valid", np.uint8)]
-    if native is None:
-        return np.dtype(fields, align=True)
-    itemsize, layout = native.message_info_layout()  # the C struct the kernel writes
-    return np.dtype({"names": [n for n, _ in fields], "formats": [t for _, t in fields],
-                     "offsets": [offset for _, offset in layout], "itemsize": itemsize}, align=True)
-
-
-LEGACY_INFO_DTYPE = _info_dtype()
-
-
-class LegacyInfos(Sequence):
-    """`Batch.legacy` of a natively decoded batch: the per-message facts as numpy rows, each
-    LegacyMessageInfo made when asked for (a list of them would be one Python object per record)."""
-
-    __slots__ = ("rows",)
-
-    def __init__(self, rows: bytes | np.ndarray):
-        self.rows = rows if isinstance(rows, np.ndarray) else np.frombuffer(rows, LEGACY_INFO_DTYPE)
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def __getitem__(self, i):
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
-        return _info(self.rows[i].item())
-
-    def __iter__(self):
-        return map(_info, self.rows.tolist())
-
-    def __eq__(self, other) -> bool:
-        if isinstance(other, Sequence):
-            return list(self) == list(other)
-        return NotImplemented
-
-    def __repr__(self) -> str:
-        return f"LegacyInfos({list(self)!r})"
-
-
-_HEADER_FIELDS = tuple(f.name for f in dataclasses.fields(BatchHeader))
-
-
-def _decoded(header: BatchHeader, base_offset: int, count: int) -> BatchHeader:
-    """header.replace(base_offset=..., records_count=...), without dataclasses.replace's cost."""
-    decoded = BatchHeader(*(getattr(header, name) for name in _HEADER_FIELDS))
-    decoded.base_offset, decoded.records_count = base_offset, count
-    return decoded
-
-
-def _info(row: tuple) -> LegacyMessageInfo:
-    stored_timestamp, crc, magic, attributes, crc_valid = row
-    return LegacyMessageInfo(magic, attributes, crc, bool(crc_valid), stored_timestamp)
-
-
 def _sized_bytes(buf, pos: int, end: int, what: str, start: int):
     if pos + INT32.size > end:
         raise DataError(f"message too short for its {what} length", position=start)
@@ -193,17 +131,9 @@ class LegacyFormat(MessageFormat):
         return crc32(entry[CRC_FROM:]) == header.crc
 
     def decode(self, entry: memoryview, header: BatchHeader, options: ReadOptions = STRICT) -> Batch:
-        if native is not None and len(entry) > LEGACY_ATTRIBUTES_AT and not entry[LEGACY_ATTRIBUTES_AT] & CODEC_MASK:
-            decoded = native.decode_legacy_set(entry, None, 0, None, options.check_crc)
-            if decoded is not NotImplemented:
-                records, infos = decoded
-                legacy = LegacyInfos(infos)
-                return Batch(header=header, records=records, legacy=legacy,
-                             crc_valid=bool(legacy.rows["crc_valid"][0]))
-        if native is not None:
-            batch = self._decode_wrapper_native(entry, header, options)
-            if batch is not None:
-                return batch
+        batch = legacy_sets.decode_entry(entry, header, options)  # the compiled kernels, when sure
+        if batch is not None:
+            return batch
         message = LegacyMessage(entry, 0, len(entry))
         if not message.crc_valid and options.check_crc:
             raise DataError(f"message is corrupt (stored crc = {message.crc}, computed crc = "
@@ -225,30 +155,6 @@ class LegacyFormat(MessageFormat):
         decoded = header.replace(base_offset=offsets[0], records_count=len(inner))
         return Batch(header=decoded, records=records, legacy=[m.info() for m in inner],
                      crc_valid=message.crc_valid)
-
-    @staticmethod
-    def _decode_wrapper_native(entry, header: BatchHeader, options: ReadOptions) -> Batch | None:
-        """A compressed wrapper decoded by the kernels: its facts read in place (its value is not
-        copied), its inner set straight into columns. None wherever the code of decode() should
-        decide (it raises every error)."""
-        facts = native.legacy_wrapper(entry)
-        if facts is NotImplemented:
-            return None
-        offset, magic, attributes, _crc, crc_valid, timestamp, value_at, value_len = facts
-        codec_id = attributes & CODEC_MASK
-        if not codec_id or value_len < 0 or (not crc_valid and options.check_crc):
-            return None
-        codec = registry.get().compression_for(codec_id, magic)
-        data = codec.decompress(entry[value_at:value_at + value_len], magic=magic,
-                                max_size=options.max_decompressed)
-        lat = magic == MAGIC_V1 and attributes & ATTR_LOG_APPEND_TIME
-        decoded = native.decode_legacy_set(data, offset, magic, timestamp if lat else None,
-                                           options.check_crc)
-        if decoded is NotImplemented:
-            return None
-        records, infos = decoded
-        return Batch(header=_decoded(header, records.column(0)[0].as_py(), records.num_rows),
-                     records=records, legacy=LegacyInfos(infos), crc_valid=crc_valid)
 
     @staticmethod
     def _decompressed(wrapper: LegacyMessage, options: ReadOptions):
@@ -306,8 +212,7 @@ class LegacyFormat(MessageFormat):
         lat = magic == MAGIC_V1 and header.timestamp_type == TimestampType.LOG_APPEND_TIME
         import pyarrow as pa  # records were made by it: already imported
 
-        if native is not None and type(records) is pa.RecordBatch and (
-                records.num_rows == 1 or header.compression and records.num_rows):
+        if type(records) is pa.RecordBatch and (records.num_rows == 1 or header.compression and records.num_rows):
             entry = self._encode_native(header, records, lat, level)
             if entry is not None:
                 return entry
@@ -338,9 +243,8 @@ class LegacyFormat(MessageFormat):
         the code above decides (it raises for headers and impossible offsets)."""
         magic = header.magic
         base = records.column(0)[0].as_py() if header.compression and magic == MAGIC_V1 else 0
-        messages = native.encode_legacy_messages(records, magic, base,
-                                                 header.max_timestamp if lat else None)
-        if messages is NotImplemented:
+        messages = legacy_sets.encode_messages(records, magic, base, header.max_timestamp if lat else None)
+        if messages is None:
             return None
         if not header.compression:
             return messages

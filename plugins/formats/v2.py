@@ -1,7 +1,9 @@
 """Message format v2: record batches (Kafka 0.11+, docs/format.md §4), whose header is declared in
 kfmt.format.layout (V2_BATCH: baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes,
 lastOffsetDelta, baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, recordsCount,
-then the records of v2_records, or one compressed stream of them; V2_ATTRIBUTES: its bits).
+then the records of kfmt.format.v2_records, or one compressed stream of them; V2_ATTRIBUTES: its
+bits). The records' decode and encode, with the choice between their compiled kernels and their
+reference, sit in the format layer beside the other kernel choices (docs/architecture.md).
 """
 from __future__ import annotations
 
@@ -22,11 +24,10 @@ from kfmt.format.layout import (
 from kfmt.format.message_formats import STRICT, MessageFormat, ReadOptions
 from kfmt.format import model
 from kfmt.format.model import Batch, BatchHeader, TimestampType
+from kfmt.format.v2_records import decode_records, encode_records
 from kfmt.format.wire import crc32c, int64
 from kfmt.plugin import registry
 from kfmt.plugin.hookspecs import hookimpl
-
-from .v2_records import decode_records, encode_records
 
 if TYPE_CHECKING:
     import pyarrow as pa  # imported where used: not on the paths that hold no record columns

@@ -144,11 +144,11 @@ def test_verify_a_time_index_entry_with_a_negative_timestamp(tmp_path):
     assert f"error [time-index-entry] {index}, position 0, offset " in result.out
 
 
-# Found reading plugins/formats/v2_records.py for the fuzzers' memory ceiling, confirmed by measuring:
+# Found reading kfmt/format/v2_records.py for the fuzzers' memory ceiling, confirmed by measuring:
 # the pure-Python record decoder allocated its five columns for the declared record count before
 # parsing any record, so a 2 KiB zstd batch whose records decompress to 64 MiB of zeros (inside the
 # decompression limit) and declare 9.6 million records took 360 MiB before failing on record 0 (about
-# 6 GiB under the default 1 GiB limit). Fixed in plugins/formats/v2_records.py: the columns grow with
+# 6 GiB under the default 1 GiB limit). Fixed in kfmt/format/v2_records.py: the columns grow with
 # the records parsed. The compiled path never did this; both are measured.
 DECOMPRESSED = 64 << 20
 MEASURE = textwrap.dedent(f"""

@@ -145,7 +145,7 @@ def test_codecs_take_any_bytes_and_damaged_payloads(name, magic):
 @given(payload=st.binary(max_size=600), count=st.integers(-5, 1 << 31), base=st.integers(0, 2**63 - 1),
        ts=st.integers(-(2**63), 2**63 - 1))
 def test_v2_records_take_any_bytes(payload, count, base, ts):
-    from kfmt.default_plugins.formats.v2_records import decode_records
+    from kfmt.format.v2_records import decode_records
 
     records = data_or_error(decode_records, payload, count, base, ts, None)
     assert records is None or records.num_rows == count

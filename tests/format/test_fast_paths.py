@@ -540,10 +540,11 @@ def test_an_aligned_mapping_is_written_without_a_copy(tmp_path):
 @pytest.mark.parametrize("rebatch", [False, True])
 def test_upgrade_output_does_not_depend_on_where_chunks_are_cut(tmp_path, monkeypatch, name, rebatch):
     from kfmt.partition.companions import CompanionOptions
+    from kfmt.transforms.job_options import JobOptions
     from kfmt.transforms.upgrade import upgrade
 
     def run(dst):
-        upgrade(str(REALKAFKA / name), str(dst), rebatch=rebatch, master="inprocess", progress=False,
+        upgrade(str(REALKAFKA / name), str(dst), rebatch=rebatch, job=JobOptions(master="inprocess", progress=False),
                 companions=CompanionOptions(now_ms=1_795_000_000_000))
         return {p.name: p.read_bytes() for p in dst.iterdir() if p.name != "kfmt-report.json"}
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from kfmt.format import kernels as speedups
 from kfmt.format.model import make_records
-from kfmt.transforms.cleanup.compaction.offset_map import record_key_hashes
+from kfmt.format.offset_map import record_key_hashes
 
 native = speedups.native
 pytestmark = pytest.mark.needs("speedups")  # the compiled kernels against their peers

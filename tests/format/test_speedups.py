@@ -203,7 +203,7 @@ def test_rows_describe_what_headers_say():
 
 
 def v2_records():
-    return importlib.import_module("kfmt.default_plugins.formats.v2_records")
+    return importlib.import_module("kfmt.format.v2_records")
 
 
 @SETTINGS

@@ -1,6 +1,6 @@
 """kfmt info's many-entries-at-a-time path (kfmt.inspect.info over the compiled entry_facts,
-v2_records_facts and legacy_set_facts) gives exactly what its per-batch path over decoded batches
-gives: the same summary, or the same error, on the corpus (with and without the records below the
+v2_records_facts and legacy_set_facts) gives exactly what it gives over the references (entries
+decoded: kfmt.format.entry_facts_reference, and the per-batch path for compressed batches): the same summary, or the same error, on the corpus (with and without the records below the
 log start offset), on hypothesis-made segments of every magic and codec (damaged tails included),
 and on wrappers whose inner offsets and timestamps are out of order -- counting compressed batches
 from their headers (the default) and from their records (`deep`)."""

@@ -82,7 +82,7 @@ def test_the_leader_epoch_check_is_shown_every_batch_it_would_report(tmp_path_fa
     from kfmt.format.frames import FRAME_DTYPE
     from kfmt.inspect.verify.checkpoints import LeaderEpochs
     from kfmt.inspect.verify.log import BatchFacts
-    from kfmt.inspect.verify.problems import Report
+    from kfmt.inspect.verify.problems import VerifyReport
     from kfmt.partition.layout import load_partition
 
     directory = tmp_path_factory.mktemp("p") / "t-0"
@@ -95,8 +95,8 @@ def test_the_leader_epoch_check_is_shown_every_batch_it_would_report(tmp_path_fa
     rows["partition_leader_epoch"] = [e for e, _, _ in batches]
     rows["base_offset"] = [o for _, o, _ in batches]
     rows["magic"] = [m for _, _, m in batches]
-    wanted = LeaderEpochs(load_partition(storage, root), Report()).wants(rows)
-    walked = LeaderEpochs(load_partition(storage, root), Report())
+    wanted = LeaderEpochs(load_partition(storage, root), VerifyReport()).wants(rows)
+    walked = LeaderEpochs(load_partition(storage, root), VerifyReport())
     for i, (epoch, offset, magic) in enumerate(batches):
         before = len(walked.report.problems)
         walked.on_batch(BatchFacts(0, 70, offset, offset, -1, magic, partition_leader_epoch=epoch), "f",

@@ -6,6 +6,7 @@ import contextlib
 import importlib
 import itertools
 import struct
+import sys
 
 import numpy as np
 from hypothesis import HealthCheck, settings
@@ -17,18 +18,38 @@ from kfmt.format import segment
 from kfmt.format.model import BatchHeader, TimestampType, make_records
 from kfmt.plugin import registry
 
-# The modules that look at kfmt.format.kernels.native when called.
-NATIVE_USERS = ["kfmt.format.segment", "kfmt.transforms.report", "kfmt.format.legacy_runs", "kfmt.partition.companions",
-                "kfmt.default_plugins.formats.v2_records", "kfmt.default_plugins.formats.legacy"]
+# The modules that choose between a kernel and its reference: kfmt/format's (docs/architecture.md,
+# "Kernels and their references"; _kernel_holders imports every one of them) and the value formats'.
+NATIVE_USERS = ["kfmt.default_plugins.values.registry_formats", "kfmt.default_plugins.values.writer_schema"]
 
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+def _kernel_holders(names: list[str]) -> list:
+    """The modules of `names` and every kfmt.format module and loaded kfmt module that holds
+    kfmt.format.kernels.native (imported here, so that one imported later is not missed)."""
+    import pkgutil
+
+    import kfmt.format
+    from kfmt.format import kernels
+
+    if kernels.native is None:
+        return []
+    for info in pkgutil.walk_packages(kfmt.format.__path__, "kfmt.format."):
+        if info.name != "kfmt.format.layout_c":
+            importlib.import_module(info.name)
+    named = [m for m in map(importlib.import_module, names) if hasattr(m, "native")]
+    loaded = [m for name, m in list(sys.modules.items()) if name.startswith("kfmt.") and m is not None
+              and m is not kernels and getattr(m, "native", None) is kernels.native]
+    return list({id(m): m for m in named + loaded}.values())
+
+
 @contextlib.contextmanager
 def reference_code(names: list[str] = NATIVE_USERS):
-    """Run the pure-Python reference: the kernels off in every module (of `names`) that uses them."""
-    users = [m for m in map(importlib.import_module, names) if hasattr(m, "native")]
+    """Run the pure-Python reference: the kernels off in every module that uses them (those of
+    `names`, and every loaded module holding them)."""
+    users = _kernel_holders(names)
     saved = [m.native for m in users]
     for m in users:
         m.native = None

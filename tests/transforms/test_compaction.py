@@ -43,7 +43,7 @@ from kfmt.partition.reader import PartitionReader
 from kfmt.plugin import registry
 from kfmt.storage.staging import StagedOutput
 from kfmt.storage.store import open_storage
-from kfmt.transforms.cleanup.compaction.offset_map import BYTES_PER_ENTRY, OffsetMap, key_hashes
+from kfmt.format.offset_map import BYTES_PER_ENTRY, OffsetMap, key_hashes
 from kfmt.transforms.cleanup.compaction.rewrite import empty_batch
 from kfmt.write.planner import RollPolicy
 from kfmt.write.writer import PartitionWriter

@@ -1,4 +1,5 @@
-"""kafka-dump-log's record lines a batch at a time (the compiled v2_record_lines, kfmt/csrc/dump_text.c).
+"""kafka-dump-log's record lines a batch at a time (kfmt.format.record_text.dump_record_lines: the
+compiled kernel of kfmt/csrc/dump_text.c).
 
 `--deep-iteration` prints a line per record: made one by one in Python (DumpRecord, record_line), a
 64 MiB segment of small records took seconds. For the common case, a v2 data batch printed by the
@@ -10,11 +11,10 @@ where Java's replacement rules apply) is left to the per-record path, which stay
 from __future__ import annotations
 
 import numpy as np
-import pyarrow as pa
 
-from kfmt.format.kernels import native
 from kfmt.format.layout import MAGIC_V2
 from kfmt.format.model import Batch
+from kfmt.format.record_text import dump_record_lines
 
 _INT64_MAX = (1 << 63) - 1
 
@@ -24,19 +24,10 @@ def record_lines(batch: Batch, options) -> bytes | str | None:
     where the per-record path must make them. ASCII lines come as bytes, for the sink to write
     without a decode and an encode (most of what its text stream costs); other lines as text."""
     h = batch.header
-    if (native is None or h.magic < MAGIC_V2 or h.is_control or options.decoder is not None
-            or options.skip_record_metadata or type(batch.records) is not pa.RecordBatch):
+    if h.magic < MAGIC_V2 or h.is_control or options.decoder is not None or options.skip_record_metadata:
         return None
-    block = native.v2_record_lines(batch.records, h.base_offset, h.base_sequence,
-                                   h.timestamp_type.java_name, options.print_data_log)
-    if block is NotImplemented:
-        return None
-    if block.isascii():
-        return block
-    try:
-        return block.decode("utf-8")
-    except UnicodeDecodeError:  # malformed UTF-8 somewhere: Java's decoding rules decide
-        return None
+    return dump_record_lines(batch.records, h.base_offset, h.base_sequence, h.timestamp_type.java_name,
+                             options.print_data_log)
 
 
 def non_consecutive(offsets: np.ndarray, last_offset: int) -> tuple[list[tuple[int, int]], int] | None:

@@ -25,14 +25,14 @@ from kfmt.storage.store import Storage
 from .checkpoints import check_log_dir
 from .identity import check_cluster_id, check_topic_ids, cluster_of
 from .partition import verify_partition
-from .problems import Problem, Report, Severity
+from .problems import Problem, Severity, VerifyReport
 
-__all__ = ["Problem", "Report", "Severity", "verify", "verify_partition", "verify_walked"]
+__all__ = ["Problem", "Severity", "VerifyReport", "verify", "verify_partition", "verify_walked"]
 
 
 def verify(storage: Storage, path: str, topic: str | None = None, partition: int | None = None,
            progress=None, cluster_metadata: str | None = None,
-           storage_options: dict | None = None, deep: bool = False) -> Report:
+           storage_options: dict | None = None, deep: bool = False) -> VerifyReport:
     """Verify the partition or log directory at `path`; `progress(total_segments)` may return a
     callable invoked after each segment. Topic ids are checked against `cluster_metadata` (a copy of
     a cluster's metadata log, read with `storage_options`), else a log directory's own. `deep`: every
@@ -43,14 +43,14 @@ def verify(storage: Storage, path: str, topic: str | None = None, partition: int
 
 def verify_walked(storage: Storage, path: str, topic: str | None = None, partition: int | None = None,
                   progress=None, metadata: tuple[str | None, dict | None] = (None, None),
-                  walk: Callable | None = None, deep: bool = False) -> tuple[Report, list]:
+                  walk: Callable | None = None, deep: bool = False) -> tuple[VerifyReport, list]:
     """verify(), and for each partition `walk(part).result()`: `walk` makes a SegmentWalker
     (kfmt.partition.reader) that the log check shows every entry it checks, so that what else wants
     the partition's entries (the report) takes them from verify's pass over the bytes (a list of
     None without `walk`). `walk` is pickled to the pool's workers with the partitions. `metadata`:
     verify()'s (cluster_metadata, storage_options)."""
     cluster_metadata, storage_options = metadata
-    report = Report(deep=deep)
+    report = VerifyReport(deep=deep)
     parts = find_partitions(storage, path, topic, partition)
     log_dir = is_log_dir(parts, storage, path)
     recoveries = load_recoveries(storage, path if log_dir else storage.parent(path), parts)
@@ -77,14 +77,14 @@ def verify_walked(storage: Storage, path: str, topic: str | None = None, partiti
 
 
 def _verified(part: PartitionDir, recoveries: dict[str, LoadRecovery],
-              walk: Callable | None, deep: bool = False) -> tuple[Report, object, object]:
+              walk: Callable | None, deep: bool = False) -> tuple[VerifyReport, object, object]:
     """One partition's problems, range and walk result, in a report of its own (a task of
     map_partitions). A running broker's partition whose files change while it is verified is
     verified again from a new listing (kfmt.partition.live), the findings of the attempt dropped."""
     recovery = recoveries.get(part.path, TRUSTED)
 
-    def attempt(p: PartitionDir) -> tuple[Report, object, object]:
-        report = Report()
+    def attempt(p: PartitionDir) -> tuple[VerifyReport, object, object]:
+        report = VerifyReport()
         walker = walk(p) if walk is not None else None
         checked = verify_partition(p, report, recovery=recovery, walkers=[walker] if walker else [], deep=deep)
         return report, checked, walker.result() if walker else None

@@ -41,7 +41,7 @@ from kfmt.partition.meta_properties import META_PROPERTIES, java_properties
 from kfmt.storage.store import Storage
 
 from .log import BatchFacts
-from .problems import Report
+from .problems import VerifyReport
 
 RECOVERY_POINT = "recovery-point-offset-checkpoint"
 LOG_START = "log-start-offset-checkpoint"
@@ -49,7 +49,7 @@ REPLICATION = "replication-offset-checkpoint"
 CLEANER = "cleaner-offset-checkpoint"
 
 
-def _read_text(storage: Storage, info, report: Report) -> str:
+def _read_text(storage: Storage, info, report: VerifyReport) -> str:
     report.counts.files += 1
     return bytes(storage.read(info.path)).decode("utf-8", "replace")
 
@@ -57,7 +57,7 @@ def _read_text(storage: Storage, info, report: Report) -> str:
 class LeaderEpochs:
     """The partition's leader-epoch-checkpoint, checked on its own and against the batches."""
 
-    def __init__(self, part: PartitionDir, report: Report):
+    def __init__(self, part: PartitionDir, report: VerifyReport):
         self.report = report
         self.entries: list[EpochEntry] | None = None
         self.positions: list[int] = []
@@ -104,7 +104,7 @@ class LeaderEpochs:
         epochs = np.array([e.epoch for e in self.entries], np.int64)[np.maximum(covering, 0)]
         return mask & (covering >= 0) & (epochs != rows["partition_leader_epoch"])
 
-    def on_batch(self, facts: BatchFacts, file: str, report: Report) -> None:
+    def on_batch(self, facts: BatchFacts, file: str, report: VerifyReport) -> None:
         epoch = facts.partition_leader_epoch
         if facts.magic < MAGIC_V2 or epoch < 0:
             return
@@ -137,7 +137,7 @@ class LeaderEpochs:
                                   f"{log_end})", self.file, position, entry.start_offset)
 
 
-def check_partition_metadata(part: PartitionDir, report: Report) -> None:
+def check_partition_metadata(part: PartitionDir, report: VerifyReport) -> None:
     file = part.display(PARTITION_METADATA)
     info = part.file(PARTITION_METADATA)
     if info is None:
@@ -161,7 +161,7 @@ class PartitionRange:
     log_end: int | None
 
 
-def check_log_dir(storage: Storage, path: str, ranges: list[PartitionRange], report: Report,
+def check_log_dir(storage: Storage, path: str, ranges: list[PartitionRange], report: VerifyReport,
                   complete: bool) -> None:
     """`complete`: every partition of the directory was verified (no --topic/--partition filter), so
     checkpoint entries naming other partitions can be noted."""
@@ -216,7 +216,7 @@ _MEANINGS = {
 
 
 def _check_offset(name: str, file: str, position: int, tp, offset: int, part: PartitionRange | None,
-                  report: Report, complete: bool) -> None:
+                  report: VerifyReport, complete: bool) -> None:
     what, consequence, fatal = _MEANINGS[name]
     label = f"{tp[0]}-{tp[1]}"
     if part is None:
@@ -233,7 +233,7 @@ def _check_offset(name: str, file: str, position: int, tp, offset: int, part: Pa
             report.note("offset-checkpoint", message, file, position, offset)
 
 
-def check_meta_properties(text: str, file: str, report: Report) -> None:
+def check_meta_properties(text: str, file: str, report: VerifyReport) -> None:
     """meta.properties (docs/format.md §11.4): `version=0` with an int `broker.id` (ZooKeeper mode), or `version=1` with
     an int `node.id` and a `cluster.id` (KRaft)."""
     props, positions = java_properties(text)

@@ -14,11 +14,11 @@ from kfmt.partition.meta_properties import read_node_identity
 from kfmt.partition.topic_identity import source_topic_id, stray_consequence, stray_reason
 from kfmt.storage.store import Storage, open_storage
 
-from .problems import Report
+from .problems import VerifyReport
 
 
 def cluster_of(storage: Storage, path: str, log_dir: bool, cluster_metadata: str | None,
-               storage_options: dict | None, report: Report) -> ClusterTopics | None:
+               storage_options: dict | None, report: VerifyReport) -> ClusterTopics | None:
     """The cluster metadata to check against: `cluster_metadata` if given, else a log directory's
     own metadata log, else None. One that cannot be read is a problem of its own."""
     try:
@@ -34,7 +34,7 @@ def cluster_of(storage: Storage, path: str, log_dir: bool, cluster_metadata: str
     return None
 
 
-def check_topic_ids(parts: list[PartitionDir], cluster: ClusterTopics, report: Report) -> None:
+def check_topic_ids(parts: list[PartitionDir], cluster: ClusterTopics, report: VerifyReport) -> None:
     for part in parts:
         if part.name == METADATA_LOG_DIR:
             continue  # the raft layer's, never in the metadata image it holds (nor LogManager's to load)
@@ -47,7 +47,7 @@ def check_topic_ids(parts: list[PartitionDir], cluster: ClusterTopics, report: R
                         part.display(PARTITION_METADATA))
 
 
-def check_cluster_id(storage: Storage, path: str, cluster: ClusterTopics, report: Report) -> None:
+def check_cluster_id(storage: Storage, path: str, cluster: ClusterTopics, report: VerifyReport) -> None:
     """A note when the log directory at `path` belongs to another cluster than `cluster`."""
     node = read_node_identity(storage, path)
     if node is None or node.cluster_id is None or cluster.cluster_id in (None, node.cluster_id):

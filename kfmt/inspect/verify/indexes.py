@@ -40,7 +40,7 @@ from kfmt.partition import indexes
 from kfmt.partition.layout import PartitionDir
 
 from .segment_columns import SegmentColumns
-from .problems import Report
+from .problems import VerifyReport
 
 OFFSET_ENTRY_SIZE = indexes.OFFSET_ENTRY.size
 TIME_ENTRY_SIZE = indexes.TIME_ENTRY.size
@@ -99,7 +99,7 @@ def time_entries_clean(cols: indexes.TimeColumns, facts: SegmentColumns) -> bool
 
 
 class IndexChecker:
-    def __init__(self, part: PartitionDir, report: Report):
+    def __init__(self, part: PartitionDir, report: VerifyReport):
         self.part = part
         self.report = report
         self.preloaded: dict[str, bytes] = {}

@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow.compute as pc
 
 from kfmt.errors import DataError
-from kfmt.format import copied_runs
+from kfmt.format import clean_runs, copied_runs
 from kfmt.format import segment as segment_io
 from kfmt.format.control import ControlType, control_type, end_txn_marker
 from kfmt.format.frames import FRAME_DTYPE, headers_of
@@ -42,7 +42,7 @@ from kfmt.partition.live import segment_bytes
 from kfmt.partition.reader import SegmentData
 
 from . import log_runs
-from .problems import Report
+from .problems import VerifyReport
 from .segment_columns import BatchFacts, SegmentColumns
 
 MAX_SEGMENT_BYTES = INT32_MAX  # FileRecords: a segment may not exceed Integer.MAX_VALUE bytes (docs/format.md §2)
@@ -52,7 +52,8 @@ class LogChecker:
     """Walks a partition's segments in order; `observers` (the transaction and leader-epoch checks)
     see every batch as it goes, so nothing but the current segment's facts is kept."""
 
-    def __init__(self, part: PartitionDir, report: Report, observers=(), walkers=(), deep: bool = False):
+    def __init__(self, part: PartitionDir, report: VerifyReport, observers=(), walkers=(),
+                 deep: bool = False):
         self.part = part
         self.report = report
         self.deep = deep  # the record-level checks too (the module doc's two depths)
@@ -201,7 +202,7 @@ class LogChecker:
         report, h = self.report, batch.header
         if not len(batch) or (h.magic < MAGIC_V2 and not h.compression):
             return  # an uncompressed legacy entry is its one record: its offset and timestamp are the entry's
-        if log_runs.records_keep_rules(batch):
+        if clean_runs.records_keep_rules(batch):
             return  # nothing to report (the checks below, in one compiled call)
         offsets = int64_values(batch.records.column(0))
         decreasing = np.flatnonzero(np.diff(offsets) <= 0)

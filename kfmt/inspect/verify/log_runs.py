@@ -3,7 +3,7 @@
 A segment of one-message v0/v1 entries or of small v2 batches holds hundreds of thousands of
 entries; decoding each into a Batch and checking it in Python (LogChecker._check_batch) is most of
 what `kfmt verify` spends. Most entries are fine, and the compiled `clean_entries`
-(kfmt/csrc/verify.c) says which: uncompressed messages and uncompressed v2 data batches whose CRC,
+(kfmt.format.clean_runs, kfmt/csrc/verify.c) says which: uncompressed messages and uncompressed v2 data batches whose CRC,
 record structure and record offsets and timestamps _check_batch would accept. For such a run the
 offset checks of LogChecker._check_offsets are made on the whole run with numpy; when none of them
 would report anything, the run is counted and added to the segment's columns at once, and the
@@ -20,13 +20,11 @@ from __future__ import annotations
 from typing import Iterator
 
 import numpy as np
-import pyarrow as pa
 
-from kfmt.format import copied_runs, inflated_runs
+from kfmt.format import clean_runs, copied_runs, inflated_runs
 from kfmt.format.layout import ATTR_CONTROL, ATTR_TRANSACTIONAL, MAGIC_V1, MAGIC_V2
 from kfmt.format.frames import FRAME_DTYPE
 from kfmt.format.inflated_runs import DISORDERED, HAS_TS
-from kfmt.format.kernels import native
 from kfmt.format.message_formats import STRICT
 from kfmt.format.model import INT32_MAX, NO_PARTITION_LEADER_EPOCH, TimestampType
 
@@ -37,7 +35,7 @@ def split(buf, rows: np.ndarray, deep: bool = True) -> Iterator[tuple[np.ndarray
     whole chunk, unvouched. At `deep`, a compressed wrapper's row in a run has its first inner
     offset as its base offset, as its decoded header would; at the default depth it keeps its last
     (the frame's), and its records are not in the count (`uncounted_wrappers`)."""
-    if native is None or rows.dtype != FRAME_DTYPE:
+    if not clean_runs.vouches() or rows.dtype != FRAME_DTYPE:
         yield rows, None
         return
     rows = np.array(rows)  # a copy: wrapper rows get their decoded base offset
@@ -62,7 +60,7 @@ def _vouched(buf, rows: np.ndarray, start: int, stop: int, deep: bool) -> tuple[
     `stored_clean`), in one run."""
     records = 0
     while start < stop:
-        at, n = native.clean_entries(buf, rows, start, stop, 0)
+        at, n = clean_runs.clean_entries(buf, rows, start, stop)
         records += n
         if at < stop and rows["compression"][at]:
             clean, n = (_inflated_clean if deep else stored_clean)(buf, rows, at, stop)
@@ -172,21 +170,6 @@ def inner_messages_clean(batch, magic: int) -> bool:
     if not isinstance(rows, np.ndarray):
         return False
     return bool(rows["crc_valid"].all() and (rows["magic"] == magic).all())
-
-
-def records_keep_rules(batch) -> bool:
-    """Whether LogChecker._check_records would find nothing to report in a decoded batch (offsets
-    increasing and inside the batch's, CreateTime timestamps not above its maxTimestamp), judged in
-    one compiled call (kfmt/csrc/verify.c) instead of a numpy and a pyarrow call per batch; False
-    (the checks then run and report) where it cannot tell."""
-    h = batch.header
-    if native is None or type(batch.records) is not pa.RecordBatch or h.base_offset is None:
-        return False
-    create_time = h.magic >= MAGIC_V1 and h.timestamp_type == TimestampType.CREATE_TIME
-    verdict = native.records_keep_rules(batch.records, h.base_offset, h.last_offset,
-                                        h.magic < MAGIC_V2 and bool(h.compression),
-                                        h.max_timestamp if create_time else None)
-    return verdict is True
 
 
 def _observe(observers, rows: np.ndarray, file: str, report, batch_facts) -> None:

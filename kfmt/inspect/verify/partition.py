@@ -7,7 +7,7 @@ from kfmt.partition.load_recovery import TRUSTED, LoadRecovery
 from .checkpoints import LeaderEpochs, PartitionRange, check_partition_metadata
 from .indexes import IndexChecker
 from .log import LogChecker
-from .problems import RebuiltOnLoad, Report
+from .problems import RebuiltOnLoad, VerifyReport
 from .snapshots import check_snapshots
 from .txn import TxnChecker
 
@@ -15,7 +15,7 @@ from .txn import TxnChecker
 TRANSIENT_SUFFIXES = (".deleted", ".cleaned", ".swap")
 
 
-def verify_partition(part: PartitionDir, report: Report, on_segment=None,
+def verify_partition(part: PartitionDir, report: VerifyReport, on_segment=None,
                      recovery: LoadRecovery = TRUSTED, walkers=(), deep: bool = False) -> PartitionRange:
     """Check every file of `part`; `on_segment()` is called after each segment (progress).
     `recovery`: which segments a broker recovers on load, whose index problems are notes.
@@ -62,7 +62,7 @@ def verify_partition(part: PartitionDir, report: Report, on_segment=None,
                           part.segments[0].base_offset if part.segments else None, log_end)
 
 
-def _check_manifest(part: PartitionDir, report: Report) -> None:
+def _check_manifest(part: PartitionDir, report: VerifyReport) -> None:
     """A kfmt output on object storage is what its manifest lists (kfmt.storage.manifest): a listed file that
     is missing or has another size is lost data; an unlisted one is ignored by every reader."""
     for problem in part.manifest_problems:
@@ -73,7 +73,7 @@ def _check_manifest(part: PartitionDir, report: Report) -> None:
             report.error("manifest", message, part.display(name))
 
 
-def _check_file_names(part: PartitionDir, report: Report) -> None:
+def _check_file_names(part: PartitionDir, report: VerifyReport) -> None:
     for name in part.ignored:
         report.error("segment-files", "Kafka takes every file ending in .log for a segment and cannot parse "
                      "this name (expected <20-digit base offset>.log): the partition fails to load",

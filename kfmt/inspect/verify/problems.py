@@ -61,7 +61,7 @@ RECOVERY, DEEP = "recovery", "deep"
 
 
 @dataclass
-class Report:
+class VerifyReport:
     problems: list[Problem] = field(default_factory=list)
     counts: Counts = field(default_factory=Counts)
     #: the record-level checks were made too (kfmt.inspect.verify.log: the two depths)
@@ -110,7 +110,7 @@ class RebuiltOnLoad:
     segment log recovery recovers: kfmt.partition.load_recovery): what would be a problem is a note
     saying why it does not matter."""
 
-    def __init__(self, report: Report, why: str):
+    def __init__(self, report: VerifyReport, why: str):
         self.report, self.why = report, why
 
     def error(self, check: str, message: str, file: str, position: int | None = None,

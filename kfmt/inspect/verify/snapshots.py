@@ -18,10 +18,10 @@ from kfmt.errors import DataError
 from kfmt.partition.layout import PartitionDir
 from kfmt.partition.snapshots import ENTRY, HEADER, read_snapshot
 
-from .problems import Report
+from .problems import VerifyReport
 
 
-def check_snapshots(part: PartitionDir, report: Report, log_end: int | None,
+def check_snapshots(part: PartitionDir, report: VerifyReport, log_end: int | None,
                     recovered: bool = False) -> None:
     """`recovered`: log recovery truncates the last segment's tail on load, and with it the
     snapshots beyond the new log end offset (ProducerStateManager.truncateAndReload): notes."""

@@ -36,7 +36,7 @@ from kfmt.partition.layout import PartitionDir
 from kfmt.partition.txnindex import ENTRY, AbortedTxn, read_txn_index
 
 from .segment_columns import BatchFacts
-from .problems import Report
+from .problems import VerifyReport
 
 ENTRY_SIZE = ENTRY.size  # 34
 
@@ -64,7 +64,7 @@ class TxnChecker:
     batches in order: each entry is resolved against the batch holding its marker offset, and the
     aborted transactions the log itself shows are matched against the entries at the end."""
 
-    def __init__(self, part: PartitionDir, report: Report):
+    def __init__(self, part: PartitionDir, report: VerifyReport):
         self.report = report
         self.entries: list[IndexedTxn] = []
         self.by_marker: dict[int, list[IndexedTxn]] = {}
@@ -119,7 +119,7 @@ class TxnChecker:
             self.by_marker.setdefault(txn.last_offset, []).append(indexed)
 
     # --- following the log ---
-    def on_batch(self, facts: BatchFacts, file: str, report: Report) -> None:
+    def on_batch(self, facts: BatchFacts, file: str, report: VerifyReport) -> None:
         self._resolve(facts)
         if facts.magic < MAGIC_V2 or facts.producer_id <= NO_PRODUCER_ID:  # no producer id (hasProducerId)
             return
@@ -141,7 +141,7 @@ class TxnChecker:
             if first is not None and facts.control == ControlType.ABORT:
                 self.aborts.append(CompletedAbort(pid, first, facts.base_offset, file, facts.position))
 
-    def _check_epoch(self, facts: BatchFacts, file: str, report: Report) -> None:
+    def _check_epoch(self, facts: BatchFacts, file: str, report: VerifyReport) -> None:
         """Transactional batches and markers (the batches shown here) keep their producer id's epoch
         from going down (ProducerAppendInfo.checkProducerEpoch, docs/format.md §7.1)."""
         pid, epoch = facts.producer_id, facts.producer_epoch

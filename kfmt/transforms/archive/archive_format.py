@@ -26,7 +26,13 @@ from dataclasses import asdict, dataclass, field
 from kfmt.errors import DataError
 from kfmt.format import segment
 from kfmt.format.digest import DIGEST_VERSION, ContentDigest, EntriesDigest
-from kfmt.partition.summary import ENTRIES_CHECK, RECORDS_CHECK, PartitionSummary, PartitionTally, merge_tallies
+from kfmt.partition.summary import (
+    ENTRIES_CHECK,
+    RECORDS_CHECK,
+    PartitionCounts,
+    PartitionTally,
+    merge_tallies,
+)
 from kfmt.storage.manifest import Manifest
 from kfmt.transforms.archive.segment_facts import copied_facts, segment_facts
 from kfmt.transforms.losses import Lost
@@ -77,7 +83,7 @@ class ArchivedSegment:
 
     def tally(self) -> PartitionTally:
         """This segment as a part of its partition's summary."""
-        summary = PartitionSummary("", None, None, 1, self.batches, self.records, self.control_records,
+        summary = PartitionCounts("", None, None, 1, self.batches, self.records, self.control_records,
                                    self.bytes, self.first_offset, self.next_offset,
                                    uncounted_wrappers=self.uncounted_wrappers)
         if self.check == RECORDS_CHECK:
@@ -126,7 +132,7 @@ class ArchivedPartition:
         checks = {seg.check for seg in self.segments}
         return checks.pop() if len(checks) == 1 else (ENTRIES_CHECK if not checks else None)
 
-    def summary(self, path: str) -> PartitionSummary:
+    def summary(self, path: str) -> PartitionCounts:
         """The partition's summary (as kfmt.partition.summary counts it), added up from its segments;
         of segments archived with different checks, the counts only (no digest)."""
         if self.check is None:

@@ -27,8 +27,8 @@ from kfmt.partition.layout import LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA
 from kfmt.storage.manifest import FileRecord
 from kfmt.transforms.archive.archive_format import ArchivedPartition, ArchivedSegment
 from kfmt.transforms.archive.generations import Generation, ObjectIndex, StoredFile
+from kfmt.transforms.directory_plan import LOG_START_OFFSET_CHECKPOINT, OFFSET_CHECKPOINTS, PartitionPlan
 from kfmt.transforms.losses import Lost, lost_between
-from kfmt.transforms.reindex import LOG_START_OFFSET_CHECKPOINT, OFFSET_CHECKPOINTS, PartitionPlan
 
 PARTITION_FILES = (LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA)
 
@@ -58,7 +58,7 @@ class Kept:
 
 
 @dataclass
-class PartitionWork:
+class ArchivePartitionWork:
     pp: PartitionPlan
     previous: ArchivedPartition | None  # the partition in the latest generation
     source_bases: list[int]  # base offsets of every segment SRC holds
@@ -67,7 +67,7 @@ class PartitionWork:
     left: "Left | None" = None  # the active segment's offsets this run leaves for the next one
 
 
-def lost_since(work: PartitionWork) -> Lost | None:
+def lost_since(work: ArchivePartitionWork) -> Lost | None:
     """Offsets the latest generation did not reach and the source no longer holds: between the end
     of what the archive holds (or reported lost) and the source's first segment. An archive reads
     segments whole, so offsets below the source's log start but in a segment it still has are read,
@@ -126,7 +126,7 @@ def kept_from(latest: Generation, rel: str) -> Kept | None:
     return Kept(stored, latest.manifest.files[stored.object], facts)
 
 
-def merge_segments(work: PartitionWork, archived: dict[int, ArchivedSegment], prune: bool,
+def merge_segments(work: ArchivePartitionWork, archived: dict[int, ArchivedSegment], prune: bool,
                    notes: list[str]) -> list[ArchivedSegment]:
     """The partition's segments in the new generation: those archived now (`archived`, by base
     offset), the latest generation's for source segments not archived now (skipped, or the active
@@ -171,7 +171,7 @@ def merge_segments(work: PartitionWork, archived: dict[int, ArchivedSegment], pr
     return [seg for seg, _fresh in out]
 
 
-def log_start(work: PartitionWork, prune: bool) -> int:
+def log_start(work: ArchivePartitionWork, prune: bool) -> int:
     """The archive's log start offset: the source's with `prune`, else the oldest it holds."""
     source = work.pp.log_start_offset
     if prune or work.previous is None:

@@ -26,8 +26,9 @@ from kfmt.transforms.archive.incremental import (
     log_start,
     merge_segments,
 )
-from kfmt.transforms.reindex import LOG_START_OFFSET_CHECKPOINT, plan_engine
+from kfmt.transforms.directory_plan import LOG_START_OFFSET_CHECKPOINT
 from kfmt.transforms.report import REPORT_NAME, make_report, report_bytes
+from kfmt.transforms.run import plan_engine
 
 
 @dataclass

@@ -27,22 +27,24 @@ from kfmt.partition.log_start import (
     segment_start,
     segment_start_note,
 )
-from kfmt.partition.summary import ENTRIES_CHECK, RECORDS_CHECK, PartitionSummary, PartitionTally, merge_tallies
-from kfmt.partition.topic_identity import TargetTopics, TopicIdentity
+from kfmt.partition.summary import (
+    ENTRIES_CHECK,
+    RECORDS_CHECK,
+    PartitionCounts,
+    PartitionTally,
+    merge_tallies,
+)
+from kfmt.partition.topic_identity import TopicIdentity
 from kfmt.pipelines.runner import run_tasks
 from kfmt.storage.manifest import FileRecord, Manifest
 from kfmt.storage.staging import StagedOutput, StagingTarget
 from kfmt.storage.store import StorageSpec, open_storage
 from kfmt.transforms.archive.view import ArchiveView, PublishedArchive, open_archive
-from kfmt.transforms.reindex import (
-    DirectoryPlan,
-    PartitionPlan,
-    plan_engine,
-    plan_reindex,
-    reindex_partition,
-    write_log_dir_files,
-)
+from kfmt.transforms.directory_plan import DirectoryPlan, PartitionPlan, plan_directory, write_log_dir_files
+from kfmt.transforms.reindex import reindex_partition
+from kfmt.transforms.job_options import JobOptions
 from kfmt.transforms.report import REPORT_NAME, make_report, report_bytes
+from kfmt.transforms.run import plan_engine
 
 # what a restored partition must share with the archive's record of its source; with the same check,
 # also what that check counts (kfmt.partition.summary)
@@ -68,11 +70,11 @@ class RestoreTask:
 
 @dataclass(frozen=True)
 class RestoreResult:
-    summary: PartitionSummary
+    summary: PartitionCounts
     records: list[FileRecord]
     segment_start: int | None = None  # a partition-directory DST: its first segment's new base offset
     below: BelowLogStart | None = None  # what that new start leaves out
-    left_out: PartitionSummary | None = None  # the same, counted as the archive counted its segments
+    left_out: PartitionCounts | None = None  # the same, counted as the archive counted its segments
 
 
 def restore_partition(task: RestoreTask) -> RestoreResult:
@@ -88,7 +90,7 @@ def restore_partition(task: RestoreTask) -> RestoreResult:
     start = None if task.include_deleted else segment_start(part, task.log_start_offset, bool(task.rel))
     below = left_out = None
     if start is not None:  # counted as the restored segments are: by entries, or with deep records
-        summary = PartitionSummary(view.url_of(part.path), part.topic, part.partition)
+        summary = PartitionCounts(view.url_of(part.path), part.topic, part.partition)
         left_out = PartitionTally(summary) if task.deep else PartitionTally.of_entries(summary)
         below = below_log_start(part, start, left_out)
     summary = reindex_partition(PartitionPlan(part, task.rel, task.log_start_offset, list(task.skipped), start,
@@ -130,24 +132,22 @@ class RestoreResultSet:
         return doc
 
 
-def restore(url: str, dst: str, *, src_options: dict | None = None, dst_options: dict | None = None,
-            topic: str | None = None, partition: int | None = None,
-            options: CompanionOptions | None = None, master: str | None = None, dry_run: bool = False,
-            progress: bool = True, generation: int | None = None,
-            include_deleted: bool = False, target: TargetTopics | None = None,
-            deep: bool = False) -> RestoreResultSet:
-    """Restore a generation of the archive at `url` into DST. `include_deleted`: a
+def restore(url: str, dst: str, job: JobOptions = JobOptions(), *, options: CompanionOptions | None = None,
+            generation: int | None = None, deep: bool = False) -> RestoreResultSet:
+    """Restore a generation of the archive at `url` into DST as `job` says (kfmt.transforms.job_options;
+    its src_options are the archive's). `job.include_deleted`: a
     partition-directory DST keeps the archived records below the log start offset (restore_partition);
     `deep`: every record decoded, whatever check the archive made."""
     started = time.monotonic()
     options = (options or CompanionOptions()).with_clock()
-    storage, path = open_storage(url, src_options)
-    dst_storage, dst_path = open_storage(dst, dst_options if dst_options is not None else src_options)
+    storage, path = open_storage(url, job.src_options)
+    dst_storage, dst_path = open_storage(dst, job.dst_storage_options)
+    include_deleted, master = job.include_deleted, job.master
     archive = open_archive(storage, path, generation)
     view = archive.view(storage)
-    plan = plan_reindex(view, path, dst_storage, dst_path, topic, partition, target=target)
+    plan = plan_directory(view, path, dst_storage, dst_path, job.topic, job.partition, target=job.target)
     result = RestoreResultSet(plan, archive)
-    if dry_run:
+    if job.dry_run:
         if dst_storage.exists(dst_path) and (not dst_storage.isdir(dst_path)
                                              or dst_storage.listdir(dst_path)):
             raise UsageError(f"{plan.destination}: the destination exists and is not empty")
@@ -159,15 +159,15 @@ def restore(url: str, dst: str, *, src_options: dict | None = None, dst_options:
         engine = plan_engine(master, sum(s.size for pp in plan.partitions for s in pp.part.segments),
                              storage, dst_storage, lambda: copied_runs.in_kernels() and not any(t.deep for t in tasks))
         results = run_tasks(restore_partition, tasks, master=engine, description="restore",
-                            progress=progress)
+                            progress=job.progress)
         inputs, outputs = _checked_summaries(plan, results, archived, view, out, dst_storage, dst_path)
         if plan.log_dir:
             write_log_dir_files(plan, view, path, out)
         report = make_report(
             "restore", plan.source, plan.destination,
             {"index_interval_bytes": options.index_interval_bytes, "now_ms": options.now_ms,
-             "producer_expiration_ms": options.producer_expiration_ms, "topic": topic,
-             "partition": partition, "master": master, "include_deleted": include_deleted, "deep": deep},
+             "producer_expiration_ms": options.producer_expiration_ms, **job.selection(),
+             "master": master, "include_deleted": include_deleted, "deep": deep},
             inputs, outputs, out.files, _notes(plan, archive, results, archived))
         report["below_log_start"] = left_out_entries((_label(pp, archived), r.below)
                                                      for pp, r in zip(plan.partitions, results))
@@ -228,8 +228,8 @@ def _partition_manifest(manifest: Manifest, rel: str) -> Manifest:
     return Manifest(manifest.root, files, manifest.run, manifest.created_ms)
 
 
-def _check_restored(archived: PartitionSummary, restored: PartitionSummary,
-                    left_out: PartitionSummary | None = None) -> None:
+def _check_restored(archived: PartitionCounts, restored: PartitionCounts,
+                    left_out: PartitionCounts | None = None) -> None:
     """Restore's own check: the restored partition, with what it left out below the log start
     offset (counted from the same checked objects), holds what the archive read from the source."""
     if left_out is not None:
@@ -243,7 +243,7 @@ def _check_restored(archived: PartitionSummary, restored: PartitionSummary,
                         f"source: {'; '.join(differ)}; nothing was published", file=archived.path)
 
 
-def _tally(summary: PartitionSummary) -> PartitionTally:
+def _tally(summary: PartitionCounts) -> PartitionTally:
     if summary.check == ENTRIES_CHECK:
         return PartitionTally(summary, entries=EntriesDigest.parse(summary.entries_digest))
     return PartitionTally(summary, ContentDigest.parse(summary.content_digest))

@@ -7,7 +7,7 @@ timestamp column. Decoding every entry of a producer-shaped log (hundreds of tho
 v1 entries, tiny v2 batches) into columns was nearly all of what `kfmt archive` spent, so with the
 compiled kernels the same facts come from where the bytes lie:
 * uncompressed entries: checked and digested a run at a time (kfmt.format.batch_runs.checked), the
-  run's timestamps from one `entry_facts` call (kfmt/csrc/facts.c);
+  run's timestamps from one `entry_facts` call (kfmt.format.entry_facts);
 * compressed data batches and wrappers: inflated once, checked and digested and their timestamps
   taken from the inflated records, without columns, a run at a time (kfmt.format.inflated_runs.walk);
 * anything a kernel does not vouch for (control batches, damaged entries, a run holding a negative
@@ -27,11 +27,11 @@ import numpy as np
 
 from kfmt.format import batch_runs, copied_runs, inflated_runs, segment
 from kfmt.format.batch_runs import CheckedRun
+from kfmt.format.entry_facts import entry_facts
 from kfmt.format.frames import header_of
 from kfmt.format.inflated_runs import HAS_TS
-from kfmt.format.kernels import native
 from kfmt.format.model import Batch
-from kfmt.partition.summary import PartitionSummary, PartitionTally
+from kfmt.partition.summary import PartitionCounts, PartitionTally
 
 
 class _Times:
@@ -61,9 +61,9 @@ class _Times:
 def segment_facts(data, file: str, ends_log: bool = False) -> tuple[PartitionTally, int | None, int | None]:
     """(tally, least timestamp, greatest timestamp) of a segment: see the module doc. A bad tail of
     the partition's last segment (`ends_log`) is left out with a warning, as segment.batches does."""
-    if native is None:
+    if not inflated_runs.can_walk():  # no compiled kernels: every batch decoded
         return archived_segment_reference(data, file, ends_log)
-    tally = PartitionTally(PartitionSummary(file, None, None))
+    tally = PartitionTally(PartitionCounts(file, None, None))
     tally.add_segment(len(data))
     times = _Times()
     scanner = segment.FrameScanner(data, file)
@@ -90,10 +90,9 @@ def _add_uncompressed(data, rows: np.ndarray, file: str, tally: PartitionTally, 
             times.add_batch(item)
             continue
         run = np.ascontiguousarray(item.rows)
-        at, facts = native.entry_facts(data, run, 0, len(run), 0)
-        if at == len(run) and (facts is None or facts[3] is None or facts[3] >= 0):
-            if facts is not None:
-                times.note(facts[3], facts[4])
+        at, facts = entry_facts(data, run, 0, len(run), 0)
+        if at == len(run) and (facts.min_timestamp is None or facts.min_timestamp >= 0):
+            times.note(facts.min_timestamp, facts.max_timestamp)
             continue
         for row in run:  # entries the facts kernel leaves to the decoder (already checked)
             header = header_of(row.item())
@@ -128,7 +127,7 @@ def _add_compressed(data, rows: np.ndarray, file: str, tally: PartitionTally, ti
 def copied_facts(data, file: str, ends_log: bool = False) -> tuple[PartitionTally, None, int | None]:
     """(tally of the entries check, None, the greatest timestamp of the data entries' headers, >= 0)
     of a segment (the module doc); a bad tail of the partition's last segment as segment_facts."""
-    tally = PartitionTally.of_entries(PartitionSummary(file, None, None))
+    tally = PartitionTally.of_entries(PartitionCounts(file, None, None))
     tally.add_segment(len(data))
     high = None
     scanner = segment.FrameScanner(data, file)
@@ -149,7 +148,7 @@ def copied_facts(data, file: str, ends_log: bool = False) -> tuple[PartitionTall
 def archived_segment_reference(data, file: str, ends_log: bool = False
                                ) -> tuple[PartitionTally, int | None, int | None]:
     """The definition (see the module doc): every batch decoded."""
-    tally = PartitionTally(PartitionSummary(file, None, None))
+    tally = PartitionTally(PartitionCounts(file, None, None))
     tally.add_segment(len(data))
     times = _Times()
     for batch in segment.batches(data, file, recover_tail=ends_log):

@@ -17,14 +17,15 @@ from typing import Any, Callable
 from kfmt.errors import KfmtWarning
 from kfmt.format.codecs import named_levels
 from kfmt.partition.log_start import left_out_entries
-from kfmt.partition.summary import PartitionSummary
+from kfmt.partition.summary import PartitionCounts
 from kfmt.partition.topic_identity import TargetTopics
 from kfmt.pipelines.runner import run_tasks
 from kfmt.storage.staging import StagedOutput, StagingTarget
 from kfmt.storage.store import open_storage
 from kfmt.transforms.cleanup.plan import CleanupPlan, PartitionJob, check_destination_empty, plan_cleanup
-from kfmt.transforms.reindex import plan_engine, write_log_dir_files
+from kfmt.transforms.directory_plan import write_log_dir_files
 from kfmt.transforms.report import REPORT_NAME, make_report, report_bytes
+from kfmt.transforms.run import plan_engine
 
 
 def never_threads(options) -> bool:
@@ -41,7 +42,7 @@ class CleanupPolicy:
     clean_partition: Callable[..., Any]
     checkpoint_updates: Callable[[list], dict]  # results -> {checkpoint name: {(topic, partition): offset}}
     notes: Callable[[CleanupPlan, list], list[str]]  # (plan, results) -> the report's notes
-    input_summary: Callable[[Any], PartitionSummary]  # a result -> what the source partition held
+    input_summary: Callable[[Any], PartitionCounts]  # a result -> what the source partition held
     # options -> whether the policy's work releases the GIL, so that threads suffice (run_cleanup);
     # module-level too: the policy travels with every task to a pool's workers
     threads_suffice: Callable[[Any], bool] = never_threads

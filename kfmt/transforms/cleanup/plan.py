@@ -9,9 +9,9 @@ For a log-directory SRC they are read from SRC; for a partition-directory SRC fr
 beside it (its parent), where a broker's copy keeps them. Missing files or lines mean "no entry", as
 for the broker.
 
-DST gets the log directory's files the way `kfmt reindex` treats them (kfmt.transforms.reindex: meta.properties
-copied, offset checkpoints reduced to the partitions written, .kafka_cleanshutdown left out), except
-that the checkpoints a cleanup changes carry the new values: a new log start offset after retention,
+DST gets the log directory's files the way `kfmt reindex` treats them (kfmt.transforms.directory_plan:
+meta.properties copied, offset checkpoints reduced to the partitions written, .kafka_cleanshutdown
+left out), except that the checkpoints a cleanup changes carry the new values: a new log start offset after retention,
 the new first dirty offset after a cleaning.
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ from kfmt.partition.checkpoints import checkpoint_text, read_offset_checkpoint
 from kfmt.partition.layout import PartitionDir, find_partitions
 from kfmt.partition.topic_identity import TargetTopics, TopicIdentity
 from kfmt.storage.store import Storage, StorageSpec
-from kfmt.transforms.reindex import DirectoryPlan, plan_reindex
+from kfmt.transforms.directory_plan import DirectoryPlan, plan_directory
 
 COMPACT, DELETE = "compact", "delete"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
@@ -68,7 +68,7 @@ class PartitionJob:
 
 @dataclass
 class CleanupPlan:
-    """The partitions of a run and the log directory files of DST (from kfmt.transforms.reindex's plan)."""
+    """The partitions of a run and the log directory files of DST (from kfmt.transforms.directory_plan)."""
 
     layout: DirectoryPlan
     jobs: list[PartitionJob]
@@ -81,7 +81,7 @@ class CleanupPlan:
 def plan_cleanup(src_storage: Storage, src_path: str, dst_storage: Storage, dst_path: str,
                  topic: str | None = None, partition: int | None = None,
                  target: TargetTopics | None = None) -> CleanupPlan:
-    layout = plan_reindex(src_storage, src_path, dst_storage, dst_path, topic, partition, target=target)
+    layout = plan_directory(src_storage, src_path, dst_storage, dst_path, topic, partition, target=target)
     checkpoints_dir = src_path if layout.log_dir else src_storage.parent(src_path)
     offsets = {name: _checkpoint(src_storage, checkpoints_dir, name)
                for name in (LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,

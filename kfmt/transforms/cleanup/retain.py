@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from kfmt.format import copied_runs
 from kfmt.partition.log_start import segment_start_note
-from kfmt.partition.summary import PartitionSummary
+from kfmt.partition.summary import PartitionCounts
 from kfmt.transforms.cleanup.job import CleanupPolicy, run_cleanup
 from kfmt.transforms.cleanup.plan import LOG_START_OFFSET_CHECKPOINT, CleanupPlan
 from kfmt.transforms.cleanup.retention import (
@@ -25,13 +25,13 @@ def retain(src: str, dst: str, options: RetentionOptions, **run) -> tuple[Cleanu
     return run_cleanup(RETAIN, src, dst, options, **run)
 
 
-def _input_summary(r: RetainResult) -> PartitionSummary:
+def _input_summary(r: RetainResult) -> PartitionCounts:
     """The source partition: its removed part (counted from batch headers) and its kept part. The
     content digest is only known when nothing was removed (removed data is not decoded)."""
     kept, removed = r.output, r.removed
     if removed is None or not removed.segments:
         return replace(kept)
-    return PartitionSummary(
+    return PartitionCounts(
         removed.path, kept.topic, kept.partition, removed.segments + kept.segments,
         removed.batches + kept.batches, removed.records + kept.records,
         removed.control_records + kept.control_records, removed.log_bytes + kept.log_bytes,

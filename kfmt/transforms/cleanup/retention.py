@@ -35,12 +35,11 @@ from kfmt.format import inflated_runs
 from kfmt.format.copied_runs import header_counts
 from kfmt.format.frames import header_of
 from kfmt.format.layout import ATTR_CONTROL, MAGIC_V2
-from kfmt.format.kernels import native
 from kfmt.partition.companions import CompanionBuilder, CompanionOptions, existing_leader_epochs
 from kfmt.partition.layout import Segment, segment_file_name
 from kfmt.partition.log_start import BelowLogStart, below_log_start, segment_start
 from kfmt.partition.reader import PartitionReader, log_end_offset
-from kfmt.partition.summary import ENTRIES_CHECK, PartitionSummary
+from kfmt.partition.summary import ENTRIES_CHECK, PartitionCounts
 from kfmt.storage.manifest import FileRecord
 from kfmt.transforms.cleanup.plan import LOG_START_OFFSET_CHECKPOINT, PartitionJob
 from kfmt.transforms.cleanup.retention_rules import (
@@ -50,7 +49,8 @@ from kfmt.transforms.cleanup.retention_rules import (
     SegmentAge,
     decide_retention,
 )
-from kfmt.transforms.reindex import PartitionPlan, reindex_partition
+from kfmt.transforms.directory_plan import PartitionPlan
+from kfmt.transforms.reindex import reindex_partition
 
 def segment_largest_timestamp(reader: PartitionReader, seg: Segment, scanned: int | None = None) -> int:
     """Kafka's `LogSegment.largestTimestamp`: the largest record timestamp (the last time-index
@@ -83,8 +83,8 @@ class RetainResult:
     topic: str | None
     partition: int | None
     decision: RetentionDecision
-    removed: PartitionSummary | None  # counted from batch headers; no content digest
-    output: PartitionSummary | None
+    removed: PartitionCounts | None  # counted from batch headers; no content digest
+    output: PartitionCounts | None
     files: list[FileRecord]
     log_start_offset_entry: int | None  # what DST's log-start-offset-checkpoint holds for it
     segment_start: int | None = None  # a partition-directory DST: its first segment's new base offset
@@ -139,13 +139,13 @@ def retain_partition(job: PartitionJob, files, options: RetentionOptions, dry_ru
     return result
 
 
-def _count_removed(reader: PartitionReader, segments: list[Segment], deep: bool = True) -> PartitionSummary:
+def _count_removed(reader: PartitionReader, segments: list[Segment], deep: bool = True) -> PartitionCounts:
     """Batches and records of the deleted segments, from their headers; with `deep` legacy compressed
     wrappers, whose headers do not say how many messages they hold, are inflated (a run at a time and
     walked without columns where the kernels are, kfmt.format.inflated_runs.walk; else decoded),
     without it they are counted apart (kfmt.format.copied_runs.header_counts)."""
     part = reader.part
-    summary = PartitionSummary(part.storage.url_of(part.path), part.topic, part.partition)
+    summary = PartitionCounts(part.storage.url_of(part.path), part.topic, part.partition)
     if not deep:
         summary.check = ENTRIES_CHECK
     for seg in segments:
@@ -155,7 +155,7 @@ def _count_removed(reader: PartitionReader, segments: list[Segment], deep: bool 
             for rows in reader.frame_chunks(seg):
                 _count_headers(rows, summary)
             continue
-        if native is None or not reader.options.check_crc:
+        if not inflated_runs.can_walk(reader.options):
             for header in reader.frames(seg):
                 _count_header(reader, seg, header, summary)
             continue
@@ -165,7 +165,7 @@ def _count_removed(reader: PartitionReader, segments: list[Segment], deep: bool 
     return summary
 
 
-def _count_headers(rows: np.ndarray, summary: PartitionSummary) -> None:
+def _count_headers(rows: np.ndarray, summary: PartitionCounts) -> None:
     """A chunk of frame rows counted from the headers alone (kfmt.format.copied_runs.header_counts)."""
     if not len(rows):
         return
@@ -180,7 +180,7 @@ def _count_headers(rows: np.ndarray, summary: PartitionSummary) -> None:
     summary.next_offset = int(rows["last_offset"][-1]) + 1
 
 
-def _count_header(reader: PartitionReader, seg: Segment, header, summary: PartitionSummary) -> None:
+def _count_header(reader: PartitionReader, seg: Segment, header, summary: PartitionCounts) -> None:
     """One entry counted (the definition: a wrapper decoded for its count and first offset)."""
     summary.batches += 1
     count = header.records_count
@@ -196,7 +196,7 @@ def _count_header(reader: PartitionReader, seg: Segment, header, summary: Partit
     summary.next_offset = header.next_offset
 
 
-def _count_rows(reader: PartitionReader, seg: Segment, d, rows: np.ndarray, summary: PartitionSummary) -> None:
+def _count_rows(reader: PartitionReader, seg: Segment, d, rows: np.ndarray, summary: PartitionCounts) -> None:
     """_count_header for a chunk of frame rows: counts and first offsets from the rows, but for the
     wrappers', which come from their inflated records."""
     if not len(rows):
@@ -226,7 +226,7 @@ def _count_rows(reader: PartitionReader, seg: Segment, d, rows: np.ndarray, summ
 
 
 def _write_rolled(plan: PartitionPlan, files, decision: RetentionDecision,
-                  options: CompanionOptions) -> PartitionSummary:
+                  options: CompanionOptions) -> PartitionCounts:
     """A log deleted whole: one empty segment at the log end offset, as the broker rolls it."""
     part, base = plan.part, decision.rolled
     builder = CompanionBuilder(**options.builder_options(), log_start_offset=decision.log_start_offset,
@@ -238,7 +238,7 @@ def _write_rolled(plan: PartitionPlan, files, decision: RetentionDecision,
     for name, content in builder.finish().files().items():
         files.write(plan.rel_path(name), content)
     plan.write_identity(files)
-    summary = PartitionSummary(part.storage.url_of(part.path), part.topic, part.partition, segments=1,
+    summary = PartitionCounts(part.storage.url_of(part.path), part.topic, part.partition, segments=1,
                                next_offset=base)
     return summary
 

@@ -20,7 +20,7 @@ from kfmt.partition.layout import (
     PartitionDir,
     Segment,
 )
-from kfmt.partition.summary import PartitionSummary, PartitionTally
+from kfmt.partition.summary import PartitionCounts, PartitionTally
 from kfmt.partition.topic_identity import TopicIdentity
 from kfmt.plugin import registry
 from kfmt.storage.staging import StagedOutput
@@ -46,8 +46,8 @@ class PartitionSalvage:
     name: str
     source: str
     destination: str
-    input: PartitionSummary  # the intact entries found
-    output: PartitionSummary  # what was written
+    input: PartitionCounts  # the intact entries found
+    output: PartitionCounts  # what was written
     dropped: list[Dropped] = field(default_factory=list)
     moved: list[str] = field(default_factory=list)
     skipped_files: list[str] = field(default_factory=list)  # neither read nor carried over
@@ -192,8 +192,8 @@ def salvage_partition(part: PartitionDir, rel: str, out: StagedOutput | None, op
     is written when `out` is None: a dry run). `identity`: the target cluster's partition.metadata,
     written instead of the source's when it names the target's id."""
     storage = part.storage
-    found_tally = PartitionTally(PartitionSummary(storage.url_of(part.path), part.topic, part.partition))
-    written_tally = PartitionTally(PartitionSummary(destination, part.topic, part.partition))
+    found_tally = PartitionTally(PartitionCounts(storage.url_of(part.path), part.topic, part.partition))
+    written_tally = PartitionTally(PartitionCounts(destination, part.topic, part.partition))
     result = PartitionSalvage(part.name, storage.url_of(part.path), destination, found_tally.summary,
                               written_tally.summary, skipped_files=_skipped_files(part))
     writer = None if out is None else _writer(part, rel, out, options, log_start_offset)

@@ -15,11 +15,10 @@ from kfmt.pipelines.engine import Engine
 from kfmt.pipelines.runner import run_tasks
 from kfmt.storage.staging import StagedOutput, StagingTarget
 from kfmt.storage.store import Storage, open_storage
-from kfmt.transforms.reindex import (
+from kfmt.transforms.directory_plan import (
     COPIED_LOG_DIR_FILES,
     LOG_START_OFFSET_CHECKPOINT,
     OFFSET_CHECKPOINTS,
-    plan_engine,
     source_partitions,
 )
 from kfmt.transforms.metadata_log import (
@@ -30,6 +29,7 @@ from kfmt.transforms.metadata_log import (
     split_metadata_log,
 )
 from kfmt.transforms.report import REPORT_NAME, make_report, report_bytes
+from kfmt.transforms.run import plan_engine
 
 from .partition import PartitionSalvage, SalvageOptions, salvage_partition
 

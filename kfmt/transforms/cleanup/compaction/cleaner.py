@@ -31,7 +31,7 @@ from kfmt.partition.layout import PARTITION_METADATA, Segment, segment_file_name
 from kfmt.partition.log_start import below_log_start, first_kept_position, kept_segments, segment_start
 from kfmt.partition.topic_identity import TopicIdentity
 from kfmt.partition.reader import PartitionReader
-from kfmt.partition.summary import PartitionSummary, PartitionTally
+from kfmt.partition.summary import PartitionCounts, PartitionTally
 from kfmt.plugin import registry
 from kfmt.transforms.cleanup.compaction import message_runs
 from kfmt.transforms.cleanup.compaction.details import cleaning_details
@@ -42,7 +42,7 @@ from kfmt.transforms.cleanup.compaction.facts import (
     gather_facts,
 )
 from kfmt.transforms.cleanup.compaction.filter import Action, BatchRetention, CleanerFilter
-from kfmt.transforms.cleanup.compaction.offset_map import OffsetMap
+from kfmt.format.offset_map import OffsetMap
 from kfmt.transforms.cleanup.compaction.outcome import (
     CleanStats,
     CompactOptions,
@@ -115,7 +115,7 @@ def compact_partition(job: PartitionJob, files, options: CompactOptions,
 def _without_segments(job: PartitionJob, part, files, dry_run: bool) -> CompactResult:
     """A partition directory without segments has nothing to clean; it stays an empty directory
     (with its partition.metadata), as kfmt reindex keeps it."""
-    summary = PartitionSummary(part.storage.url_of(part.path), part.topic, part.partition)
+    summary = PartitionCounts(part.storage.url_of(part.path), part.topic, part.partition)
     written = []
     if not dry_run:
         before = set(files.records)
@@ -142,8 +142,8 @@ class _Cleaner:
         self.map_full = False
         self.end_offset = rng.first_dirty_offset  # after the cleaning: the first dirty offset
         label = self.part.storage.url_of(self.part.path)
-        self.input = PartitionTally(PartitionSummary(label, self.part.topic, self.part.partition))
-        self.output = PartitionTally(PartitionSummary(label, self.part.topic, self.part.partition))
+        self.input = PartitionTally(PartitionCounts(label, self.part.topic, self.part.partition))
+        self.output = PartitionTally(PartitionCounts(label, self.part.topic, self.part.partition))
         for seg in self.part.segments:
             self.input.add_segment(seg.size)
         self.stats = CleanStats()

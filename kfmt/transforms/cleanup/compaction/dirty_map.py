@@ -15,7 +15,7 @@ from kfmt.partition.layout import Segment
 from kfmt.partition.reader import PartitionReader
 from kfmt.transforms.cleanup.compaction.facts import PartitionFacts
 from kfmt.transforms.cleanup.compaction.filter import is_present
-from kfmt.transforms.cleanup.compaction.offset_map import OffsetMap, record_key_hashes
+from kfmt.format.offset_map import OffsetMap, record_key_hashes
 from kfmt.transforms.cleanup.compaction.plan import CleanableRange, segments_between
 from kfmt.transforms.cleanup.compaction.transactions import CleanedTransactions
 

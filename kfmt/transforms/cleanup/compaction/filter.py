@@ -35,7 +35,7 @@ from kfmt.format.control import ControlType
 from kfmt.format.layout import MAGIC_V2
 from kfmt.format.model import Batch, BatchHeader, int64_values
 from kfmt.transforms.cleanup.compaction.facts import LastRecord
-from kfmt.transforms.cleanup.compaction.offset_map import OffsetMap, record_key_hashes
+from kfmt.format.offset_map import OffsetMap, record_key_hashes
 from kfmt.transforms.cleanup.compaction.transactions import CleanedTransactions
 
 

@@ -18,7 +18,7 @@ from kfmt.defaults import (
 from kfmt.errors import KfmtError, UsageError
 from kfmt.format.model import Batch, BatchHeader
 from kfmt.partition.log_start import BelowLogStart
-from kfmt.partition.summary import PartitionSummary
+from kfmt.partition.summary import PartitionCounts
 from kfmt.plugin import registry
 from kfmt.storage.manifest import FileRecord
 from kfmt.transforms.cleanup.compaction.filter import Action, Removed
@@ -91,8 +91,8 @@ class CompactResult:
     topic: str | None
     partition: int | None
     details: dict
-    input: PartitionSummary
-    output: PartitionSummary | None
+    input: PartitionCounts
+    output: PartitionCounts | None
     files: list[FileRecord]
     cleaner_offset: int | None  # DST's cleaner-offset-checkpoint entry
     segment_start: int | None = None  # a partition-directory DST: its first segment's new base offset

@@ -1,4 +1,7 @@
-"""The key -> latest offset map of a cleaning, in a fixed amount of memory (docs/format.md §14).
+"""The key -> latest offset map of a cleaning (kfmt compact, kfmt.transforms.cleanup.compaction), in a
+fixed amount of memory (docs/format.md §14). It lives in the format layer beside its compiled
+kernels (key MD5s straight from a key column, the table probed record by record), which it chooses
+itself: its callers never see which runs.
 
 Kafka's cleaner (`SkimpyOffsetMap`) never holds keys: it keeps the MD5 of each key (16 bytes) and
 the latest offset seen for it (8 bytes) in one preallocated buffer of `log.cleaner.dedupe.buffer.size`
@@ -9,8 +12,8 @@ key to Kafka, and to this map.
 
 This is the same table in numpy: one `(slots, 3)` uint64 array (hash high, hash low, offset + 1,
 0 meaning an empty slot), probed linearly, filled and queried a batch of records at a time (by the
-compiled kernels of kfmt.format.kernels where they are built, record by record, with the same contents;
-the numpy code here is their reference). Memory is allocated once, zero-filled lazily by the OS,
+compiled kernels of kfmt/csrc/digest.c and md5.h where they are built, record by record, with the
+same contents; the numpy code here is their reference). Memory is allocated once, zero-filled lazily by the OS,
 and never grows: a partition with more distinct keys than the map admits is cleaned in prefixes,
 never loaded whole.
 """

@@ -7,6 +7,7 @@ the value; a negative length is null).
 Strictness is Kafka's (DefaultRecord.readFrom): the bytes a record uses must equal its length, and no
 bytes may follow the last declared record.
 
+The v2 format plugin (plugins/formats/v2.py) decodes and encodes a batch's records here.
 `decode_records` and `encode_records` run the compiled kernels of kfmt.format.kernels when they are
 built (kfmt/csrc/records_v2.c: columns filled and read in C, handed to pyarrow without per-record
 objects); the `*_reference` functions below are the pure-Python definition both must match.
