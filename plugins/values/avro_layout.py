@@ -4,8 +4,10 @@ each leaf), numbered in preorder. Every program compiled for the table (one per 
 plugins/values/avro_program.py) writes into the same slots, so the rows of all schema ids of a chunk
 come out as one column of the table type, in row order: no take, no cast.
 
-A slot comes back from the kernel as (count, a validity byte per element, int32 offsets, value
-bytes); `assemble` builds the column from them with pyarrow's from_buffers.
+A slot comes back from the kernel as (count, a validity byte per element or None when no element is
+null, int32 offsets, value bytes), the buffers memory the kernel filled and hands over without a copy
+(objects with the buffer protocol that free it with their last reference); `assemble` builds the
+column from them with pyarrow's from_buffers, which keeps them alive as long as the arrays live.
 """
 from __future__ import annotations
 
@@ -89,12 +91,14 @@ def assemble(place: Place, buffers: list) -> pa.Array:
 
 def _leaf(arrow: pa.DataType, buffer: tuple, validity=None) -> pa.Array:
     count, valid, offsets, values = buffer
-    if validity is None and valid:
+    if validity is None:
         validity = _bits(valid, count)
     if pa.types.is_string(arrow) or pa.types.is_binary(arrow):
         return pa.Array.from_buffers(arrow, count, [validity, pa.py_buffer(offsets), pa.py_buffer(values)])
     return pa.Array.from_buffers(arrow, count, [validity, pa.py_buffer(values)])
 
 
-def _bits(flags: bytes, count: int):
+def _bits(flags, count: int):
+    if flags is None:  # no element is null: Arrow needs no validity bitmap
+        return None
     return pa.py_buffer(np.packbits(np.frombuffer(flags, np.uint8, count), bitorder="little"))
