@@ -126,26 +126,24 @@ def encode_records_reference(records: pa.RecordBatch, base_offset: int, base_tim
         body = bytearray(b"\x00")
         body += varint(timestamp - base_timestamp)
         body += varint(offset - base_offset)
-        if key is None:
-            body += b"\x01"
-        else:
-            body += varint(len(key))
-            body += key
-        if value is None:
-            body += b"\x01"
-        else:
-            body += varint(len(value))
-            body += value
+        _put_nullable(body, key)
+        _put_nullable(body, value)
         body += varint(len(headers))
         for h in headers:
             hkey, hval = h["key"], h["value"]
             body += varint(len(hkey))
             body += hkey
-            if hval is None:
-                body += b"\x01"
-            else:
-                body += varint(len(hval))
-                body += hval
+            _put_nullable(body, hval)
         out += varint(len(body))
         out += body
     return bytes(out)
+
+
+def _put_nullable(body: bytearray, data) -> None:
+    """A record's key, value or header value: its varint length and bytes, or length -1 (the varint
+    byte 0x01) for null (docs/format.md, the v2 record)."""
+    if data is None:
+        body += b"\x01"
+    else:
+        body += varint(len(data))
+        body += data
