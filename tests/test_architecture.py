@@ -280,7 +280,7 @@ MODULE_LINES, FUNCTION_LINES, PARAMETERS = 400, 60, 8
 # What the sources hold today, a ratchet: a change may lower these counts (then lower them here),
 # never raise them. Parameters are not counted for the public API (kfmt/api's public functions and
 # methods: docs/python.md's keywords), where a flat keyword list is the interface.
-SIZE_LIMITS = {f"modules over {MODULE_LINES} lines": 0, f"functions over {FUNCTION_LINES} lines": 2,
+SIZE_LIMITS = {f"modules over {MODULE_LINES} lines": 0, f"functions over {FUNCTION_LINES} lines": 1,
                f"functions with over {PARAMETERS} parameters": 15}
 
 

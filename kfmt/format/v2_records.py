@@ -72,19 +72,8 @@ def decode_records_reference(data, count: int, base_offset: int, base_timestamp:
         pos += 1  # attributes (unused)
         ts_delta, pos = read_varlong(data, pos, rec_end)
         off_delta, pos = read_varint(data, pos, rec_end)
-        klen, pos = read_varint(data, pos, rec_end)
-        key = value = None
-        if klen >= 0:
-            if pos + klen > rec_end:
-                raise DataError(f"record {i} key of {klen} bytes overruns its record", position=start)
-            key = bytes(data[pos:pos + klen])
-            pos += klen
-        vlen, pos = read_varint(data, pos, rec_end)
-        if vlen >= 0:
-            if pos + vlen > rec_end:
-                raise DataError(f"record {i} value of {vlen} bytes overruns its record", position=start)
-            value = bytes(data[pos:pos + vlen])
-            pos += vlen
+        key, pos = _read_nullable(data, pos, rec_end, f"record {i} key", start)
+        value, pos = _read_nullable(data, pos, rec_end, f"record {i} value", start)
         hcount, pos = read_varint(data, pos, rec_end)
         if hcount < 0 or hcount > rec_end - pos:
             raise DataError(f"record {i} has an invalid header count {hcount}", position=start)
@@ -97,14 +86,7 @@ def decode_records_reference(data, count: int, base_offset: int, base_timestamp:
                     raise DataError(f"record {i} has an invalid header key length {hklen}", position=start)
                 hkey = bytes(data[pos:pos + hklen])
                 pos += hklen
-                hvlen, pos = read_varint(data, pos, rec_end)
-                hval = None
-                if hvlen >= 0:
-                    if pos + hvlen > rec_end:
-                        raise DataError(f"record {i} header value of {hvlen} bytes overruns its record",
-                                        position=start)
-                    hval = bytes(data[pos:pos + hvlen])
-                    pos += hvlen
+                hval, pos = _read_nullable(data, pos, rec_end, f"record {i} header value", start)
                 hs.append((hkey, hval))
         if pos != rec_end:
             raise DataError(f"record {i} declares {length} bytes but its fields use {pos - body}",
@@ -117,6 +99,17 @@ def decode_records_reference(data, count: int, base_offset: int, base_timestamp:
     if pos != end:
         raise DataError(f"{end - pos} bytes follow the {count} declared records", position=pos)
     return make_records(offsets, timestamps, keys, values, headers)
+
+
+def _read_nullable(data, pos: int, rec_end: int, what: str, start: int) -> tuple[bytes | None, int]:
+    """A key, value or header value and the position after it: its varint length and bytes, or None for
+    length -1 (docs/format.md, the v2 record); `what` names it in the error."""
+    n, pos = read_varint(data, pos, rec_end)
+    if n < 0:
+        return None, pos
+    if pos + n > rec_end:
+        raise DataError(f"{what} of {n} bytes overruns its record", position=start)
+    return bytes(data[pos:pos + n]), pos + n
 
 
 def encode_records_reference(records: pa.RecordBatch, base_offset: int, base_timestamp: int) -> bytes:
